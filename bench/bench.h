@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The benchmark's shared declarations: brokers it starts and stops itself
+ * (broker.c), the load driver that runs every client of a phase in one
+ * thread (load.c), the phases measured against a broker (phases.c), the
+ * callgrind mode (callgrind.c), statistics and tables (report.c). Nothing
+ * here is a test: figures are printed, never asserted.
+ */
+#ifndef DLQ_BENCH_H
+#define DLQ_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define BENCH_MAX_PAIRS 4
+/* Policies in the plugin broker's configuration: one that matches the
+ * tracked topics and this many minus one that match no benchmark topic. */
+#define BENCH_POLICIES 100
+#define BENCH_PAYLOAD 200
+#define BENCH_MAX_ATTEMPTS 3
+/* Topics: publisher i publishes to <prefix><i>, subscriber i subscribes to
+ * exactly that topic. */
+#define BENCH_TOPIC_PLAIN "bench/plain/"
+#define BENCH_TOPIC_TRACKED "bench/tracked/"
+#define BENCH_FILTER_TRACKED "bench/tracked/+"
+#define BENCH_DEAD_LETTER "dead/bench"
+
+/* ---- brokers (broker.c) ---- */
+
+enum broker_kind {
+	BROKER_BARE,    /* no plugin: the reference */
+	BROKER_PLUGIN,  /* the plugin with BENCH_POLICIES policies */
+};
+
+struct broker_opts {
+	enum broker_kind kind;
+	const char *plugin_path;     /* the built mosquitto_dlq.so */
+	const char *mosquitto_bin;   /* default /usr/sbin/mosquitto */
+	bool tcp;                    /* a free loopback port instead of a unix socket */
+	const char *nack_window;     /* NULL: the plugin's default */
+	const char *max_pending;     /* NULL: the plugin's default */
+	const char *valgrind_out;    /* not NULL: run under callgrind, writing here */
+	int ready_timeout_ms;
+};
+
+struct broker {
+	char dir[128];
+	char conf_path[192];
+	char log_path[192];
+	char host[192];              /* socket path, or 127.0.0.1 */
+	int port;                    /* 0 for the unix socket */
+	pid_t pid;
+	bool running;
+};
+
+/* Creates a private directory, writes the configuration and starts the
+ * broker; returns 0 once its log says it is running, -1 (logged to stderr,
+ * with the broker's log) if it exited or was not ready in time. */
+int broker__start(struct broker *b, const struct broker_opts *o);
+/* SIGTERM, wait (bounded), SIGKILL if needed; removes the directory unless
+ * keep_dir. Returns the exit status from waitpid, or -1. */
+int broker__stop(struct broker *b, bool keep_dir);
+/* Resident set size in KiB, or -1. */
+long broker__rss_kib(const struct broker *b);
+/* CPU time used by the broker so far, in nanoseconds (schedstat, else
+ * utime + stime). */
+uint64_t broker__cpu_ns(const struct broker *b);
+void broker__print_log(const struct broker *b);
+/* Stops every broker still running (atexit and signal path). */
+void broker__stop_all(void);
+
+/* ---- the load driver (load.c) ---- */
+
+enum load_kind {
+	LOAD_PLAIN,     /* untracked topics (bare broker or plugin) */
+	LOAD_TRACKED,   /* tracked topics; every delivery must carry a dlq-id */
+	LOAD_STORM,     /* tracked; every delivery is NACKed until dead-lettered */
+};
+
+struct load_opts {
+	const struct broker *broker;
+	enum load_kind kind;
+	int qos;
+	int pairs;                   /* publishers = subscribers = pairs */
+	size_t payload_len;          /* at least 16 */
+	unsigned window;             /* per pair: messages (chains in a storm) not yet done */
+	double rate;                 /* 0: closed loop; else messages per second offered, all pairs */
+	double warmup_s;
+	double measure_s;
+	/* Not 0: publish exactly this many originals (spread over the pairs),
+	 * no warm-up, and wait for all of them to be done (at most timeout_ms);
+	 * the result's rates are over the whole run. */
+	uint64_t count;
+	int timeout_ms;
+	bool record_latency;
+	const char *label;           /* client id prefix */
+};
+
+/* Counters over the measured interval, converted to rates. */
+struct load_result {
+	bool ok;
+	double seconds;
+	double delivered_per_s;      /* every message a subscriber received */
+	double originals_per_s;      /* deliveries of original messages */
+	double nacks_sent_per_s;
+	double copies_per_s;         /* retry copies received */
+	double dead_letters_per_s;   /* dead letters received */
+	double broker_cpu_util;      /* broker CPU seconds per second */
+	double broker_us_per_msg;    /* broker CPU per delivered message */
+	double broker_us_per_nack;   /* broker CPU per NACK handled (storm) */
+	double p50_us, p99_us;       /* end-to-end latency of originals */
+	uint64_t latency_samples;
+	uint64_t untagged;           /* tracked deliveries without a dlq-id */
+	uint64_t unfinished;         /* originals not done when the drain ended */
+};
+
+/* Runs one phase: connects the clients, warms up, measures, drains,
+ * disconnects. Returns 0, or -1 if the clients could not connect or lost
+ * their connection (res->ok false). Bounded in time throughout. */
+int load__run(const struct load_opts *o, struct load_result *res);
+
+
+/* ---- the suites (suite.c, memory.c, callgrind.c) ---- */
+
+#define BENCH_MAX_ROUNDS 16
+
+struct bench_config {
+	const char *plugin_path;
+	const char *mosquitto_bin;
+	bool tcp;
+	bool quick;
+	int rounds;                  /* A/B rounds per cell */
+	double warmup_s;
+	double measure_s;
+	unsigned window;             /* in flight, all pairs together */
+	double latency_load;         /* offered load, fraction of bare throughput */
+	const char *nack_window;     /* throughput suite; NULL: plugin default */
+	const char *max_pending;     /* throughput suite; NULL: plugin default */
+	uint64_t prefill;            /* tracked messages sent before the rounds */
+	uint64_t memory_count;       /* messages per payload size */
+	uint64_t callgrind_count;    /* tracked messages in the callgrind run */
+	bool run_throughput;
+	bool run_memory;
+	bool run_callgrind;
+};
+
+/* Each prints its tables to stdout (Markdown) and progress to stderr, and
+ * returns 0, or -1 if a broker or a phase failed. */
+int suite__throughput(const struct bench_config *cfg);
+int suite__memory(const struct bench_config *cfg);
+int suite__callgrind(const struct bench_config *cfg);
+
+/* ---- clocks and statistics (stats.c) ---- */
+
+uint64_t bench__now_ns(void);
+void bench__sleep_ms(unsigned ms);
+double stats__median(double *v, size_t n);
+double stats__percentile_u64(uint64_t *v, size_t n, double p);
+void stats__range(const double *v, size_t n, double *lo, double *hi);
+
+#endif

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The callgrind suite (see bench.h): instruction counts, which do not
+ * depend on how busy the machine is. Each case runs the broker under
+ * `valgrind --tool=callgrind` twice, with a small and a large fixed
+ * workload (QoS 1, one publisher, one subscriber), and takes the difference,
+ * so that startup, connections and shutdown cancel out. Reported per
+ * message: the broker's whole instruction count, and the inclusive cost of
+ * the plugin's callbacks adapter__message, adapter__control and
+ * adapter__tick (from callgrind_annotate --inclusive=yes).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define CG_WINDOW 50
+#define CG_TIMEOUT_MS 300000
+#define TOP_FUNCTIONS 14
+
+enum cg_fn { FN_TOTAL, FN_MESSAGE, FN_CONTROL, FN_TICK, NFN };
+static const char *const fn_names[NFN] = { "PROGRAM TOTALS", "adapter__message", "adapter__control", "adapter__tick" };
+
+struct cg_case {
+	const char *name;
+	enum broker_kind broker;
+	enum load_kind load;
+};
+
+/* Parses "1,234,567 (12.3%)  file:function [object]" lines. */
+static void parse_annotate(const char *file, double ir[NFN])
+{
+	char cmd[512], line[2048];
+	memset(ir, 0, sizeof(double) * NFN);
+	snprintf(cmd, sizeof(cmd), "callgrind_annotate --inclusive=yes --threshold=100 '%s' 2>/dev/null", file);
+	FILE *p = popen(cmd, "r");
+	if(p == NULL) return;
+	while(fgets(line, sizeof(line), p)){
+		char digits[64];
+		size_t nd = 0;
+		const char *s = line;
+		while(*s == ' ') s++;
+		while((*s >= '0' && *s <= '9') || *s == ','){
+			if(*s != ',' && nd < sizeof(digits) - 1) digits[nd++] = *s;
+			s++;
+		}
+		if(nd == 0) continue;
+		digits[nd] = '\0';
+		double v = strtod(digits, NULL);
+		const char *name = strstr(s, "  ");
+		if(name == NULL) continue;
+		name += 2;
+		if(!strncmp(name, fn_names[FN_TOTAL], strlen(fn_names[FN_TOTAL]))){
+			ir[FN_TOTAL] = v;
+			continue;
+		}
+		const char *colon = strchr(name, ':');
+		if(colon == NULL) continue;
+		for(int f = FN_MESSAGE; f < NFN; f++){
+			size_t n = strlen(fn_names[f]);
+			char after = colon[1 + n];
+			if(!strncmp(colon + 1, fn_names[f], n) && (after == ' ' || after == '\n' || after == '\0')){
+				ir[f] += v;
+			}
+		}
+	}
+	pclose(p);
+}
+
+/* Prints the functions with the highest self cost, for the profile. */
+static void print_top(const char *file, const char *title)
+{
+	char cmd[512], line[2048];
+	snprintf(cmd, sizeof(cmd), "callgrind_annotate --threshold=99 '%s' 2>/dev/null", file);
+	FILE *p = popen(cmd, "r");
+	if(p == NULL) return;
+	printf("\n%s: functions by self cost (callgrind_annotate %s)\n\n```\n", title, file);
+	int shown = 0;
+	bool table = false;
+	while(fgets(line, sizeof(line), p) && shown < TOP_FUNCTIONS){
+		if(strstr(line, "file:function")){
+			table = true;
+			continue;
+		}
+		if(!table || line[0] == '-' || line[0] == '\n') continue;
+		fputs(line, stdout);
+		shown++;
+	}
+	printf("```\n");
+	pclose(p);
+}
+
+static int run_one(const struct bench_config *cfg, const struct cg_case *cc, uint64_t count,
+		const char *out, double ir[NFN])
+{
+	struct broker b;
+	struct broker_opts bo = {
+		.kind = cc->broker, .plugin_path = cfg->plugin_path, .mosquitto_bin = cfg->mosquitto_bin,
+		.tcp = cfg->tcp, .valgrind_out = out, .ready_timeout_ms = 60000,
+	};
+	struct load_opts o = {
+		.broker = &b, .kind = cc->load, .qos = 1, .pairs = 1, .payload_len = BENCH_PAYLOAD,
+		.window = CG_WINDOW, .count = count, .timeout_ms = CG_TIMEOUT_MS, .label = cc->name,
+	};
+	struct load_result res;
+
+	if(broker__start(&b, &bo)) return -1;
+	int rc = load__run(&o, &res);
+	if(rc == 0 && (res.untagged || res.unfinished)) rc = -1;
+	int status = broker__stop(&b, rc != 0);
+	if(rc) return -1;
+	if(status != 0){
+		fprintf(stderr, "dlq_bench: broker under callgrind exited with status 0x%x\n", status);
+		return -1;
+	}
+	parse_annotate(out, ir);
+	return ir[FN_TOTAL] > 0 ? 0 : -1;
+}
+
+int suite__callgrind(const struct bench_config *cfg)
+{
+	static const struct cg_case cases[] = {
+		{ "bare", BROKER_BARE, LOAD_PLAIN },
+		{ "untracked", BROKER_PLUGIN, LOAD_PLAIN },
+		{ "tracked", BROKER_PLUGIN, LOAD_TRACKED },
+		{ "storm", BROKER_PLUGIN, LOAD_STORM },
+	};
+	enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
+	double per[NCASES][NFN];
+	bool ok[NCASES] = {false};
+	char dir[] = "/tmp/dlq-bench-callgrind-XXXXXX";
+	char out[NCASES][2][256];
+	uint64_t n1 = cfg->callgrind_count, n0 = n1 / 10;
+	int rc = 0;
+
+	if(mkdtemp(dir) == NULL){
+		perror("dlq_bench: mkdtemp");
+		return -1;
+	}
+	for(int i = 0; i < NCASES; i++){
+		double a[NFN], b[NFN];
+		snprintf(out[i][0], sizeof(out[i][0]), "%s/callgrind.%s.%llu", dir, cases[i].name, (unsigned long long)n0);
+		snprintf(out[i][1], sizeof(out[i][1]), "%s/callgrind.%s.%llu", dir, cases[i].name, (unsigned long long)n1);
+		fprintf(stderr, "callgrind: %s (%llu and %llu messages)\n", cases[i].name,
+				(unsigned long long)n0, (unsigned long long)n1);
+		if(run_one(cfg, &cases[i], n0, out[i][0], a) || run_one(cfg, &cases[i], n1, out[i][1], b)){
+			rc = -1;
+			continue;
+		}
+		for(int f = 0; f < NFN; f++){
+			per[i][f] = (b[f] - a[f]) / (double)(n1 - n0);
+		}
+		ok[i] = true;
+	}
+
+	printf("\n### Instructions (callgrind), QoS 1, 1→1, %d B, per message (difference of %llu- and %llu-message runs)\n\n",
+			BENCH_PAYLOAD, (unsigned long long)n1, (unsigned long long)n0);
+	printf("| case | broker Ir per published message | vs bare | adapter__message | adapter__control | adapter__tick "
+			"| plugin callbacks ÷ broker |\n");
+	printf("|---|---|---|---|---|---|---|\n");
+	for(int i = 0; i < NCASES; i++){
+		if(!ok[i]){
+			printf("| %s | failed | | | | | |\n", cases[i].name);
+			continue;
+		}
+		double plugin = per[i][FN_MESSAGE] + per[i][FN_CONTROL] + per[i][FN_TICK];
+		printf("| %s | %.0f | %s%.2fx | %.0f | %.0f | %.0f | %.1f%% |\n", cases[i].name, per[i][FN_TOTAL],
+				ok[0] ? "" : "?", ok[0] ? per[i][FN_TOTAL] / per[0][FN_TOTAL] : 0,
+				per[i][FN_MESSAGE], per[i][FN_CONTROL], per[i][FN_TICK], 100 * plugin / per[i][FN_TOTAL]);
+	}
+	if(ok[NCASES - 1]){
+		double *s = per[NCASES - 1];
+		int nacks = BENCH_MAX_ATTEMPTS;
+		printf("\nStorm, per NACK (%d per published message: %d retry copies and 1 dead letter): broker %.0f Ir, "
+				"adapter__control %.0f Ir, adapter__tick %.0f Ir", nacks, nacks - 1, s[FN_TOTAL] / nacks,
+				s[FN_CONTROL] / nacks, s[FN_TICK] / nacks);
+		if(ok[0]){
+			printf("; a NACK costs the broker %.2fx a bare delivery (%.0f Ir)", s[FN_TOTAL] / nacks / per[0][FN_TOTAL],
+					per[0][FN_TOTAL]);
+		}
+		printf(".\n");
+	}
+	for(int i = 2; i < NCASES; i++){
+		if(ok[i]) print_top(out[i][1], cases[i].name);
+	}
+	printf("\ncallgrind output kept in %s (callgrind_annotate --inclusive=yes FILE).\n", dir);
+	return rc;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The memory suite (see bench.h): broker RSS growth per tracked message
+ * kept NACKable. For each payload size, a fresh bare broker and a fresh
+ * plugin broker (nack_window 300s, max_pending_bytes 1GiB, so nothing
+ * leaves the ledger) each receive a warm-up batch, then N messages at QoS 1
+ * from one publisher to one subscriber; VmRSS is read before and after the
+ * N. The bare broker's growth (allocator slack, buffers) is subtracted.
+ */
+#include <stdio.h>
+
+#include "bench.h"
+
+#define WARMUP_COUNT 1000
+
+struct growth {
+	long rss0, rss1;   /* KiB */
+	double per_msg;    /* bytes */
+};
+
+static int measure(const struct bench_config *cfg, enum broker_kind kind, size_t size, struct growth *g)
+{
+	struct broker b;
+	struct broker_opts bo = {
+		.kind = kind, .plugin_path = cfg->plugin_path, .mosquitto_bin = cfg->mosquitto_bin,
+		.tcp = cfg->tcp, .nack_window = "300s", .max_pending = "1GiB", .ready_timeout_ms = 10000,
+	};
+	struct load_opts o = {
+		.broker = &b, .kind = kind == BROKER_PLUGIN ? LOAD_TRACKED : LOAD_PLAIN, .qos = 1, .pairs = 1,
+		.payload_len = size, .window = 100, .count = WARMUP_COUNT, .timeout_ms = 60000, .label = "mem",
+	};
+	struct load_result res;
+	int rc = -1;
+
+	if(broker__start(&b, &bo)) return -1;
+	if(load__run(&o, &res)) goto done;
+	g->rss0 = broker__rss_kib(&b);
+	o.count = cfg->memory_count;
+	if(load__run(&o, &res) || res.untagged) goto done;
+	g->rss1 = broker__rss_kib(&b);
+	if(g->rss0 < 0 || g->rss1 < 0) goto done;
+	g->per_msg = (double)(g->rss1 - g->rss0) * 1024.0 / (double)cfg->memory_count;
+	rc = 0;
+done:
+	broker__stop(&b, false);
+	return rc;
+}
+
+int suite__memory(const struct bench_config *cfg)
+{
+	static const size_t sizes[] = { 100, 1024, 16384 };
+	int rc = 0;
+
+	printf("\n### Memory: broker RSS growth per tracked message kept NACKable (%llu messages per size, QoS 1)\n\n",
+			(unsigned long long)cfg->memory_count);
+	printf("| payload B | bare growth B/msg | plugin growth B/msg | plugin − bare B/msg | beyond the payload B/msg "
+			"| target ≤ payload + 160 |\n");
+	printf("|---|---|---|---|---|---|\n");
+	for(size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++){
+		struct growth bare = {0}, plugin = {0};
+		fprintf(stderr, "memory: %zu B payloads\n", sizes[i]);
+		if(measure(cfg, BROKER_BARE, sizes[i], &bare) || measure(cfg, BROKER_PLUGIN, sizes[i], &plugin)){
+			printf("| %zu | failed | | | | |\n", sizes[i]);
+			rc = -1;
+			continue;
+		}
+		double net = plugin.per_msg - bare.per_msg;
+		double beyond = net - (double)sizes[i];
+		printf("| %zu | %.0f | %.0f | %.0f | %.0f | %s |\n", sizes[i], bare.per_msg, plugin.per_msg, net, beyond,
+				beyond <= 160 ? "met" : "missed");
+	}
+	return rc;
+}

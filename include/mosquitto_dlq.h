@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Public constants of mosquitto-dlq: the names of the MQTT v5 user properties
+ * the plugin reads and writes, the $CONTROL topics it answers on, and the
+ * limits it enforces. A C client includes this header so that it spells the
+ * contract exactly as the plugin does; nothing here needs the broker.
+ */
+#ifndef MOSQUITTO_DLQ_H
+#define MOSQUITTO_DLQ_H
+
+#define DLQ_VERSION "0.1.0"
+
+/* User property stamped on every tracked message and every retry copy: the
+ * handle a subscriber names when it asks for a retry. */
+#define DLQ_PROP_ID "dlq-id"
+/* How many times the message had been delivered when the copy or dead letter
+ * was made (the first delivery counts as 1). */
+#define DLQ_PROP_RETRY_COUNT "retry-count"
+/* The topic the chain was first published to, and its first dlq-id. Carried
+ * by retry copies and dead letters. */
+#define DLQ_PROP_ORIGIN_TOPIC "origin-topic"
+#define DLQ_PROP_ORIGIN_ID "origin-id"
+/* Carried by dead letters only. */
+#define DLQ_PROP_DEAD_LETTER_REASON "dead-letter-reason"
+#define DLQ_PROP_DEAD_LETTER_CLIENT "dead-letter-client"
+#define DLQ_PROP_DEAD_LETTER_FILTER "dead-letter-filter"
+#define DLQ_PROP_DEAD_LETTER_TIME "dead-letter-time"
+/* Optional user property on a compact NACK: why the subscriber failed. */
+#define DLQ_PROP_NACK_REASON "reason"
+
+/* JSON commands, dynamic-security shape: {"commands":[{"command":"nack",...}]} */
+#define DLQ_CONTROL_TOPIC "$CONTROL/dlq/v1"
+/* Compact NACK: the payload is the dlq-id, nothing else. */
+#define DLQ_NACK_TOPIC "$CONTROL/dlq/v1/nack"
+/* Where replies go when the request carried no MQTT v5 response topic. */
+#define DLQ_RESPONSE_TOPIC "$CONTROL/dlq/v1/response"
+
+/* The only command of this version. */
+#define DLQ_COMMAND_NACK "nack"
+
+/* A dlq-id is 16 characters of base64url (RFC 4648 section 5, no padding)
+ * encoding 96 bits from the operating system's random source. */
+#define DLQ_ID_LEN 16
+#define DLQ_ID_RANDOM_BITS 96
+
+/* Value of retry_to that sends retry copies back to the delivery topic,
+ * to the subscriber that asked only. It is the default. */
+#define DLQ_RETRY_TO_DELIVERY "delivery"
+
+/* Limits. */
+#define DLQ_MAX_ATTEMPTS_MIN 1
+#define DLQ_MAX_ATTEMPTS_MAX 1000
+/* A reason longer than this is cut at a UTF-8 character boundary. */
+#define DLQ_REASON_MAX_BYTES 1024
+/* At most this many commands in one $CONTROL/dlq/v1 message. */
+#define DLQ_MAX_COMMANDS 1000
+
+/* Defaults of the global options. */
+#define DLQ_DEFAULT_NACK_WINDOW_MS (300 * 1000)
+#define DLQ_DEFAULT_MAX_PENDING_BYTES (64ull * 1024 * 1024)
+
+#endif

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Thin adapters between the broker's events and the engine (see
+ * adapters.h). Every adapter returns MOSQ_ERR_SUCCESS: an error from a
+ * MESSAGE or CONTROL callback would disconnect the client that sent it,
+ * and no client is to blame for the plugin's troubles.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <mosquitto.h>
+#include <mosquitto_broker.h>
+#include <mqtt_protocol.h>
+
+#include "adapters.h"
+#include "control.h"
+#include "headers.h"
+#include "mosquitto_dlq.h"
+#include "port.h"
+#include "props.h"
+
+/* The broker fires TICK about ten times a second; none for this long while
+ * traffic flows means it never will (per_listener_settings true). */
+#define NO_TICK_WARN_MS 10000
+
+static void check_ticks(struct dlq_plugin *pl)
+{
+	if(pl->warned_no_tick) return;
+	uint64_t now = port__now_ms();
+	if(pl->last_tick_ms == 0){
+		pl->last_tick_ms = now;
+	}else if(now - pl->last_tick_ms > NO_TICK_WARN_MS){
+		pl->warned_no_tick = true;
+		port__log(DLQ_LOG_ERR, "the broker sends this plugin no TICK events (per_listener_settings true?): "
+				"NACK windows will not expire and failed publishes will not be retried");
+	}
+}
+
+int adapter__message(int event, void *event_data, void *userdata)
+{
+	struct mosquitto_evt_message *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+	(void)event;
+
+	const struct dlq_policy *policy = dlq__policy_for(&pl->engine, ed->topic);
+	if(policy == NULL) return MOSQ_ERR_SUCCESS;
+	check_ticks(pl);
+
+	struct dlq_headers h = {0};
+	char id[DLQ_ID_LEN + 1];
+	int rc = props__to_headers(ed->properties, &h);
+	if(rc == 0){
+		rc = dlq__track(&pl->engine, policy, ed->topic, ed->payload, ed->payloadlen, ed->qos, h.data, h.len, id);
+	}
+	headers__free(&h);
+	if(rc == 0){
+		/* Appending in place is the one change to the property list that
+		 * is safe on every 2.0.x broker. */
+		if(mosquitto_property_add_string_pair(&ed->properties, MQTT_PROP_USER_PROPERTY, DLQ_PROP_ID, id)){
+			port__log(DLQ_LOG_ERR, "out of memory: message on \"%s\" delivered without a dlq-id", ed->topic);
+		}
+	}else if(rc == ENOMEM){
+		port__log(DLQ_LOG_ERR, "out of memory: message on \"%s\" not tracked", ed->topic);
+	}
+	return MOSQ_ERR_SUCCESS;
+}
+
+/* Sends a reply to the requesting client only, so that one client never sees
+ * another's dlq-ids, and so that a response topic cannot be used to publish
+ * where the client itself may not. */
+static void send_reply(const char *client, const char *topic, const char *json,
+		const void *correlation, uint16_t correlation_len)
+{
+	struct dlq_headers h = {0};
+	if(correlation && headers__add(&h, DLQ_HDR_CORRELATION_DATA, correlation, correlation_len, NULL, 0)){
+		headers__free(&h);
+		port__log(DLQ_LOG_ERR, "out of memory: reply to \"%s\" not sent", client);
+		return;
+	}
+	int rc = port__publish(client, topic, 1, false, json, (uint32_t)strlen(json), h.data, h.len);
+	if(rc){
+		port__log(DLQ_LOG_WARNING, "reply to \"%s\" on \"%s\" not sent: %s", client, topic, strerror(rc));
+	}
+	headers__free(&h);
+}
+
+int adapter__control(int event, void *event_data, void *userdata)
+{
+	struct mosquitto_evt_control *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+	char reason[DLQ_REASON_MAX_BYTES * 4 + 1];
+	char *response_topic = NULL;
+	void *correlation = NULL;
+	uint16_t correlation_len = 0;
+	struct dlq_control_reply reply;
+	(void)event;
+
+	const char *client = mosquitto_client_id(ed->client);
+	if(client == NULL) return MOSQ_ERR_SUCCESS;
+
+	struct dlq_control_request req = {
+		.compact = !strcmp(ed->topic, DLQ_NACK_TOPIC),
+		.payload = ed->payload,
+		.payload_len = ed->payloadlen,
+		.client = client,
+		.reason = NULL,
+	};
+	if(req.compact){
+		req.reason = props__user_value(ed->properties, DLQ_PROP_NACK_REASON, reason, sizeof(reason));
+	}
+	mosquitto_property_read_string(ed->properties, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false);
+	mosquitto_property_read_binary(ed->properties, MQTT_PROP_CORRELATION_DATA, &correlation, &correlation_len, false);
+
+	if(control__handle(&pl->engine, &req, &reply)){
+		port__log(DLQ_LOG_ERR, "out of memory handling a control message from \"%s\"", client);
+	}else if(reply.must_send || response_topic){
+		send_reply(client, response_topic ? response_topic : DLQ_RESPONSE_TOPIC, reply.json,
+				response_topic ? correlation : NULL, correlation_len);
+	}
+	control__reply_free(&reply);
+	port__free(response_topic);
+	port__free(correlation);
+	return MOSQ_ERR_SUCCESS;
+}
+
+int adapter__tick(int event, void *event_data, void *userdata)
+{
+	struct dlq_plugin *pl = userdata;
+	(void)event;
+	(void)event_data;
+
+	pl->last_tick_ms = port__now_ms();
+	dlq__tick(&pl->engine);
+	return MOSQ_ERR_SUCCESS;
+}
+
+int adapter__disconnect(int event, void *event_data, void *userdata)
+{
+	struct mosquitto_evt_disconnect *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+	(void)event;
+
+	const char *client = mosquitto_client_id(ed->client);
+	if(client == NULL) return MOSQ_ERR_SUCCESS;
+	/* 2.0.11 tells a plugin nothing of a v5 client's session expiry, so only
+	 * an MQTT 3.x client with clean_session=false is known to keep its
+	 * session (see docs/design.md). */
+	bool persists = !mosquitto_client_clean_session(ed->client)
+			&& mosquitto_client_protocol_version(ed->client) != 5;
+	dlq__client_gone(&pl->engine, client, persists);
+	return MOSQ_ERR_SUCCESS;
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The plugin instance and the broker callbacks: each adapter unpacks one
+ * mosquitto_evt_* struct into plain arguments for the engine.
+ */
+#ifndef DLQ_ADAPTERS_H
+#define DLQ_ADAPTERS_H
+
+#include <mosquitto_broker.h>
+#include <mosquitto_plugin.h>
+
+#include "dlq.h"
+
+/* One per loaded instance, passed to every callback as userdata. */
+struct dlq_plugin {
+	mosquitto_plugin_id_t *identifier; /* borrowed from the broker */
+	struct dlq engine;                 /* owned */
+	uint64_t last_tick_ms;             /* 0 until the first TICK */
+	bool warned_no_tick;
+};
+
+int adapter__message(int event, void *event_data, void *userdata);
+int adapter__control(int event, void *event_data, void *userdata);
+int adapter__tick(int event, void *event_data, void *userdata);
+int adapter__disconnect(int event, void *event_data, void *userdata);
+
+#endif

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Configuration: the plugin_opt_* options from mosquitto.conf and the JSON
+ * policy file, parsed once into one immutable, validated struct. Parsing from
+ * strings is kept apart from reading files so that tests need no files.
+ */
+#ifndef DLQ_CONFIG_H
+#define DLQ_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+struct dlq_option {
+	const char *key;   /* without the plugin_opt_ prefix */
+	const char *value;
+};
+
+struct dlq_config {
+	struct dlq_policy_table policies; /* owned; finished (validated, indexed) */
+	uint64_t nack_window_ms;          /* plugin_opt_nack_window */
+	uint64_t max_pending_bytes;       /* plugin_opt_max_pending_bytes */
+	char *policy_file;                /* owned; plugin_opt_policy_file or NULL */
+};
+
+/* Parses every option (in order) into *out, reading plugin_opt_policy_file
+ * if given, and validates the resulting policy table as a whole. Unknown
+ * keys, bad values and malformed policies are refused. Returns 0, or EINVAL
+ * with a message naming the option, the value and the reason in err (ENOMEM
+ * when out of memory). On failure *out holds nothing that needs freeing. */
+int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config *out, char *err, size_t errlen);
+
+/* Parses one plugin_opt_policy value, "<filter> key=value ...", into *out
+ * (keys: max_attempts, dead_letter, retry_to). Returns 0 or EINVAL/ENOMEM with
+ * a message in err. On failure *out holds nothing. */
+int config__parse_policy_line(const char *line, struct dlq_policy *out, char *err, size_t errlen);
+
+/* Parses a JSON policy document, {"policies":[{"filter":...,"max_attempts":...,
+ * "dead_letter":...,"retry_to":...}]}, appending its policies to t (not
+ * finished). source names the document in messages. Returns 0 or
+ * EINVAL/ENOMEM with a message in err. */
+int config__parse_policy_json(const char *text, size_t len, const char *source, struct dlq_policy_table *t, char *err, size_t errlen);
+
+/* "500ms", "30s", "10m", "1h", "1d" to milliseconds. A bare number, an
+ * unknown unit, zero or an overflow is refused with EINVAL. */
+int config__parse_duration_ms(const char *s, uint64_t *out);
+
+/* "65536", "512KiB", "64MiB", "1GiB" (also kB/MB/GB as powers of 1000) to
+ * bytes. Zero or an overflow is refused with EINVAL. */
+int config__parse_size(const char *s, uint64_t *out);
+
+void config__free(struct dlq_config *c);
+
+#endif

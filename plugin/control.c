@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The $CONTROL API (see control.h): decodes a compact NACK or a JSON command
+ * document, runs each command against the engine, and writes one reply
+ * document. Bad input of any kind becomes an "error" entry in the reply;
+ * nothing here fails the sender's connection.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "control.h"
+#include "mosquitto_dlq.h"
+
+/* Length of the valid UTF-8 character at s (at most n bytes), by MQTT's
+ * rules (no NUL, surrogates, overlong forms or non-characters), or 0. Sets
+ * *control when it is a control character. */
+static size_t utf8_char(const unsigned char *s, size_t n, bool *control)
+{
+	size_t len;
+	uint32_t cp;
+
+	*control = false;
+	if(s[0] < 0x80){
+		len = 1;
+		cp = s[0];
+	}else if(s[0] >= 0xC2 && s[0] <= 0xDF){
+		len = 2;
+		cp = s[0] & 0x1F;
+	}else if((s[0] & 0xF0) == 0xE0){
+		len = 3;
+		cp = s[0] & 0x0F;
+	}else if(s[0] >= 0xF0 && s[0] <= 0xF4){
+		len = 4;
+		cp = s[0] & 0x07;
+	}else{
+		return 0;
+	}
+	if(len > n) return 0;
+	for(size_t i = 1; i < len; i++){
+		if((s[i] & 0xC0) != 0x80) return 0;
+		cp = (cp << 6) | (s[i] & 0x3F);
+	}
+	if((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
+	if(cp >= 0xD800 && cp <= 0xDFFF) return 0;
+	if((cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFF) >= 0xFFFE) return 0;
+	if(cp <= 0x1F || (cp >= 0x7F && cp <= 0x9F)) *control = true;
+	return len;
+}
+
+/* Copies a reason into out (DLQ_REASON_MAX_BYTES + 1 bytes) as text a
+ * broker and every client will accept in a user property: invalid UTF-8
+ * becomes '?', control characters become ' ', and it is cut at a character
+ * boundary. Returns out, or NULL for a NULL or empty reason. */
+static const char *clean_reason(const char *in, size_t len, char out[DLQ_REASON_MAX_BYTES + 1])
+{
+	if(in == NULL || len == 0) return NULL;
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0;
+	size_t i = 0;
+	while(i < len){
+		bool control;
+		size_t n = utf8_char(s + i, len - i, &control);
+		if(n == 0 || control){
+			if(o + 1 > DLQ_REASON_MAX_BYTES) break;
+			out[o++] = n == 0 ? '?' : ' ';
+			i += n ? n : 1;
+		}else{
+			if(o + n > DLQ_REASON_MAX_BYTES) break;
+			memcpy(out + o, s + i, n);
+			o += n;
+			i += n;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/* Appends one response entry. id and correlation may be NULL. */
+static int add_response(cJSON *responses, const char *command, const char *id, size_t id_len,
+		const cJSON *correlation, const struct dlq_nack_result *res, const char *error)
+{
+	cJSON *r = cJSON_CreateObject();
+	if(r == NULL) return ENOMEM;
+	cJSON_AddItemToArray(responses, r);
+	if(command && cJSON_AddStringToObject(r, "command", command) == NULL) return ENOMEM;
+	if(id){
+		/* The id is echoed only as far as it is printable ASCII of id
+		 * length, so a garbage payload is not reflected back whole. */
+		char buf[DLQ_ID_LEN + 1];
+		size_t n = id_len < DLQ_ID_LEN ? id_len : DLQ_ID_LEN;
+		for(size_t i = 0; i < n; i++){
+			buf[i] = (id[i] > 0x20 && id[i] < 0x7f) ? id[i] : '?';
+		}
+		buf[n] = '\0';
+		if(cJSON_AddStringToObject(r, "id", buf) == NULL) return ENOMEM;
+	}
+	if(correlation){
+		cJSON *c = cJSON_Duplicate(correlation, true);
+		if(c == NULL) return ENOMEM;
+		cJSON_AddItemToObject(r, "correlationData", c);
+	}
+	if(error){
+		if(cJSON_AddStringToObject(r, "error", error) == NULL) return ENOMEM;
+	}else if(res){
+		if(cJSON_AddStringToObject(r, "result", dlq__nack_status_text(res->status)) == NULL
+				|| cJSON_AddNumberToObject(r, "attempt", res->attempt) == NULL
+				|| cJSON_AddNumberToObject(r, "maxAttempts", res->max_attempts) == NULL){
+			return ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static int run_nack(struct dlq *d, const char *client, const char *id, size_t id_len,
+		const char *reason, size_t reason_len, const cJSON *correlation,
+		cJSON *responses, unsigned *errors)
+{
+	char reason_buf[DLQ_REASON_MAX_BYTES + 1];
+	struct dlq_nack n = {
+		.id = id,
+		.id_len = id_len,
+		.reason = clean_reason(reason, reason_len, reason_buf),
+		.client = client,
+	};
+	struct dlq_nack_result res;
+	dlq__nack(d, &n, &res);
+	if(res.status == DLQ_NACK_RETRIED || res.status == DLQ_NACK_DEAD_LETTERED){
+		return add_response(responses, DLQ_COMMAND_NACK, id, id_len, correlation, &res, NULL);
+	}
+	(*errors)++;
+	return add_response(responses, DLQ_COMMAND_NACK, id, id_len, correlation, NULL, dlq__nack_status_text(res.status));
+}
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+static int handle_compact(struct dlq *d, const struct dlq_control_request *req, cJSON *responses, unsigned *errors)
+{
+	/* Surrounding white space is forgiven: `echo ID | mosquitto_pub -l`
+	 * and friends add a newline. */
+	const char *p = req->payload;
+	size_t len = req->payload_len;
+	while(len && is_space(p[0])){
+		p++;
+		len--;
+	}
+	while(len && is_space(p[len - 1])){
+		len--;
+	}
+	const char *reason = req->reason;
+	return run_nack(d, req->client, p, len, reason, reason ? strlen(reason) : 0, NULL, responses, errors);
+}
+
+static int command_error(cJSON *responses, const char *command, const cJSON *correlation, const char *error, unsigned *errors)
+{
+	(*errors)++;
+	return add_response(responses, command, NULL, 0, correlation, NULL, error);
+}
+
+static int handle_command(struct dlq *d, const char *client, const cJSON *cmd, cJSON *responses, unsigned *errors)
+{
+	if(!cJSON_IsObject(cmd)){
+		return command_error(responses, NULL, NULL, "each command must be a JSON object", errors);
+	}
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(cmd, "command");
+	const cJSON *correlation = cJSON_GetObjectItemCaseSensitive(cmd, "correlationData");
+	if(!cJSON_IsString(name)){
+		return command_error(responses, NULL, correlation, "missing or non-string \"command\"", errors);
+	}
+	if(strcmp(name->valuestring, DLQ_COMMAND_NACK)){
+		char msg[128];
+		snprintf(msg, sizeof(msg), "unknown command \"%.64s\"", name->valuestring);
+		return command_error(responses, name->valuestring, correlation, msg, errors);
+	}
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(cmd, "id");
+	if(!cJSON_IsString(id)){
+		return command_error(responses, DLQ_COMMAND_NACK, correlation, "missing or non-string \"id\"", errors);
+	}
+	const cJSON *reason = cJSON_GetObjectItemCaseSensitive(cmd, "reason");
+	if(reason && !cJSON_IsString(reason) && !cJSON_IsNull(reason)){
+		return command_error(responses, DLQ_COMMAND_NACK, correlation, "\"reason\" must be a string", errors);
+	}
+	const char *r = cJSON_IsString(reason) ? reason->valuestring : NULL;
+	return run_nack(d, client, id->valuestring, strlen(id->valuestring), r, r ? strlen(r) : 0,
+			correlation, responses, errors);
+}
+
+static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJSON *responses, unsigned *errors)
+{
+	cJSON *doc = cJSON_ParseWithLength(req->payload, req->payload_len);
+	if(doc == NULL){
+		return command_error(responses, NULL, NULL, "payload is not valid JSON", errors);
+	}
+	int rc = 0;
+	const cJSON *commands = cJSON_GetObjectItemCaseSensitive(doc, "commands");
+	if(!cJSON_IsArray(commands)){
+		rc = command_error(responses, NULL, NULL, "payload must be an object with a \"commands\" array", errors);
+	}else if(cJSON_GetArraySize(commands) > DLQ_MAX_COMMANDS){
+		rc = command_error(responses, NULL, NULL, "too many commands in one message", errors);
+	}else{
+		const cJSON *cmd;
+		cJSON_ArrayForEach(cmd, commands){
+			rc = handle_command(d, req->client, cmd, responses, errors);
+			if(rc) break;
+		}
+	}
+	cJSON_Delete(doc);
+	return rc;
+}
+
+int control__handle(struct dlq *d, const struct dlq_control_request *req, struct dlq_control_reply *reply)
+{
+	memset(reply, 0, sizeof(*reply));
+	cJSON *root = cJSON_CreateObject();
+	cJSON *responses = root ? cJSON_AddArrayToObject(root, "responses") : NULL;
+	if(responses == NULL){
+		cJSON_Delete(root);
+		return ENOMEM;
+	}
+	int rc;
+	if(req->compact){
+		rc = handle_compact(d, req, responses, &reply->errors);
+	}else{
+		rc = handle_json(d, req, responses, &reply->errors);
+	}
+	if(rc == 0){
+		reply->json = cJSON_PrintUnformatted(root);
+		if(reply->json == NULL) rc = ENOMEM;
+	}
+	cJSON_Delete(root);
+	reply->must_send = !req->compact || reply->errors > 0;
+	return rc;
+}
+
+void control__reply_free(struct dlq_control_reply *reply)
+{
+	/* cJSON_PrintUnformatted allocates with cJSON's allocator: free it
+	 * with cJSON's own. */
+	cJSON_free(reply->json);
+	reply->json = NULL;
+}

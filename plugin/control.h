@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The $CONTROL API: decodes a compact NACK ($CONTROL/dlq/v1/nack, payload =
+ * dlq-id) or a JSON command document ($CONTROL/dlq/v1, dynamic-security's
+ * shape), runs each command against the engine and writes the JSON reply,
+ * {"responses":[...]}. Nothing here touches the broker.
+ */
+#ifndef DLQ_CONTROL_H
+#define DLQ_CONTROL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dlq.h"
+
+struct dlq_control_request {
+	bool compact;            /* true: $CONTROL/dlq/v1/nack */
+	const void *payload;     /* borrowed */
+	size_t payload_len;
+	const char *client;      /* borrowed: the sender's client id */
+	const char *reason;      /* borrowed: compact form's "reason" user property, or NULL */
+};
+
+struct dlq_control_reply {
+	char *json;              /* owned (cJSON's allocator): {"responses":[...]} */
+	unsigned errors;         /* how many commands failed */
+	bool must_send;          /* JSON commands and errors always get a reply */
+};
+
+/* Returns 0 or ENOMEM (then reply->json is NULL). */
+int control__handle(struct dlq *d, const struct dlq_control_request *req, struct dlq_control_reply *reply);
+
+void control__reply_free(struct dlq_control_reply *reply);
+
+#endif

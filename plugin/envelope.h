@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Retry copies and dead letters: what the plugin owes the broker after a
+ * NACK. An envelope holds everything needed to publish it (and, for a
+ * targeted retry copy, to turn it into a dead letter if its subscriber has
+ * gone), in one allocation; envelope__headers writes the properties it goes
+ * out with: the original headers plus the plugin's own.
+ */
+#ifndef DLQ_ENVELOPE_H
+#define DLQ_ENVELOPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "headers.h"
+#include "id.h"
+#include "ledger.h"
+
+enum dlq_envelope_kind {
+	DLQ_ENV_RETRY_COPY,
+	DLQ_ENV_DEAD_LETTER,
+};
+
+struct dlq_envelope {
+	struct dlq_envelope *next;  /* outbox list */
+	struct dlq_envelope *prev;
+	enum dlq_envelope_kind kind;
+	const char *target_client;  /* into data; NULL: an ordinary publish */
+	const char *topic;          /* into data: where it is published */
+	const char *origin_topic;   /* into data */
+	const char *filter;         /* into data: the policy filter */
+	const char *dead_letter;    /* into data: the policy's dead-letter topic */
+	const char *reason;         /* into data; dead letters only, else NULL */
+	const char *client;         /* into data: the client that NACKed */
+	const uint8_t *payload;     /* into data */
+	const uint8_t *headers;     /* into data: the original headers */
+	struct dlq_id id;           /* retry copies: the copy's fresh dlq-id */
+	struct dlq_id origin_id;
+	int64_t time_ms;            /* wall clock when it was made */
+	uint32_t payload_len;
+	uint32_t headers_len;
+	uint16_t retry_count;       /* deliveries so far */
+	uint8_t qos;
+	unsigned failures;          /* failed publish attempts so far */
+	size_t bytes;               /* accounted size */
+	char data[];
+};
+
+/* A retry copy of r: published to retry_topic (ordinary publish) or, when
+ * target_client is not NULL, to r's topic for that client only. Returns NULL
+ * when out of memory. */
+struct dlq_envelope *envelope__retry_copy(const struct dlq_record *r, const struct dlq_id *copy_id,
+		const char *retry_topic, const char *target_client, const char *nacking_client, int64_t now_ms);
+
+/* The dead letter of r, to its policy's dead-letter topic. reason NULL means
+ * attempts ran out. */
+struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const char *nacking_client,
+		const char *reason, int64_t now_ms);
+
+/* The dead letter that replaces retry copy e (which the caller still owns
+ * and frees), for the given reason. */
+struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *e, const char *reason, int64_t now_ms);
+
+/* Writes the properties e is published with into h: the original headers,
+ * then for a retry copy dlq-id, retry-count, origin-topic, origin-id, and for
+ * a dead letter retry-count, origin-topic, origin-id, dead-letter-reason,
+ * dead-letter-client, dead-letter-filter, dead-letter-time. Returns 0 or
+ * ENOMEM. */
+int envelope__headers(const struct dlq_envelope *e, struct dlq_headers *h);
+
+/* QoS a dead letter is published with: at least 1. */
+uint8_t envelope__qos(const struct dlq_envelope *e);
+
+void envelope__free(struct dlq_envelope *e);
+
+/* RFC 3339 UTC with milliseconds, e.g. 2026-11-30T03:12:45.123Z. */
+void envelope__format_time(int64_t ms, char out[32]);
+
+#endif

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * dlq-id generation and text form (see id.h). Random bytes come from the
+ * port in blocks of 64 ids; a failed read yields no id at all.
+ */
+#include <string.h>
+
+#include "id.h"
+#include "port.h"
+
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+void idgen__init(struct dlq_idgen *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->pos = sizeof(g->pool);
+}
+
+int idgen__next(struct dlq_idgen *g, struct dlq_id *out)
+{
+	if(g->pos + DLQ_ID_RAW_LEN > sizeof(g->pool)){
+		int rc = port__random(g->pool, sizeof(g->pool));
+		if(rc) return rc;
+		g->pos = 0;
+	}
+	memcpy(out->raw, g->pool + g->pos, DLQ_ID_RAW_LEN);
+	/* Used bytes are wiped so the pool never holds an issued id twice. */
+	memset(g->pool + g->pos, 0, DLQ_ID_RAW_LEN);
+	g->pos += DLQ_ID_RAW_LEN;
+	return 0;
+}
+
+void id__encode(const struct dlq_id *id, char out[DLQ_ID_LEN + 1])
+{
+	/* 12 bytes are exactly 16 base64 characters: no padding. */
+	size_t o = 0;
+	for(size_t i = 0; i < DLQ_ID_RAW_LEN; i += 3){
+		uint32_t v = ((uint32_t)id->raw[i] << 16) | ((uint32_t)id->raw[i + 1] << 8) | id->raw[i + 2];
+		out[o++] = b64url[(v >> 18) & 63];
+		out[o++] = b64url[(v >> 12) & 63];
+		out[o++] = b64url[(v >> 6) & 63];
+		out[o++] = b64url[v & 63];
+	}
+	out[o] = '\0';
+}
+
+static int b64url_value(char c)
+{
+	if(c >= 'A' && c <= 'Z') return c - 'A';
+	if(c >= 'a' && c <= 'z') return c - 'a' + 26;
+	if(c >= '0' && c <= '9') return c - '0' + 52;
+	if(c == '-') return 62;
+	if(c == '_') return 63;
+	return -1;
+}
+
+bool id__decode(const char *s, size_t len, struct dlq_id *out)
+{
+	if(s == NULL || len != DLQ_ID_LEN) return false;
+	size_t o = 0;
+	for(size_t i = 0; i < DLQ_ID_LEN; i += 4){
+		uint32_t v = 0;
+		for(size_t j = 0; j < 4; j++){
+			int d = b64url_value(s[i + j]);
+			if(d < 0) return false;
+			v = (v << 6) | (uint32_t)d;
+		}
+		out->raw[o++] = (uint8_t)(v >> 16);
+		out->raw[o++] = (uint8_t)(v >> 8);
+		out->raw[o++] = (uint8_t)v;
+	}
+	return true;
+}

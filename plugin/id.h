@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * dlq-ids: 96 random bits from the operating system, written as 16
+ * characters of base64url. Random bytes are drawn in blocks so that stamping
+ * a message does not cost a system call.
+ */
+#ifndef DLQ_ID_H
+#define DLQ_ID_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mosquitto_dlq.h"
+
+#define DLQ_ID_RAW_LEN (DLQ_ID_RANDOM_BITS / 8)
+
+struct dlq_id {
+	uint8_t raw[DLQ_ID_RAW_LEN];
+};
+
+struct dlq_idgen {
+	uint8_t pool[64 * DLQ_ID_RAW_LEN];
+	size_t pos; /* next unused byte; sizeof(pool) when empty */
+};
+
+void idgen__init(struct dlq_idgen *g);
+
+/* Draws a fresh id. Returns 0, or the port's error if the random source
+ * failed (no id is made from anything but the OS's random bytes). */
+int idgen__next(struct dlq_idgen *g, struct dlq_id *out);
+
+/* Writes the 16-character text form and a NUL. */
+void id__encode(const struct dlq_id *id, char out[DLQ_ID_LEN + 1]);
+
+/* Parses the text form; false unless s is exactly 16 base64url characters. */
+bool id__decode(const char *s, size_t len, struct dlq_id *out);
+
+/* A hash of the id for table lookups (the bits are random already). */
+static inline uint64_t id__hash(const struct dlq_id *id)
+{
+	uint64_t h = 0;
+	for(int i = 0; i < 8; i++){
+		h = (h << 8) | id->raw[i];
+	}
+	return h;
+}
+
+#endif

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The attempt ledger (see ledger.h): a chained hash table by dlq-id plus a
+ * list by age. Lookups are O(1); expiry and eviction take from the old end.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger.h"
+
+#define LEDGER_INITIAL_BUCKETS 1024
+
+int ledger__init(struct dlq_ledger *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->buckets = calloc(LEDGER_INITIAL_BUCKETS, sizeof(*l->buckets));
+	if(l->buckets == NULL) return ENOMEM;
+	l->nbuckets = LEDGER_INITIAL_BUCKETS;
+	return 0;
+}
+
+void ledger__cleanup(struct dlq_ledger *l)
+{
+	struct dlq_record *r = l->oldest;
+	while(r){
+		struct dlq_record *next = r->newer;
+		record__free(r);
+		r = next;
+	}
+	free(l->buckets);
+	memset(l, 0, sizeof(*l));
+}
+
+struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
+{
+	size_t topic_len = strlen(topic);
+	size_t origin_len = 0;
+	if(origin_topic && strcmp(origin_topic, topic)){
+		origin_len = strlen(origin_topic);
+	}
+	if(topic_len > UINT16_MAX || origin_len > UINT16_MAX || headers_len > UINT32_MAX) return NULL;
+
+	size_t size = sizeof(struct dlq_record) + topic_len + 1 + (origin_len ? origin_len + 1 : 0)
+			+ payload_len + headers_len;
+	struct dlq_record *r = malloc(size);
+	if(r == NULL) return NULL;
+
+	r->hnext = NULL;
+	r->older = NULL;
+	r->newer = NULL;
+	r->nackers = NULL;
+	r->policy = policy;
+	r->created_ms = now_ms;
+	r->id = *id;
+	r->origin_id = origin_id ? *origin_id : *id;
+	r->payload_len = payload_len;
+	r->headers_len = (uint32_t)headers_len;
+	r->topic_len = (uint16_t)topic_len;
+	r->origin_topic_len = (uint16_t)origin_len;
+	r->attempt = attempt;
+	r->qos = qos;
+
+	char *p = r->data;
+	memcpy(p, topic, topic_len + 1);
+	p += topic_len + 1;
+	if(origin_len){
+		memcpy(p, origin_topic, origin_len + 1);
+		p += origin_len + 1;
+	}
+	if(payload_len) memcpy(p, payload, payload_len);
+	p += payload_len;
+	if(headers_len) memcpy(p, headers, headers_len);
+	return r;
+}
+
+void record__free(struct dlq_record *r)
+{
+	if(r == NULL) return;
+	struct dlq_nacker *n = r->nackers;
+	while(n){
+		struct dlq_nacker *next = n->next;
+		free(n);
+		n = next;
+	}
+	free(r);
+}
+
+static size_t nacker_bytes(const struct dlq_nacker *n)
+{
+	return sizeof(*n) + strlen(n->client) + 1;
+}
+
+size_t record__bytes(const struct dlq_record *r)
+{
+	/* The allocation, plus one hash bucket slot: the table keeps about one
+	 * bucket per record. */
+	size_t bytes = sizeof(*r) + r->topic_len + 1 + (r->origin_topic_len ? r->origin_topic_len + 1u : 0u)
+			+ r->payload_len + r->headers_len + sizeof(struct dlq_record *);
+	for(const struct dlq_nacker *n = r->nackers; n; n = n->next){
+		bytes += nacker_bytes(n);
+	}
+	return bytes;
+}
+
+int ledger__add_nacker(struct dlq_ledger *l, struct dlq_record *r, const char *client)
+{
+	for(const struct dlq_nacker *n = r->nackers; n; n = n->next){
+		if(!strcmp(n->client, client)) return EEXIST;
+	}
+	size_t len = strlen(client);
+	struct dlq_nacker *n = malloc(sizeof(*n) + len + 1);
+	if(n == NULL) return ENOMEM;
+	memcpy(n->client, client, len + 1);
+	n->next = r->nackers;
+	r->nackers = n;
+	if(l && ledger__find(l, &r->id) == r){
+		l->bytes += nacker_bytes(n);
+	}
+	return 0;
+}
+
+void ledger__drop_last_nacker(struct dlq_ledger *l, struct dlq_record *r)
+{
+	struct dlq_nacker *n = r->nackers;
+	if(n == NULL) return;
+	if(l && ledger__find(l, &r->id) == r){
+		l->bytes -= nacker_bytes(n);
+	}
+	r->nackers = n->next;
+	free(n);
+}
+
+static size_t bucket_of(const struct dlq_ledger *l, const struct dlq_id *id)
+{
+	return (size_t)(id__hash(id) & (l->nbuckets - 1));
+}
+
+/* Doubles the table when it holds more records than buckets. A failed
+ * resize leaves the old table working, only with longer chains. */
+static void maybe_grow(struct dlq_ledger *l)
+{
+	if(l->count < l->nbuckets) return;
+	size_t n = l->nbuckets * 2;
+	struct dlq_record **b = calloc(n, sizeof(*b));
+	if(b == NULL) return;
+	for(size_t i = 0; i < l->nbuckets; i++){
+		struct dlq_record *r = l->buckets[i];
+		while(r){
+			struct dlq_record *next = r->hnext;
+			size_t k = (size_t)(id__hash(&r->id) & (n - 1));
+			r->hnext = b[k];
+			b[k] = r;
+			r = next;
+		}
+	}
+	free(l->buckets);
+	l->buckets = b;
+	l->nbuckets = n;
+}
+
+int ledger__insert(struct dlq_ledger *l, struct dlq_record *r)
+{
+	maybe_grow(l);
+	size_t k = bucket_of(l, &r->id);
+	r->hnext = l->buckets[k];
+	l->buckets[k] = r;
+
+	r->newer = NULL;
+	r->older = l->newest;
+	if(l->newest){
+		l->newest->newer = r;
+	}else{
+		l->oldest = r;
+	}
+	l->newest = r;
+	l->count++;
+	l->bytes += record__bytes(r);
+	return 0;
+}
+
+struct dlq_record *ledger__find(const struct dlq_ledger *l, const struct dlq_id *id)
+{
+	for(struct dlq_record *r = l->buckets[bucket_of(l, id)]; r; r = r->hnext){
+		if(!memcmp(r->id.raw, id->raw, sizeof(id->raw))) return r;
+	}
+	return NULL;
+}
+
+/* Unlinks the oldest record from both structures and frees it. */
+static void drop_oldest(struct dlq_ledger *l)
+{
+	struct dlq_record *r = l->oldest;
+	struct dlq_record **pp = &l->buckets[bucket_of(l, &r->id)];
+	while(*pp != r){
+		pp = &(*pp)->hnext;
+	}
+	*pp = r->hnext;
+
+	l->oldest = r->newer;
+	if(l->oldest){
+		l->oldest->older = NULL;
+	}else{
+		l->newest = NULL;
+	}
+	l->count--;
+	l->bytes -= record__bytes(r);
+	record__free(r);
+}
+
+size_t ledger__expire(struct dlq_ledger *l, uint64_t now_ms, uint64_t window_ms)
+{
+	size_t n = 0;
+	while(l->oldest && now_ms - l->oldest->created_ms > window_ms){
+		drop_oldest(l);
+		n++;
+	}
+	return n;
+}
+
+size_t ledger__evict_to(struct dlq_ledger *l, uint64_t target)
+{
+	size_t n = 0;
+	while(l->oldest && l->bytes > target){
+		drop_oldest(l);
+		n++;
+	}
+	return n;
+}

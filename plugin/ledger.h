@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The attempt ledger: every tracked delivery (an original or a retry copy),
+ * kept so that it can be NACKed by its dlq-id. Records live in a hash table
+ * by id and in a list by age; the oldest leave first, when the NACK window
+ * has passed or when the memory bound needs room. A record is one allocation
+ * holding its topics, payload and headers.
+ */
+#ifndef DLQ_LEDGER_H
+#define DLQ_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "id.h"
+#include "policy.h"
+
+/* A client that has NACKed a record; kept so a second NACK is refused. */
+struct dlq_nacker {
+	struct dlq_nacker *next;
+	char client[]; /* NUL-terminated */
+};
+
+struct dlq_record {
+	struct dlq_record *hnext;  /* hash chain */
+	struct dlq_record *older;  /* age list */
+	struct dlq_record *newer;
+	struct dlq_nacker *nackers;/* owned list */
+	const struct dlq_policy *policy; /* borrowed from the policy table */
+	uint64_t created_ms;
+	struct dlq_id id;
+	struct dlq_id origin_id;   /* the first id of the chain (== id for an original) */
+	uint32_t payload_len;
+	uint32_t headers_len;
+	uint16_t topic_len;
+	uint16_t origin_topic_len; /* 0: the origin topic is the topic */
+	uint16_t attempt;          /* deliveries of the chain this record stands for, from 1 */
+	uint8_t qos;
+	char data[];               /* topic NUL [origin_topic NUL] payload headers */
+};
+
+struct dlq_ledger {
+	struct dlq_record **buckets; /* owned */
+	size_t nbuckets;             /* a power of two */
+	size_t count;
+	uint64_t bytes;              /* sum of record__bytes */
+	struct dlq_record *oldest;
+	struct dlq_record *newest;
+};
+
+int ledger__init(struct dlq_ledger *l);
+/* Frees every record. */
+void ledger__cleanup(struct dlq_ledger *l);
+
+/* Allocates a record (not yet in any ledger). origin_topic may be NULL or
+ * equal to topic. Returns NULL when out of memory or when a topic exceeds
+ * 65535 bytes. The caller owns the record until ledger__insert. */
+struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
+void record__free(struct dlq_record *r);
+
+static inline const char *record__topic(const struct dlq_record *r){ return r->data; }
+static inline const char *record__origin_topic(const struct dlq_record *r)
+{
+	return r->origin_topic_len ? r->data + r->topic_len + 1 : r->data;
+}
+static inline const uint8_t *record__payload(const struct dlq_record *r)
+{
+	return (const uint8_t *)r->data + r->topic_len + 1 + (r->origin_topic_len ? r->origin_topic_len + 1u : 0u);
+}
+static inline const uint8_t *record__headers(const struct dlq_record *r)
+{
+	return record__payload(r) + r->payload_len;
+}
+
+/* Bytes the record accounts for in the memory bound: its allocation, its
+ * nackers and its share of the table. */
+size_t record__bytes(const struct dlq_record *r);
+
+/* Records that client NACKed r. Returns 0, EEXIST if it already had, or
+ * ENOMEM. Updates the ledger's byte count when r is in l. */
+int ledger__add_nacker(struct dlq_ledger *l, struct dlq_record *r, const char *client);
+
+/* Forgets the most recent nacker of r (the undo of a successful
+ * ledger__add_nacker when the NACK could not be carried out). */
+void ledger__drop_last_nacker(struct dlq_ledger *l, struct dlq_record *r);
+
+/* Takes ownership of r; r must be the newest (created_ms not older than any
+ * record already in). Returns 0 or ENOMEM (then r is still the caller's). */
+int ledger__insert(struct dlq_ledger *l, struct dlq_record *r);
+
+/* Borrowed pointer to the record with this id, or NULL. */
+struct dlq_record *ledger__find(const struct dlq_ledger *l, const struct dlq_id *id);
+
+/* Frees records created more than window_ms before now_ms. Returns how many. */
+size_t ledger__expire(struct dlq_ledger *l, uint64_t now_ms, uint64_t window_ms);
+
+/* Frees the oldest records until bytes <= target. Returns how many. */
+size_t ledger__evict_to(struct dlq_ledger *l, uint64_t target);
+
+#endif

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The plugin's entry points for Mosquitto's plugin API version 5: parse the
+ * options into a validated configuration (refusing to start on any error),
+ * create the instance, and register the callbacks. One table drives both
+ * registering and unregistering, so the two cannot drift apart.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mosquitto.h>
+#include <mosquitto_broker.h>
+#include <mosquitto_plugin.h>
+
+#include "adapters.h"
+#include "config.h"
+#include "mosquitto_dlq.h"
+#include "port.h"
+
+#define DLQ_EXPORT __attribute__((visibility("default")))
+
+static const struct {
+	int event;
+	MOSQ_FUNC_generic_callback cb;
+	const char *topic; /* control events only */
+} callbacks[] = {
+	{ MOSQ_EVT_MESSAGE, adapter__message, NULL },
+	{ MOSQ_EVT_CONTROL, adapter__control, DLQ_CONTROL_TOPIC },
+	{ MOSQ_EVT_CONTROL, adapter__control, DLQ_NACK_TOPIC },
+	{ MOSQ_EVT_TICK, adapter__tick, NULL },
+	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL },
+};
+#define CALLBACK_COUNT (sizeof(callbacks) / sizeof(callbacks[0]))
+
+static void unregister_first(struct dlq_plugin *pl, size_t count)
+{
+	for(size_t i = 0; i < count; i++){
+		mosquitto_callback_unregister(pl->identifier, callbacks[i].event, callbacks[i].cb, callbacks[i].topic);
+	}
+}
+
+DLQ_EXPORT int mosquitto_plugin_version(int supported_version_count, const int *supported_versions)
+{
+	for(int i = 0; i < supported_version_count; i++){
+		if(supported_versions[i] == 5) return 5;
+	}
+	return -1;
+}
+
+DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **userdata,
+		struct mosquitto_opt *options, int option_count)
+{
+	char err[1024] = "";
+	struct dlq_config cfg;
+	struct dlq_option *opts = NULL;
+	struct dlq_plugin *pl = NULL;
+
+	if(option_count > 0){
+		opts = calloc((size_t)option_count, sizeof(*opts));
+		if(opts == NULL) goto nomem;
+		for(int i = 0; i < option_count; i++){
+			opts[i].key = options[i].key;
+			opts[i].value = options[i].value;
+		}
+	}
+	int rc = config__parse(opts, (size_t)(option_count > 0 ? option_count : 0), &cfg, err, sizeof(err));
+	free(opts);
+	opts = NULL;
+	if(rc){
+		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
+		return rc == ENOMEM ? MOSQ_ERR_NOMEM : MOSQ_ERR_INVAL;
+	}
+
+	pl = calloc(1, sizeof(*pl));
+	if(pl == NULL){
+		config__free(&cfg);
+		goto nomem;
+	}
+	pl->identifier = identifier;
+	size_t policy_count = cfg.policies.count;
+	uint64_t window = cfg.nack_window_ms;
+	uint64_t bound = cfg.max_pending_bytes;
+	if(dlq__init(&pl->engine, &cfg)){
+		dlq__cleanup(&pl->engine);
+		free(pl);
+		goto nomem;
+	}
+
+	for(size_t i = 0; i < CALLBACK_COUNT; i++){
+		rc = mosquitto_callback_register(identifier, callbacks[i].event, callbacks[i].cb, callbacks[i].topic, pl);
+		if(rc != MOSQ_ERR_SUCCESS){
+			port__log(DLQ_LOG_ERR, "could not register callback %zu (event %d%s%s): %s", i, callbacks[i].event,
+					callbacks[i].topic ? ", " : "", callbacks[i].topic ? callbacks[i].topic : "",
+					mosquitto_strerror(rc));
+			unregister_first(pl, i);
+			dlq__cleanup(&pl->engine);
+			free(pl);
+			return rc;
+		}
+	}
+	*userdata = pl;
+	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
+			"max_pending_bytes %" PRIu64 ", access control unchanged", DLQ_VERSION, policy_count, window, bound);
+	return MOSQ_ERR_SUCCESS;
+
+nomem:
+	port__log(DLQ_LOG_ERR, "out of memory while loading");
+	return MOSQ_ERR_NOMEM;
+}
+
+DLQ_EXPORT int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *options, int option_count)
+{
+	struct dlq_plugin *pl = userdata;
+	(void)options;
+	(void)option_count;
+
+	if(pl == NULL) return MOSQ_ERR_SUCCESS;
+	unregister_first(pl, CALLBACK_COUNT);
+	dlq__cleanup(&pl->engine);
+	free(pl);
+	return MOSQ_ERR_SUCCESS;
+}

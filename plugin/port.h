@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The broker port: every outbound effect of the core (publishing, logging,
+ * clocks, random bytes) goes through these functions. The plugin links
+ * port_mosquitto.c; unit tests link a fake with the same symbols.
+ */
+#ifndef DLQ_PORT_H
+#define DLQ_PORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum dlq_log_level {
+	DLQ_LOG_ERR,
+	DLQ_LOG_WARNING,
+	DLQ_LOG_NOTICE,
+	DLQ_LOG_INFO,
+	DLQ_LOG_DEBUG,
+};
+
+/* Queues a publish with the broker. client == NULL routes it normally;
+ * otherwise it goes to that client only. headers is an encoded header list
+ * (headers.h) turned into MQTT v5 properties. The port copies payload and
+ * headers: they stay the caller's whatever the result. Returns 0, or an
+ * errno-style error (the broker refused it, or memory ran out). */
+int port__publish(const char *client, const char *topic, uint8_t qos, bool retain,
+		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len);
+
+/* Frees memory that the broker's mosquitto_property_read_* functions
+ * allocated (the broker's allocator; libc's in unit tests). */
+void port__free(void *p);
+
+/* Logs one line, prefixed "dlq: ". */
+void port__log(enum dlq_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+	__attribute__((format(printf, 2, 3)))
+#endif
+	;
+
+/* Monotonic milliseconds, for windows and ages. */
+uint64_t port__now_ms(void);
+
+/* Wall-clock milliseconds since the Unix epoch, for timestamps. */
+int64_t port__wall_ms(void);
+
+/* Fills buf with len bytes from the OS's random source. Returns 0 or an
+ * errno-style error. */
+int port__random(void *buf, size_t len);
+
+#endif

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The broker port on Mosquitto 2.0 (see port.h): publishing through
+ * mosquitto_broker_publish, logging through mosquitto_log_printf, clocks and
+ * random bytes from the OS.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <mosquitto.h>
+#include <mosquitto_broker.h>
+
+#include "port.h"
+#include "props.h"
+
+int port__publish(const char *client, const char *topic, uint8_t qos, bool retain,
+		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len)
+{
+	void *copy = NULL;
+	mosquitto_property *props = NULL;
+
+	if(payload_len > INT32_MAX) return EINVAL;
+	if(payload_len){
+		/* The broker frees the payload with its own allocator. */
+		copy = mosquitto_malloc(payload_len);
+		if(copy == NULL) return ENOMEM;
+		memcpy(copy, payload, payload_len);
+	}
+	int rc = props__from_headers(headers, headers_len, &props);
+	if(rc){
+		mosquitto_free(copy);
+		return rc;
+	}
+	/* On success the broker owns copy and props; on failure they are ours. */
+	rc = mosquitto_broker_publish(client, topic, (int)payload_len, copy, qos, retain, props);
+	if(rc != MOSQ_ERR_SUCCESS){
+		mosquitto_free(copy);
+		mosquitto_property_free_all(&props);
+		return rc == MOSQ_ERR_NOMEM ? ENOMEM : EINVAL;
+	}
+	return 0;
+}
+
+void port__free(void *p)
+{
+	mosquitto_free(p);
+}
+
+void port__log(enum dlq_log_level level, const char *fmt, ...)
+{
+	static const int levels[] = {
+		[DLQ_LOG_ERR] = MOSQ_LOG_ERR,
+		[DLQ_LOG_WARNING] = MOSQ_LOG_WARNING,
+		[DLQ_LOG_NOTICE] = MOSQ_LOG_NOTICE,
+		[DLQ_LOG_INFO] = MOSQ_LOG_INFO,
+		[DLQ_LOG_DEBUG] = MOSQ_LOG_DEBUG,
+	};
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	mosquitto_log_printf(levels[level], "dlq: %s", buf);
+}
+
+uint64_t port__now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int64_t port__wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int port__random(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	while(len > 0){
+		ssize_t n = getrandom(p, len, 0);
+		if(n < 0){
+			if(errno == EINTR) continue;
+			return errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}

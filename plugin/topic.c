@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * MQTT topic names and filters (see topic.h): validation as MQTT 3.1.1 and 5
+ * define it, and the reference matcher. The policy table's trie implements
+ * the same matching rules for the hot path; this file is what configuration
+ * checks and tests hold it to. A string is refused when Mosquitto would refuse
+ * it on the wire too (mosquitto_validate_utf8: malformed UTF-8, surrogates,
+ * control characters, non-characters), since such a topic can never arrive.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "topic.h"
+
+#define TOPIC_MAX_BYTES 65535
+
+/* Length of s if it is 1..TOPIC_MAX_BYTES bytes of UTF-8 that Mosquitto
+ * accepts in a topic, else 0. */
+static size_t checked_len(const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+
+	if(s == NULL) return 0;
+	while(u[i]){
+		uint32_t cp;
+		size_t n;
+
+		if(i >= TOPIC_MAX_BYTES) return 0;
+		if(u[i] < 0x80){
+			cp = u[i];
+			n = 1;
+		}else if(u[i] >= 0xC2 && u[i] <= 0xDF){
+			cp = u[i] & 0x1F;
+			n = 2;
+		}else if((u[i] & 0xF0) == 0xE0){
+			cp = u[i] & 0x0F;
+			n = 3;
+		}else if(u[i] >= 0xF0 && u[i] <= 0xF4){
+			cp = u[i] & 0x07;
+			n = 4;
+		}else{
+			return 0; /* continuation byte, C0/C1 or beyond U+10FFFF */
+		}
+		for(size_t j = 1; j < n; j++){
+			/* A NUL terminator fails this test too, so no overrun. */
+			if((u[i+j] & 0xC0) != 0x80) return 0;
+			cp = (cp << 6) | (u[i+j] & 0x3F);
+		}
+		if((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
+		if(cp >= 0xD800 && cp <= 0xDFFF) return 0;
+		if(cp >= 0xFDD0 && cp <= 0xFDEF) return 0;
+		if((cp & 0xFFFF) == 0xFFFE || (cp & 0xFFFF) == 0xFFFF) return 0;
+		if(cp <= 0x1F || (cp >= 0x7F && cp <= 0x9F)) return 0;
+		i += n;
+	}
+	if(i > TOPIC_MAX_BYTES) return 0;
+	return i;
+}
+
+bool topic__valid_filter(const char *f)
+{
+	size_t len = checked_len(f);
+
+	if(len == 0) return false;
+	for(size_t i = 0; i < len; i++){
+		if(f[i] != '+' && f[i] != '#') continue;
+		/* A wildcard fills its whole level: '/' or an end on both sides. */
+		if(i > 0 && f[i-1] != '/') return false;
+		if(f[i] == '+' && f[i+1] != '\0' && f[i+1] != '/') return false;
+		if(f[i] == '#' && f[i+1] != '\0') return false;
+	}
+	return true;
+}
+
+bool topic__valid_publish(const char *t)
+{
+	size_t len = checked_len(t);
+
+	if(len == 0) return false;
+	return strpbrk(t, "+#") == NULL;
+}
+
+bool topic__matches(const char *filter, const char *topic)
+{
+	const char *f = filter;
+	const char *t = topic;
+
+	if(!topic__valid_filter(filter) || !topic__valid_publish(topic)) return false;
+	/* MQTT-4.7.2-1: a filter starting with a wildcard does not match a
+	 * topic starting with '$'. */
+	if(topic[0] == '$' && (filter[0] == '+' || filter[0] == '#')) return false;
+
+	/* Walk level by level; f and t each point at the start of a level. */
+	for(;;){
+		if(f[0] == '#') return true; /* the rest, however many levels */
+		if(f[0] == '+'){
+			t += strcspn(t, "/");
+			f++;
+		}else{
+			size_t fl = strcspn(f, "/");
+			size_t tl = strcspn(t, "/");
+			if(fl != tl || memcmp(f, t, fl)) return false;
+			f += fl;
+			t += tl;
+		}
+		/* Both at '/' or '\0' now. */
+		if(*t == '\0'){
+			/* "a/#" matches "a": the '#' also stands for its parent. */
+			if(*f == '\0') return true;
+			return strcmp(f, "/#") == 0;
+		}
+		if(*f == '\0') return false;
+		f++;
+		t++;
+	}
+}
+
+unsigned topic__wildcards(const char *filter)
+{
+	unsigned n = 0;
+
+	/* In a valid filter '+' and '#' only ever stand alone in a level. */
+	for(const char *p = filter; p && *p; p++){
+		if(*p == '+' || *p == '#') n++;
+	}
+	return n;
+}

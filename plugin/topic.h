@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * MQTT topic names and filters, checked and matched without the broker: the
+ * policy table uses these at configuration time and on every inbound publish.
+ */
+#ifndef DLQ_TOPIC_H
+#define DLQ_TOPIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* True if f is a valid subscription filter: non-empty, '+' and '#' occupy a
+ * whole level, '#' only as the last level, at most 65535 bytes. */
+bool topic__valid_filter(const char *f);
+
+/* True if t is a valid topic to publish to: non-empty, no '+' or '#', at
+ * most 65535 bytes. */
+bool topic__valid_publish(const char *t);
+
+/* True if topic matches filter under MQTT rules, including the rule that a
+ * filter starting with a wildcard does not match a topic starting with '$'. */
+bool topic__matches(const char *filter, const char *topic);
+
+/* Number of '+' and '#' levels in a valid filter. */
+unsigned topic__wildcards(const char *filter);
+
+#endif

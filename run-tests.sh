@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
+#
+# The whole test suite in one command, on a fresh Debian 12 machine: installs
+# what is missing, configures build/ (with the tests), builds, runs every
+# suite (unit tests and integration tests against the real broker), and ends
+# with one line summing the Check results of all suites:
+#   tests: N passed, M failed
+# Exits with meson test's status. Arguments are passed to `meson test`
+# (e.g. ./run-tests.sh --suite unit).
+set -euo pipefail
+
+cd "$(dirname "$0")"
+
+PACKAGES=(gcc libc6-dev pkg-config meson ninja-build libcjson-dev libmosquitto-dev
+	mosquitto-dev mosquitto mosquitto-clients check)
+
+# Installs the packages of PACKAGES that are missing, with apt-get (sudo when
+# not root). Does nothing when all are there.
+install_missing_packages() {
+	local missing=() p sudo=()
+	if ! command -v dpkg-query >/dev/null 2>&1; then
+		echo "run-tests.sh: not a Debian system; make sure these are installed: ${PACKAGES[*]}" >&2
+		return 0
+	fi
+	for p in "${PACKAGES[@]}"; do
+		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+			missing+=("$p")
+		fi
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		if ! command -v sudo >/dev/null 2>&1; then
+			echo "run-tests.sh: missing packages: ${missing[*]}; run as root or install sudo" >&2
+			exit 1
+		fi
+		sudo=(sudo)
+	fi
+	echo "== installing ${missing[*]}"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+install_missing_packages
+
+if [ -f build/meson-private/coredata.dat ]; then
+	meson setup --reconfigure build -Dtests=true
+else
+	meson setup build -Dtests=true
+fi
+meson compile -C build
+
+# Counts come from this run's log only.
+rm -f build/meson-logs/testlog.txt
+rc=0
+meson test -C build --print-errorlogs "$@" || rc=$?
+
+# Each Check suite ends its output with "NN%: Checks: X, Failures: Y, Errors: Z".
+read -r passed failed < <(
+	grep -oE '[0-9]+%: Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' build/meson-logs/testlog.txt 2>/dev/null |
+	awk -F'[:,] *' '{ checks += $3; bad += $5 + $7 } END { printf "%d %d\n", checks - bad, bad }'
+)
+if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+	# A test that crashed, timed out or is not a Check suite failed without
+	# a Check summary line: the counts below do not show it.
+	echo "run-tests.sh: meson test failed (status $rc) outside the Check counts; see the log above" >&2
+elif [ "$rc" -eq 0 ] && [ "$failed" -ne 0 ]; then
+	rc=1
+fi
+echo "tests: $passed passed, $failed failed"
+exit "$rc"

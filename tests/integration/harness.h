@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The integration-test harness: starts the real mosquitto binary with the
+ * built plugin from a generated configuration in a private directory, stops
+ * it by PID, and drives it with real libmosquitto MQTT v5 and v3.1.1 clients
+ * that record every message they receive. Every test runs in its own forked
+ * process (Check's fork mode); a broker's directory is removed when its test
+ * passes and printed, log included, by harness_finish() when it did not.
+ */
+#ifndef DLQ_IT_HARNESS_H
+#define DLQ_IT_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <mosquitto.h>
+#include <mqtt_protocol.h>
+
+#include "mosquitto_dlq.h"
+
+/* How long anything that should happen may take, and how long to wait for
+ * things that should not happen once the broker provably handled what came
+ * before (see clients_settle). */
+#define HARNESS_WAIT_MS 10000
+#define HARNESS_SETTLE_MS 500
+/* Check's per-test timeout, in seconds. */
+#define HARNESS_TEST_TIMEOUT 30
+
+/* ---- the test program ---- */
+
+/* Creates the run directory. Call before srunner_run_all. Tests must run in
+ * Check's fork mode (its default): a failed test's brokers and clients then
+ * die with its process and leave their logs for harness_finish. CK_FORK=no
+ * is only for running one test under a debugger. */
+void harness_init(SRunner *sr);
+
+/* After srunner_run_all: prints the configuration and log of every broker
+ * whose test did not pass, kills what is left of it and removes the run
+ * directory. Returns how many such brokers there were. */
+int harness_finish(void);
+
+/* A TCase with the harness's checked fixture and timeout. */
+TCase *harness_tcase(const char *name);
+
+/* ---- brokers ---- */
+
+struct broker;
+
+/* A broker not yet started: a private directory and the basic configuration
+ * (unix socket listener, anonymous access, log to a file, user root when
+ * running as root). label names it in failure output. */
+struct broker *broker_new(const char *label);
+
+/* Appends one line to the configuration. */
+void broker_conf(struct broker *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Appends "plugin $DLQ_PLUGIN"; fails the test if DLQ_PLUGIN is unset. */
+void broker_plugin(struct broker *b);
+
+/* Writes a file into the broker's directory and returns its path (owned by
+ * the broker). */
+const char *broker_file(struct broker *b, const char *name, const char *content);
+
+/* A path inside the broker's directory (owned by the broker); the file need
+ * not exist. */
+const char *broker_path(struct broker *b, const char *name);
+
+/* Starts the broker and waits for its "running" line; fails the test if it
+ * exits or is not ready within HARNESS_WAIT_MS. */
+#define broker_start(b) broker_start_at(__FILE__, __LINE__, (b))
+void broker_start_at(const char *file, int line, struct broker *b);
+
+/* Starts the broker expecting it to refuse its configuration: fails the
+ * test unless it exits with a non-zero status within HARNESS_WAIT_MS without
+ * ever reporting "running". Returns its log (stdout, stderr and log file),
+ * which the caller frees. */
+#define broker_expect_refusal(b) broker_expect_refusal_at(__FILE__, __LINE__, (b))
+char *broker_expect_refusal_at(const char *file, int line, struct broker *b);
+
+/* The whole log so far; the caller frees it. */
+char *broker_log(const struct broker *b);
+
+/* The path of the broker's unix socket. */
+const char *broker_socket(const struct broker *b);
+
+/* Starts a broker with the plugin and one plugin_opt_<key> line per
+ * argument ("policy numbers max_attempts=3 dead_letter=dlq/numbers"
+ * becomes "plugin_opt_policy numbers max_attempts=3 ..."). */
+#define dlq_broker(...) dlq_broker_at(__FILE__, __LINE__, __func__, __VA_ARGS__, (const char *)NULL)
+struct broker *dlq_broker_at(const char *file, int line, const char *label, ...);
+
+/* ---- clients ---- */
+
+struct it_user_prop {
+	char *name;
+	char *value;
+};
+
+/* One received message, decoded. Owned by its client. */
+struct it_msg {
+	char *topic;
+	char *payload;              /* payloadlen bytes plus a NUL */
+	int payloadlen;
+	int qos;
+	bool retain;
+	struct it_user_prop *users; /* in arrival order */
+	size_t nusers;
+	char *content_type;         /* NULL when absent */
+	char *response_topic;
+	void *correlation;          /* NULL when absent */
+	uint16_t correlation_len;
+	int payload_format;         /* -1 when absent */
+	uint64_t at_ms;             /* monotonic arrival time */
+};
+
+struct client;
+
+/* Connects a client named "<name>-<pid>-<n>" with the given protocol
+ * (MQTT_PROTOCOL_V5 or MQTT_PROTOCOL_V311) and waits for its CONNACK. The
+ * client subscribes to its own sync topic (see client_sync). */
+#define client_new(b, name, protocol) client_new_at(__FILE__, __LINE__, (b), (name), (protocol))
+struct client *client_new_at(const char *file, int line, struct broker *b, const char *name, int protocol);
+
+const char *client_id(const struct client *c);
+
+/* Subscribes and waits for a granted SUBACK. */
+#define client_subscribe(c, filter, qos) client_subscribe_at(__FILE__, __LINE__, (c), (filter), (qos))
+void client_subscribe_at(const char *file, int line, struct client *c, const char *filter, int qos);
+
+/* Publishes and waits until the publish completed (sent for QoS 0, PUBACK
+ * or PUBCOMP otherwise). props stay the caller's. Returns the v5 reason
+ * code of the acknowledgement (0 for QoS 0 and v3.1.1). */
+#define client_publish(c, topic, payload, len, qos, props) \
+	client_publish_at(__FILE__, __LINE__, (c), (topic), (payload), (len), (qos), (props))
+int client_publish_at(const char *file, int line, struct client *c, const char *topic,
+		const void *payload, int len, int qos, const mosquitto_property *props);
+#define client_publish_str(c, topic, payload, qos) \
+	client_publish_at(__FILE__, __LINE__, (c), (topic), (payload), (int)strlen(payload), (qos), NULL)
+
+/* A compact NACK: the id as payload to $CONTROL/dlq/v1/nack, QoS 1, with a
+ * "reason" user property when reason is not NULL. Fails the test if the
+ * broker refuses the publish (a v5 PUBACK reason code >= 0x80). */
+#define client_nack(c, id, reason) client_nack_at(__FILE__, __LINE__, (c), (id), (reason))
+void client_nack_at(const char *file, int line, struct client *c, const char *id, const char *reason);
+
+/* Messages received on topics matching filter (NULL: all), excluding the
+ * harness's own sync traffic. client_msg returns the i-th (0-based) of them
+ * in arrival order, or NULL. */
+size_t client_count(struct client *c, const char *filter);
+const struct it_msg *client_msg(struct client *c, const char *filter, size_t i);
+
+/* Waits until at least n messages matching filter arrived. Returns whether
+ * they did within timeout_ms. */
+bool client_wait(struct client *c, const char *filter, size_t n, int timeout_ms);
+
+/* client_wait with HARNESS_WAIT_MS; fails the test (listing what did
+ * arrive) if they do not. Returns the n-th (last awaited) message. */
+#define client_expect(c, filter, n) client_expect_at(__FILE__, __LINE__, (c), (filter), (n))
+const struct it_msg *client_expect_at(const char *file, int line, struct client *c, const char *filter, size_t n);
+
+/* Fails the test unless exactly n messages matching filter arrived. Call
+ * after clients_settle. */
+#define client_expect_exactly(c, filter, n) client_expect_exactly_at(__FILE__, __LINE__, (c), (filter), (n))
+void client_expect_exactly_at(const char *file, int line, struct client *c, const char *filter, size_t n);
+
+/* Round trips through the broker: publishes a QoS 1 marker to the client's
+ * own sync topic, twice, waiting for each to come back. Everything the broker
+ * queued for this client before the first marker was read, including what a
+ * plugin published in that loop pass, has then been delivered. */
+#define client_sync(c) client_sync_at(__FILE__, __LINE__, (c))
+void client_sync_at(const char *file, int line, struct client *c);
+
+/* Syncs every client (in order: the one that acted first), waits
+ * HARNESS_SETTLE_MS for anything late (tick-driven work), and syncs them
+ * again. After this, "nothing else arrived" can be asserted. The list ends
+ * with NULL. */
+#define clients_settle(...) clients_settle_at(__FILE__, __LINE__, __VA_ARGS__, (struct client *)NULL)
+void clients_settle_at(const char *file, int line, ...);
+
+/* Whether the client is connected now, and how often its connection was
+ * lost since it was created. */
+bool client_connected(struct client *c);
+unsigned client_disconnects(struct client *c);
+
+/* Prints what the client received (matching filter, NULL: all) to stderr. */
+void client_dump(struct client *c, const char *filter);
+
+/* Disconnects and frees the client (the fixture does this for any left). */
+void client_free(struct client *c);
+
+/* ---- reading messages ---- */
+
+/* The value of the first user property called name, or NULL. */
+const char *msg_user(const struct it_msg *m, const char *name);
+/* How many user properties are called name. */
+size_t msg_user_count(const struct it_msg *m, const char *name);
+/* The payload parsed as JSON, or NULL; the caller frees it. */
+cJSON *msg_json(const struct it_msg *m);
+/* The message whose user property name has value, among those matching
+ * filter, or NULL. */
+const struct it_msg *client_find(struct client *c, const char *filter, const char *name, const char *value);
+/* The message with this payload (a string) among those matching filter, the
+ * k-th such (0-based), or NULL. */
+const struct it_msg *client_find_payload(struct client *c, const char *filter, const char *payload, size_t k);
+
+/* ---- the plugin's contract ---- */
+
+/* The message's dlq-id: fails the test unless it carries exactly one, of 16
+ * base64url characters. */
+#define dlq_id_of(m) dlq_id_of_at(__FILE__, __LINE__, (m))
+const char *dlq_id_of_at(const char *file, int line, const struct it_msg *m);
+
+/* Fails the test unless m is an original tracked delivery: exactly one
+ * valid dlq-id and none of the properties of copies and dead letters.
+ * Returns the dlq-id. */
+#define expect_original(m) expect_original_at(__FILE__, __LINE__, (m))
+const char *expect_original_at(const char *file, int line, const struct it_msg *m);
+
+/* Fails the test unless m is a retry copy: exactly one each of a fresh
+ * dlq-id (not origin_id), retry-count, origin-topic, origin-id with these
+ * values, and no dead-letter-* property. Returns the copy's dlq-id. */
+#define expect_retry_copy(m, origin_topic, origin_id, retry_count) \
+	expect_retry_copy_at(__FILE__, __LINE__, (m), (origin_topic), (origin_id), (retry_count))
+const char *expect_retry_copy_at(const char *file, int line, const struct it_msg *m,
+		const char *origin_topic, const char *origin_id, unsigned retry_count);
+
+/* Fails the test unless m is a dead letter: QoS >= 1, not retained, no
+ * dlq-id, exactly one each of retry-count, origin-topic, origin-id,
+ * dead-letter-reason, -client, -filter and -time with these values (reason
+ * NULL: any non-empty text that mentions attempts; the time must be RFC 3339
+ * UTC and within a minute of now). */
+#define expect_dead_letter(m, origin_topic, origin_id, retry_count, client, filter, reason) \
+	expect_dead_letter_at(__FILE__, __LINE__, (m), (origin_topic), (origin_id), (retry_count), \
+			(client), (filter), (reason))
+void expect_dead_letter_at(const char *file, int line, const struct it_msg *m,
+		const char *origin_topic, const char *origin_id, unsigned retry_count,
+		const char *client, const char *filter, const char *reason);
+
+/* Parses the reply m ({"responses":[...]}), failing the test unless it is
+ * one with exactly n entries. Returns the document (the caller frees it with
+ * cJSON_Delete); entry i is reply_entry(doc, i). */
+#define expect_reply(m, n) expect_reply_at(__FILE__, __LINE__, (m), (n))
+cJSON *expect_reply_at(const char *file, int line, const struct it_msg *m, int n);
+const cJSON *reply_entry(const cJSON *doc, int i);
+
+/* Fails the test unless the reply entry e reports success with this result
+ * ("retried" or "dead-lettered") for id, attempt and maxAttempts, and no
+ * error. */
+#define expect_reply_ok(e, id, result, attempt, max_attempts) \
+	expect_reply_ok_at(__FILE__, __LINE__, (e), (id), (result), (attempt), (max_attempts))
+void expect_reply_ok_at(const char *file, int line, const cJSON *e, const char *id,
+		const char *result, int attempt, int max_attempts);
+
+/* Fails the test unless the reply entry e is a "nack" error whose text
+ * contains want (NULL: any non-empty text), and reports no result. */
+#define expect_reply_error(e, want) expect_reply_error_at(__FILE__, __LINE__, (e), (want))
+void expect_reply_error_at(const char *file, int line, const cJSON *e, const char *want);
+
+/* The string member name of e, or NULL. */
+const char *json_str(const cJSON *e, const char *name);
+
+/* True if s is a dlq-id: 16 characters of base64url. */
+bool it_is_dlq_id(const char *s);
+/* True if s is an RFC 3339 UTC time ("...Z") within slack_s seconds of
+ * now. */
+bool it_is_recent_rfc3339(const char *s, int slack_s);
+/* Monotonic milliseconds. */
+uint64_t it_now_ms(void);
+/* Sleeps; for settle periods and expiring windows only, never to wait for
+ * something that can be observed. */
+void it_sleep_ms(unsigned ms);
+
+#endif

@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Configuration against the real broker: configurations the plugin must
+ * refuse (the broker then exits non-zero and one line of its log names the
+ * problem), and ones it accepts: the global options, a JSON policy file
+ * beside plugin_opt_policy lines, and precedence between overlapping
+ * filters.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+/* True if one line of log contains every string of the NULL-terminated
+ * list. */
+static bool log_line_has(const char *log, const char *const *needles)
+{
+	const char *p = log;
+	while(*p){
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		char *line = strndup(p, len);
+		bool all = line != NULL;
+		for(size_t i = 0; all && needles[i]; i++){
+			all = strstr(line, needles[i]) != NULL;
+		}
+		free(line);
+		if(all){
+			return true;
+		}
+		if(!eol){
+			break;
+		}
+		p = eol + 1;
+	}
+	return false;
+}
+
+/* Runs b expecting a refusal; fails unless one log line has every needle. */
+#define expect_refused(b, ...) expect_refused_at(__FILE__, __LINE__, (b), __VA_ARGS__, (const char *)NULL)
+static void expect_refused_at(const char *file, int line, struct broker *b, ...)
+{
+	const char *needles[8];
+	size_t n = 0;
+	va_list ap;
+	va_start(ap, b);
+	const char *s;
+	while((s = va_arg(ap, const char *)) != NULL && n < 7){
+		needles[n++] = s;
+	}
+	va_end(ap);
+	needles[n] = NULL;
+	char *log = broker_expect_refusal_at(file, line, b);
+	if(!log_line_has(log, needles)){
+		char want[512] = "";
+		for(size_t i = 0; i < n; i++){
+			strncat(want, i ? "\", \"" : "\"", sizeof(want) - strlen(want) - 1);
+			strncat(want, needles[i], sizeof(want) - strlen(want) - 1);
+		}
+		strncat(want, "\"", sizeof(want) - strlen(want) - 1);
+		free(log);
+		/* Its directory, log included, is printed after the summary. */
+		_ck_assert_failed(file, line, "refusal", "the broker refused, but no log line names %s", want);
+	}
+	free(log);
+}
+
+/* A broker with the plugin and these plugin_opt_ lines, not started. */
+static struct broker *with_options(const char *label, const char *const *opts)
+{
+	struct broker *b = broker_new(label);
+	broker_plugin(b);
+	for(size_t i = 0; opts[i]; i++){
+		broker_conf(b, "plugin_opt_%s", opts[i]);
+	}
+	return b;
+}
+
+#define OPTS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+START_TEST(test_refuse_dead_letter_inside_filter)
+{
+	struct broker *b = with_options(__func__, OPTS("policy orders/# max_attempts=3 dead_letter=orders/dead"));
+	expect_refused(b, "orders/#", "orders/dead");
+}
+END_TEST
+
+START_TEST(test_refuse_dead_letter_inside_other_filter)
+{
+	struct broker *b = with_options(__func__, OPTS(
+			"policy payments max_attempts=3 dead_letter=audit/payments-dead",
+			"policy audit/+ max_attempts=2 dead_letter=dlq/audit"));
+	expect_refused(b, "audit/+", "audit/payments-dead");
+}
+END_TEST
+
+START_TEST(test_refuse_max_attempts_zero)
+{
+	struct broker *b = with_options(__func__, OPTS("policy jobs max_attempts=0 dead_letter=dlq/jobs"));
+	expect_refused(b, "max_attempts", "0");
+}
+END_TEST
+
+START_TEST(test_refuse_max_attempts_too_large)
+{
+	struct broker *b = with_options(__func__, OPTS("policy jobs max_attempts=1001 dead_letter=dlq/jobs"));
+	expect_refused(b, "max_attempts", "1001");
+}
+END_TEST
+
+START_TEST(test_refuse_unknown_option)
+{
+	struct broker *b = with_options(__func__, OPTS("policy jobs max_attempts=3 dead_letter=dlq/jobs", "frobnicate yes"));
+	expect_refused(b, "frobnicate");
+}
+END_TEST
+
+START_TEST(test_refuse_unknown_policy_key)
+{
+	struct broker *b = with_options(__func__, OPTS("policy jobs max_attempts=3 dead_letter=dlq/jobs colour=blue"));
+	expect_refused(b, "colour");
+}
+END_TEST
+
+START_TEST(test_refuse_bare_number_window)
+{
+	struct broker *b = with_options(__func__, OPTS("nack_window 300", "policy jobs max_attempts=3 dead_letter=dlq/jobs"));
+	expect_refused(b, "nack_window", "300");
+}
+END_TEST
+
+START_TEST(test_refuse_bad_size)
+{
+	struct broker *b = with_options(__func__, OPTS("max_pending_bytes lots", "policy jobs max_attempts=3 dead_letter=dlq/jobs"));
+	expect_refused(b, "max_pending_bytes", "lots");
+}
+END_TEST
+
+START_TEST(test_refuse_wildcard_dead_letter)
+{
+	struct broker *b = with_options(__func__, OPTS("policy jobs max_attempts=3 dead_letter=dlq/+"));
+	expect_refused(b, "dlq/+");
+}
+END_TEST
+
+START_TEST(test_refuse_duplicate_filter)
+{
+	struct broker *b = with_options(__func__, OPTS(
+			"policy jobs max_attempts=3 dead_letter=dlq/jobs",
+			"policy jobs max_attempts=2 dead_letter=dlq/jobs2"));
+	expect_refused(b, "jobs");
+}
+END_TEST
+
+START_TEST(test_refuse_no_policies)
+{
+	struct broker *b = with_options(__func__, OPTS("nack_window 300s"));
+	expect_refused(b, "polic");
+}
+END_TEST
+
+START_TEST(test_refuse_missing_policy_file)
+{
+	struct broker *b = broker_new(__func__);
+	const char *path = broker_path(b, "missing-policies.json");
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_policy_file %s", path);
+	expect_refused(b, "missing-policies.json");
+}
+END_TEST
+
+START_TEST(test_refuse_malformed_policy_file)
+{
+	struct broker *b = broker_new(__func__);
+	const char *path = broker_file(b, "broken-policies.json", "{\"policies\":[{\"filter\":\"a\",");
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_policy_file %s", path);
+	expect_refused(b, "broken-policies.json");
+}
+END_TEST
+
+START_TEST(test_refuse_unknown_key_in_policy_file)
+{
+	struct broker *b = broker_new(__func__);
+	const char *path = broker_file(b, "policies.json",
+			"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":2,\"dead_letter\":\"dlq/a\",\"colour\":\"blue\"}]}");
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_policy_file %s", path);
+	expect_refused(b, "colour");
+}
+END_TEST
+
+START_TEST(test_refuse_dead_letter_inside_filter_in_file)
+{
+	struct broker *b = broker_new(__func__);
+	const char *path = broker_file(b, "policies.json",
+			"{\"policies\":[{\"filter\":\"shop/#\",\"max_attempts\":2,\"dead_letter\":\"shop/dead\"}]}");
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_policy_file %s", path);
+	expect_refused(b, "shop/#", "shop/dead");
+}
+END_TEST
+
+/* The global options in their documented forms are accepted. */
+START_TEST(test_global_options_accepted)
+{
+	struct broker *b = dlq_broker("nack_window 300s", "max_pending_bytes 64MiB",
+			"policy jobs max_attempts=1 dead_letter=dlq/jobs");
+	struct client *c = client_new(b, "c", MQTT_PROTOCOL_V5);
+	client_subscribe(c, "jobs", 1);
+	client_subscribe(c, "dlq/jobs", 1);
+	client_publish_str(c, "jobs", "j", 1);
+	const char *id = expect_original(client_expect(c, "jobs", 1));
+	client_nack(c, id, NULL);
+	expect_dead_letter(client_expect(c, "dlq/jobs", 1), "jobs", id, 1, client_id(c), "jobs", NULL);
+	clients_settle(c);
+	client_expect_exactly(c, NULL, 2);
+}
+END_TEST
+
+/* Policies from a JSON file and from plugin_opt_policy lines all apply. */
+START_TEST(test_policy_file)
+{
+	struct broker *b = broker_new(__func__);
+	const char *path = broker_file(b, "policies.json",
+			"{\"policies\":["
+			"{\"filter\":\"files/a\",\"max_attempts\":1,\"dead_letter\":\"dlq/files-a\"},"
+			"{\"filter\":\"files/b/+\",\"max_attempts\":2,\"dead_letter\":\"dlq/files-b\",\"retry_to\":\"files/retry\"}"
+			"]}");
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_policy_file %s", path);
+	broker_conf(b, "plugin_opt_policy lines max_attempts=1 dead_letter=dlq/lines");
+	broker_start(b);
+	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	client_subscribe(w, "files/#", 1);
+	client_subscribe(w, "lines", 1);
+	client_subscribe(watcher, "dlq/#", 1);
+
+	client_publish_str(watcher, "files/a", "A", 1);
+	const char *ida = expect_original(client_expect(w, "files/a", 1));
+	client_nack(w, ida, NULL);
+	const struct it_msg *dla = client_expect(watcher, "dlq/files-a", 1);
+	ck_assert_str_eq(dla->payload, "A");
+	expect_dead_letter(dla, "files/a", ida, 1, client_id(w), "files/a", NULL);
+
+	client_publish_str(watcher, "files/b/x", "B", 1);
+	const char *idb = expect_original(client_expect(w, "files/b/x", 1));
+	client_nack(w, idb, NULL);
+	const struct it_msg *copy = client_expect(w, "files/retry", 1);
+	ck_assert_str_eq(copy->payload, "B");
+	const char *copy_id = expect_retry_copy(copy, "files/b/x", idb, 1);
+	client_nack(w, copy_id, NULL);
+	const struct it_msg *dlb = client_expect(watcher, "dlq/files-b", 1);
+	ck_assert_str_eq(dlb->payload, "B");
+	expect_dead_letter(dlb, "files/b/x", idb, 2, client_id(w), "files/b/+", NULL);
+
+	client_publish_str(watcher, "lines", "L", 1);
+	const char *idl = expect_original(client_expect(w, "lines", 1));
+	client_nack(w, idl, NULL);
+	expect_dead_letter(client_expect(watcher, "dlq/lines", 1), "lines", idl, 1, client_id(w), "lines", NULL);
+
+	client_publish_str(watcher, "files/c", "untracked", 1);
+	ck_assert_uint_eq(client_expect(w, "files/c", 1)->nusers, 0);
+
+	clients_settle(w, watcher);
+	client_expect_exactly(w, NULL, 5);
+	client_expect_exactly(watcher, NULL, 3);
+}
+END_TEST
+
+/* When filters overlap, the most specific policy applies. */
+START_TEST(test_policy_precedence)
+{
+	struct broker *b = dlq_broker(
+			"policy sensors/# max_attempts=1 dead_letter=dlq/all",
+			"policy sensors/temp max_attempts=2 dead_letter=dlq/temp");
+	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	client_subscribe(w, "sensors/#", 1);
+	client_subscribe(watcher, "dlq/#", 1);
+
+	client_publish_str(watcher, "sensors/temp", "21.5", 1);
+	client_publish_str(watcher, "sensors/hum", "40", 1);
+	const char *idt = expect_original(client_expect(w, "sensors/temp", 1));
+	const char *idh = expect_original(client_expect(w, "sensors/hum", 1));
+
+	client_nack(w, idh, NULL);
+	expect_dead_letter(client_expect(watcher, "dlq/all", 1), "sensors/hum", idh, 1, client_id(w), "sensors/#", NULL);
+
+	client_nack(w, idt, NULL);
+	const char *copy = expect_retry_copy(client_expect(w, "sensors/temp", 2), "sensors/temp", idt, 1);
+	client_nack(w, copy, NULL);
+	expect_dead_letter(client_expect(watcher, "dlq/temp", 1), "sensors/temp", idt, 2, client_id(w), "sensors/temp", NULL);
+
+	clients_settle(w, watcher);
+	client_expect_exactly(w, NULL, 3);
+	client_expect_exactly(watcher, "dlq/all", 1);
+	client_expect_exactly(watcher, "dlq/temp", 1);
+	client_expect_exactly(watcher, NULL, 2);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *refused = harness_tcase("refused");
+	tcase_add_test(refused, test_refuse_dead_letter_inside_filter);
+	tcase_add_test(refused, test_refuse_dead_letter_inside_other_filter);
+	tcase_add_test(refused, test_refuse_max_attempts_zero);
+	tcase_add_test(refused, test_refuse_max_attempts_too_large);
+	tcase_add_test(refused, test_refuse_unknown_option);
+	tcase_add_test(refused, test_refuse_unknown_policy_key);
+	tcase_add_test(refused, test_refuse_bare_number_window);
+	tcase_add_test(refused, test_refuse_bad_size);
+	tcase_add_test(refused, test_refuse_wildcard_dead_letter);
+	tcase_add_test(refused, test_refuse_duplicate_filter);
+	tcase_add_test(refused, test_refuse_no_policies);
+	tcase_add_test(refused, test_refuse_missing_policy_file);
+	tcase_add_test(refused, test_refuse_malformed_policy_file);
+	tcase_add_test(refused, test_refuse_unknown_key_in_policy_file);
+	tcase_add_test(refused, test_refuse_dead_letter_inside_filter_in_file);
+	suite_add_tcase(s, refused);
+	TCase *accepted = harness_tcase("accepted");
+	tcase_add_test(accepted, test_global_options_accepted);
+	tcase_add_test(accepted, test_policy_file);
+	tcase_add_test(accepted, test_policy_precedence);
+	suite_add_tcase(s, accepted);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(config_suite());
+	harness_init(sr);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	failed += harness_finish();
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,623 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Unit tests of config.c: plugin_opt_policy lines, the JSON policy file (from
+ * a string and from a temporary file), durations, sizes and the options as a
+ * whole. Every refusal is checked for the option, the value and the reason
+ * in its message, and for leaving nothing behind.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "mosquitto_dlq.h"
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static char err[1024];
+
+/* Fails the test unless every one of the NULL-terminated texts is in err. */
+static void assert_err_has(const char *const *texts)
+{
+	for(size_t i = 0; texts[i]; i++){
+		ck_assert_msg(strstr(err, texts[i]) != NULL, "error \"%s\" lacks \"%s\"", err, texts[i]);
+	}
+}
+#define ERR_HAS(...) assert_err_has((const char *const []){__VA_ARGS__, NULL})
+
+static bool is_zero(const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	for(size_t i = 0; i < len; i++){
+		if(b[i]) return false;
+	}
+	return true;
+}
+
+/* Parses opts, expecting a refusal: *out must be left zeroed. */
+static void parse_fails(const struct dlq_option *opts, size_t count)
+{
+	struct dlq_config c;
+
+	memset(&c, 0xA5, sizeof(c));
+	err[0] = '\0';
+	ck_assert_int_eq(config__parse(opts, count, &c, err, sizeof(err)), EINVAL);
+	ck_assert(is_zero(&c, sizeof(c)));
+	ck_assert_msg(err[0] != '\0', "no message");
+}
+
+/* A temporary file holding text; returns its path (caller unlinks, frees). */
+static char *temp_file(const char *text)
+{
+	char *path = strdup("/tmp/dlq-test-XXXXXX");
+	int fd;
+
+	ck_assert_ptr_nonnull(path);
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	return path;
+}
+
+/* ---- plugin_opt_policy lines ---- */
+
+START_TEST(test_line_good)
+{
+	struct dlq_policy p;
+
+	ck_assert_int_eq(config__parse_policy_line("sensors/# max_attempts=5 dead_letter=dead/sensors", &p, err, sizeof(err)), 0);
+	ck_assert_str_eq(p.filter, "sensors/#");
+	ck_assert_uint_eq(p.max_attempts, 5);
+	ck_assert_str_eq(p.dead_letter, "dead/sensors");
+	ck_assert_ptr_null(p.retry_to);
+	policy__free(&p);
+
+	/* Tabs, extra spaces, any order of keys. */
+	ck_assert_int_eq(config__parse_policy_line("\t a/+/c \tretry_to=retry/a  dead_letter=dlq/a\tmax_attempts=1000 ", &p, err, sizeof(err)), 0);
+	ck_assert_str_eq(p.filter, "a/+/c");
+	ck_assert_uint_eq(p.max_attempts, 1000);
+	ck_assert_str_eq(p.dead_letter, "dlq/a");
+	ck_assert_str_eq(p.retry_to, "retry/a");
+	policy__free(&p);
+
+	ck_assert_int_eq(config__parse_policy_line("a max_attempts=1 dead_letter=d retry_to=delivery", &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.max_attempts, 1);
+	ck_assert_ptr_null(p.retry_to);
+	policy__free(&p);
+
+	/* '=' may appear in a filter and in a topic value. */
+	ck_assert_int_eq(config__parse_policy_line("a=b max_attempts=2 dead_letter=x=y", &p, err, sizeof(err)), 0);
+	ck_assert_str_eq(p.filter, "a=b");
+	ck_assert_str_eq(p.dead_letter, "x=y");
+	policy__free(&p);
+}
+END_TEST
+
+struct bad_line {
+	const char *line;
+	const char *want[3];
+};
+
+START_TEST(test_line_bad)
+{
+	static const struct bad_line cases[] = {
+		{"", {"missing filter"}},
+		{"  \t ", {"missing filter"}},
+		{"max_attempts=3 dead_letter=d", {"missing filter", "\"max_attempts=3\""}},
+		{"dead_letter=d max_attempts=3", {"missing filter", "\"dead_letter=d\""}},
+		{"a/b# max_attempts=3 dead_letter=d", {"filter \"a/b#\"", "not a valid topic filter", "whole level"}},
+		{"a+/b max_attempts=3 dead_letter=d", {"filter \"a+/b\"", "not a valid topic filter"}},
+		{"a/\x01 max_attempts=3 dead_letter=d", {"not a valid topic filter", "UTF-8"}},
+		{"a max_attempts=0 dead_letter=d", {"max_attempts must be an integer from 1 to 1000, got \"0\""}},
+		{"a max_attempts=1001 dead_letter=d", {"from 1 to 1000", "got \"1001\""}},
+		{"a max_attempts=-1 dead_letter=d", {"from 1 to 1000", "got \"-1\""}},
+		{"a max_attempts=+5 dead_letter=d", {"from 1 to 1000", "got \"+5\""}},
+		{"a max_attempts=5x dead_letter=d", {"got \"5x\""}},
+		{"a max_attempts=1.5 dead_letter=d", {"got \"1.5\""}},
+		{"a max_attempts=0x10 dead_letter=d", {"got \"0x10\""}},
+		{"a max_attempts=99999999999999999999999 dead_letter=d", {"got \"99999999999999999999999\""}},
+		{"a max_attempts=three dead_letter=d", {"got \"three\""}},
+		{"a max_attempts= 5 dead_letter=d", {"max_attempts has an empty value"}},
+		{"a max_attempts=3", {"dead_letter is required"}},
+		{"a dead_letter=d", {"max_attempts is required"}},
+		{"a", {"max_attempts is required"}},
+		{"a max_attempts=3 dead_letter=d foo=bar", {"unknown key \"foo\""}},
+		{"a max_attempts=3 dead_letter=d Max_Attempts=3", {"unknown key \"Max_Attempts\""}},
+		{"a max_attempts=3 max_attempts=4 dead_letter=d", {"max_attempts given twice"}},
+		{"a max_attempts=3 dead_letter=d dead_letter=e", {"dead_letter given twice"}},
+		{"a max_attempts=3 dead_letter=d retry_to=r retry_to=s", {"retry_to given twice"}},
+		{"a max_attempts=3 dead_letter", {"expected key=value", "\"dead_letter\""}},
+		{"a b max_attempts=3 dead_letter=d", {"expected key=value", "got \"b\""}},
+		{"a max_attempts=3 =x dead_letter=d", {"expected key=value", "\"=x\""}},
+		{"a max_attempts=3 dead_letter=", {"dead_letter has an empty value"}},
+		{"a max_attempts=3 dead_letter=d retry_to=", {"retry_to has an empty value"}},
+		{"a max_attempts=3 dead_letter=d/+", {"dead_letter \"d/+\" is not a valid topic", "'+' or '#'"}},
+		{"a max_attempts=3 dead_letter=d/#", {"dead_letter \"d/#\" is not a valid topic"}},
+		{"a max_attempts=3 dead_letter=$SYS/d", {"dead_letter \"$SYS/d\" must not start with '$'"}},
+		{"a max_attempts=3 dead_letter=d retry_to=r/#", {"retry_to \"r/#\" is not a valid topic"}},
+		{"a max_attempts=3 dead_letter=d retry_to=$r", {"retry_to \"$r\" must not start with '$'"}},
+		{"a max_attempts=3 dead_letter=d retry_to=Delivery/+", {"retry_to \"Delivery/+\""}},
+	};
+	struct dlq_policy p;
+
+	for(size_t i = 0; i < N(cases); i++){
+		memset(&p, 0xA5, sizeof(p));
+		err[0] = '\0';
+		ck_assert_msg(config__parse_policy_line(cases[i].line, &p, err, sizeof(err)) == EINVAL, "accepted \"%s\"", cases[i].line);
+		ck_assert(is_zero(&p, sizeof(p)));
+		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
+			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "line \"%s\": error \"%s\" lacks \"%s\"",
+					cases[i].line, err, cases[i].want[k]);
+		}
+	}
+}
+END_TEST
+
+/* ---- durations and sizes ---- */
+
+START_TEST(test_duration)
+{
+	static const struct {
+		const char *s;
+		uint64_t ms;
+	} good[] = {
+		{"500ms", 500}, {"30s", 30000}, {"10m", 600000}, {"1h", 3600000}, {"1d", 86400000},
+		{"7d", 604800000}, {"0100ms", 100},
+	};
+	static const char *const bad[] = {
+		"300", "0s", "0ms", "s", "", "-5s", "+5s", " 5s", "5 s", "5s ", "5S", "5sec", "1w", "1.5s",
+		"18446744073709551615d", "99999999999999999999999ms", "5ms5",
+	};
+	uint64_t v;
+
+	for(size_t i = 0; i < N(good); i++){
+		v = 0;
+		ck_assert_int_eq(config__parse_duration_ms(good[i].s, &v), 0);
+		ck_assert_uint_eq(v, good[i].ms);
+	}
+	for(size_t i = 0; i < N(bad); i++){
+		ck_assert_msg(config__parse_duration_ms(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
+	}
+	ck_assert_int_eq(config__parse_duration_ms(NULL, &v), EINVAL);
+}
+END_TEST
+
+START_TEST(test_size)
+{
+	static const struct {
+		const char *s;
+		uint64_t bytes;
+	} good[] = {
+		{"65536", 65536}, {"1B", 1}, {"512KiB", 512 * 1024}, {"64MiB", 64ull << 20}, {"1GiB", 1ull << 30},
+		{"3kB", 3000}, {"2MB", 2000000}, {"5GB", 5000000000ull}, {"17179869183GiB", 17179869183ull << 30}, {"18446744073GB", 18446744073000000000ull},
+	};
+	static const char *const bad[] = {
+		"0", "0B", "0KiB", "", "B", "-1", "+1", " 1", "1 KiB", "1KB", "1kib", "1K", "1b", "1.5MiB",
+		"18446744074GB", "18446744073709551616", "17179869184GiB", "17179869185GiB",
+	};
+	uint64_t v;
+
+	for(size_t i = 0; i < N(good); i++){
+		v = 0;
+		ck_assert_msg(config__parse_size(good[i].s, &v) == 0, "refused \"%s\"", good[i].s);
+		ck_assert_uint_eq(v, good[i].bytes);
+	}
+	for(size_t i = 0; i < N(bad); i++){
+		ck_assert_msg(config__parse_size(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
+	}
+}
+END_TEST
+
+/* ---- the options as a whole ---- */
+
+START_TEST(test_parse_good)
+{
+	const struct dlq_option opts[] = {
+		{"policy", "sensors/# max_attempts=5 dead_letter=dead/sensors"},
+		{"nack_window", "30s"},
+		{"policy", "jobs/+ max_attempts=2 dead_letter=dead/jobs retry_to=jobs-retry"},
+		{"max_pending_bytes", "1MiB"},
+	};
+	struct dlq_config c;
+
+	ck_assert_int_eq(config__parse(opts, N(opts), &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.nack_window_ms, 30000);
+	ck_assert_uint_eq(c.max_pending_bytes, 1024 * 1024);
+	ck_assert_ptr_null(c.policy_file);
+	ck_assert_uint_eq(c.policies.count, 2);
+	ck_assert_str_eq(c.policies.items[0].filter, "sensors/#");
+	ck_assert_str_eq(c.policies.items[0].source, "plugin_opt_policy #1");
+	ck_assert_uint_eq(c.policies.items[0].max_attempts, 5);
+	ck_assert_str_eq(c.policies.items[1].source, "plugin_opt_policy #2");
+	ck_assert_str_eq(c.policies.items[1].retry_to, "jobs-retry");
+	ck_assert_uint_eq(c.policies.items[1].index, 1);
+	/* The table is finished: it matches. */
+	ck_assert_ptr_eq(policy__match(&c.policies, "jobs/7"), &c.policies.items[1]);
+	ck_assert_ptr_eq(policy__match(&c.policies, "sensors"), &c.policies.items[0]);
+	ck_assert_ptr_null(policy__match(&c.policies, "dead/jobs"));
+	config__free(&c);
+	ck_assert(is_zero(&c, sizeof(c)));
+}
+END_TEST
+
+START_TEST(test_parse_defaults_and_limits)
+{
+	struct dlq_option opts[] = {
+		{"policy", "a max_attempts=3 dead_letter=d"},
+		{"nack_window", "100ms"},
+		{"max_pending_bytes", "1024"},
+	};
+	struct dlq_config c;
+
+	ck_assert_int_eq(config__parse(opts, 1, &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.nack_window_ms, DLQ_DEFAULT_NACK_WINDOW_MS);
+	ck_assert_uint_eq(c.nack_window_ms, 300000);
+	ck_assert_uint_eq(c.max_pending_bytes, DLQ_DEFAULT_MAX_PENDING_BYTES);
+	ck_assert_uint_eq(c.max_pending_bytes, 64ull << 20);
+	config__free(&c);
+
+	ck_assert_int_eq(config__parse(opts, 3, &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.nack_window_ms, 100);
+	ck_assert_uint_eq(c.max_pending_bytes, 1024);
+	config__free(&c);
+
+	opts[1].value = "7d";
+	opts[2].value = "1KiB";
+	ck_assert_int_eq(config__parse(opts, 3, &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.nack_window_ms, 7ull * 86400000);
+	ck_assert_uint_eq(c.max_pending_bytes, 1024);
+	config__free(&c);
+}
+END_TEST
+
+START_TEST(test_parse_policy_error_message)
+{
+	const struct dlq_option opts[] = {
+		{"policy", "sensors/# max_attempts=5 dead_letter=dead/s"},
+		{"policy", "meters/# max_attempts=0 dead_letter=dead/m"},
+	};
+
+	parse_fails(opts, N(opts));
+	ck_assert_str_eq(err, "plugin_opt_policy #2 \"meters/# max_attempts=0 dead_letter=dead/m\": "
+			"max_attempts must be an integer from 1 to 1000, got \"0\"");
+}
+END_TEST
+
+START_TEST(test_parse_unknown_and_twice)
+{
+	const struct dlq_option unknown[] = {{"policy", "a max_attempts=3 dead_letter=d"}, {"foo", "1"}};
+	const struct dlq_option window2[] = {
+		{"nack_window", "30s"}, {"policy", "a max_attempts=3 dead_letter=d"}, {"nack_window", "60s"},
+	};
+	const struct dlq_option bytes2[] = {
+		{"max_pending_bytes", "1MiB"}, {"max_pending_bytes", "2MiB"}, {"policy", "a max_attempts=3 dead_letter=d"},
+	};
+	const struct dlq_option prefixed[] = {{"plugin_opt_policy", "a max_attempts=3 dead_letter=d"}};
+	const struct dlq_option none[] = {{"nack_window", "30s"}};
+
+	parse_fails(unknown, N(unknown));
+	ck_assert_str_eq(err, "unknown option plugin_opt_foo");
+	parse_fails(window2, N(window2));
+	ERR_HAS("plugin_opt_nack_window \"60s\"", "given twice", "first \"30s\"");
+	parse_fails(bytes2, N(bytes2));
+	ERR_HAS("plugin_opt_max_pending_bytes \"2MiB\"", "given twice", "first \"1MiB\"");
+	parse_fails(prefixed, N(prefixed));
+	ck_assert_str_eq(err, "unknown option plugin_opt_plugin_opt_policy");
+	parse_fails(none, N(none));
+	ck_assert_str_eq(err, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
+	parse_fails(NULL, 0);
+	ck_assert_str_eq(err, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
+}
+END_TEST
+
+struct bad_option {
+	const char *key;
+	const char *value;
+	const char *want[3];
+};
+
+START_TEST(test_parse_bad_values)
+{
+	static const struct bad_option cases[] = {
+		{"nack_window", "300", {"plugin_opt_nack_window \"300\"", "a unit is required", "\"300s\""}},
+		{"nack_window", "50ms", {"plugin_opt_nack_window \"50ms\"", "from 100ms to 7d"}},
+		{"nack_window", "99ms", {"\"99ms\"", "from 100ms to 7d"}},
+		{"nack_window", "8d", {"\"8d\"", "from 100ms to 7d"}},
+		{"nack_window", "169h", {"\"169h\"", "from 100ms to 7d"}},
+		{"nack_window", "0s", {"\"0s\"", "from 100ms to 7d"}},
+		{"nack_window", "99999999999999999999999s", {"from 100ms to 7d"}},
+		{"nack_window", "5w", {"\"5w\"", "unknown unit \"w\"", "ms, s, m, h, d"}},
+		{"nack_window", "5 s", {"\"5 s\"", "unknown unit \" s\""}},
+		{"nack_window", "-5s", {"\"-5s\"", "whole number and a unit"}},
+		{"nack_window", "", {"plugin_opt_nack_window \"\"", "whole number and a unit"}},
+		{"max_pending_bytes", "1023", {"plugin_opt_max_pending_bytes \"1023\"", "at least 1KiB"}},
+		{"max_pending_bytes", "1kB", {"\"1kB\"", "at least 1KiB"}},
+		{"max_pending_bytes", "0", {"\"0\"", "at least 1KiB"}},
+		{"max_pending_bytes", "5XB", {"\"5XB\"", "unknown unit \"XB\"", "KiB"}},
+		{"max_pending_bytes", "1KB", {"\"1KB\"", "unknown unit \"KB\""}},
+		{"max_pending_bytes", "99999999999999999999", {"\"99999999999999999999\"", "too large"}},
+		{"max_pending_bytes", "18446744074GB", {"too large"}},
+		{"max_pending_bytes", "-1", {"\"-1\"", "whole number of bytes"}},
+		{"max_pending_bytes", "", {"plugin_opt_max_pending_bytes \"\"", "whole number of bytes"}},
+		{"policy", "", {"plugin_opt_policy #2 \"\"", "missing filter"}},
+		{"policy_file", "", {"plugin_opt_policy_file \"\"", "path is empty"}},
+	};
+	struct dlq_option opts[2] = {{"policy", "z max_attempts=3 dead_letter=d"}, {NULL, NULL}};
+
+	for(size_t i = 0; i < N(cases); i++){
+		opts[1].key = cases[i].key;
+		opts[1].value = cases[i].value;
+		parse_fails(opts, 2);
+		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
+			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "%s=\"%s\": error \"%s\" lacks \"%s\"",
+					cases[i].key, cases[i].value, err, cases[i].want[k]);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_parse_table_errors)
+{
+	const struct dlq_option dup[] = {
+		{"policy", "a/# max_attempts=3 dead_letter=d/1"},
+		{"policy", "b max_attempts=3 dead_letter=d/2"},
+		{"policy", "a/# max_attempts=4 dead_letter=d/3"},
+	};
+	const struct dlq_option inside[] = {
+		{"policy", "dead/# max_attempts=3 dead_letter=other/d"},
+		{"policy", "sensors/# max_attempts=3 dead_letter=dead/x"},
+	};
+
+	parse_fails(dup, N(dup));
+	ck_assert_str_eq(err, "duplicate policy filter \"a/#\": plugin_opt_policy #3 repeats plugin_opt_policy #1");
+	parse_fails(inside, N(inside));
+	ck_assert_str_eq(err, "dead-letter topic \"dead/x\" of policy \"sensors/#\" (plugin_opt_policy #2) is matched by "
+			"policy filter \"dead/#\" (plugin_opt_policy #1): dead letters must lie outside every tracked filter");
+}
+END_TEST
+
+START_TEST(test_long_value_is_cut)
+{
+	char line[2000];
+	struct dlq_option opts[1] = {{"policy", line}};
+
+	memset(line, 'a', 1500);
+	strcpy(line + 1500, " dead_letter=d");
+	parse_fails(opts, 1);
+	/* The value is cut in the message so that the reason still shows. */
+	ERR_HAS("plugin_opt_policy #1 \"aaaa", "...\": ", "max_attempts is required");
+}
+END_TEST
+
+/* ---- the JSON policy document ---- */
+
+START_TEST(test_json_good)
+{
+	static const char doc[] =
+		"{\"policies\":[\n"
+		"  {\"filter\":\"sensors/#\",\"max_attempts\":5,\"dead_letter\":\"dead/sensors\"},\n"
+		"  {\"filter\":\"jobs/+\",\"max_attempts\":1000,\"dead_letter\":\"dead/jobs\",\"retry_to\":\"jobs/retry\"},\n"
+		"  {\"retry_to\":\"delivery\",\"dead_letter\":\"dead/m\",\"max_attempts\":1.0,\"filter\":\"m\"}\n"
+		"]}";
+	struct dlq_policy_table t = {0};
+
+	ck_assert_int_eq(config__parse_policy_json(doc, strlen(doc), "p.json", &t, err, sizeof(err)), 0);
+	ck_assert_uint_eq(t.count, 3);
+	ck_assert_str_eq(t.items[0].filter, "sensors/#");
+	ck_assert_uint_eq(t.items[0].max_attempts, 5);
+	ck_assert_str_eq(t.items[0].dead_letter, "dead/sensors");
+	ck_assert_ptr_null(t.items[0].retry_to);
+	ck_assert_str_eq(t.items[0].source, "p.json: policies[0]");
+	ck_assert_str_eq(t.items[1].retry_to, "jobs/retry");
+	ck_assert_uint_eq(t.items[1].max_attempts, 1000);
+	ck_assert_str_eq(t.items[2].filter, "m");
+	ck_assert_uint_eq(t.items[2].max_attempts, 1);
+	ck_assert_ptr_null(t.items[2].retry_to);
+	ck_assert_str_eq(t.items[2].source, "p.json: policies[2]");
+	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), 0);
+	ck_assert_ptr_eq(policy__match(&t, "jobs/x"), &t.items[1]);
+	policy__table_free(&t);
+
+	/* Only len bytes are read: no terminator needed. */
+	static const char cut[] = "{\"policies\":[]}garbage";
+	ck_assert_int_eq(config__parse_policy_json(cut, 15, "p.json", &t, err, sizeof(err)), 0);
+	ck_assert_uint_eq(t.count, 0);
+	policy__table_free(&t);
+}
+END_TEST
+
+struct bad_json {
+	const char *doc;
+	const char *want[3];
+};
+
+START_TEST(test_json_bad)
+{
+	static const struct bad_json cases[] = {
+		{"", {"p.json: not valid JSON"}},
+		{"{\"policies\":[}", {"p.json: not valid JSON", "line 1, column 14"}},
+		{"{\n\"policies\": [\n  {\"filter\": }\n]}", {"not valid JSON", "line 3"}},
+		{"[]", {"p.json: the document must be an object", "got an array"}},
+		{"{}", {"p.json: policies must be an array, got nothing"}},
+		{"{\"policies\":{}}", {"policies must be an array, got an object"}},
+		{"{\"policies\":[],\"extra\":1}", {"p.json: unknown key \"extra\""}},
+		{"{\"Policies\":[]}", {"unknown key \"Policies\""}},
+		{"{\"policies\":[],\"policies\":[]}", {"policies given twice"}},
+		{"{\"policies\":[5]}", {"p.json: policies[0]: must be an object, got a number"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d\",\"maxAttempts\":3}]}",
+			{"p.json: policies[0]: unknown key \"maxAttempts\""}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d\",\"filter\":\"b\"}]}",
+			{"policies[0]: filter given twice"}},
+		{"{\"policies\":[{\"max_attempts\":3,\"dead_letter\":\"d\"}]}", {"policies[0]: filter is required"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"dead_letter\":\"d\"}]}", {"policies[0]: max_attempts is required"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3}]}", {"policies[0]: dead_letter is required"}},
+		{"{\"policies\":[{\"filter\":7,\"max_attempts\":3,\"dead_letter\":\"d\"}]}", {"filter must be a string, got a number"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":null}]}", {"dead_letter must be a string, got null"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d\",\"retry_to\":true}]}",
+			{"retry_to must be a string, got a boolean"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":\"3\",\"dead_letter\":\"d\"}]}",
+			{"max_attempts must be an integer from 1 to 1000, got a string"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":2.5,\"dead_letter\":\"d\"}]}", {"from 1 to 1000, got 2.5"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":0,\"dead_letter\":\"d\"}]}", {"from 1 to 1000, got 0"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":1001,\"dead_letter\":\"d\"}]}", {"from 1 to 1000, got 1001"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":-3,\"dead_letter\":\"d\"}]}", {"from 1 to 1000, got -3"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":1e300,\"dead_letter\":\"d\"}]}", {"from 1 to 1000, got 1e+300"}},
+		{"{\"policies\":[{\"filter\":\"a/b#\",\"max_attempts\":3,\"dead_letter\":\"d\"}]}",
+			{"policies[0]: filter \"a/b#\" is not a valid topic filter"}},
+		{"{\"policies\":[{\"filter\":\"\",\"max_attempts\":3,\"dead_letter\":\"d\"}]}", {"filter \"\" is not a valid topic filter", "empty"}},
+		{"{\"policies\":[{\"filter\":\"a\\u0000b\",\"max_attempts\":3,\"dead_letter\":\"d\"}]}", {"p.json: a string holds \\u0000", "line 1, column 26"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"$d\"}]}", {"dead_letter \"$d\" must not start with '$'"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d/+\"}]}", {"dead_letter \"d/+\" is not a valid topic"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d\",\"retry_to\":\"r/#\"}]}",
+			{"retry_to \"r/#\" is not a valid topic"}},
+		{"{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d\"},"
+			"{\"filter\":\"b\",\"max_attempts\":3,\"dead_letter\":\"d\",\"x\":1}]}", {"p.json: policies[1]: unknown key \"x\""}},
+	};
+
+	for(size_t i = 0; i < N(cases); i++){
+		struct dlq_policy_table t = {0};
+		struct dlq_policy keep = {0};
+
+		/* A policy already in the table stays; nothing of the document does. */
+		keep.filter = strdup("kept");
+		keep.dead_letter = strdup("dead/kept");
+		keep.max_attempts = 1;
+		ck_assert_int_eq(policy__table_add(&t, &keep), 0);
+		err[0] = '\0';
+		ck_assert_msg(config__parse_policy_json(cases[i].doc, strlen(cases[i].doc), "p.json", &t, err, sizeof(err)) == EINVAL,
+				"accepted %s", cases[i].doc);
+		ck_assert_uint_eq(t.count, 1);
+		ck_assert_str_eq(t.items[0].filter, "kept");
+		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
+			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "doc %s: error \"%s\" lacks \"%s\"",
+					cases[i].doc, err, cases[i].want[k]);
+		}
+		policy__table_free(&t);
+	}
+}
+END_TEST
+
+/* ---- plugin_opt_policy_file ---- */
+
+START_TEST(test_policy_file)
+{
+	char *path = temp_file(
+		"{\"policies\":[{\"filter\":\"f/a\",\"max_attempts\":4,\"dead_letter\":\"dead/fa\"},"
+		"{\"filter\":\"f/b/+\",\"max_attempts\":2,\"dead_letter\":\"dead/fb\",\"retry_to\":\"retry/fb\"}]}");
+	const struct dlq_option opts[] = {
+		{"policy", "l/1 max_attempts=3 dead_letter=dead/l1"},
+		{"policy_file", path},
+		{"policy", "l/2 max_attempts=3 dead_letter=dead/l2"},
+	};
+	struct dlq_config c;
+	char src[128];
+
+	ck_assert_int_eq(config__parse(opts, N(opts), &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.policy_file, path);
+	ck_assert_uint_eq(c.policies.count, 4);
+	/* Declaration order is the order of the options. */
+	ck_assert_str_eq(c.policies.items[0].filter, "l/1");
+	ck_assert_str_eq(c.policies.items[1].filter, "f/a");
+	ck_assert_str_eq(c.policies.items[2].filter, "f/b/+");
+	ck_assert_str_eq(c.policies.items[3].filter, "l/2");
+	ck_assert_str_eq(c.policies.items[0].source, "plugin_opt_policy #1");
+	snprintf(src, sizeof(src), "%s: policies[1]", path);
+	ck_assert_str_eq(c.policies.items[2].source, src);
+	ck_assert_str_eq(c.policies.items[2].retry_to, "retry/fb");
+	ck_assert_uint_eq(c.policies.items[2].max_attempts, 2);
+	ck_assert_str_eq(c.policies.items[3].source, "plugin_opt_policy #2");
+	ck_assert_ptr_eq(policy__match(&c.policies, "f/b/9"), &c.policies.items[2]);
+	config__free(&c);
+
+	/* The file alone is enough. */
+	ck_assert_int_eq(config__parse(&opts[1], 1, &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.policies.count, 2);
+	config__free(&c);
+	unlink(path);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_policy_file_errors)
+{
+	char *bad = temp_file("{\"policies\":[{\"filter\":\"a\",\"max_attempts\":0,\"dead_letter\":\"d\"}]}");
+	char *dup = temp_file("{\"policies\":[{\"filter\":\"l/1\",\"max_attempts\":3,\"dead_letter\":\"d\"}]}");
+	char *empty = temp_file("{\"policies\":[]}");
+	char dir[] = "/tmp/dlq-test-dir-XXXXXX";
+	struct dlq_option opts[2] = {{"policy", "l/1 max_attempts=3 dead_letter=dead/l1"}, {"policy_file", NULL}};
+	const struct dlq_option twice[] = {{"policy_file", empty}, {"policy_file", bad}};
+
+	opts[1].value = "/nonexistent/dlq-policies.json";
+	parse_fails(opts, 2);
+	ck_assert_str_eq(err, "plugin_opt_policy_file \"/nonexistent/dlq-policies.json\": cannot open: No such file or directory");
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	opts[1].value = dir;
+	parse_fails(opts, 2);
+	ERR_HAS("plugin_opt_policy_file \"/tmp/dlq-test-dir-", "cannot read: Is a directory");
+	rmdir(dir);
+
+	opts[1].value = bad;
+	parse_fails(opts, 2);
+	ERR_HAS("plugin_opt_policy_file: ", bad, ": policies[0]: max_attempts must be an integer from 1 to 1000, got 0");
+
+	opts[1].value = dup;
+	parse_fails(opts, 2);
+	ERR_HAS("duplicate policy filter \"l/1\"", ": policies[0] repeats plugin_opt_policy #1", dup);
+
+	/* A file with no policies, and no lines: nothing to do. */
+	opts[1].value = empty;
+	parse_fails(&opts[1], 1);
+	ck_assert_str_eq(err, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
+
+	parse_fails(twice, N(twice));
+	ERR_HAS("plugin_opt_policy_file \"", bad, "given twice", empty);
+
+	unlink(bad);
+	unlink(dup);
+	unlink(empty);
+	free(bad);
+	free(dup);
+	free(empty);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_line_good);
+	tcase_add_test(tc, test_line_bad);
+	tcase_add_test(tc, test_duration);
+	tcase_add_test(tc, test_size);
+	tcase_add_test(tc, test_parse_good);
+	tcase_add_test(tc, test_parse_defaults_and_limits);
+	tcase_add_test(tc, test_parse_policy_error_message);
+	tcase_add_test(tc, test_parse_unknown_and_twice);
+	tcase_add_test(tc, test_parse_bad_values);
+	tcase_add_test(tc, test_parse_table_errors);
+	tcase_add_test(tc, test_long_value_is_cut);
+	tcase_add_test(tc, test_json_good);
+	tcase_add_test(tc, test_json_bad);
+	tcase_add_test(tc, test_policy_file);
+	tcase_add_test(tc, test_policy_file_errors);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(config_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,553 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Unit tests of control.c, the $CONTROL API: a compact NACK and JSON command
+ * documents in, one {"responses":[...]} reply out (design.md, "Replies").
+ * Replies are parsed back with cJSON and checked entry by entry; bad input of
+ * every kind must come back as an "error" entry, never as silence.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+#include "control.h"
+#include "dlq.h"
+#include "fake_port.h"
+#include "mosquitto_dlq.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static const struct dlq_option standard[] = {
+	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
+	{"policy", "once max_attempts=1 dead_letter=dead/once"},
+};
+
+static struct dlq d;
+static struct dlq_control_reply reply;
+static cJSON *doc; /* the parsed reply */
+
+static void track(const char *topic, const char *payload, char id[DLQ_ID_LEN + 1])
+{
+	const struct dlq_policy *p = dlq__policy_for(&d, topic);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(dlq__track(&d, p, topic, payload, (uint32_t)strlen(payload), 1, NULL, 0, id), 0);
+}
+
+/* Runs a request and parses its reply into doc; returns the responses. */
+static const cJSON *run(bool compact, const void *payload, size_t len, const char *client, const char *reason)
+{
+	/* An MQTT payload has no terminating NUL: hand over exactly len bytes,
+	 * so that ASan sees any read past them. */
+	void *exact = malloc(len ? len : 1);
+	ck_assert_ptr_nonnull(exact);
+	if(len) memcpy(exact, payload, len);
+	struct dlq_control_request req = {
+		.compact = compact,
+		.payload = exact,
+		.payload_len = len,
+		.client = client,
+		.reason = reason,
+	};
+	control__reply_free(&reply);
+	cJSON_Delete(doc);
+	doc = NULL;
+	int rc = control__handle(&d, &req, &reply);
+	free(exact);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_ptr_nonnull(reply.json);
+	doc = cJSON_Parse(reply.json);
+	ck_assert_msg(doc != NULL, "reply is not JSON: %s", reply.json);
+	ck_assert(cJSON_IsObject(doc));
+	ck_assert_int_eq(cJSON_GetArraySize(doc), 1); /* "responses" and nothing else */
+	const cJSON *responses = cJSON_GetObjectItemCaseSensitive(doc, "responses");
+	ck_assert_msg(cJSON_IsArray(responses), "no responses array: %s", reply.json);
+	return responses;
+}
+
+static const cJSON *compact(const char *payload, const char *client, const char *reason)
+{
+	return run(true, payload, strlen(payload), client, reason);
+}
+
+static const cJSON *json(const char *payload, const char *client)
+{
+	return run(false, payload, strlen(payload), client, NULL);
+}
+
+static const cJSON *entry(const cJSON *responses, int i)
+{
+	const cJSON *e = cJSON_GetArrayItem(responses, i);
+	ck_assert_msg(cJSON_IsObject(e), "response %d missing: %s", i, reply.json);
+	return e;
+}
+
+static const char *str(const cJSON *e, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, key);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void expect_str(const cJSON *e, const char *key, const char *value)
+{
+	const char *v = str(e, key);
+	ck_assert_msg(v != NULL, "no string \"%s\" in %s", key, reply.json);
+	ck_assert_str_eq(v, value);
+}
+
+static void expect_absent(const cJSON *e, const char *key)
+{
+	ck_assert_msg(cJSON_GetObjectItemCaseSensitive(e, key) == NULL, "\"%s\" present in %s", key, reply.json);
+}
+
+static void expect_num(const cJSON *e, const char *key, double value)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, key);
+	ck_assert_msg(cJSON_IsNumber(v), "no number \"%s\" in %s", key, reply.json);
+	ck_assert_msg(v->valuedouble == value, "\"%s\" is %g, expected %g", key, v->valuedouble, value);
+}
+
+static void expect_result(const cJSON *e, const char *id, const char *result, double attempt, double max)
+{
+	expect_str(e, "command", DLQ_COMMAND_NACK);
+	expect_str(e, "id", id);
+	expect_str(e, "result", result);
+	expect_num(e, "attempt", attempt);
+	expect_num(e, "maxAttempts", max);
+	expect_absent(e, "error");
+}
+
+/* An error entry whose text contains what; id NULL: no id expected. */
+static void expect_error(const cJSON *e, const char *command, const char *id, const char *what)
+{
+	if(command){
+		expect_str(e, "command", command);
+	}
+	if(id){
+		expect_str(e, "id", id);
+	}
+	const char *err = str(e, "error");
+	ck_assert_msg(err != NULL, "no error in %s", reply.json);
+	ck_assert_msg(strstr(err, what) != NULL, "error \"%s\" does not say \"%s\"", err, what);
+	expect_absent(e, "result");
+}
+
+static const char *published_reason(size_t i)
+{
+	ck_assert_uint_gt(fake.publish_count, i);
+	const char *r = fake_header_value(&fake.publishes[i], DLQ_PROP_DEAD_LETTER_REASON);
+	ck_assert_ptr_nonnull(r);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+
+START_TEST(a_compact_nack_is_carried_out_and_answered)
+{
+	char id[DLQ_ID_LEN + 1];
+	track("numbers", "42", id);
+	const cJSON *r = compact(id, "sub1", NULL);
+	ck_assert_int_eq(cJSON_GetArraySize(r), 1);
+	expect_result(entry(r, 0), id, "retried", 1, 3);
+	expect_absent(entry(r, 0), "correlationData");
+	ck_assert_uint_eq(reply.errors, 0);
+	ck_assert(!reply.must_send); /* a compact NACK that worked needs no reply */
+
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_str_eq(fake.publishes[0].client, "sub1");
+	ck_assert_str_eq(fake.publishes[0].topic, "numbers");
+}
+END_TEST
+
+START_TEST(a_compact_nack_carries_its_reason_to_the_dead_letter)
+{
+	char id[DLQ_ID_LEN + 1];
+	track("once", "42", id);
+	const cJSON *r = compact(id, "sub1", "schema mismatch");
+	expect_result(entry(r, 0), id, "dead-lettered", 1, 1);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_str_eq(fake.publishes[0].topic, "dead/once");
+	ck_assert_str_eq(published_reason(0), "schema mismatch");
+	ck_assert_str_eq(fake_header_value(&fake.publishes[0], DLQ_PROP_DEAD_LETTER_CLIENT), "sub1");
+}
+END_TEST
+
+START_TEST(a_failed_compact_nack_is_answered_with_an_error)
+{
+	const cJSON *r = compact("AAAAAAAAAAAAAAAA", "sub1", NULL);
+	ck_assert_int_eq(cJSON_GetArraySize(r), 1);
+	expect_error(entry(r, 0), DLQ_COMMAND_NACK, "AAAAAAAAAAAAAAAA", "unknown or expired dlq-id");
+	ck_assert_uint_eq(reply.errors, 1);
+	ck_assert(reply.must_send);
+
+	r = compact("hello", "sub1", NULL);
+	expect_error(entry(r, 0), DLQ_COMMAND_NACK, "hello", "malformed");
+	ck_assert_uint_eq(reply.errors, 1);
+	ck_assert(reply.must_send);
+
+	r = compact("", "sub1", NULL);
+	expect_error(entry(r, 0), DLQ_COMMAND_NACK, NULL, "malformed");
+	ck_assert(reply.must_send);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(d.counters.nacks_refused, 3);
+}
+END_TEST
+
+START_TEST(a_garbage_payload_is_not_echoed_whole)
+{
+	char garbage[200];
+	memset(garbage, 'g', sizeof(garbage) - 1);
+	garbage[sizeof(garbage) - 1] = '\0';
+	garbage[3] = '\n';
+	const cJSON *r = compact(garbage, "sub1", NULL);
+	const char *id = str(entry(r, 0), "id");
+	if(id != NULL){
+		ck_assert_uint_le(strlen(id), DLQ_ID_LEN);
+	}
+	expect_error(entry(r, 0), DLQ_COMMAND_NACK, NULL, "malformed");
+}
+END_TEST
+
+START_TEST(white_space_around_a_compact_id_is_forgiven)
+{
+	/* `echo ID | mosquitto_pub -l -t $CONTROL/dlq/v1/nack` sends ID\n. */
+	const char *const wrap[][2] = {{"", "\n"}, {"", "\r\n"}, {"  ", " "}, {"\t", "\n\n"}};
+	for(size_t i = 0; i < ARRAY_LEN(wrap); i++){
+		char id[DLQ_ID_LEN + 1], payload[64];
+		track("numbers", "42", id);
+		snprintf(payload, sizeof(payload), "%s%s%s", wrap[i][0], id, wrap[i][1]);
+		const cJSON *r = compact(payload, "sub1", NULL);
+		expect_result(entry(r, 0), id, "retried", 1, 3);
+		ck_assert_uint_eq(reply.errors, 0);
+	}
+	ck_assert_uint_eq(fake.publish_count, ARRAY_LEN(wrap));
+	/* White space inside the id is not forgiven. */
+	char id[DLQ_ID_LEN + 1], payload[64];
+	track("numbers", "42", id);
+	snprintf(payload, sizeof(payload), "%.8s %s", id, id + 8);
+	const cJSON *r = compact(payload, "sub1", NULL);
+	expect_error(entry(r, 0), DLQ_COMMAND_NACK, NULL, "malformed");
+}
+END_TEST
+
+START_TEST(json_commands_are_answered_in_order_with_their_correlation_data)
+{
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1], c[DLQ_ID_LEN + 1];
+	track("numbers", "A", a);
+	track("once", "B", b);
+	track("numbers", "C", c);
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd),
+			"{\"commands\":["
+			"{\"command\":\"nack\",\"id\":\"%s\",\"correlationData\":\"c-1\"},"
+			"{\"command\":\"nack\",\"id\":\"%s\",\"reason\":\"bad input\"},"
+			"{\"command\":\"nack\",\"id\":\"%s\",\"correlationData\":{\"n\":5}}"
+			"]}", a, b, c);
+	const cJSON *r = json(cmd, "sub1");
+	ck_assert_int_eq(cJSON_GetArraySize(r), 3);
+	expect_result(entry(r, 0), a, "retried", 1, 3);
+	expect_str(entry(r, 0), "correlationData", "c-1");
+	expect_result(entry(r, 1), b, "dead-lettered", 1, 1);
+	expect_absent(entry(r, 1), "correlationData");
+	expect_result(entry(r, 2), c, "retried", 1, 3);
+	const cJSON *corr = cJSON_GetObjectItemCaseSensitive(entry(r, 2), "correlationData");
+	ck_assert(cJSON_IsObject(corr));
+	expect_num(corr, "n", 5);
+	ck_assert_uint_eq(reply.errors, 0);
+	ck_assert(reply.must_send); /* every JSON command is answered */
+
+	ck_assert_uint_eq(fake.publish_count, 3);
+	ck_assert_str_eq(fake.publishes[0].topic, "numbers");
+	ck_assert_mem_eq(fake.publishes[0].payload, "A", 1);
+	ck_assert_str_eq(fake.publishes[1].topic, "dead/once");
+	ck_assert_str_eq(published_reason(1), "bad input");
+	ck_assert_str_eq(fake.publishes[2].topic, "numbers");
+	ck_assert_mem_eq(fake.publishes[2].payload, "C", 1);
+}
+END_TEST
+
+START_TEST(every_bad_command_gets_its_own_error)
+{
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("numbers", "A", a);
+	track("numbers", "B", b);
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd),
+			"{\"commands\":["
+			"5,"
+			"{\"command\":\"ack\",\"id\":\"%s\",\"correlationData\":\"x\"},"
+			"{\"command\":\"nack\",\"correlationData\":\"y\"},"
+			"{\"command\":\"nack\",\"id\":7},"
+			"{\"command\":\"nack\",\"id\":\"abc\"},"
+			"{\"command\":\"nack\",\"id\":\"AAAAAAAAAAAAAAAA\"},"
+			"{\"command\":\"nack\",\"id\":\"%s\"},"
+			"{\"command\":\"nack\",\"id\":\"%s\"},"
+			"{\"id\":\"%s\"},"
+			"{\"command\":\"nack\",\"id\":\"%s\",\"reason\":5},"
+			"{\"command\":\"NACK\",\"id\":\"%s\"}"
+			"]}", a, a, a, b, b, b);
+	const cJSON *r = json(cmd, "sub1");
+	ck_assert_int_eq(cJSON_GetArraySize(r), 11);
+	expect_error(entry(r, 0), NULL, NULL, "JSON object");
+	expect_error(entry(r, 1), "ack", NULL, "unknown command");
+	expect_str(entry(r, 1), "correlationData", "x");
+	expect_error(entry(r, 2), DLQ_COMMAND_NACK, NULL, "\"id\"");
+	expect_str(entry(r, 2), "correlationData", "y");
+	expect_error(entry(r, 3), DLQ_COMMAND_NACK, NULL, "\"id\"");
+	expect_error(entry(r, 4), DLQ_COMMAND_NACK, "abc", "malformed");
+	expect_error(entry(r, 5), DLQ_COMMAND_NACK, "AAAAAAAAAAAAAAAA", "unknown or expired dlq-id");
+	expect_result(entry(r, 6), a, "retried", 1, 3);
+	expect_error(entry(r, 7), DLQ_COMMAND_NACK, a, dlq__nack_status_text(DLQ_NACK_DUPLICATE));
+	expect_error(entry(r, 8), NULL, NULL, "\"command\"");
+	expect_error(entry(r, 9), DLQ_COMMAND_NACK, NULL, "reason");
+	expect_error(entry(r, 10), "NACK", NULL, "unknown command"); /* names are case-sensitive */
+	ck_assert_uint_eq(reply.errors, 10);
+	ck_assert(reply.must_send);
+	/* Only the good command did anything. */
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_str_eq(fake.publishes[0].client, "sub1");
+	ck_assert_uint_eq(d.counters.nacks, 1);
+}
+END_TEST
+
+START_TEST(a_document_that_is_not_json_is_answered_with_an_error)
+{
+	const char *const bad[] = {"not json", "{\"commands\":[", "", "nack"};
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
+		const cJSON *r = json(bad[i], "sub1");
+		ck_assert_int_eq(cJSON_GetArraySize(r), 1);
+		expect_error(entry(r, 0), NULL, NULL, "not valid JSON");
+		ck_assert_uint_eq(reply.errors, 1);
+		ck_assert(reply.must_send);
+	}
+	ck_assert_uint_eq(fake.publish_count, 0);
+}
+END_TEST
+
+START_TEST(a_document_without_a_commands_array_is_answered_with_an_error)
+{
+	const char *const bad[] = {
+		"{\"foo\":1}", "{\"commands\":{}}", "{\"commands\":\"nack\"}", "[]", "42",
+		"{\"Commands\":[]}",
+	};
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
+		const cJSON *r = json(bad[i], "sub1");
+		ck_assert_int_eq(cJSON_GetArraySize(r), 1);
+		expect_error(entry(r, 0), NULL, NULL, "\"commands\" array");
+		ck_assert_uint_eq(reply.errors, 1);
+		ck_assert(reply.must_send);
+	}
+}
+END_TEST
+
+START_TEST(an_empty_command_list_gets_an_empty_reply)
+{
+	const cJSON *r = json("{\"commands\":[]}", "sub1");
+	ck_assert_int_eq(cJSON_GetArraySize(r), 0);
+	ck_assert_uint_eq(reply.errors, 0);
+	ck_assert(reply.must_send);
+}
+END_TEST
+
+START_TEST(too_many_commands_are_refused_as_a_whole)
+{
+	char id[DLQ_ID_LEN + 1];
+	track("numbers", "42", id);
+	size_t cap = 64 + (DLQ_MAX_COMMANDS + 1) * 128;
+	char *cmd = malloc(cap);
+	ck_assert_ptr_nonnull(cmd);
+	size_t n = (size_t)snprintf(cmd, cap, "{\"commands\":[");
+	for(int i = 0; i < DLQ_MAX_COMMANDS + 1; i++){
+		n += (size_t)snprintf(cmd + n, cap - n, "%s{\"command\":\"nack\",\"id\":\"%s\"}", i ? "," : "", id);
+	}
+	snprintf(cmd + n, cap - n, "]}");
+	const cJSON *r = json(cmd, "sub1");
+	ck_assert_int_eq(cJSON_GetArraySize(r), 1);
+	expect_error(entry(r, 0), NULL, NULL, "too many");
+	ck_assert_uint_eq(fake.publish_count, 0);
+	free(cmd);
+}
+END_TEST
+
+START_TEST(the_most_commands_allowed_are_all_answered)
+{
+	size_t cap = 64 + DLQ_MAX_COMMANDS * 128;
+	char *cmd = malloc(cap);
+	ck_assert_ptr_nonnull(cmd);
+	size_t n = (size_t)snprintf(cmd, cap, "{\"commands\":[");
+	for(int i = 0; i < DLQ_MAX_COMMANDS; i++){
+		n += (size_t)snprintf(cmd + n, cap - n, "%s{\"command\":\"nack\",\"id\":\"AAAAAAAAAAAAAAAA\",\"correlationData\":%d}",
+				i ? "," : "", i);
+	}
+	snprintf(cmd + n, cap - n, "]}");
+	const cJSON *r = json(cmd, "sub1");
+	ck_assert_int_eq(cJSON_GetArraySize(r), DLQ_MAX_COMMANDS);
+	ck_assert_uint_eq(reply.errors, DLQ_MAX_COMMANDS);
+	for(int i = 0; i < DLQ_MAX_COMMANDS; i += 111){
+		expect_error(entry(r, i), DLQ_COMMAND_NACK, "AAAAAAAAAAAAAAAA", "unknown or expired dlq-id");
+		expect_num(entry(r, i), "correlationData", i);
+	}
+	expect_num(entry(r, DLQ_MAX_COMMANDS - 1), "correlationData", DLQ_MAX_COMMANDS - 1);
+	free(cmd);
+}
+END_TEST
+
+START_TEST(an_overlong_reason_is_cut_to_the_limit)
+{
+	char id[DLQ_ID_LEN + 1];
+	char *reason = malloc(4000);
+	ck_assert_ptr_nonnull(reason);
+
+	/* ASCII: cut at exactly DLQ_REASON_MAX_BYTES. */
+	memset(reason, 'r', 3000);
+	reason[3000] = '\0';
+	track("once", "1", id);
+	compact(id, "sub1", reason);
+	ck_assert_uint_eq(reply.errors, 0);
+	ck_assert_uint_eq(strlen(published_reason(0)), DLQ_REASON_MAX_BYTES);
+	ck_assert_mem_eq(published_reason(0), reason, DLQ_REASON_MAX_BYTES);
+
+	/* Exactly at the limit: kept whole. */
+	reason[DLQ_REASON_MAX_BYTES] = '\0';
+	track("once", "2", id);
+	compact(id, "sub1", reason);
+	ck_assert_str_eq(published_reason(1), reason);
+
+	/* A two-byte character across the limit is dropped whole. */
+	memset(reason, 'r', DLQ_REASON_MAX_BYTES - 1);
+	strcpy(reason + DLQ_REASON_MAX_BYTES - 1, "\xc3\xa9 and more");
+	track("once", "3", id);
+	compact(id, "sub1", reason);
+	ck_assert_uint_eq(strlen(published_reason(2)), DLQ_REASON_MAX_BYTES - 1);
+
+	/* A three-byte character across the limit, in a JSON command. */
+	memset(reason, 'r', DLQ_REASON_MAX_BYTES - 2);
+	strcpy(reason + DLQ_REASON_MAX_BYTES - 2, "\xe2\x82\xac");
+	track("once", "4", id);
+	size_t cap = DLQ_REASON_MAX_BYTES + 256;
+	char *cmd = malloc(cap);
+	snprintf(cmd, cap, "{\"commands\":[{\"command\":\"nack\",\"id\":\"%s\",\"reason\":\"%s\"}]}", id, reason);
+	json(cmd, "sub1");
+	ck_assert_uint_eq(reply.errors, 0);
+	ck_assert_uint_eq(strlen(published_reason(3)), DLQ_REASON_MAX_BYTES - 2);
+	ck_assert_mem_eq(published_reason(3), reason, DLQ_REASON_MAX_BYTES - 2);
+	ck_assert_uint_eq(fake.publish_count, 4);
+	free(cmd);
+	free(reason);
+}
+END_TEST
+
+START_TEST(a_reason_is_made_safe_for_a_user_property)
+{
+	/* Decided in control.c: control characters become spaces, bytes that
+	 * are not UTF-8 become '?', so the broker accepts the property. */
+	char id[DLQ_ID_LEN + 1];
+	track("once", "1", id);
+	compact(id, "sub1", "line 1\nline 2\tend");
+	ck_assert_str_eq(published_reason(0), "line 1 line 2 end");
+	track("once", "2", id);
+	compact(id, "sub1", "bad \xff byte, caf\xc3\xa9");
+	ck_assert_str_eq(published_reason(1), "bad ? byte, caf\xc3\xa9");
+}
+END_TEST
+
+START_TEST(an_empty_or_null_reason_means_attempts_ran_out)
+{
+	char id[DLQ_ID_LEN + 1], cmd[256];
+	track("once", "1", id);
+	compact(id, "sub1", "");
+	ck_assert_msg(strstr(published_reason(0), "max_attempts") != NULL, "reason \"%s\"", published_reason(0));
+	track("once", "2", id);
+	snprintf(cmd, sizeof(cmd), "{\"commands\":[{\"command\":\"nack\",\"id\":\"%s\",\"reason\":null}]}", id);
+	json(cmd, "sub1");
+	ck_assert_uint_eq(reply.errors, 0);
+	ck_assert_msg(strstr(published_reason(1), "max_attempts") != NULL, "reason \"%s\"", published_reason(1));
+}
+END_TEST
+
+START_TEST(the_sender_is_the_nacking_client)
+{
+	char id[DLQ_ID_LEN + 1], cmd[256];
+	track("numbers", "42", id);
+	snprintf(cmd, sizeof(cmd), "{\"commands\":[{\"command\":\"nack\",\"id\":\"%s\"}]}", id);
+	json(cmd, "sub7");
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_str_eq(fake.publishes[0].client, "sub7");
+	/* The same id from another client starts its own chain... */
+	compact(id, "sub8", NULL);
+	ck_assert_uint_eq(reply.errors, 0);
+	ck_assert_str_eq(fake.publishes[1].client, "sub8");
+	/* ...and from the first again is a duplicate. */
+	const cJSON *r = compact(id, "sub7", NULL);
+	expect_error(entry(r, 0), DLQ_COMMAND_NACK, id, dlq__nack_status_text(DLQ_NACK_DUPLICATE));
+	ck_assert_uint_eq(fake.publish_count, 2);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+
+static void setup(void)
+{
+	fake_reset();
+	struct dlq_config cfg;
+	char err[256];
+	int rc = config__parse(standard, ARRAY_LEN(standard), &cfg, err, sizeof(err));
+	ck_assert_msg(rc == 0, "config__parse: %s", err);
+	ck_assert_int_eq(dlq__init(&d, &cfg), 0);
+	memset(&reply, 0, sizeof(reply));
+	doc = NULL;
+}
+
+static void teardown(void)
+{
+	control__reply_free(&reply);
+	cJSON_Delete(doc);
+	doc = NULL;
+	dlq__cleanup(&d);
+	fake_reset();
+}
+
+static Suite *control_suite(void)
+{
+	Suite *s = suite_create("control");
+	TCase *tc = tcase_create("compact");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_compact_nack_is_carried_out_and_answered);
+	tcase_add_test(tc, a_compact_nack_carries_its_reason_to_the_dead_letter);
+	tcase_add_test(tc, a_failed_compact_nack_is_answered_with_an_error);
+	tcase_add_test(tc, a_garbage_payload_is_not_echoed_whole);
+	tcase_add_test(tc, white_space_around_a_compact_id_is_forgiven);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("json");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, json_commands_are_answered_in_order_with_their_correlation_data);
+	tcase_add_test(tc, every_bad_command_gets_its_own_error);
+	tcase_add_test(tc, a_document_that_is_not_json_is_answered_with_an_error);
+	tcase_add_test(tc, a_document_without_a_commands_array_is_answered_with_an_error);
+	tcase_add_test(tc, an_empty_command_list_gets_an_empty_reply);
+	tcase_add_test(tc, too_many_commands_are_refused_as_a_whole);
+	tcase_add_test(tc, the_most_commands_allowed_are_all_answered);
+	tcase_add_test(tc, the_sender_is_the_nacking_client);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("reasons");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, an_overlong_reason_is_cut_to_the_limit);
+	tcase_add_test(tc, a_reason_is_made_safe_for_a_user_property);
+	tcase_add_test(tc, an_empty_or_null_reason_means_attempts_ran_out);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(control_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,989 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Unit tests of dlq.c, the engine, against the fake broker port: what a
+ * subscriber and the dead-letter topic's readers would see after tracking,
+ * NACKs, ticks and clients leaving (design.md, "Semantics"): the topic,
+ * target client, QoS, payload and properties of every publish, and that
+ * nothing else was published.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "dlq.h"
+#include "envelope.h"
+#include "fake_port.h"
+#include "headers.h"
+#include "id.h"
+#include "mosquitto_dlq.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static const struct dlq_option standard[] = {
+	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
+	{"policy", "devices/+/telemetry max_attempts=5 dead_letter=dead/telemetry retry_to=devices/retry/telemetry"},
+	{"policy", "once max_attempts=1 dead_letter=dead/once"},
+};
+
+static struct dlq d;
+static bool d_live;
+static struct dlq_headers original; /* a publisher's properties */
+
+static void start(const struct dlq_option *opts, size_t count)
+{
+	struct dlq_config cfg;
+	char err[512];
+	int rc = config__parse(opts, count, &cfg, err, sizeof(err));
+	ck_assert_msg(rc == 0, "config__parse: %s", err);
+	ck_assert_int_eq(dlq__init(&d, &cfg), 0);
+	d_live = true;
+}
+
+static void stop(void)
+{
+	if(d_live) dlq__cleanup(&d);
+	d_live = false;
+}
+
+static void track_with(const char *topic, const char *payload, uint8_t qos, const struct dlq_headers *h,
+		char id[DLQ_ID_LEN + 1])
+{
+	const struct dlq_policy *p = dlq__policy_for(&d, topic);
+	ck_assert_ptr_nonnull(p);
+	int rc = dlq__track(&d, p, topic, payload, (uint32_t)strlen(payload), qos,
+			h ? h->data : NULL, h ? h->len : 0, id);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(strlen(id), DLQ_ID_LEN);
+	struct dlq_id parsed;
+	ck_assert(id__decode(id, DLQ_ID_LEN, &parsed));
+}
+
+static void track(const char *topic, const char *payload, uint8_t qos, char id[DLQ_ID_LEN + 1])
+{
+	track_with(topic, payload, qos, NULL, id);
+}
+
+static enum dlq_nack_status nack_full(const char *id, const char *client, const char *reason, struct dlq_nack_result *res)
+{
+	struct dlq_nack n = {.id = id, .id_len = strlen(id), .reason = reason, .client = client};
+	dlq__nack(&d, &n, res);
+	return res->status;
+}
+
+static enum dlq_nack_status nack(const char *id, const char *client)
+{
+	struct dlq_nack_result res;
+	return nack_full(id, client, NULL, &res);
+}
+
+static bool known(const char *id)
+{
+	struct dlq_id parsed;
+	ck_assert(id__decode(id, strlen(id), &parsed));
+	return ledger__find(&d.ledger, &parsed) != NULL;
+}
+
+static const struct fake_publish *pub(size_t i)
+{
+	ck_assert_msg(i < fake.publish_count, "publish #%zu missing (%zu made)", i, fake.publish_count);
+	return &fake.publishes[i];
+}
+
+static void expect_publish(size_t i, const char *client, const char *topic, uint8_t qos, const char *payload)
+{
+	const struct fake_publish *p = pub(i);
+	if(client == NULL){
+		ck_assert_msg(p->client == NULL, "publish #%zu targeted at %s", i, p->client);
+	}else{
+		ck_assert_ptr_nonnull(p->client);
+		ck_assert_str_eq(p->client, client);
+	}
+	ck_assert_str_eq(p->topic, topic);
+	ck_assert_uint_eq(p->qos, qos);
+	ck_assert(!p->retain);
+	ck_assert_uint_eq(p->payload_len, strlen(payload));
+	ck_assert_mem_eq(p->payload, payload, p->payload_len);
+}
+
+static const char *hdr(size_t i, const char *name)
+{
+	return fake_header_value(pub(i), name);
+}
+
+static void expect_hdr(size_t i, const char *name, const char *value)
+{
+	const char *v = hdr(i, name);
+	ck_assert_msg(v != NULL, "publish #%zu has no %s", i, name);
+	ck_assert_str_eq(v, value);
+}
+
+/* The exact list of user property names of publish i, in order. */
+static void expect_user_names(size_t i, const char *const *names, size_t count)
+{
+	const struct fake_publish *p = pub(i);
+	size_t pos = 0, n = 0;
+	struct dlq_header e;
+	while(headers__next(p->headers, p->headers_len, &pos, &e)){
+		if(e.kind != DLQ_HDR_USER_PROPERTY) continue;
+		ck_assert_msg(n < count, "publish #%zu: unexpected user property %s", i, e.a);
+		ck_assert_str_eq(e.a, names[n]);
+		n++;
+	}
+	ck_assert_uint_eq(pos, p->headers_len);
+	ck_assert_uint_eq(n, count);
+}
+
+static const char *const copy_names[] = {
+	DLQ_PROP_ID, DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID,
+};
+static const char *const dead_letter_names[] = {
+	DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID, DLQ_PROP_DEAD_LETTER_REASON,
+	DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME,
+};
+
+/* The dlq-id a retry copy was stamped with, copied out. */
+static void copy_id(size_t i, char out[DLQ_ID_LEN + 1])
+{
+	const char *v = hdr(i, DLQ_PROP_ID);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_uint_eq(strlen(v), DLQ_ID_LEN);
+	memcpy(out, v, DLQ_ID_LEN + 1);
+}
+
+static size_t logs_containing(const char *text)
+{
+	size_t n = 0;
+	for(size_t i = 0; i < fake.log_count; i++){
+		if(strstr(fake.logs[i], text)) n++;
+	}
+	return n;
+}
+
+static const char *log_containing(const char *text)
+{
+	for(size_t i = 0; i < fake.log_count; i++){
+		if(strstr(fake.logs[i], text)) return fake.logs[i];
+	}
+	return NULL;
+}
+
+static void now_time(char out[32])
+{
+	envelope__format_time(fake.wall_ms, out);
+}
+
+/* ------------------------------------------------------------------ */
+
+START_TEST(policies_are_found_by_topic)
+{
+	start(standard, ARRAY_LEN(standard));
+	const struct dlq_policy *p = dlq__policy_for(&d, "numbers");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_str_eq(p->dead_letter, "dead/numbers");
+	p = dlq__policy_for(&d, "devices/7/telemetry");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_str_eq(p->filter, "devices/+/telemetry");
+	ck_assert_ptr_null(dlq__policy_for(&d, "numbers/7"));
+	ck_assert_ptr_null(dlq__policy_for(&d, "dead/numbers"));
+	ck_assert_ptr_null(dlq__policy_for(&d, "elsewhere"));
+}
+END_TEST
+
+START_TEST(tracking_stamps_distinct_ids_and_publishes_nothing)
+{
+	start(standard, ARRAY_LEN(standard));
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1], c[DLQ_ID_LEN + 1];
+	track("numbers", "1", 0, a);
+	track("numbers", "2", 1, b);
+	track("devices/7/telemetry", "3", 2, c);
+	ck_assert_str_ne(a, b);
+	ck_assert_str_ne(b, c);
+	ck_assert_str_ne(a, c);
+	ck_assert(known(a) && known(b) && known(c));
+	ck_assert_uint_eq(d.counters.tracked, 3);
+	ck_assert_uint_eq(fake.publish_count, 0);
+}
+END_TEST
+
+START_TEST(a_delivery_chain_ends_in_a_dead_letter_after_max_attempts)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1], id1[DLQ_ID_LEN + 1], id2[DLQ_ID_LEN + 1];
+	struct dlq_nack_result res;
+	track_with("numbers", "42", 1, &original, id0);
+
+	/* Delivery 1 NACKed: a copy for sub1 only, on the original topic. */
+	ck_assert_int_eq(nack_full(id0, "sub1", NULL, &res), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(res.attempt, 1);
+	ck_assert_uint_eq(res.max_attempts, 3);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	expect_publish(0, "sub1", "numbers", 1, "42");
+	ck_assert_str_eq(hdr(0, "trace"), "t-1");
+	const char *const names0[] = {"trace", DLQ_PROP_ID, DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID};
+	expect_user_names(0, names0, ARRAY_LEN(names0));
+	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
+	expect_hdr(0, DLQ_PROP_ORIGIN_TOPIC, "numbers");
+	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
+	copy_id(0, id1);
+	ck_assert_str_ne(id1, id0);
+
+	/* Delivery 2 (the copy) NACKed: another copy. */
+	dlq__tick(&d);
+	ck_assert_int_eq(nack_full(id1, "sub1", NULL, &res), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(res.attempt, 2);
+	ck_assert_uint_eq(fake.publish_count, 2);
+	expect_publish(1, "sub1", "numbers", 1, "42");
+	expect_hdr(1, DLQ_PROP_RETRY_COUNT, "2");
+	expect_hdr(1, DLQ_PROP_ORIGIN_TOPIC, "numbers");
+	expect_hdr(1, DLQ_PROP_ORIGIN_ID, id0);
+	copy_id(1, id2);
+	ck_assert_str_ne(id2, id0);
+	ck_assert_str_ne(id2, id1);
+
+	/* Delivery 3 NACKed: attempts are spent, a dead letter. */
+	dlq__tick(&d);
+	fake.wall_ms = 1790000000123LL;
+	ck_assert_int_eq(nack_full(id2, "sub1", "cannot parse 42", &res), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(res.attempt, 3);
+	ck_assert_uint_eq(res.max_attempts, 3);
+	ck_assert_uint_eq(fake.publish_count, 3);
+	expect_publish(2, NULL, "dead/numbers", 1, "42");
+	const char *const names2[] = {"trace", DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID,
+		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME};
+	expect_user_names(2, names2, ARRAY_LEN(names2));
+	expect_hdr(2, "trace", "t-1");
+	expect_hdr(2, DLQ_PROP_RETRY_COUNT, "3");
+	expect_hdr(2, DLQ_PROP_ORIGIN_TOPIC, "numbers");
+	expect_hdr(2, DLQ_PROP_ORIGIN_ID, id0);
+	expect_hdr(2, DLQ_PROP_DEAD_LETTER_REASON, "cannot parse 42");
+	expect_hdr(2, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	expect_hdr(2, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
+	expect_hdr(2, DLQ_PROP_DEAD_LETTER_TIME, "2026-09-21T14:13:20.123Z");
+
+	/* The publisher's other properties travel along, in order. */
+	size_t pos = 0;
+	struct dlq_header e;
+	ck_assert(headers__next(pub(2)->headers, pub(2)->headers_len, &pos, &e));
+	ck_assert_uint_eq(e.kind, DLQ_HDR_CONTENT_TYPE);
+	ck_assert_str_eq(e.a, "text/plain");
+
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 3);
+	ck_assert_uint_eq(d.counters.nacks, 3);
+	ck_assert_uint_eq(d.counters.retry_copies, 2);
+	ck_assert_uint_eq(d.counters.dead_letters, 1);
+	ck_assert_uint_eq(d.counters.nacks_refused, 0);
+}
+END_TEST
+
+START_TEST(a_fixed_chain_goes_through_retry_to)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id[DLQ_ID_LEN + 1], id0[DLQ_ID_LEN + 1];
+	struct dlq_nack_result res;
+	track("devices/7/telemetry", "t=21", 0, id0);
+	memcpy(id, id0, sizeof(id));
+
+	/* Four NACKs by whoever receives each copy: four copies, each an
+	 * ordinary publish to the retry topic. */
+	for(unsigned n = 1; n <= 4; n++){
+		const char *who = n % 2 ? "sub1" : "sub2";
+		ck_assert_int_eq(nack_full(id, who, NULL, &res), DLQ_NACK_RETRIED);
+		ck_assert_uint_eq(res.attempt, n);
+		ck_assert_uint_eq(res.max_attempts, 5);
+		ck_assert_uint_eq(fake.publish_count, n);
+		expect_publish(n - 1, NULL, "devices/retry/telemetry", 0, "t=21");
+		expect_user_names(n - 1, copy_names, ARRAY_LEN(copy_names));
+		char count[8];
+		snprintf(count, sizeof(count), "%u", n);
+		expect_hdr(n - 1, DLQ_PROP_RETRY_COUNT, count);
+		expect_hdr(n - 1, DLQ_PROP_ORIGIN_TOPIC, "devices/7/telemetry");
+		expect_hdr(n - 1, DLQ_PROP_ORIGIN_ID, id0);
+		copy_id(n - 1, id);
+		dlq__tick(&d);
+	}
+	/* The fifth delivery NACKed: the dead letter, QoS raised to 1. */
+	char when[32];
+	now_time(when);
+	ck_assert_int_eq(nack_full(id, "sub9", NULL, &res), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(res.attempt, 5);
+	ck_assert_uint_eq(fake.publish_count, 5);
+	expect_publish(4, NULL, "dead/telemetry", 1, "t=21");
+	expect_user_names(4, dead_letter_names, ARRAY_LEN(dead_letter_names));
+	expect_hdr(4, DLQ_PROP_RETRY_COUNT, "5");
+	expect_hdr(4, DLQ_PROP_ORIGIN_TOPIC, "devices/7/telemetry");
+	expect_hdr(4, DLQ_PROP_ORIGIN_ID, id0);
+	expect_hdr(4, DLQ_PROP_DEAD_LETTER_CLIENT, "sub9");
+	expect_hdr(4, DLQ_PROP_DEAD_LETTER_FILTER, "devices/+/telemetry");
+	expect_hdr(4, DLQ_PROP_DEAD_LETTER_TIME, when);
+	ck_assert_msg(strstr(hdr(4, DLQ_PROP_DEAD_LETTER_REASON), "max_attempts") != NULL,
+			"reason \"%s\" does not say attempts ran out", hdr(4, DLQ_PROP_DEAD_LETTER_REASON));
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 5);
+}
+END_TEST
+
+START_TEST(max_attempts_1_dead_letters_at_once)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	struct dlq_nack_result res;
+	track("once", "only", 0, id0);
+	ck_assert_int_eq(nack_full(id0, "sub1", "no handler", &res), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(res.attempt, 1);
+	ck_assert_uint_eq(res.max_attempts, 1);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	expect_publish(0, NULL, "dead/once", 1, "only");
+	expect_user_names(0, dead_letter_names, ARRAY_LEN(dead_letter_names));
+	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
+	expect_hdr(0, DLQ_PROP_ORIGIN_TOPIC, "once");
+	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
+	expect_hdr(0, DLQ_PROP_DEAD_LETTER_REASON, "no handler");
+	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	expect_hdr(0, DLQ_PROP_DEAD_LETTER_FILTER, "once");
+	ck_assert_uint_eq(d.counters.dead_letters, 1);
+	ck_assert_uint_eq(d.counters.retry_copies, 0);
+}
+END_TEST
+
+START_TEST(qos_2_is_kept_by_copies_and_dead_letters)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1], id1[DLQ_ID_LEN + 1];
+	track("numbers", "2", 2, id0);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	expect_publish(0, "sub1", "numbers", 2, "2");
+	copy_id(0, id1);
+	ck_assert_int_eq(nack(id1, "sub1"), DLQ_NACK_RETRIED);
+	copy_id(1, id1);
+	ck_assert_int_eq(nack(id1, "sub1"), DLQ_NACK_DEAD_LETTERED);
+	expect_publish(2, NULL, "dead/numbers", 2, "2");
+	ck_assert_uint_eq(fake.publish_count, 3);
+}
+END_TEST
+
+START_TEST(a_second_nack_by_the_same_client_is_refused)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	struct dlq_nack_result res;
+	track("numbers", "42", 1, id0);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack_full(id0, "sub1", NULL, &res), DLQ_NACK_DUPLICATE);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	dlq__tick(&d);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_DUPLICATE);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_uint_eq(d.counters.nacks, 1);
+	ck_assert_uint_eq(d.counters.nacks_refused, 2);
+	ck_assert_uint_eq(d.counters.retry_copies, 1);
+}
+END_TEST
+
+START_TEST(each_client_nacking_the_original_starts_its_own_chain)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1], a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("numbers", "42", 1, id0);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack(id0, "sub2"), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(fake.publish_count, 2);
+	expect_publish(0, "sub1", "numbers", 1, "42");
+	expect_publish(1, "sub2", "numbers", 1, "42");
+	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
+	expect_hdr(1, DLQ_PROP_RETRY_COUNT, "1");
+	expect_hdr(1, DLQ_PROP_ORIGIN_ID, id0);
+	copy_id(0, a);
+	copy_id(1, b);
+	ck_assert_str_ne(a, b);
+	dlq__tick(&d);
+
+	/* sub2's chain runs out; sub1's is still at its second delivery. */
+	ck_assert_int_eq(nack(b, "sub2"), DLQ_NACK_RETRIED);
+	copy_id(2, b);
+	ck_assert_int_eq(nack(b, "sub2"), DLQ_NACK_DEAD_LETTERED);
+	expect_publish(3, NULL, "dead/numbers", 1, "42");
+	expect_hdr(3, DLQ_PROP_RETRY_COUNT, "3");
+	expect_hdr(3, DLQ_PROP_DEAD_LETTER_CLIENT, "sub2");
+	expect_hdr(3, DLQ_PROP_ORIGIN_ID, id0);
+
+	struct dlq_nack_result res;
+	ck_assert_int_eq(nack_full(a, "sub1", NULL, &res), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(res.attempt, 2);
+	expect_publish(4, "sub1", "numbers", 1, "42");
+	expect_hdr(4, DLQ_PROP_RETRY_COUNT, "2");
+	ck_assert_uint_eq(fake.publish_count, 5);
+}
+END_TEST
+
+START_TEST(unknown_and_malformed_ids_are_refused)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track("numbers", "42", 1, id0);
+	struct dlq_nack_result res;
+	ck_assert_int_eq(nack("AAAAAAAAAAAAAAAA", "sub1"), DLQ_NACK_UNKNOWN_ID);
+	ck_assert_int_eq(nack("abc", "sub1"), DLQ_NACK_MALFORMED_ID);
+	ck_assert_int_eq(nack("", "sub1"), DLQ_NACK_MALFORMED_ID);
+	ck_assert_int_eq(nack("AAAAAAAAAAAAAAAAA", "sub1"), DLQ_NACK_MALFORMED_ID);
+	ck_assert_int_eq(nack("AAAAAAAA+AAAAAAA", "sub1"), DLQ_NACK_MALFORMED_ID);
+	ck_assert_int_eq(nack_full("AAAAAAAA/AAAAAA=", "sub1", NULL, &res), DLQ_NACK_MALFORMED_ID);
+	/* id_len counts, not the NUL. */
+	struct dlq_nack n = {.id = id0, .id_len = DLQ_ID_LEN - 1, .client = "sub1"};
+	dlq__nack(&d, &n, &res);
+	ck_assert_int_eq(res.status, DLQ_NACK_MALFORMED_ID);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(d.counters.nacks_refused, 7);
+	ck_assert_uint_eq(d.counters.nacks, 0);
+	/* The real one still works. */
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+}
+END_TEST
+
+START_TEST(status_texts_are_distinct)
+{
+	ck_assert_str_eq(dlq__nack_status_text(DLQ_NACK_RETRIED), "retried");
+	ck_assert_str_eq(dlq__nack_status_text(DLQ_NACK_UNKNOWN_ID), "unknown or expired dlq-id");
+	const enum dlq_nack_status all[] = {
+		DLQ_NACK_RETRIED, DLQ_NACK_DEAD_LETTERED, DLQ_NACK_MALFORMED_ID, DLQ_NACK_UNKNOWN_ID,
+		DLQ_NACK_DUPLICATE, DLQ_NACK_FULL, DLQ_NACK_NOMEM,
+	};
+	for(size_t i = 0; i < ARRAY_LEN(all); i++){
+		const char *t = dlq__nack_status_text(all[i]);
+		ck_assert_ptr_nonnull(t);
+		ck_assert_uint_gt(strlen(t), 0);
+		for(size_t j = 0; j < i; j++){
+			ck_assert_str_ne(t, dlq__nack_status_text(all[j]));
+		}
+	}
+}
+END_TEST
+
+START_TEST(records_expire_after_the_nack_window)
+{
+	const struct dlq_option opts[] = {
+		{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
+		{"nack_window", "10s"},
+	};
+	start(opts, ARRAY_LEN(opts));
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1], copy[DLQ_ID_LEN + 1];
+	uint64_t t0 = fake.now_ms;
+	track("numbers", "a", 1, a);
+	track("numbers", "b", 1, b);
+
+	/* Exactly at the end of the window a record is still NACKable. */
+	fake.now_ms = t0 + 10000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.counters.expired, 0);
+	ck_assert_int_eq(nack(a, "sub1"), DLQ_NACK_RETRIED);
+	copy_id(0, copy);
+
+	/* One millisecond later both originals are gone; the copy, made at
+	 * t0 + 10 s, is not. */
+	fake.now_ms = t0 + 10001;
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.counters.expired, 2);
+	ck_assert_int_eq(nack(b, "sub1"), DLQ_NACK_UNKNOWN_ID);
+	ck_assert_int_eq(nack(a, "sub2"), DLQ_NACK_UNKNOWN_ID);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert(known(copy));
+
+	fake.now_ms = t0 + 20001;
+	dlq__tick(&d);
+	ck_assert_int_eq(nack(copy, "sub1"), DLQ_NACK_UNKNOWN_ID);
+	ck_assert_uint_eq(d.counters.expired, 3);
+	ck_assert_uint_eq(d.ledger.count, 0);
+	ck_assert_uint_eq(d.ledger.bytes, 0);
+	ck_assert_uint_eq(fake.publish_count, 1);
+}
+END_TEST
+
+START_TEST(the_default_window_is_300_seconds)
+{
+	start(standard, ARRAY_LEN(standard));
+	char a[DLQ_ID_LEN + 1];
+	uint64_t t0 = fake.now_ms;
+	track("numbers", "a", 1, a);
+	fake.now_ms = t0 + DLQ_DEFAULT_NACK_WINDOW_MS;
+	dlq__tick(&d);
+	ck_assert(known(a));
+	fake.now_ms = t0 + DLQ_DEFAULT_NACK_WINDOW_MS + 1;
+	dlq__tick(&d);
+	ck_assert_int_eq(nack(a, "sub1"), DLQ_NACK_UNKNOWN_ID);
+}
+END_TEST
+
+static const struct dlq_option small[] = {
+	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
+	{"policy", "once max_attempts=1 dead_letter=dead/once"},
+	{"max_pending_bytes", "1KiB"},
+};
+
+START_TEST(the_bound_evicts_the_oldest_records_first)
+{
+	start(small, ARRAY_LEN(small));
+	ck_assert_uint_eq(d.cfg.max_pending_bytes, 1024);
+	enum { N = 20 };
+	char ids[N][DLQ_ID_LEN + 1];
+	char payload[101];
+	memset(payload, 'p', 100);
+	payload[100] = '\0';
+	for(int i = 0; i < N; i++){
+		track("numbers", payload, 1, ids[i]);
+		ck_assert_uint_le(d.ledger.bytes + d.outbox.bytes, 1024);
+	}
+	ck_assert_uint_eq(d.counters.tracked, N);
+	/* A prefix of the oldest is gone, the newest are all there. */
+	int first_known = 0;
+	while(first_known < N && !known(ids[first_known])) first_known++;
+	ck_assert_int_gt(first_known, 0);
+	ck_assert_int_lt(first_known, N);
+	for(int i = first_known; i < N; i++){
+		ck_assert_msg(known(ids[i]), "record %d evicted before an older one", i);
+	}
+	ck_assert_uint_eq(d.counters.evicted, (uint64_t)first_known);
+	ck_assert_uint_eq(d.ledger.count, (size_t)(N - first_known));
+	ck_assert(fake_logged("max_pending_bytes"));
+
+	ck_assert_int_eq(nack(ids[0], "sub1"), DLQ_NACK_UNKNOWN_ID);
+	ck_assert_int_eq(nack(ids[N - 1], "sub1"), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	expect_publish(0, "sub1", "numbers", 1, payload);
+}
+END_TEST
+
+START_TEST(a_message_larger_than_the_bound_is_not_tracked)
+{
+	start(small, ARRAY_LEN(small));
+	char a[DLQ_ID_LEN + 1];
+	track("numbers", "small", 1, a);
+	const struct dlq_policy *p = dlq__policy_for(&d, "numbers");
+
+	static char big[2048];
+	memset(big, 'x', sizeof(big));
+	char id[DLQ_ID_LEN + 1] = "untouched";
+	ck_assert_int_eq(dlq__track(&d, p, "numbers", big, sizeof(big), 1, NULL, 0, id), ENOSPC);
+	/* Within the bound as payload, over it as a record. */
+	ck_assert_int_eq(dlq__track(&d, p, "numbers", big, 1020, 1, NULL, 0, id), ENOSPC);
+	ck_assert_uint_eq(d.counters.untracked_full, 2);
+	ck_assert_uint_eq(d.counters.tracked, 1);
+	/* Refusing it evicted nothing. */
+	ck_assert(known(a));
+	ck_assert_uint_eq(d.ledger.count, 1);
+	ck_assert_uint_eq(d.counters.evicted, 0);
+	ck_assert_uint_eq(fake.publish_count, 0);
+}
+END_TEST
+
+START_TEST(owed_envelopes_count_against_the_bound_with_the_records)
+{
+	/* design.md: records stay NACKable "within max_pending_bytes counted
+	 * over ledger records and owed envelopes", and owed envelopes are never
+	 * evicted: so records must make room for them. Only owed envelopes
+	 * alone may stand over the bound (then NACKs are refused as full). */
+	start(small, ARRAY_LEN(small));
+	enum { N = 40 };
+	char ids[N][DLQ_ID_LEN + 1];
+	int tracked = 0;
+	while(tracked < N && d.counters.evicted == 0){
+		track("once", "", 0, ids[tracked]);
+		tracked++;
+	}
+	fake.fail_publishes = 1000000;
+	for(int i = tracked - 1; i >= 0; i--){
+		if(!known(ids[i])) continue;
+		if(nack(ids[i], "sub1") != DLQ_NACK_DEAD_LETTERED) break;
+		ck_assert_msg(d.ledger.bytes + d.outbox.bytes <= d.cfg.max_pending_bytes || d.ledger.count == 0,
+				"after %zu owed dead letters: ledger %llu + outbox %llu bytes > max_pending_bytes %llu",
+				d.outbox.owed.count, (unsigned long long)d.ledger.bytes,
+				(unsigned long long)d.outbox.bytes, (unsigned long long)d.cfg.max_pending_bytes);
+	}
+}
+END_TEST
+
+START_TEST(a_dead_letter_the_broker_refuses_is_published_on_a_later_tick)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track("once", "keep me", 1, id0);
+	fake.fail_publishes = 2;
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(d.outbox.owed.count, 1);
+	ck_assert_uint_eq(d.counters.nacks, 1);
+	ck_assert_uint_eq(d.counters.publish_failures, 1);
+	const char *line = log_containing("failed to publish dead letter");
+	ck_assert_msg(line != NULL, "no log line about the failed dead letter");
+	ck_assert_msg(strstr(line, "dead/once") != NULL, "log line \"%s\" does not name the topic", line);
+
+	dlq__tick(&d); /* fails again: logged once only */
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(d.counters.publish_failures, 2);
+	ck_assert_uint_eq(logs_containing("failed to publish"), 1);
+
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	expect_publish(0, NULL, "dead/once", 1, "keep me");
+	expect_user_names(0, dead_letter_names, ARRAY_LEN(dead_letter_names));
+	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
+	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
+	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	ck_assert_uint_eq(d.outbox.owed.count, 0);
+	ck_assert_uint_eq(d.outbox.bytes, 0);
+	ck_assert_uint_eq(d.counters.dead_letters, 1);
+
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_uint_eq(fake.publish_calls, 3);
+}
+END_TEST
+
+START_TEST(a_retry_copy_the_broker_refuses_is_published_on_a_later_tick)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1], id1[DLQ_ID_LEN + 1];
+	track("numbers", "42", 1, id0);
+	fake.fail_publishes = 1;
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	const char *line = log_containing("failed to publish retry copy");
+	ck_assert_msg(line != NULL, "no log line about the failed retry copy");
+	ck_assert_msg(strstr(line, "numbers") != NULL, "log line \"%s\" does not name the topic", line);
+
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	expect_publish(0, "sub1", "numbers", 1, "42");
+	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
+	copy_id(0, id1);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_uint_eq(d.outbox.owed.count, 0);
+	ck_assert_uint_eq(d.outbox.fresh.count, 0);
+
+	/* The copy that went out late is NACKable like any other. */
+	ck_assert_int_eq(nack(id1, "sub1"), DLQ_NACK_RETRIED);
+	expect_hdr(1, DLQ_PROP_RETRY_COUNT, "2");
+	ck_assert_uint_eq(fake.publish_count, 2);
+}
+END_TEST
+
+START_TEST(owed_envelopes_filling_the_bound_refuse_nacks)
+{
+	start(small, ARRAY_LEN(small));
+	enum { N = 40 };
+	char ids[N][DLQ_ID_LEN + 1];
+	int tracked = 0;
+	/* Fill the ledger up to the bound with small records. */
+	while(tracked < N && d.counters.evicted == 0){
+		track("once", "", 0, ids[tracked]);
+		tracked++;
+	}
+	ck_assert_int_gt(tracked, 3);
+
+	fake.fail_publishes = 1000000;
+	int accepted = 0, full = 0;
+	int accepted_ids[N];
+	const char *refused = NULL;
+	for(int i = 0; i < tracked; i++){
+		if(!known(ids[i])) continue;
+		enum dlq_nack_status st = nack(ids[i], "sub1");
+		if(st == DLQ_NACK_DEAD_LETTERED){
+			ck_assert_msg(full == 0, "NACK %d accepted after one was refused as full", i);
+			accepted_ids[accepted++] = i;
+		}else{
+			ck_assert_msg(st == DLQ_NACK_FULL, "NACK %d: %s", i, dlq__nack_status_text(st));
+			refused = ids[i];
+			full++;
+		}
+	}
+	ck_assert_int_gt(accepted, 0);
+	ck_assert_int_gt(full, 0);
+	ck_assert_uint_eq(d.outbox.owed.count, (size_t)accepted);
+	/* Owed envelopes stay within the bound: the one that would have
+	 * crossed it was refused. */
+	ck_assert_uint_le(d.outbox.bytes, 1024);
+	ck_assert_uint_gt(d.outbox.bytes + d.outbox.owed.head->bytes, 1024);
+	ck_assert_uint_eq(d.counters.nacks_refused, (uint64_t)full);
+	ck_assert_uint_eq(fake.publish_count, 0);
+
+	/* The broker takes them again: every owed dead letter goes out once. */
+	fake.fail_publishes = 0;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, (size_t)accepted);
+	for(int i = 0; i < accepted; i++){
+		expect_publish((size_t)i, NULL, "dead/once", 1, "");
+		expect_hdr((size_t)i, DLQ_PROP_ORIGIN_ID, ids[accepted_ids[i]]);
+	}
+	ck_assert_uint_eq(d.outbox.bytes, 0);
+
+	/* A NACK refused as full changed nothing: it can be made again. */
+	ck_assert(refused != NULL && known(refused));
+	ck_assert_int_eq(nack(refused, "sub1"), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(fake.publish_count, (size_t)accepted + 1);
+	expect_hdr((size_t)accepted, DLQ_PROP_ORIGIN_ID, refused);
+}
+END_TEST
+
+START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track_with("numbers", "42", 0, &original, id0);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	expect_publish(0, "sub1", "numbers", 0, "42");
+
+	fake.wall_ms = 1790000000999LL;
+	dlq__client_gone(&d, "sub1", false);
+	ck_assert_uint_eq(fake.publish_count, 2);
+	expect_publish(1, NULL, "dead/numbers", 1, "42");
+	const char *const names[] = {"trace", DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID,
+		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME};
+	expect_user_names(1, names, ARRAY_LEN(names));
+	expect_hdr(1, DLQ_PROP_RETRY_COUNT, "1");
+	expect_hdr(1, DLQ_PROP_ORIGIN_TOPIC, "numbers");
+	expect_hdr(1, DLQ_PROP_ORIGIN_ID, id0);
+	expect_hdr(1, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	expect_hdr(1, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
+	expect_hdr(1, DLQ_PROP_DEAD_LETTER_TIME, "2026-09-21T14:13:20.999Z");
+	const char *reason = hdr(1, DLQ_PROP_DEAD_LETTER_REASON);
+	ck_assert_msg(strstr(reason, "subscriber") && strstr(reason, "sub1")
+			&& strstr(reason, "left without a session before its retry copy was delivered"),
+			"reason \"%s\"", reason);
+	ck_assert_uint_eq(d.counters.dead_letters, 1);
+
+	/* Once is enough. */
+	dlq__client_gone(&d, "sub1", false);
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 2);
+	ck_assert_uint_eq(d.outbox.bytes, 0);
+}
+END_TEST
+
+START_TEST(after_a_tick_the_copy_is_handed_over)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track("numbers", "42", 1, id0);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	dlq__tick(&d);
+	dlq__client_gone(&d, "sub1", false);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_uint_eq(d.counters.dead_letters, 0);
+}
+END_TEST
+
+START_TEST(a_persisting_session_keeps_its_copy)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track("numbers", "42", 1, id0);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	dlq__client_gone(&d, "sub1", true);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	dlq__tick(&d);
+	dlq__client_gone(&d, "sub1", false);
+	ck_assert_uint_eq(fake.publish_count, 1);
+}
+END_TEST
+
+START_TEST(only_the_leaving_clients_targeted_copies_are_dead_lettered)
+{
+	start(standard, ARRAY_LEN(standard));
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("numbers", "for sub2", 1, a);
+	track("devices/7/telemetry", "fixed", 1, b);
+	ck_assert_int_eq(nack(a, "sub2"), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack(b, "sub1"), DLQ_NACK_RETRIED); /* an ordinary publish: not sub1's */
+	ck_assert_uint_eq(fake.publish_count, 2);
+	dlq__client_gone(&d, "sub1", false);
+	dlq__client_gone(&d, "sub", false);
+	ck_assert_uint_eq(fake.publish_count, 2);
+	dlq__client_gone(&d, "sub2", false);
+	ck_assert_uint_eq(fake.publish_count, 3);
+	expect_publish(2, NULL, "dead/numbers", 1, "for sub2");
+	expect_hdr(2, DLQ_PROP_DEAD_LETTER_CLIENT, "sub2");
+}
+END_TEST
+
+START_TEST(an_owed_copy_whose_client_left_becomes_a_dead_letter)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track("numbers", "42", 1, id0);
+	fake.fail_publishes = 2;
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	dlq__tick(&d); /* refused again: still owed a loop pass later */
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(d.outbox.owed.count, 1);
+
+	dlq__client_gone(&d, "sub1", false);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	expect_publish(0, NULL, "dead/numbers", 1, "42");
+	expect_user_names(0, dead_letter_names, ARRAY_LEN(dead_letter_names));
+	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
+	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
+	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	ck_assert_uint_eq(d.outbox.owed.count, 0);
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1); /* the copy is not sent after all */
+	ck_assert_uint_eq(d.counters.retry_copies, 0);
+	ck_assert_uint_eq(d.outbox.bytes, 0);
+}
+END_TEST
+
+START_TEST(a_failing_random_source_tracks_nothing)
+{
+	start(standard, ARRAY_LEN(standard));
+	const struct dlq_policy *p = dlq__policy_for(&d, "numbers");
+	char id[DLQ_ID_LEN + 1] = "untouched";
+	fake.fail_random = 1;
+	int rc = dlq__track(&d, p, "numbers", "42", 2, 1, NULL, 0, id);
+	ck_assert_int_ne(rc, 0);
+	ck_assert_int_ne(rc, ENOSPC);
+	ck_assert_str_eq(id, "untouched");
+	ck_assert_uint_eq(d.ledger.count, 0);
+	ck_assert_uint_eq(d.counters.tracked, 0);
+	ck_assert(fake_logged("random"));
+	ck_assert_uint_eq(fake.publish_count, 0);
+	/* It recovers with the source. */
+	track("numbers", "42", 1, id);
+	ck_assert_uint_eq(d.counters.tracked, 1);
+}
+END_TEST
+
+START_TEST(a_failing_random_source_refuses_the_nack_and_changes_nothing)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1], spare[DLQ_ID_LEN + 1];
+	track("numbers", "42", 1, id0);
+	/* Use up the ids drawn in the first block, so the copy needs a draw. */
+	size_t per_block = sizeof(d.idgen.pool) / DLQ_ID_RAW_LEN;
+	for(size_t i = 1; i < per_block; i++){
+		track("numbers", "filler", 1, spare);
+	}
+	fake.fail_random = 1;
+	enum dlq_nack_status st = nack(id0, "sub1");
+	ck_assert_int_ne(st, DLQ_NACK_RETRIED);
+	ck_assert_int_ne(st, DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(d.counters.nacks, 0);
+	/* Not recorded as NACKed by sub1: it may try again. */
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(fake.publish_count, 1);
+}
+END_TEST
+
+START_TEST(cleanup_tries_once_more_to_publish_what_is_owed)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track("once", "last words", 1, id0);
+	fake.fail_publishes = 1;
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	stop();
+	ck_assert_uint_eq(fake.publish_count, 1);
+	expect_publish(0, NULL, "dead/once", 1, "last words");
+}
+END_TEST
+
+START_TEST(cleanup_says_what_it_could_not_publish)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track("once", "lost", 1, id0);
+	fake.fail_publishes = 100;
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_DEAD_LETTERED);
+	stop();
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(fake.publish_calls, 2);
+	ck_assert(fake_logged("could not be published"));
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+
+static void setup(void)
+{
+	fake_reset();
+	memset(&original, 0, sizeof(original));
+	ck_assert_int_eq(headers__add(&original, DLQ_HDR_CONTENT_TYPE, "text/plain", 10, NULL, 0), 0);
+	ck_assert_int_eq(headers__add_user(&original, "trace", "t-1"), 0);
+}
+
+static void teardown(void)
+{
+	stop();
+	headers__free(&original);
+	fake_reset();
+}
+
+static Suite *dlq_suite(void)
+{
+	Suite *s = suite_create("dlq");
+	TCase *tc = tcase_create("chains");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, policies_are_found_by_topic);
+	tcase_add_test(tc, tracking_stamps_distinct_ids_and_publishes_nothing);
+	tcase_add_test(tc, a_delivery_chain_ends_in_a_dead_letter_after_max_attempts);
+	tcase_add_test(tc, a_fixed_chain_goes_through_retry_to);
+	tcase_add_test(tc, max_attempts_1_dead_letters_at_once);
+	tcase_add_test(tc, qos_2_is_kept_by_copies_and_dead_letters);
+	tcase_add_test(tc, a_second_nack_by_the_same_client_is_refused);
+	tcase_add_test(tc, each_client_nacking_the_original_starts_its_own_chain);
+	tcase_add_test(tc, unknown_and_malformed_ids_are_refused);
+	tcase_add_test(tc, status_texts_are_distinct);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("window and bound");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, records_expire_after_the_nack_window);
+	tcase_add_test(tc, the_default_window_is_300_seconds);
+	tcase_add_test(tc, the_bound_evicts_the_oldest_records_first);
+	tcase_add_test(tc, a_message_larger_than_the_bound_is_not_tracked);
+	tcase_add_test(tc, owed_envelopes_filling_the_bound_refuse_nacks);
+	tcase_add_test(tc, owed_envelopes_count_against_the_bound_with_the_records);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("publish failures");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_dead_letter_the_broker_refuses_is_published_on_a_later_tick);
+	tcase_add_test(tc, a_retry_copy_the_broker_refuses_is_published_on_a_later_tick);
+	tcase_add_test(tc, cleanup_tries_once_more_to_publish_what_is_owed);
+	tcase_add_test(tc, cleanup_says_what_it_could_not_publish);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("clients leaving");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter);
+	tcase_add_test(tc, after_a_tick_the_copy_is_handed_over);
+	tcase_add_test(tc, a_persisting_session_keeps_its_copy);
+	tcase_add_test(tc, only_the_leaving_clients_targeted_copies_are_dead_lettered);
+	tcase_add_test(tc, an_owed_copy_whose_client_left_becomes_a_dead_letter);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("random source");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_failing_random_source_tracks_nothing);
+	tcase_add_test(tc, a_failing_random_source_refuses_the_nack_and_changes_nothing);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(dlq_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,434 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Unit tests of envelope.c: what a retry copy and a dead letter are made of
+ * and the exact list of properties each goes out with: the original
+ * headers, in order, then the plugin's own (design.md, "Dead letters").
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "envelope.h"
+#include "fake_port.h"
+#include "headers.h"
+#include "id.h"
+#include "ledger.h"
+#include "mosquitto_dlq.h"
+
+static struct dlq_policy numbers = {
+	.filter = "numbers",
+	.dead_letter = "dead/numbers",
+	.retry_to = NULL,
+	.max_attempts = 3,
+};
+
+static struct dlq_policy telemetry = {
+	.filter = "devices/+/telemetry",
+	.dead_letter = "dead/telemetry",
+	.retry_to = "devices/retry/telemetry",
+	.max_attempts = 5,
+};
+
+static const char corr[] = {'c', '\0', 'o', '\0'};
+
+static struct dlq_idgen idgen;
+static struct dlq_headers original; /* the publisher's headers */
+
+static struct dlq_id fresh_id(void)
+{
+	struct dlq_id id;
+	ck_assert_int_eq(idgen__next(&idgen, &id), 0);
+	return id;
+}
+
+static const char *text(const struct dlq_id *id)
+{
+	static char buf[4][DLQ_ID_LEN + 1];
+	static int next;
+	char *b = buf[next++ % 4];
+	id__encode(id, b);
+	return b;
+}
+
+/* An original on "numbers", qos given, with the standard test headers. */
+static struct dlq_record *original_record(uint8_t qos)
+{
+	struct dlq_id id = fresh_id();
+	struct dlq_record *r = record__new(&id, &id, "numbers", NULL, "42", 2,
+			original.data, original.len, &numbers, 1, qos, 1000);
+	ck_assert_ptr_nonnull(r);
+	return r;
+}
+
+/* A walk through an encoded header list, entry by entry. */
+struct walk {
+	const uint8_t *data;
+	size_t len;
+	size_t pos;
+};
+
+static void expect_hdr(struct walk *w, uint8_t kind, const void *a, size_t a_len)
+{
+	struct dlq_header e;
+	ck_assert_msg(headers__next(w->data, w->len, &w->pos, &e), "header of kind %u missing", kind);
+	ck_assert_uint_eq(e.kind, kind);
+	ck_assert_uint_eq(e.a_len, a_len);
+	ck_assert_mem_eq(e.a, a, a_len);
+}
+
+static void expect_user(struct walk *w, const char *name, const char *value)
+{
+	struct dlq_header e;
+	ck_assert_msg(headers__next(w->data, w->len, &w->pos, &e), "user property %s missing", name);
+	ck_assert_uint_eq(e.kind, DLQ_HDR_USER_PROPERTY);
+	ck_assert_str_eq(e.a, name);
+	ck_assert_str_eq(e.b, value);
+}
+
+static void expect_no_more(struct walk *w)
+{
+	struct dlq_header e;
+	if(headers__next(w->data, w->len, &w->pos, &e)){
+		ck_abort_msg("unexpected header of kind %u: %s", e.kind, e.a);
+	}
+	ck_assert_uint_eq(w->pos, w->len);
+}
+
+/* The publisher's headers, in the order they were given. */
+static void expect_original_headers(struct walk *w)
+{
+	const uint8_t format = 1;
+	expect_hdr(w, DLQ_HDR_PAYLOAD_FORMAT, &format, 1);
+	expect_hdr(w, DLQ_HDR_CONTENT_TYPE, "text/plain", 10);
+	expect_user(w, "trace", "t-1");
+	expect_hdr(w, DLQ_HDR_CORRELATION_DATA, corr, sizeof(corr));
+	expect_user(w, "trace", "t-2");
+}
+
+START_TEST(format_time_writes_rfc3339_utc_with_milliseconds)
+{
+	char out[32];
+	envelope__format_time(0, out);
+	ck_assert_str_eq(out, "1970-01-01T00:00:00.000Z");
+	envelope__format_time(1, out);
+	ck_assert_str_eq(out, "1970-01-01T00:00:00.001Z");
+	envelope__format_time(1790000000123LL, out);
+	ck_assert_str_eq(out, "2026-09-21T14:13:20.123Z");
+	envelope__format_time(951782400999LL, out);
+	ck_assert_str_eq(out, "2000-02-29T00:00:00.999Z");
+	envelope__format_time(253402300799999LL, out);
+	ck_assert_str_eq(out, "9999-12-31T23:59:59.999Z");
+}
+END_TEST
+
+START_TEST(a_targeted_retry_copy_goes_to_the_record_topic_for_its_client)
+{
+	struct dlq_record *r = original_record(1);
+	struct dlq_id copy_id = fresh_id();
+	struct dlq_envelope *e = envelope__retry_copy(r, &copy_id, NULL, "sub1", "sub1", 1790000000123LL);
+	ck_assert_ptr_nonnull(e);
+
+	ck_assert_int_eq(e->kind, DLQ_ENV_RETRY_COPY);
+	ck_assert_str_eq(e->target_client, "sub1");
+	ck_assert_str_eq(e->topic, "numbers");
+	ck_assert_str_eq(e->origin_topic, "numbers");
+	ck_assert_str_eq(e->filter, "numbers");
+	ck_assert_str_eq(e->dead_letter, "dead/numbers");
+	ck_assert_str_eq(e->client, "sub1");
+	ck_assert_ptr_null(e->reason);
+	ck_assert_uint_eq(e->payload_len, 2);
+	ck_assert_mem_eq(e->payload, "42", 2);
+	ck_assert_mem_eq(e->id.raw, copy_id.raw, sizeof(copy_id.raw));
+	ck_assert_mem_eq(e->origin_id.raw, r->id.raw, sizeof(r->id.raw));
+	ck_assert_uint_eq(e->retry_count, 1);
+	ck_assert_uint_eq(e->qos, 1);
+	ck_assert_uint_eq(envelope__qos(e), 1);
+	ck_assert_int_eq(e->time_ms, 1790000000123LL);
+	ck_assert_uint_ge(e->bytes, sizeof(*e) + 2 + original.len);
+
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(envelope__headers(e, &h), 0);
+	struct walk w = {h.data, h.len, 0};
+	expect_original_headers(&w);
+	expect_user(&w, DLQ_PROP_ID, text(&copy_id));
+	expect_user(&w, DLQ_PROP_RETRY_COUNT, "1");
+	expect_user(&w, DLQ_PROP_ORIGIN_TOPIC, "numbers");
+	expect_user(&w, DLQ_PROP_ORIGIN_ID, text(&r->id));
+	expect_no_more(&w);
+
+	headers__free(&h);
+	envelope__free(e);
+	record__free(r);
+}
+END_TEST
+
+START_TEST(a_fixed_retry_copy_is_an_ordinary_publish_to_retry_to)
+{
+	struct dlq_id id = fresh_id();
+	struct dlq_record *r = record__new(&id, &id, "devices/7/telemetry", NULL, "t=21", 4,
+			NULL, 0, &telemetry, 1, 0, 1000);
+	ck_assert_ptr_nonnull(r);
+	struct dlq_id copy_id = fresh_id();
+	struct dlq_envelope *e = envelope__retry_copy(r, &copy_id, "devices/retry/telemetry", NULL, "sub1", 5);
+	ck_assert_ptr_nonnull(e);
+
+	ck_assert_ptr_null(e->target_client);
+	ck_assert_str_eq(e->topic, "devices/retry/telemetry");
+	ck_assert_str_eq(e->origin_topic, "devices/7/telemetry");
+	ck_assert_str_eq(e->client, "sub1");
+	ck_assert_uint_eq(e->qos, 0);
+	ck_assert_uint_eq(envelope__qos(e), 0); /* a copy keeps the original's QoS */
+
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(envelope__headers(e, &h), 0);
+	struct walk w = {h.data, h.len, 0};
+	expect_user(&w, DLQ_PROP_ID, text(&copy_id));
+	expect_user(&w, DLQ_PROP_RETRY_COUNT, "1");
+	expect_user(&w, DLQ_PROP_ORIGIN_TOPIC, "devices/7/telemetry");
+	expect_user(&w, DLQ_PROP_ORIGIN_ID, text(&id));
+	expect_no_more(&w);
+
+	headers__free(&h);
+	envelope__free(e);
+	record__free(r);
+}
+END_TEST
+
+START_TEST(a_copy_of_a_copy_keeps_the_chains_origin)
+{
+	/* The record of a third delivery: on the retry topic, origin elsewhere. */
+	struct dlq_id origin = fresh_id(), id = fresh_id(), copy_id = fresh_id();
+	struct dlq_record *r = record__new(&id, &origin, "devices/retry/telemetry", "devices/7/telemetry",
+			"t=21", 4, original.data, original.len, &telemetry, 3, 2, 1000);
+	ck_assert_ptr_nonnull(r);
+	struct dlq_envelope *e = envelope__retry_copy(r, &copy_id, "devices/retry/telemetry", NULL, "sub9", 5);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_uint_eq(e->retry_count, 3);
+	ck_assert_uint_eq(envelope__qos(e), 2);
+
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(envelope__headers(e, &h), 0);
+	struct walk w = {h.data, h.len, 0};
+	expect_original_headers(&w);
+	expect_user(&w, DLQ_PROP_ID, text(&copy_id));
+	expect_user(&w, DLQ_PROP_RETRY_COUNT, "3");
+	expect_user(&w, DLQ_PROP_ORIGIN_TOPIC, "devices/7/telemetry");
+	expect_user(&w, DLQ_PROP_ORIGIN_ID, text(&origin));
+	expect_no_more(&w);
+
+	headers__free(&h);
+	envelope__free(e);
+	record__free(r);
+}
+END_TEST
+
+START_TEST(a_dead_letter_carries_the_documented_headers_in_order)
+{
+	struct dlq_id origin = fresh_id(), id = fresh_id();
+	struct dlq_record *r = record__new(&id, &origin, "numbers", NULL, "42", 2,
+			original.data, original.len, &numbers, 3, 1, 1000);
+	ck_assert_ptr_nonnull(r);
+	struct dlq_envelope *e = envelope__dead_letter(r, "sub1", "parse error: not a number", 1790000000123LL);
+	ck_assert_ptr_nonnull(e);
+
+	ck_assert_int_eq(e->kind, DLQ_ENV_DEAD_LETTER);
+	ck_assert_ptr_null(e->target_client);
+	ck_assert_str_eq(e->topic, "dead/numbers");
+	ck_assert_str_eq(e->reason, "parse error: not a number");
+	ck_assert_uint_eq(e->payload_len, 2);
+	ck_assert_mem_eq(e->payload, "42", 2);
+	ck_assert_uint_eq(e->retry_count, 3);
+	ck_assert_uint_eq(envelope__qos(e), 1);
+
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(envelope__headers(e, &h), 0);
+	struct walk w = {h.data, h.len, 0};
+	expect_original_headers(&w);
+	expect_user(&w, DLQ_PROP_RETRY_COUNT, "3");
+	expect_user(&w, DLQ_PROP_ORIGIN_TOPIC, "numbers");
+	expect_user(&w, DLQ_PROP_ORIGIN_ID, text(&origin));
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_REASON, "parse error: not a number");
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_TIME, "2026-09-21T14:13:20.123Z");
+	expect_no_more(&w);
+
+	headers__free(&h);
+	envelope__free(e);
+	record__free(r);
+}
+END_TEST
+
+START_TEST(without_a_reason_the_dead_letter_says_attempts_ran_out)
+{
+	struct dlq_record *r = original_record(1);
+	struct dlq_envelope *e = envelope__dead_letter(r, "sub1", NULL, 0);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_nonnull(e->reason);
+	/* It names the limit that was reached. */
+	ck_assert_msg(strstr(e->reason, "max_attempts") != NULL, "reason \"%s\"", e->reason);
+	ck_assert_msg(strstr(e->reason, "3") != NULL, "reason \"%s\"", e->reason);
+
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(envelope__headers(e, &h), 0);
+	struct fake_publish as_sent = {.headers = h.data, .headers_len = h.len};
+	ck_assert_str_eq(fake_header_value(&as_sent, DLQ_PROP_DEAD_LETTER_REASON), e->reason);
+	ck_assert_str_eq(fake_header_value(&as_sent, DLQ_PROP_DEAD_LETTER_TIME), "1970-01-01T00:00:00.000Z");
+	headers__free(&h);
+	envelope__free(e);
+	record__free(r);
+}
+END_TEST
+
+START_TEST(a_dead_letter_has_at_least_qos_1)
+{
+	for(uint8_t qos = 0; qos <= 2; qos++){
+		struct dlq_record *r = original_record(qos);
+		struct dlq_envelope *e = envelope__dead_letter(r, "sub1", NULL, 0);
+		ck_assert_ptr_nonnull(e);
+		ck_assert_uint_eq(envelope__qos(e), qos < 1 ? 1 : qos);
+		envelope__free(e);
+		record__free(r);
+	}
+}
+END_TEST
+
+START_TEST(a_dead_letter_without_original_headers_has_only_the_plugins)
+{
+	struct dlq_id id = fresh_id();
+	struct dlq_record *r = record__new(&id, &id, "numbers", NULL, "", 0, NULL, 0, &numbers, 1, 0, 1000);
+	ck_assert_ptr_nonnull(r);
+	struct dlq_envelope *e = envelope__dead_letter(r, "c", "why", 0);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_uint_eq(e->payload_len, 0);
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(envelope__headers(e, &h), 0);
+	struct walk w = {h.data, h.len, 0};
+	expect_user(&w, DLQ_PROP_RETRY_COUNT, "1");
+	expect_user(&w, DLQ_PROP_ORIGIN_TOPIC, "numbers");
+	expect_user(&w, DLQ_PROP_ORIGIN_ID, text(&id));
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_REASON, "why");
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_CLIENT, "c");
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_TIME, "1970-01-01T00:00:00.000Z");
+	expect_no_more(&w);
+	headers__free(&h);
+	envelope__free(e);
+	record__free(r);
+}
+END_TEST
+
+START_TEST(a_dead_letter_from_a_copy_replaces_it)
+{
+	struct dlq_id origin = fresh_id(), id = fresh_id(), copy_id = fresh_id();
+	struct dlq_record *r = record__new(&id, &origin, "numbers", NULL, "42", 2,
+			original.data, original.len, &numbers, 2, 0, 1000);
+	ck_assert_ptr_nonnull(r);
+	struct dlq_envelope *copy = envelope__retry_copy(r, &copy_id, NULL, "sub1", "sub1", 5);
+	ck_assert_ptr_nonnull(copy);
+	record__free(r); /* the copy holds everything it needs */
+
+	const char *why = "subscriber sub1 left without a session before its retry copy was delivered";
+	struct dlq_envelope *e = envelope__dead_letter_from_copy(copy, why, 1790000000123LL);
+	ck_assert_ptr_nonnull(e);
+	envelope__free(copy);
+
+	ck_assert_int_eq(e->kind, DLQ_ENV_DEAD_LETTER);
+	ck_assert_ptr_null(e->target_client);
+	ck_assert_str_eq(e->topic, "dead/numbers");
+	ck_assert_uint_eq(e->payload_len, 2);
+	ck_assert_mem_eq(e->payload, "42", 2);
+	ck_assert_uint_eq(envelope__qos(e), 1);
+
+	/* The copy never arrived: the count of deliveries is the copy's. */
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(envelope__headers(e, &h), 0);
+	struct walk w = {h.data, h.len, 0};
+	expect_original_headers(&w);
+	expect_user(&w, DLQ_PROP_RETRY_COUNT, "2");
+	expect_user(&w, DLQ_PROP_ORIGIN_TOPIC, "numbers");
+	expect_user(&w, DLQ_PROP_ORIGIN_ID, text(&origin));
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_REASON, why);
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_TIME, "2026-09-21T14:13:20.123Z");
+	expect_no_more(&w);
+	headers__free(&h);
+	envelope__free(e);
+}
+END_TEST
+
+START_TEST(headers_are_appended_to_what_the_list_holds)
+{
+	/* envelope__headers writes into h: it appends, it does not reset. */
+	struct dlq_record *r = original_record(1);
+	struct dlq_id copy_id = fresh_id();
+	struct dlq_envelope *e = envelope__retry_copy(r, &copy_id, NULL, "sub1", "sub1", 0);
+	ck_assert_ptr_nonnull(e);
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(headers__add_user(&h, "first", "1"), 0);
+	ck_assert_int_eq(envelope__headers(e, &h), 0);
+	struct walk w = {h.data, h.len, 0};
+	expect_user(&w, "first", "1");
+	expect_original_headers(&w);
+	expect_user(&w, DLQ_PROP_ID, text(&copy_id));
+	headers__free(&h);
+	envelope__free(e);
+	record__free(r);
+}
+END_TEST
+
+static void setup(void)
+{
+	fake_reset();
+	idgen__init(&idgen);
+	const uint8_t format = 1;
+	memset(&original, 0, sizeof(original));
+	ck_assert_int_eq(headers__add(&original, DLQ_HDR_PAYLOAD_FORMAT, &format, 1, NULL, 0), 0);
+	ck_assert_int_eq(headers__add(&original, DLQ_HDR_CONTENT_TYPE, "text/plain", 10, NULL, 0), 0);
+	ck_assert_int_eq(headers__add_user(&original, "trace", "t-1"), 0);
+	ck_assert_int_eq(headers__add(&original, DLQ_HDR_CORRELATION_DATA, corr, sizeof(corr), NULL, 0), 0);
+	ck_assert_int_eq(headers__add_user(&original, "trace", "t-2"), 0);
+}
+
+static void teardown(void)
+{
+	headers__free(&original);
+	fake_reset();
+}
+
+static Suite *envelope_suite(void)
+{
+	Suite *s = suite_create("envelope");
+	TCase *tc = tcase_create("time");
+	tcase_add_test(tc, format_time_writes_rfc3339_utc_with_milliseconds);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("retry copy");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_targeted_retry_copy_goes_to_the_record_topic_for_its_client);
+	tcase_add_test(tc, a_fixed_retry_copy_is_an_ordinary_publish_to_retry_to);
+	tcase_add_test(tc, a_copy_of_a_copy_keeps_the_chains_origin);
+	tcase_add_test(tc, headers_are_appended_to_what_the_list_holds);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("dead letter");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_dead_letter_carries_the_documented_headers_in_order);
+	tcase_add_test(tc, without_a_reason_the_dead_letter_says_attempts_ran_out);
+	tcase_add_test(tc, a_dead_letter_has_at_least_qos_1);
+	tcase_add_test(tc, a_dead_letter_without_original_headers_has_only_the_plugins);
+	tcase_add_test(tc, a_dead_letter_from_a_copy_replaces_it);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(envelope_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

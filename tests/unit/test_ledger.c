@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Unit tests of ledger.c: records of NACKable deliveries, found by dlq-id,
+ * leaving oldest first when the NACK window passes or when the memory bound
+ * needs room, with a byte count that always equals what the records hold.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_port.h"
+#include "headers.h"
+#include "id.h"
+#include "ledger.h"
+
+static struct dlq_policy policy = {
+	.filter = "numbers",
+	.dead_letter = "dead/numbers",
+	.retry_to = NULL,
+	.max_attempts = 3,
+};
+
+static struct dlq_idgen idgen;
+
+static struct dlq_id fresh_id(void)
+{
+	struct dlq_id id;
+	ck_assert_int_eq(idgen__next(&idgen, &id), 0);
+	return id;
+}
+
+/* A record of an original on "numbers" created at now_ms. */
+static struct dlq_record *make_record(const char *payload, uint64_t now_ms)
+{
+	struct dlq_id id = fresh_id();
+	struct dlq_record *r = record__new(&id, &id, "numbers", NULL, payload, (uint32_t)strlen(payload),
+			NULL, 0, &policy, 1, 1, now_ms);
+	ck_assert_ptr_nonnull(r);
+	return r;
+}
+
+static uint64_t sum_bytes(const struct dlq_ledger *l)
+{
+	uint64_t sum = 0;
+	size_t n = 0;
+	for(const struct dlq_record *r = l->oldest; r; r = r->newer){
+		sum += record__bytes(r);
+		n++;
+	}
+	ck_assert_uint_eq(n, l->count);
+	return sum;
+}
+
+/* The age list, both ways, and the byte count agree with each other. */
+static void check_consistent(const struct dlq_ledger *l)
+{
+	ck_assert_uint_eq(l->bytes, sum_bytes(l));
+	size_t n = 0;
+	for(const struct dlq_record *r = l->newest; r; r = r->older){
+		ck_assert_ptr_eq(ledger__find(l, &r->id), r);
+		n++;
+	}
+	ck_assert_uint_eq(n, l->count);
+	if(l->count == 0){
+		ck_assert_ptr_null(l->oldest);
+		ck_assert_ptr_null(l->newest);
+		ck_assert_uint_eq(l->bytes, 0);
+	}
+}
+
+START_TEST(a_record_keeps_what_it_was_made_from)
+{
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(headers__add_user(&h, "trace", "t-1"), 0);
+	struct dlq_id id = fresh_id(), origin = fresh_id();
+	const char payload[] = {'4', '\0', '2'};
+	struct dlq_record *r = record__new(&id, &origin, "devices/retry/telemetry", "devices/7/telemetry",
+			payload, sizeof(payload), h.data, h.len, &policy, 2, 2, 4242);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(record__topic(r), "devices/retry/telemetry");
+	ck_assert_str_eq(record__origin_topic(r), "devices/7/telemetry");
+	ck_assert_uint_eq(r->payload_len, sizeof(payload));
+	ck_assert_mem_eq(record__payload(r), payload, sizeof(payload));
+	ck_assert_uint_eq(r->headers_len, h.len);
+	ck_assert_mem_eq(record__headers(r), h.data, h.len);
+	ck_assert_mem_eq(r->id.raw, id.raw, sizeof(id.raw));
+	ck_assert_mem_eq(r->origin_id.raw, origin.raw, sizeof(origin.raw));
+	ck_assert_ptr_eq(r->policy, &policy);
+	ck_assert_uint_eq(r->attempt, 2);
+	ck_assert_uint_eq(r->qos, 2);
+	ck_assert_uint_eq(r->created_ms, 4242);
+	ck_assert_ptr_null(r->nackers);
+	ck_assert_uint_ge(record__bytes(r), sizeof(*r) + strlen("devices/retry/telemetry")
+			+ strlen("devices/7/telemetry") + sizeof(payload) + h.len);
+	record__free(r);
+	headers__free(&h);
+}
+END_TEST
+
+START_TEST(an_origin_topic_equal_to_the_topic_is_the_topic)
+{
+	struct dlq_id id = fresh_id();
+	struct dlq_record *a = record__new(&id, &id, "numbers", NULL, "", 0, NULL, 0, &policy, 1, 0, 1);
+	struct dlq_record *b = record__new(&id, &id, "numbers", "numbers", "", 0, NULL, 0, &policy, 1, 0, 1);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_str_eq(record__origin_topic(a), "numbers");
+	ck_assert_str_eq(record__origin_topic(b), "numbers");
+	/* Nothing stored twice. */
+	ck_assert_uint_eq(record__bytes(a), record__bytes(b));
+	ck_assert_uint_eq(a->payload_len, 0);
+	ck_assert_uint_eq(a->headers_len, 0);
+	record__free(a);
+	record__free(b);
+}
+END_TEST
+
+START_TEST(a_topic_over_65535_bytes_makes_no_record)
+{
+	char *topic = malloc(65537);
+	memset(topic, 't', 65536);
+	topic[65536] = '\0';
+	struct dlq_id id = fresh_id();
+	ck_assert_ptr_null(record__new(&id, &id, topic, NULL, "x", 1, NULL, 0, &policy, 1, 0, 1));
+	ck_assert_ptr_null(record__new(&id, &id, "numbers", topic, "x", 1, NULL, 0, &policy, 1, 0, 1));
+	topic[65535] = '\0';
+	struct dlq_record *r = record__new(&id, &id, topic, NULL, "x", 1, NULL, 0, &policy, 1, 0, 1);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_eq(strlen(record__topic(r)), 65535);
+	record__free(r);
+	free(topic);
+}
+END_TEST
+
+START_TEST(inserted_records_are_found_by_id)
+{
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	struct dlq_record *r[3];
+	for(int i = 0; i < 3; i++){
+		r[i] = make_record("payload", 1000 + (uint64_t)i);
+		ck_assert_int_eq(ledger__insert(&l, r[i]), 0);
+	}
+	ck_assert_uint_eq(l.count, 3);
+	for(int i = 0; i < 3; i++){
+		ck_assert_ptr_eq(ledger__find(&l, &r[i]->id), r[i]);
+	}
+	ck_assert_ptr_eq(l.oldest, r[0]);
+	ck_assert_ptr_eq(l.newest, r[2]);
+	struct dlq_id unknown = fresh_id();
+	ck_assert_ptr_null(ledger__find(&l, &unknown));
+	ck_assert_uint_eq(l.bytes, record__bytes(r[0]) + record__bytes(r[1]) + record__bytes(r[2]));
+	check_consistent(&l);
+	ledger__cleanup(&l);
+}
+END_TEST
+
+START_TEST(records_expire_oldest_first_after_the_window)
+{
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	struct dlq_record *r1 = make_record("one", 1000);
+	struct dlq_record *r2 = make_record("two", 2000);
+	struct dlq_record *r3 = make_record("three", 3000);
+	struct dlq_id id1 = r1->id, id2 = r2->id, id3 = r3->id;
+	ck_assert_int_eq(ledger__insert(&l, r1), 0);
+	ck_assert_int_eq(ledger__insert(&l, r2), 0);
+	ck_assert_int_eq(ledger__insert(&l, r3), 0);
+
+	/* Window 1000 ms at 3000: r1 is 2000 ms old (out), r2 exactly 1000
+	 * ms old (still in: only records older than the window leave). */
+	ck_assert_uint_eq(ledger__expire(&l, 3000, 1000), 1);
+	ck_assert_ptr_null(ledger__find(&l, &id1));
+	ck_assert_ptr_eq(ledger__find(&l, &id2), r2);
+	ck_assert_ptr_eq(ledger__find(&l, &id3), r3);
+	ck_assert_ptr_eq(l.oldest, r2);
+	check_consistent(&l);
+
+	/* Nothing more at the same time; one ms later r2 goes. */
+	ck_assert_uint_eq(ledger__expire(&l, 3000, 1000), 0);
+	ck_assert_uint_eq(ledger__expire(&l, 3001, 1000), 1);
+	ck_assert_ptr_null(ledger__find(&l, &id2));
+	ck_assert_ptr_eq(ledger__find(&l, &id3), r3);
+	check_consistent(&l);
+
+	ck_assert_uint_eq(ledger__expire(&l, 4001, 1000), 1);
+	ck_assert_ptr_null(ledger__find(&l, &id3));
+	ck_assert_uint_eq(l.count, 0);
+	ck_assert_uint_eq(l.bytes, 0);
+	check_consistent(&l);
+	ck_assert_uint_eq(ledger__expire(&l, 100000, 1000), 0);
+	ledger__cleanup(&l);
+}
+END_TEST
+
+START_TEST(expiry_stops_at_the_first_record_inside_the_window)
+{
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	/* Records made in the same millisecond leave together. */
+	for(int i = 0; i < 10; i++){
+		ck_assert_int_eq(ledger__insert(&l, make_record("same", 5000)), 0);
+	}
+	for(int i = 0; i < 10; i++){
+		ck_assert_int_eq(ledger__insert(&l, make_record("later", 6000)), 0);
+	}
+	ck_assert_uint_eq(ledger__expire(&l, 5000 + 300000, 300000), 0);
+	ck_assert_uint_eq(ledger__expire(&l, 5001 + 300000, 300000), 10);
+	ck_assert_uint_eq(l.count, 10);
+	ck_assert_uint_eq(l.oldest->created_ms, 6000);
+	check_consistent(&l);
+	ledger__cleanup(&l);
+}
+END_TEST
+
+START_TEST(eviction_frees_the_oldest_until_the_target)
+{
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	struct dlq_record *r[5];
+	struct dlq_id ids[5];
+	for(int i = 0; i < 5; i++){
+		r[i] = make_record("some payload of a few bytes", 1000 + (uint64_t)i);
+		ids[i] = r[i]->id;
+		ck_assert_int_eq(ledger__insert(&l, r[i]), 0);
+	}
+	uint64_t all = l.bytes;
+	size_t one = record__bytes(r[0]);
+
+	/* Already within the target: nothing leaves. */
+	ck_assert_uint_eq(ledger__evict_to(&l, all), 0);
+	ck_assert_uint_eq(l.count, 5);
+
+	/* One byte too many: exactly the oldest leaves. */
+	ck_assert_uint_eq(ledger__evict_to(&l, all - 1), 1);
+	ck_assert_ptr_null(ledger__find(&l, &ids[0]));
+	ck_assert_ptr_eq(ledger__find(&l, &ids[1]), r[1]);
+	ck_assert_uint_eq(l.bytes, all - one);
+	check_consistent(&l);
+
+	/* Room for two more records' worth: r1 and r2 leave, r3 and r4 stay. */
+	ck_assert_uint_eq(ledger__evict_to(&l, record__bytes(r[3]) + record__bytes(r[4])), 2);
+	ck_assert_ptr_null(ledger__find(&l, &ids[1]));
+	ck_assert_ptr_null(ledger__find(&l, &ids[2]));
+	ck_assert_ptr_eq(ledger__find(&l, &ids[3]), r[3]);
+	ck_assert_ptr_eq(ledger__find(&l, &ids[4]), r[4]);
+	check_consistent(&l);
+
+	ck_assert_uint_eq(ledger__evict_to(&l, 0), 2);
+	ck_assert_uint_eq(l.count, 0);
+	ck_assert_uint_eq(l.bytes, 0);
+	check_consistent(&l);
+	ck_assert_uint_eq(ledger__evict_to(&l, 0), 0);
+	ledger__cleanup(&l);
+}
+END_TEST
+
+START_TEST(a_nacker_is_recorded_once_per_client)
+{
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	struct dlq_record *r = make_record("42", 1000);
+	ck_assert_int_eq(ledger__insert(&l, r), 0);
+	uint64_t before = l.bytes;
+
+	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub1"), 0);
+	ck_assert_uint_gt(l.bytes, before);
+	check_consistent(&l);
+	uint64_t with_one = l.bytes;
+
+	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub1"), EEXIST);
+	ck_assert_uint_eq(l.bytes, with_one);
+
+	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub2"), 0);
+	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub"), 0); /* a prefix is another client */
+	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub10"), 0);
+	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub2"), EEXIST);
+	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub1"), EEXIST);
+	ck_assert_int_eq(ledger__add_nacker(&l, r, ""), 0);
+	ck_assert_int_eq(ledger__add_nacker(&l, r, ""), EEXIST);
+	check_consistent(&l);
+
+	/* The record's nackers leave with it and take their bytes along. */
+	ck_assert_uint_eq(ledger__evict_to(&l, 0), 1);
+	ck_assert_uint_eq(l.bytes, 0);
+	ledger__cleanup(&l);
+}
+END_TEST
+
+START_TEST(nackers_of_a_record_not_yet_inserted_count_once_inserted)
+{
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	struct dlq_record *r = make_record("42", 1000);
+	size_t bare = record__bytes(r);
+	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub1"), 0);
+	ck_assert_uint_eq(l.bytes, 0);
+	ck_assert_uint_gt(record__bytes(r), bare);
+	ck_assert_int_eq(ledger__insert(&l, r), 0);
+	ck_assert_uint_eq(l.bytes, record__bytes(r));
+	check_consistent(&l);
+	ck_assert_uint_eq(ledger__expire(&l, 1000000, 1000), 1);
+	ck_assert_uint_eq(l.bytes, 0);
+	ledger__cleanup(&l);
+}
+END_TEST
+
+START_TEST(bytes_return_to_zero_after_mixed_removals)
+{
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	char payload[64];
+	for(int i = 0; i < 300; i++){
+		snprintf(payload, sizeof(payload), "%0*d", 1 + i % 50, i);
+		struct dlq_record *r = make_record(payload, 1000 + (uint64_t)i);
+		ck_assert_int_eq(ledger__insert(&l, r), 0);
+		if(i % 3 == 0) ck_assert_int_eq(ledger__add_nacker(&l, r, "a-client"), 0);
+		if(i % 5 == 0) ck_assert_int_eq(ledger__add_nacker(&l, r, "another-client-id"), 0);
+	}
+	check_consistent(&l);
+	ck_assert_uint_eq(ledger__expire(&l, 1000 + 99 + 500, 500), 99);
+	check_consistent(&l);
+	ck_assert_uint_eq(l.oldest->created_ms, 1099);
+	ledger__evict_to(&l, l.bytes / 2);
+	check_consistent(&l);
+	ck_assert_uint_eq(l.newest->created_ms, 1299);
+	ledger__evict_to(&l, 0);
+	check_consistent(&l);
+	ck_assert_uint_eq(l.count, 0);
+	ck_assert_uint_eq(l.bytes, 0);
+	ledger__cleanup(&l);
+}
+END_TEST
+
+START_TEST(a_hundred_thousand_records_grow_the_table)
+{
+	enum { N = 100000 };
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	size_t initial_buckets = l.nbuckets;
+	struct dlq_id *ids = malloc(N * sizeof(*ids));
+	ck_assert_ptr_nonnull(ids);
+	for(int i = 0; i < N; i++){
+		struct dlq_record *r = make_record("x", 1000 + (uint64_t)i / 10);
+		ids[i] = r->id;
+		ck_assert_int_eq(ledger__insert(&l, r), 0);
+	}
+	ck_assert_uint_eq(l.count, N);
+	ck_assert_uint_gt(l.nbuckets, initial_buckets);
+	ck_assert_uint_eq(l.nbuckets & (l.nbuckets - 1), 0); /* a power of two */
+	/* About one bucket per record: chains stay short. */
+	ck_assert_uint_ge(l.nbuckets * 2, (size_t)N);
+	for(int i = 0; i < N; i++){
+		const struct dlq_record *r = ledger__find(&l, &ids[i]);
+		ck_assert_ptr_nonnull(r);
+		ck_assert_mem_eq(r->id.raw, ids[i].raw, sizeof(ids[i].raw));
+	}
+	check_consistent(&l);
+
+	/* Expire the first half by time, then the rest by the bound. */
+	ck_assert_uint_eq(ledger__expire(&l, 1000 + N / 20 + 1000, 1000), N / 2);
+	ck_assert_ptr_null(ledger__find(&l, &ids[0]));
+	ck_assert_ptr_null(ledger__find(&l, &ids[N / 2 - 1]));
+	ck_assert_ptr_nonnull(ledger__find(&l, &ids[N / 2]));
+	check_consistent(&l);
+	ck_assert_uint_eq(ledger__evict_to(&l, 0), N / 2);
+	ck_assert_uint_eq(l.bytes, 0);
+	ck_assert_uint_eq(l.count, 0);
+	for(int i = 0; i < N; i += 997){
+		ck_assert_ptr_null(ledger__find(&l, &ids[i]));
+	}
+	free(ids);
+	ledger__cleanup(&l);
+}
+END_TEST
+
+START_TEST(cleanup_frees_records_and_their_nackers)
+{
+	/* Checked by ASan/valgrind: nothing leaks. */
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	for(int i = 0; i < 50; i++){
+		struct dlq_record *r = make_record("leak?", 1000);
+		ck_assert_int_eq(ledger__insert(&l, r), 0);
+		ck_assert_int_eq(ledger__add_nacker(&l, r, "sub1"), 0);
+	}
+	ledger__cleanup(&l);
+	ck_assert_uint_eq(l.count, 0);
+	ck_assert_uint_eq(l.bytes, 0);
+	ck_assert_ptr_null(l.oldest);
+	record__free(NULL);
+}
+END_TEST
+
+static void setup(void)
+{
+	fake_reset();
+	idgen__init(&idgen);
+}
+
+static void teardown(void)
+{
+	fake_reset();
+}
+
+static Suite *ledger_suite(void)
+{
+	Suite *s = suite_create("ledger");
+	TCase *tc = tcase_create("records");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_record_keeps_what_it_was_made_from);
+	tcase_add_test(tc, an_origin_topic_equal_to_the_topic_is_the_topic);
+	tcase_add_test(tc, a_topic_over_65535_bytes_makes_no_record);
+	tcase_add_test(tc, inserted_records_are_found_by_id);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("leaving");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, records_expire_oldest_first_after_the_window);
+	tcase_add_test(tc, expiry_stops_at_the_first_record_inside_the_window);
+	tcase_add_test(tc, eviction_frees_the_oldest_until_the_target);
+	tcase_add_test(tc, bytes_return_to_zero_after_mixed_removals);
+	tcase_add_test(tc, cleanup_frees_records_and_their_nackers);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("nackers");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_nacker_is_recorded_once_per_client);
+	tcase_add_test(tc, nackers_of_a_record_not_yet_inserted_count_once_inserted);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("scale");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120); /* valgrind */
+	tcase_add_test(tc, a_hundred_thousand_records_grow_the_table);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(ledger_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
