@@ -12,35 +12,9 @@ set -euo pipefail
 
 cd "$(dirname "$0")"
 
-PACKAGES=(gcc libc6-dev pkg-config meson ninja-build libcjson-dev libmosquitto-dev
-	mosquitto-dev mosquitto mosquitto-clients check)
+# shellcheck source=scripts/install-deps.sh
+. scripts/install-deps.sh
 DEADLINE=20 # seconds for each wait below
-
-# Installs the packages of PACKAGES that are missing, with apt-get (sudo when
-# not root). Does nothing when all are there.
-install_missing_packages() {
-	local missing=() p sudo=()
-	if ! command -v dpkg-query >/dev/null 2>&1; then
-		echo "run-demo.sh: not a Debian system; make sure these are installed: ${PACKAGES[*]}" >&2
-		return 0
-	fi
-	for p in "${PACKAGES[@]}"; do
-		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
-			missing+=("$p")
-		fi
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	if [ "$(id -u)" -ne 0 ]; then
-		if ! command -v sudo >/dev/null 2>&1; then
-			echo "run-demo.sh: missing packages: ${missing[*]}; run as root or install sudo" >&2
-			exit 1
-		fi
-		sudo=(sudo)
-	fi
-	echo "== installing ${missing[*]}"
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
-}
 
 # wait_for FILE PATTERN COUNT WHAT PID...: waits until FILE has COUNT lines
 # matching the extended regex PATTERN; fails after DEADLINE seconds, or as
@@ -64,7 +38,7 @@ wait_for() {
 	return 1
 }
 
-install_missing_packages
+install_missing_packages run-demo.sh
 
 if [ -f build/build.ninja ]; then
 	: # configured; meson compile reconfigures when a meson.build changed

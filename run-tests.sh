@@ -12,36 +12,10 @@ set -euo pipefail
 
 cd "$(dirname "$0")"
 
-PACKAGES=(gcc libc6-dev pkg-config meson ninja-build libcjson-dev libmosquitto-dev
-	mosquitto-dev mosquitto mosquitto-clients check)
+# shellcheck source=scripts/install-deps.sh
+. scripts/install-deps.sh
 
-# Installs the packages of PACKAGES that are missing, with apt-get (sudo when
-# not root). Does nothing when all are there.
-install_missing_packages() {
-	local missing=() p sudo=()
-	if ! command -v dpkg-query >/dev/null 2>&1; then
-		echo "run-tests.sh: not a Debian system; make sure these are installed: ${PACKAGES[*]}" >&2
-		return 0
-	fi
-	for p in "${PACKAGES[@]}"; do
-		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
-			missing+=("$p")
-		fi
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	if [ "$(id -u)" -ne 0 ]; then
-		if ! command -v sudo >/dev/null 2>&1; then
-			echo "run-tests.sh: missing packages: ${missing[*]}; run as root or install sudo" >&2
-			exit 1
-		fi
-		sudo=(sudo)
-	fi
-	echo "== installing ${missing[*]}"
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
-}
-
-install_missing_packages
+install_missing_packages run-tests.sh
 
 if [ -f build/meson-private/coredata.dat ]; then
 	meson setup --reconfigure build -Dtests=true

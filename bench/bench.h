@@ -95,6 +95,7 @@ struct load_opts {
 	uint64_t count;
 	int timeout_ms;
 	bool record_latency;
+	bool spin;                   /* poll without sleeping while messages flow */
 	const char *label;           /* client id prefix */
 };
 

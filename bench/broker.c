@@ -27,6 +27,7 @@
 #define STOP_TIMEOUT_MS 10000
 #define STOP_TIMEOUT_VALGRIND_MS 120000
 #define MAX_LIVE 8
+#define PRINT_LOG_LINES 40
 
 /* Brokers started and not yet stopped, for broker__stop_all. */
 static struct broker *live[MAX_LIVE];
@@ -339,7 +340,16 @@ void broker__print_log(const struct broker *b)
 	for(size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++){
 		snprintf(path, sizeof(path), "%s/%s", b->dir, names[i]);
 		char *text = slurp(path);
-		fprintf(stderr, "---- %s ----\n%s\n", path, text ? text : "(missing)");
+		/* The last lines only: a long run's log is long. */
+		const char *tail = text;
+		size_t lines = 0;
+		for(const char *p = text ? text + strlen(text) : NULL; p && p > text; p--){
+			if(p[-1] == '\n' && ++lines > PRINT_LOG_LINES){
+				tail = p;
+				break;
+			}
+		}
+		fprintf(stderr, "---- %s%s ----\n%s\n", path, tail != text ? " (last lines)" : "", tail ? tail : "(missing)");
 		free(text);
 	}
 }

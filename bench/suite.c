@@ -50,6 +50,7 @@ static int run_phase(const struct bench_config *cfg, const struct broker *b, str
 		.warmup_s = cfg->warmup_s,
 		.measure_s = cfg->measure_s,
 		.record_latency = rate > 0,
+		.spin = true,
 		.label = label,
 	};
 	if(kind == LOAD_STORM){

@@ -3,7 +3,8 @@
  * The retry and dead-letter flow against the real broker: the odd/even
  * demo, max_attempts=1, retry copies to the delivery topic (the NACKing
  * client only) or to a fixed retry topic (every subscriber), independent
- * chains, QoS levels, and topics no policy covers.
+ * chains, QoS levels, topics no policy covers, and a message too large to
+ * track.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +320,37 @@ START_TEST(test_qos_levels)
 }
 END_TEST
 
+/* A message larger than max_pending_bytes is delivered, unstamped; smaller
+ * ones on the same topic are still tracked. */
+START_TEST(test_oversized_message_unstamped)
+{
+	struct broker *b = dlq_broker("max_pending_bytes 4KiB", "policy big max_attempts=1 dead_letter=dlq/big");
+	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	client_subscribe(worker, "big", 1);
+	client_subscribe(watcher, "dlq/#", 1);
+	static char large[16 * 1024];
+	memset(large, 'x', sizeof(large));
+	client_publish(watcher, "big", large, (int)sizeof(large), 1, NULL);
+	const struct it_msg *m = client_expect(worker, "big", 1);
+	ck_assert_int_eq(m->payloadlen, (int)sizeof(large));
+	ck_assert_msg(msg_user(m, DLQ_PROP_ID) == NULL, "a message over max_pending_bytes was stamped");
+
+	client_publish_str(watcher, "big", "small", 1);
+	m = client_expect(worker, "big", 2);
+	ck_assert_str_eq(m->payload, "small");
+	const char *id = expect_original(m);
+	client_nack(worker, id, NULL);
+	const struct it_msg *dl = client_expect(watcher, "dlq/big", 1);
+	ck_assert_str_eq(dl->payload, "small");
+	expect_dead_letter(dl, "big", id, 1, client_id(worker), "big", NULL);
+
+	clients_settle(worker, watcher);
+	client_expect_exactly(worker, NULL, 2);
+	client_expect_exactly(watcher, NULL, 1);
+}
+END_TEST
+
 static Suite *flow_suite(void)
 {
 	Suite *s = suite_create("flow");
@@ -330,6 +362,7 @@ static Suite *flow_suite(void)
 	tcase_add_test(tc, test_independent_chains);
 	tcase_add_test(tc, test_untracked_not_stamped);
 	tcase_add_test(tc, test_qos_levels);
+	tcase_add_test(tc, test_oversized_message_unstamped);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
+#
+# The Debian packages mosquitto-dlq needs to build, test and run its demo, in
+# one place. Sourced by run-tests.sh, run-demo.sh and run-bench.sh;
+# install_missing_packages installs whichever are missing with apt-get (sudo
+# when not root) and does nothing when all are there.
+
+DLQ_PACKAGES=(gcc libc6-dev pkg-config meson ninja-build libcjson-dev libmosquitto-dev
+	mosquitto-dev mosquitto mosquitto-clients check)
+
+install_missing_packages() {
+	local who=${1:-mosquitto-dlq} missing=() p sudo=()
+	if ! command -v dpkg-query >/dev/null 2>&1; then
+		echo "$who: not a Debian system; make sure these are installed: ${DLQ_PACKAGES[*]}" >&2
+		return 0
+	fi
+	for p in "${DLQ_PACKAGES[@]}"; do
+		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+			missing+=("$p")
+		fi
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		if ! command -v sudo >/dev/null 2>&1; then
+			echo "$who: missing packages: ${missing[*]}; run as root or install sudo" >&2
+			exit 1
+		fi
+		sudo=(sudo)
+	fi
+	echo "== installing ${missing[*]}"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update </dev/null
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" </dev/null
+}

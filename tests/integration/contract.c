@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The plugin's contract as a user checks it: what an original delivery, a
+ * retry copy, a dead letter and a $CONTROL reply must carry (property names
+ * and topics from mosquitto_dlq.h). Each check fails the test at the
+ * caller's line, naming the message and what was wrong.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness_int.h"
+
+const char *dlq_id_of_at(const char *file, int line, const struct it_msg *m)
+{
+	size_t n = msg_user_count(m, DLQ_PROP_ID);
+	const char *id = msg_user(m, DLQ_PROP_ID);
+	if(n != 1 || !it_is_dlq_id(id)){
+		fail_at(file, line, "message on %s (payload \"%.40s\"): expected exactly one valid %s, got %zu (first \"%s\")",
+				m->topic, m->payload, DLQ_PROP_ID, n, id ? id : "(none)");
+	}
+	return id;
+}
+
+static void expect_user_once(const char *file, int line, const struct it_msg *m, const char *name, const char *value)
+{
+	size_t n = msg_user_count(m, name);
+	const char *v = msg_user(m, name);
+	if(n != 1){
+		fail_at(file, line, "message on %s (payload \"%.40s\"): expected exactly one %s, got %zu",
+				m->topic, m->payload, name, n);
+	}
+	if(value && strcmp(v, value)){
+		fail_at(file, line, "message on %s (payload \"%.40s\"): %s is \"%s\", expected \"%s\"",
+				m->topic, m->payload, name, v, value);
+	}
+}
+
+static void expect_user_absent(const char *file, int line, const struct it_msg *m, const char *name)
+{
+	const char *v = msg_user(m, name);
+	if(v){
+		fail_at(file, line, "message on %s (payload \"%.40s\"): unexpected %s \"%s\"",
+				m->topic, m->payload, name, v);
+	}
+}
+
+static const char *const dead_letter_only[] = {
+	DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT,
+	DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME,
+};
+
+const char *expect_original_at(const char *file, int line, const struct it_msg *m)
+{
+	const char *id = dlq_id_of_at(file, line, m);
+	expect_user_absent(file, line, m, DLQ_PROP_RETRY_COUNT);
+	expect_user_absent(file, line, m, DLQ_PROP_ORIGIN_TOPIC);
+	expect_user_absent(file, line, m, DLQ_PROP_ORIGIN_ID);
+	for(size_t i = 0; i < sizeof(dead_letter_only) / sizeof(dead_letter_only[0]); i++){
+		expect_user_absent(file, line, m, dead_letter_only[i]);
+	}
+	return id;
+}
+
+const char *expect_retry_copy_at(const char *file, int line, const struct it_msg *m,
+		const char *origin_topic, const char *origin_id, unsigned retry_count)
+{
+	char count[16];
+	snprintf(count, sizeof(count), "%u", retry_count);
+	const char *id = dlq_id_of_at(file, line, m);
+	if(origin_id && !strcmp(id, origin_id)){
+		fail_at(file, line, "retry copy on %s carries the origin's %s %s; expected a fresh one",
+				m->topic, DLQ_PROP_ID, id);
+	}
+	expect_user_once(file, line, m, DLQ_PROP_RETRY_COUNT, count);
+	expect_user_once(file, line, m, DLQ_PROP_ORIGIN_TOPIC, origin_topic);
+	expect_user_once(file, line, m, DLQ_PROP_ORIGIN_ID, origin_id);
+	for(size_t i = 0; i < sizeof(dead_letter_only) / sizeof(dead_letter_only[0]); i++){
+		expect_user_absent(file, line, m, dead_letter_only[i]);
+	}
+	return id;
+}
+
+void expect_dead_letter_at(const char *file, int line, const struct it_msg *m,
+		const char *origin_topic, const char *origin_id, unsigned retry_count,
+		const char *client, const char *filter, const char *reason)
+{
+	char count[16];
+	snprintf(count, sizeof(count), "%u", retry_count);
+	if(m->qos < 1){
+		fail_at(file, line, "dead letter on %s arrived at QoS %d; expected at least 1", m->topic, m->qos);
+	}
+	if(m->retain){
+		fail_at(file, line, "dead letter on %s arrived retained", m->topic);
+	}
+	expect_user_absent(file, line, m, DLQ_PROP_ID);
+	expect_user_once(file, line, m, DLQ_PROP_RETRY_COUNT, count);
+	expect_user_once(file, line, m, DLQ_PROP_ORIGIN_TOPIC, origin_topic);
+	expect_user_once(file, line, m, DLQ_PROP_ORIGIN_ID, origin_id);
+	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_CLIENT, client);
+	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_FILTER, filter);
+	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_REASON, reason);
+	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_TIME, NULL);
+	const char *why = msg_user(m, DLQ_PROP_DEAD_LETTER_REASON);
+	if(!reason && (!*why || !strcasestr(why, "attempt"))){
+		fail_at(file, line, "dead letter on %s: %s \"%s\" does not say that attempts ran out",
+				m->topic, DLQ_PROP_DEAD_LETTER_REASON, why);
+	}
+	const char *when = msg_user(m, DLQ_PROP_DEAD_LETTER_TIME);
+	if(!it_is_recent_rfc3339(when, 60)){
+		fail_at(file, line, "dead letter on %s: %s \"%s\" is not a current RFC 3339 UTC time",
+				m->topic, DLQ_PROP_DEAD_LETTER_TIME, when);
+	}
+}
+
+cJSON *expect_reply_at(const char *file, int line, const struct it_msg *m, int n)
+{
+	cJSON *doc = msg_json(m);
+	if(!doc){
+		fail_at(file, line, "reply on %s is not JSON: \"%.200s\"", m->topic, m->payload);
+	}
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, "responses");
+	if(!cJSON_IsArray(arr)){
+		fail_at(file, line, "reply on %s has no \"responses\" array: %.300s", m->topic, m->payload);
+	}
+	if(cJSON_GetArraySize(arr) != n){
+		fail_at(file, line, "reply on %s has %d responses, expected %d: %.300s",
+				m->topic, cJSON_GetArraySize(arr), n, m->payload);
+	}
+	for(int i = 0; i < n; i++){
+		if(!cJSON_IsObject(cJSON_GetArrayItem(arr, i))){
+			fail_at(file, line, "reply on %s: response %d is not an object: %.300s", m->topic, i, m->payload);
+		}
+	}
+	return doc;
+}
+
+const cJSON *reply_entry(const cJSON *doc, int i)
+{
+	return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "responses"), i);
+}
+
+const char *json_str(const cJSON *e, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, name);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static char *json_text(const cJSON *e)
+{
+	char *t = cJSON_PrintUnformatted(e);
+	return t ? t : harness__xstrdup("(unprintable)");
+}
+
+void expect_reply_ok_at(const char *file, int line, const cJSON *e, const char *id,
+		const char *result, int attempt, int max_attempts)
+{
+	const char *cmd = json_str(e, "command");
+	const char *rid = json_str(e, "id");
+	const char *res = json_str(e, "result");
+	const cJSON *att = cJSON_GetObjectItemCaseSensitive(e, "attempt");
+	const cJSON *max = cJSON_GetObjectItemCaseSensitive(e, "maxAttempts");
+	if(!cmd || strcmp(cmd, DLQ_COMMAND_NACK) || !rid || strcmp(rid, id) || !res || strcmp(res, result)
+			|| !cJSON_IsNumber(att) || att->valueint != attempt
+			|| !cJSON_IsNumber(max) || max->valueint != max_attempts
+			|| cJSON_GetObjectItemCaseSensitive(e, "error")){
+		fail_at(file, line, "reply entry %s; expected command \"nack\", id \"%s\", result \"%s\", attempt %d, "
+				"maxAttempts %d and no error", json_text(e), id, result, attempt, max_attempts);
+	}
+}
+
+void expect_reply_error_at(const char *file, int line, const cJSON *e, const char *want)
+{
+	const char *err = json_str(e, "error");
+	if(!err || !*err || (want && !strstr(err, want)) || cJSON_GetObjectItemCaseSensitive(e, "result")){
+		fail_at(file, line, "reply entry %s; expected an error%s%s%s and no result", json_text(e),
+				want ? " containing \"" : "", want ? want : "", want ? "\"" : "");
+	}
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * What the harness's files share and tests do not see: failing a test at the
+ * caller's line, file helpers, and the hooks the checked fixture uses to
+ * reset and clean up a test's brokers and clients.
+ */
+#ifndef DLQ_IT_HARNESS_INT_H
+#define DLQ_IT_HARNESS_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "harness.h"
+
+/* Fails the current test at the caller's file and line. */
+#define fail_at(file, line, ...) _ck_assert_failed((file), (line), "harness", __VA_ARGS__)
+
+/* Topics of the clients' sync markers: "harness/sync/<client id>". */
+#define SYNC_PREFIX "harness/sync/"
+
+/* Allocation that aborts the test process on failure. */
+void *harness__xmalloc(size_t n);
+char *harness__xstrdup(const char *s);
+/* A whole file, NUL-terminated (the caller frees it), or NULL. */
+char *harness__read_file(const char *path);
+/* Returns 0 or -1 with errno set. */
+int harness__write_file(const char *path, const char *content);
+/* Removes a directory that holds only files (a broker's). */
+void harness__remove_flat_dir(const char *dir);
+/* The run directory made by harness_init; each broker's is inside it. */
+const char *harness__run_dir(void);
+
+/* broker.c: forget the brokers of a previous test (fixture setup). */
+void broker__reset(void);
+/* Stops and frees every broker of the test, removing the directories of
+ * those that ended as they should. Returns false, with what went wrong in
+ * problems, if any did not (their directories stay for harness_finish). */
+bool broker__stop_all(char *problems, size_t len);
+/* ", and broker <label> <exited ...>" if b is no longer running, else "". */
+void broker__health(struct broker *b, char *buf, size_t len);
+
+/* client.c: forget the clients of a previous test (fixture setup). */
+void client__reset(void);
+/* Disconnects and frees every client of the test. */
+void client__free_all(void);
+
+/* message.c: a received message, decoded and copied; msg__free frees it. */
+struct it_msg *msg__decode(const struct mosquitto_message *mm, const mosquitto_property *props);
+void msg__free(struct it_msg *m);
+/* One line describing m, for failure output. */
+void msg__print(FILE *f, size_t index, const struct it_msg *m);
+
+#endif
