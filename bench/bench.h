@@ -42,6 +42,7 @@ struct broker_opts {
 	const char *nack_window;     /* NULL: the plugin's default */
 	const char *max_pending;     /* NULL: the plugin's default */
 	const char *valgrind_out;    /* not NULL: run under callgrind, writing here */
+	const char *valgrind_toggle; /* callgrind --toggle-collect pattern, or NULL */
 	int ready_timeout_ms;
 };
 

@@ -184,7 +184,7 @@ int broker__start(struct broker *b, const struct broker_opts *o)
 		return -1;
 	}
 	const char *bin = o->mosquitto_bin ? o->mosquitto_bin : "/usr/sbin/mosquitto";
-	char out_path[256], cg_arg[320];
+	char out_path[256], cg_arg[320], toggle_arg[160];
 	snprintf(out_path, sizeof(out_path), "%s/stdout.log", b->dir);
 
 	pid_t pid = fork();
@@ -202,8 +202,14 @@ int broker__start(struct broker *b, const struct broker_opts *o)
 		}
 		if(o->valgrind_out){
 			snprintf(cg_arg, sizeof(cg_arg), "--callgrind-out-file=%s", o->valgrind_out);
-			execlp("valgrind", "valgrind", "--tool=callgrind", "--quiet", cg_arg,
-					bin, "-c", b->conf_path, (char *)NULL);
+			if(o->valgrind_toggle){
+				snprintf(toggle_arg, sizeof(toggle_arg), "--toggle-collect=%s", o->valgrind_toggle);
+				execlp("valgrind", "valgrind", "--tool=callgrind", "--quiet", cg_arg, toggle_arg,
+						bin, "-c", b->conf_path, (char *)NULL);
+			}else{
+				execlp("valgrind", "valgrind", "--tool=callgrind", "--quiet", cg_arg,
+						bin, "-c", b->conf_path, (char *)NULL);
+			}
 		}else{
 			execl(bin, bin, "-c", b->conf_path, (char *)NULL);
 		}

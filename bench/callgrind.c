@@ -17,7 +17,7 @@
 
 #define CG_WINDOW 50
 #define CG_TIMEOUT_MS 300000
-#define TOP_FUNCTIONS 14
+#define TOP_FUNCTIONS 20
 
 enum cg_fn { FN_TOTAL, FN_MESSAGE, FN_CONTROL, FN_TICK, NFN };
 static const char *const fn_names[NFN] = { "PROGRAM TOTALS", "adapter__message", "adapter__control", "adapter__tick" };
@@ -60,22 +60,27 @@ static void parse_annotate(const char *file, double ir[NFN])
 		for(int f = FN_MESSAGE; f < NFN; f++){
 			size_t n = strlen(fn_names[f]);
 			char after = colon[1 + n];
-			if(!strncmp(colon + 1, fn_names[f], n) && (after == ' ' || after == '\n' || after == '\0')){
-				ir[f] += v;
+			/* A function can be listed twice, with and without its
+			 * file: the same cost, so keep the largest. */
+			if(!strncmp(colon + 1, fn_names[f], n) && (after == ' ' || after == '\n' || after == '\0') && v > ir[f]){
+				ir[f] = v;
 			}
 		}
 	}
 	pclose(p);
 }
 
-/* Prints the functions with the highest self cost, for the profile. */
-static void print_top(const char *file, const char *title)
+/* Prints the costliest functions of a profile collected inside the
+ * plugin's callbacks only, per unit (message or NACK), inclusive or self.
+ * Lines without an object file repeat one that has it and are skipped. */
+static void print_profile(const char *file, bool inclusive, double units, const char *unit)
 {
 	char cmd[512], line[2048];
-	snprintf(cmd, sizeof(cmd), "callgrind_annotate --threshold=99 '%s' 2>/dev/null", file);
+	snprintf(cmd, sizeof(cmd), "callgrind_annotate --inclusive=%s --threshold=99 '%s' 2>/dev/null",
+			inclusive ? "yes" : "no", file);
 	FILE *p = popen(cmd, "r");
 	if(p == NULL) return;
-	printf("\n%s: functions by self cost (callgrind_annotate %s)\n\n```\n", title, file);
+	printf("\n%s cost per %s inside the plugin's callbacks:\n\n```\n", inclusive ? "Inclusive" : "Self", unit);
 	int shown = 0;
 	bool table = false;
 	while(fgets(line, sizeof(line), p) && shown < TOP_FUNCTIONS){
@@ -83,21 +88,43 @@ static void print_top(const char *file, const char *title)
 			table = true;
 			continue;
 		}
-		if(!table || line[0] == '-' || line[0] == '\n') continue;
-		fputs(line, stdout);
+		if(!table || line[0] == '-' || line[0] == '\n' || !strchr(line, '[')) continue;
+		char digits[64];
+		size_t nd = 0;
+		const char *s = line;
+		while(*s == ' ') s++;
+		while((*s >= '0' && *s <= '9') || *s == ','){
+			if(*s != ',' && nd < sizeof(digits) - 1) digits[nd++] = *s;
+			s++;
+		}
+		if(nd == 0) continue;
+		digits[nd] = '\0';
+		/* Keep the share and the function; drop the source path. */
+		const char *share = strchr(s, '(');
+		const char *close = share ? strchr(share, ')') : NULL;
+		const char *colon = close ? strchr(close, ':') : NULL;
+		if(colon == NULL) continue;
+		const char *obj = strrchr(colon, '/');
+		char fn[512];
+		snprintf(fn, sizeof(fn), "%.*s", (int)strcspn(colon + 1, " \n"), colon + 1);
+		printf("%9.0f %.*s  %s  [%.*s\n", strtod(digits, NULL) / units, (int)(close - share + 1), share, fn,
+				obj ? (int)strcspn(obj + 1, "\n") : 0, obj ? obj + 1 : "");
 		shown++;
 	}
 	printf("```\n");
 	pclose(p);
 }
 
+/* Runs the broker under callgrind for one workload. toggle: collect only
+ * inside these functions (a profile of the plugin), else everything and
+ * ir is filled from the annotation. */
 static int run_one(const struct bench_config *cfg, const struct cg_case *cc, uint64_t count,
-		const char *out, double ir[NFN])
+		const char *out, const char *toggle, double ir[NFN])
 {
 	struct broker b;
 	struct broker_opts bo = {
 		.kind = cc->broker, .plugin_path = cfg->plugin_path, .mosquitto_bin = cfg->mosquitto_bin,
-		.tcp = cfg->tcp, .valgrind_out = out, .ready_timeout_ms = 60000,
+		.tcp = cfg->tcp, .valgrind_out = out, .valgrind_toggle = toggle, .ready_timeout_ms = 60000,
 	};
 	struct load_opts o = {
 		.broker = &b, .kind = cc->load, .qos = 1, .pairs = 1, .payload_len = BENCH_PAYLOAD,
@@ -114,6 +141,7 @@ static int run_one(const struct bench_config *cfg, const struct cg_case *cc, uin
 		fprintf(stderr, "dlq_bench: broker under callgrind exited with status 0x%x\n", status);
 		return -1;
 	}
+	if(toggle) return 0;
 	parse_annotate(out, ir);
 	return ir[FN_TOTAL] > 0 ? 0 : -1;
 }
@@ -144,7 +172,7 @@ int suite__callgrind(const struct bench_config *cfg)
 		snprintf(out[i][1], sizeof(out[i][1]), "%s/callgrind.%s.%llu", dir, cases[i].name, (unsigned long long)n1);
 		fprintf(stderr, "callgrind: %s (%llu and %llu messages)\n", cases[i].name,
 				(unsigned long long)n0, (unsigned long long)n1);
-		if(run_one(cfg, &cases[i], n0, out[i][0], a) || run_one(cfg, &cases[i], n1, out[i][1], b)){
+		if(run_one(cfg, &cases[i], n0, out[i][0], NULL, a) || run_one(cfg, &cases[i], n1, out[i][1], NULL, b)){
 			rc = -1;
 			continue;
 		}
@@ -181,8 +209,21 @@ int suite__callgrind(const struct bench_config *cfg)
 		}
 		printf(".\n");
 	}
+	/* Profiles of the plugin alone: collected inside its callbacks only. */
 	for(int i = 2; i < NCASES; i++){
-		if(ok[i]) print_top(out[i][1], cases[i].name);
+		char prof[256];
+		bool storm = cases[i].load == LOAD_STORM;
+		snprintf(prof, sizeof(prof), "%s/callgrind.%s.plugin-only", dir, cases[i].name);
+		fprintf(stderr, "callgrind: %s, plugin callbacks only\n", cases[i].name);
+		if(run_one(cfg, &cases[i], n1, prof, "adapter__*", NULL)){
+			rc = -1;
+			continue;
+		}
+		double units = (double)n1 * (storm ? BENCH_MAX_ATTEMPTS : 1);
+		printf("\n#### Profile: %s (%llu messages%s; callgrind --toggle-collect='adapter__*')\n",
+				cases[i].name, (unsigned long long)n1, storm ? ", every delivery NACKed" : "");
+		print_profile(prof, true, units, storm ? "NACK" : "message");
+		print_profile(prof, false, units, storm ? "NACK" : "message");
 	}
 	printf("\ncallgrind output kept in %s (callgrind_annotate --inclusive=yes FILE).\n", dir);
 	return rc;

@@ -315,14 +315,11 @@ void dlq__client_gone(struct dlq *d, const char *client, bool session_persists)
 
 void dlq__cleanup(struct dlq *d)
 {
-	size_t n = d->outbox.owed.count;
-	while(n-- > 0){
-		struct dlq_envelope *e = d->outbox.owed.head;
-		outbox__unlink(&d->outbox, &d->outbox.owed, e);
-		send_envelope(d, e);
-	}
+	/* Publishing now would be in vain: Mosquitto 2.0 closes its message
+	 * store before it unloads plugins, and never again processes what a
+	 * plugin queues (src/mosquitto.c). So what is owed is reported, once. */
 	if(d->outbox.owed.count){
-		port__log(DLQ_LOG_ERR, "%zu retry copies or dead letters could not be published before shutdown",
+		port__log(DLQ_LOG_ERR, "%zu retry copies or dead letters the broker had not accepted are lost at shutdown",
 				d->outbox.owed.count);
 	}
 	outbox__cleanup(&d->outbox);

@@ -42,7 +42,8 @@ struct dlq {
  * or ENOMEM. */
 int dlq__init(struct dlq *d, struct dlq_config *cfg);
 
-/* Tries once more to publish what is owed, then frees everything. */
+/* Logs what is still owed (it cannot be published any more), then frees
+ * everything. */
 void dlq__cleanup(struct dlq *d);
 
 /* The policy for an inbound publish on topic, or NULL: then the message is

@@ -882,34 +882,6 @@ START_TEST(a_failing_random_source_refuses_the_nack_and_changes_nothing)
 }
 END_TEST
 
-START_TEST(cleanup_tries_once_more_to_publish_what_is_owed)
-{
-	start(standard, ARRAY_LEN(standard));
-	char id0[DLQ_ID_LEN + 1];
-	track("once", "last words", 1, id0);
-	fake.fail_publishes = 1;
-	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_DEAD_LETTERED);
-	ck_assert_uint_eq(fake.publish_count, 0);
-	stop();
-	ck_assert_uint_eq(fake.publish_count, 1);
-	expect_publish(0, NULL, "dead/once", 1, "last words");
-}
-END_TEST
-
-START_TEST(cleanup_says_what_it_could_not_publish)
-{
-	start(standard, ARRAY_LEN(standard));
-	char id0[DLQ_ID_LEN + 1];
-	track("once", "lost", 1, id0);
-	fake.fail_publishes = 100;
-	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_DEAD_LETTERED);
-	stop();
-	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(fake.publish_calls, 2);
-	ck_assert(fake_logged("could not be published"));
-}
-END_TEST
-
 /* ------------------------------------------------------------------ */
 
 static void setup(void)
@@ -919,6 +891,22 @@ static void setup(void)
 	ck_assert_int_eq(headers__add(&original, DLQ_HDR_CONTENT_TYPE, "text/plain", 10, NULL, 0), 0);
 	ck_assert_int_eq(headers__add_user(&original, "trace", "t-1"), 0);
 }
+
+START_TEST(what_is_owed_at_shutdown_is_reported_not_published)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track("numbers", "7", 1, id0);
+	fake.fail_publishes = 1;
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(d.outbox.owed.count, 1);
+	size_t calls = fake.publish_calls;
+	stop();
+	ck_assert_uint_eq(fake.publish_calls, calls);
+	ck_assert_msg(log_containing("1 retry copies or dead letters the broker had not accepted are lost at shutdown") != NULL,
+			"no shutdown report");
+}
+END_TEST
 
 static void teardown(void)
 {
@@ -958,8 +946,6 @@ static Suite *dlq_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, a_dead_letter_the_broker_refuses_is_published_on_a_later_tick);
 	tcase_add_test(tc, a_retry_copy_the_broker_refuses_is_published_on_a_later_tick);
-	tcase_add_test(tc, cleanup_tries_once_more_to_publish_what_is_owed);
-	tcase_add_test(tc, cleanup_says_what_it_could_not_publish);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("clients leaving");
@@ -975,6 +961,7 @@ static Suite *dlq_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, a_failing_random_source_tracks_nothing);
 	tcase_add_test(tc, a_failing_random_source_refuses_the_nack_and_changes_nothing);
+	tcase_add_test(tc, what_is_owed_at_shutdown_is_reported_not_published);
 	suite_add_tcase(s, tc);
 	return s;
 }
