@@ -6,6 +6,11 @@
  * that record every message they receive. Every test runs in its own forked
  * process (Check's fork mode); a broker's directory is removed when its test
  * passes and printed, log included, by harness_finish() when it did not.
+ *
+ * Environment: DLQ_PLUGIN, the built plugin (meson sets it); MOSQUITTO_BIN,
+ * the broker (default /usr/sbin/mosquitto). MOSQUITTO_BIN may name a wrapper
+ * that execs the broker under valgrind with --error-exitcode: a broker that
+ * does not exit with status 0 on SIGTERM fails its test.
  */
 #ifndef DLQ_IT_HARNESS_H
 #define DLQ_IT_HARNESS_H
