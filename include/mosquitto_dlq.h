@@ -25,8 +25,14 @@
 #define DLQ_PROP_DEAD_LETTER_CLIENT "dead-letter-client"
 #define DLQ_PROP_DEAD_LETTER_FILTER "dead-letter-filter"
 #define DLQ_PROP_DEAD_LETTER_TIME "dead-letter-time"
+/* Carried by a retry copy that was delayed: when its chain was first NACKed
+ * (RFC 3339 UTC), so a consumer sees how long the message has been failing. */
+#define DLQ_PROP_FIRST_NACK_TIME "first-nack-time"
 /* Optional user property on a compact NACK: why the subscriber failed. */
 #define DLQ_PROP_NACK_REASON "reason"
+/* Optional user property on a compact NACK: the delay it asks for before
+ * the retry copy, in milliseconds (capped by the policy's retry_max_delay). */
+#define DLQ_PROP_NACK_DELAY_MS "delay-ms"
 
 /* JSON commands, dynamic-security shape: {"commands":[{"command":"nack",...}]} */
 #define DLQ_CONTROL_TOPIC "$CONTROL/dlq/v1"
@@ -55,8 +61,13 @@
 /* At most this many commands in one $CONTROL/dlq/v1 message. */
 #define DLQ_MAX_COMMANDS 1000
 
+/* Retry delays. */
+#define DLQ_RETRY_BACKOFF_MAX 100.0
+#define DLQ_DEFAULT_RETRY_MAX_DELAY_MS (3600 * 1000)
+
 /* Defaults of the global options. */
 #define DLQ_DEFAULT_NACK_WINDOW_MS (300 * 1000)
 #define DLQ_DEFAULT_MAX_PENDING_BYTES (64ull * 1024 * 1024)
+#define DLQ_DEFAULT_STATE_SAVE_INTERVAL_MS (60 * 1000)
 
 #endif

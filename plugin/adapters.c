@@ -36,6 +36,15 @@ static void check_ticks(struct dlq_plugin *pl)
 	}
 }
 
+/* Whether a client's session outlives its connection. 2.0.11 tells a plugin
+ * only the clean-session/clean-start flag, not a v5 client's session expiry
+ * interval: a v5 client that asks for clean_start=false is taken to have
+ * asked for a session that persists (see docs/design.md). */
+static bool session_persists(const struct mosquitto *client)
+{
+	return !mosquitto_client_clean_session(client);
+}
+
 int adapter__message(int event, void *event_data, void *userdata)
 {
 	struct mosquitto_evt_message *ed = event_data;
@@ -89,6 +98,7 @@ int adapter__control(int event, void *event_data, void *userdata)
 	struct mosquitto_evt_control *ed = event_data;
 	struct dlq_plugin *pl = userdata;
 	char reason[DLQ_REASON_MAX_BYTES * 4 + 1];
+	char delay[32];
 	char *response_topic = NULL;
 	void *correlation = NULL;
 	uint16_t correlation_len = 0;
@@ -103,10 +113,13 @@ int adapter__control(int event, void *event_data, void *userdata)
 		.payload = ed->payload,
 		.payload_len = ed->payloadlen,
 		.client = client,
+		.client_persists = session_persists(ed->client),
 		.reason = NULL,
+		.delay_ms = NULL,
 	};
 	if(req.compact){
 		req.reason = props__user_value(ed->properties, DLQ_PROP_NACK_REASON, reason, sizeof(reason));
+		req.delay_ms = props__user_value(ed->properties, DLQ_PROP_NACK_DELAY_MS, delay, sizeof(delay));
 	}
 	mosquitto_property_read_string(ed->properties, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false);
 	mosquitto_property_read_binary(ed->properties, MQTT_PROP_CORRELATION_DATA, &correlation, &correlation_len, false);
@@ -142,11 +155,12 @@ int adapter__disconnect(int event, void *event_data, void *userdata)
 
 	const char *client = mosquitto_client_id(ed->client);
 	if(client == NULL) return MOSQ_ERR_SUCCESS;
-	/* 2.0.11 tells a plugin nothing of a v5 client's session expiry, so only
-	 * an MQTT 3.x client with clean_session=false is known to keep its
-	 * session (see docs/design.md). */
-	bool persists = !mosquitto_client_clean_session(ed->client)
-			&& mosquitto_client_protocol_version(ed->client) != 5;
-	dlq__client_gone(&pl->engine, client, persists);
+	/* When a new connection takes over the client id, 2.0.11 first moves
+	 * or drops the old session's subscriptions, marks it clean and then
+	 * disconnects it: copies for the id reach the new connection, so they
+	 * are left alone. A disconnecting client with no subscription left is
+	 * taken to be such a takeover (src/handle_connect.c). */
+	bool taken_over = mosquitto_client_sub_count(ed->client) == 0;
+	dlq__client_gone(&pl->engine, client, taken_over || session_persists(ed->client));
 	return MOSQ_ERR_SUCCESS;
 }

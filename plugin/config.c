@@ -70,6 +70,21 @@ int config__parse_duration_ms(const char *s, uint64_t *out)
 	return parse_number(s, duration_units, out, &unit) == NUM_OK ? 0 : EINVAL;
 }
 
+int config__parse_delay_ms(const char *s, uint64_t *out)
+{
+	const char *unit;
+
+	switch(parse_number(s, duration_units, out, &unit)){
+		case NUM_OK:
+			return 0;
+		case NUM_ZERO:
+			*out = 0;
+			return 0;
+		default:
+			return EINVAL;
+	}
+}
+
 int config__parse_size(const char *s, uint64_t *out)
 {
 	const char *unit;
@@ -224,12 +239,65 @@ static int set_max_pending_bytes(struct dlq_config *c, const char *v, char *err,
 	return EINVAL;
 }
 
+static int set_state_file(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	if(v[0] == '\0'){
+		errtext__set(err, errlen, "plugin_opt_state_file \"\": the path is empty");
+		return EINVAL;
+	}
+	c->state_file = strdup(v);
+	if(c->state_file == NULL){
+		errtext__set(err, errlen, "out of memory");
+		return ENOMEM;
+	}
+	return 0;
+}
+
+static int set_state_save_interval(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	if(config__parse_duration_ms(v, &c->state_save_interval_ms)){
+		errtext__set(err, errlen, "plugin_opt_state_save_interval " QFMT ": expected a duration with its unit, "
+				"e.g. \"60s\" (units: ms, s, m, h, d; at least 1s)", Q(v));
+		return EINVAL;
+	}
+	if(c->state_save_interval_ms < 1000){
+		errtext__set(err, errlen, "plugin_opt_state_save_interval " QFMT ": must be at least 1s", Q(v));
+		return EINVAL;
+	}
+	return 0;
+}
+
+static int set_state_save_on_change(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	if(!strcmp(v, "true")){
+		c->state_save_on_change = true;
+	}else if(!strcmp(v, "false")){
+		c->state_save_on_change = false;
+	}else{
+		errtext__set(err, errlen, "plugin_opt_state_save_on_change " QFMT ": expected true or false", Q(v));
+		return EINVAL;
+	}
+	return 0;
+}
+
+/* The options that may be given once, and what sets each. */
+static const struct {
+	const char *key;
+	int (*set)(struct dlq_config *c, const char *v, char *err, size_t errlen);
+} single_options[] = {
+	{"policy_file", add_policy_file},
+	{"nack_window", set_nack_window},
+	{"max_pending_bytes", set_max_pending_bytes},
+	{"state_file", set_state_file},
+	{"state_save_interval", set_state_save_interval},
+	{"state_save_on_change", set_state_save_on_change},
+};
+#define SINGLE_COUNT (sizeof(single_options) / sizeof(single_options[0]))
+
 int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config *out, char *err, size_t errlen)
 {
 	struct dlq_config c;
-	const char *first_file = NULL;
-	const char *first_window = NULL;
-	const char *first_bytes = NULL;
+	const char *first[SINGLE_COUNT] = {NULL};
 	unsigned lines = 0;
 	int rc = EINVAL;
 
@@ -237,48 +305,41 @@ int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config
 	memset(&c, 0, sizeof(c));
 	c.nack_window_ms = DLQ_DEFAULT_NACK_WINDOW_MS;
 	c.max_pending_bytes = DLQ_DEFAULT_MAX_PENDING_BYTES;
+	c.state_save_interval_ms = DLQ_DEFAULT_STATE_SAVE_INTERVAL_MS;
 	if(err && errlen) err[0] = '\0';
 
 	for(size_t i = 0; i < count; i++){
 		const char *key = opts[i].key ? opts[i].key : "";
 		const char *v = opts[i].value ? opts[i].value : "";
-		const char **first = NULL;
 
 		if(!strcmp(key, "policy")){
 			rc = add_policy_line(&c, ++lines, v, err, errlen);
-		}else if(!strcmp(key, "policy_file")){
-			if(first_file){
-				first = &first_file;
-			}else{
-				first_file = v;
-				rc = add_policy_file(&c, v, err, errlen);
-			}
-		}else if(!strcmp(key, "nack_window")){
-			if(first_window){
-				first = &first_window;
-			}else{
-				first_window = v;
-				rc = set_nack_window(&c, v, err, errlen);
-			}
-		}else if(!strcmp(key, "max_pending_bytes")){
-			if(first_bytes){
-				first = &first_bytes;
-			}else{
-				first_bytes = v;
-				rc = set_max_pending_bytes(&c, v, err, errlen);
-			}
-		}else{
+			if(rc) goto error;
+			continue;
+		}
+		size_t k = 0;
+		while(k < SINGLE_COUNT && strcmp(key, single_options[k].key)) k++;
+		if(k == SINGLE_COUNT){
 			errtext__set(err, errlen, "unknown option plugin_opt_%.*s%s", Q(key));
 			rc = EINVAL;
+			goto error;
 		}
-		if(first){
-			errtext__set(err, errlen, "plugin_opt_%s " QFMT ": given twice (first " QFMT "); it may be given once", key, Q(v), Q(*first));
+		if(first[k]){
+			errtext__set(err, errlen, "plugin_opt_%s " QFMT ": given twice (first " QFMT "); it may be given once", key, Q(v), Q(first[k]));
 			rc = EINVAL;
+			goto error;
 		}
+		first[k] = v;
+		rc = single_options[k].set(&c, v, err, errlen);
 		if(rc) goto error;
 	}
 	if(c.policies.count == 0){
 		errtext__set(err, errlen, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
+		rc = EINVAL;
+		goto error;
+	}
+	if(c.state_save_on_change && c.state_file == NULL){
+		errtext__set(err, errlen, "plugin_opt_state_save_on_change true needs plugin_opt_state_file");
 		rc = EINVAL;
 		goto error;
 	}
@@ -297,5 +358,6 @@ void config__free(struct dlq_config *c)
 	if(c == NULL) return;
 	policy__table_free(&c->policies);
 	free(c->policy_file);
+	free(c->state_file);
 	memset(c, 0, sizeof(*c));
 }

@@ -7,6 +7,7 @@
 #ifndef DLQ_CONFIG_H
 #define DLQ_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,13 @@ struct dlq_config {
 	uint64_t nack_window_ms;          /* plugin_opt_nack_window */
 	uint64_t max_pending_bytes;       /* plugin_opt_max_pending_bytes */
 	char *policy_file;                /* owned; plugin_opt_policy_file or NULL */
+	char *state_file;                 /* owned; plugin_opt_state_file or NULL: no durable state */
+	uint64_t state_save_interval_ms;  /* plugin_opt_state_save_interval */
+	bool state_save_on_change;        /* plugin_opt_state_save_on_change: journal every change */
+	/* Facts about the broker, filled in by the adapter layer (brokerconf.c),
+	 * not options. */
+	bool broker_persistence;          /* persistence true: sessions survive a restart */
+	bool per_listener_settings;       /* the broker sends no TICK events */
 };
 
 /* Parses every option (in order) into *out, reading plugin_opt_policy_file
@@ -45,6 +53,9 @@ int config__parse_policy_json(const char *text, size_t len, const char *source, 
 /* "500ms", "30s", "10m", "1h", "1d" to milliseconds. A bare number, an
  * unknown unit, zero or an overflow is refused with EINVAL. */
 int config__parse_duration_ms(const char *s, uint64_t *out);
+
+/* As config__parse_duration_ms, but zero ("0s", "0ms") is a valid delay. */
+int config__parse_delay_ms(const char *s, uint64_t *out);
 
 /* "65536", "512KiB", "64MiB", "1GiB" (also kB/MB/GB as powers of 1000) to
  * bytes. Zero or an overflow is refused with EINVAL. */

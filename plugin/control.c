@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "config.h"
 #include "control.h"
 #include "mosquitto_dlq.h"
 
@@ -111,12 +112,15 @@ static int add_response(cJSON *responses, const char *command, const char *id, s
 				|| cJSON_AddNumberToObject(r, "maxAttempts", res->max_attempts) == NULL){
 			return ENOMEM;
 		}
+		if(res->status == DLQ_NACK_RETRIED && cJSON_AddNumberToObject(r, "delayMs", (double)res->delay_ms) == NULL){
+			return ENOMEM;
+		}
 	}
 	return 0;
 }
 
-static int run_nack(struct dlq *d, const char *client, const char *id, size_t id_len,
-		const char *reason, size_t reason_len, const cJSON *correlation,
+static int run_nack(struct dlq *d, const struct dlq_control_request *req, const char *id, size_t id_len,
+		const char *reason, size_t reason_len, int64_t delay_ms, const cJSON *correlation,
 		cJSON *responses, unsigned *errors)
 {
 	char reason_buf[DLQ_REASON_MAX_BYTES + 1];
@@ -124,7 +128,9 @@ static int run_nack(struct dlq *d, const char *client, const char *id, size_t id
 		.id = id,
 		.id_len = id_len,
 		.reason = clean_reason(reason, reason_len, reason_buf),
-		.client = client,
+		.client = req->client,
+		.client_persists = req->client_persists,
+		.delay_ms = delay_ms,
 	};
 	struct dlq_nack_result res;
 	dlq__nack(d, &n, &res);
@@ -153,8 +159,25 @@ static int handle_compact(struct dlq *d, const struct dlq_control_request *req, 
 	while(len && is_space(p[len - 1])){
 		len--;
 	}
+	int64_t delay = -1;
+	if(req->delay_ms){
+		/* Plain digits only: strtoll alone would take a sign and blanks. */
+		char *end = NULL;
+		bool ok = req->delay_ms[0] >= '0' && req->delay_ms[0] <= '9';
+		if(ok){
+			errno = 0;
+			long long v = strtoll(req->delay_ms, &end, 10);
+			ok = *end == '\0' && errno != ERANGE;
+			delay = v;
+		}
+		if(!ok){
+			(*errors)++;
+			return add_response(responses, DLQ_COMMAND_NACK, p, len, NULL, NULL,
+					"\"" DLQ_PROP_NACK_DELAY_MS "\" must be a whole number of milliseconds");
+		}
+	}
 	const char *reason = req->reason;
-	return run_nack(d, req->client, p, len, reason, reason ? strlen(reason) : 0, NULL, responses, errors);
+	return run_nack(d, req, p, len, reason, reason ? strlen(reason) : 0, delay, NULL, responses, errors);
 }
 
 static int command_error(cJSON *responses, const char *command, const cJSON *correlation, const char *error, unsigned *errors)
@@ -163,7 +186,7 @@ static int command_error(cJSON *responses, const char *command, const cJSON *cor
 	return add_response(responses, command, NULL, 0, correlation, NULL, error);
 }
 
-static int handle_command(struct dlq *d, const char *client, const cJSON *cmd, cJSON *responses, unsigned *errors)
+static int handle_command(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd, cJSON *responses, unsigned *errors)
 {
 	if(!cJSON_IsObject(cmd)){
 		return command_error(responses, NULL, NULL, "each command must be a JSON object", errors);
@@ -186,9 +209,19 @@ static int handle_command(struct dlq *d, const char *client, const cJSON *cmd, c
 	if(reason && !cJSON_IsString(reason) && !cJSON_IsNull(reason)){
 		return command_error(responses, DLQ_COMMAND_NACK, correlation, "\"reason\" must be a string", errors);
 	}
+	const cJSON *delay = cJSON_GetObjectItemCaseSensitive(cmd, "delay");
+	int64_t delay_ms = -1;
+	if(delay && !cJSON_IsNull(delay)){
+		uint64_t ms = 0;
+		if(!cJSON_IsString(delay) || config__parse_delay_ms(delay->valuestring, &ms) || ms > INT64_MAX){
+			return command_error(responses, DLQ_COMMAND_NACK, correlation,
+					"\"delay\" must be a duration with its unit, e.g. \"30s\" or \"500ms\"", errors);
+		}
+		delay_ms = (int64_t)ms;
+	}
 	const char *r = cJSON_IsString(reason) ? reason->valuestring : NULL;
-	return run_nack(d, client, id->valuestring, strlen(id->valuestring), r, r ? strlen(r) : 0,
-			correlation, responses, errors);
+	return run_nack(d, req, id->valuestring, strlen(id->valuestring), r, r ? strlen(r) : 0,
+			delay_ms, correlation, responses, errors);
 }
 
 static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJSON *responses, unsigned *errors)
@@ -206,7 +239,7 @@ static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJS
 	}else{
 		const cJSON *cmd;
 		cJSON_ArrayForEach(cmd, commands){
-			rc = handle_command(d, req->client, cmd, responses, errors);
+			rc = handle_command(d, req, cmd, responses, errors);
 			if(rc) break;
 		}
 	}

@@ -18,7 +18,9 @@ struct dlq_control_request {
 	const void *payload;     /* borrowed */
 	size_t payload_len;
 	const char *client;      /* borrowed: the sender's client id */
+	bool client_persists;    /* the sender's session outlives its connection */
 	const char *reason;      /* borrowed: compact form's "reason" user property, or NULL */
+	const char *delay_ms;    /* borrowed: compact form's "delay-ms" user property, or NULL */
 };
 
 struct dlq_control_reply {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The engine (see dlq.h): tracking inbound publishes, turning NACKs into
- * retry copies and dead letters, keeping what the broker has not accepted,
- * and holding the memory bound. Every outbound effect goes through port.h.
+ * retry copies (at once or after a delay) and dead letters, keeping what the
+ * broker has not taken, and holding the memory bound. Every outbound effect
+ * goes through port.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,15 +19,21 @@
 /* At most one "evicting" warning per this many milliseconds. */
 #define EVICT_LOG_INTERVAL_MS 60000
 
-int dlq__init(struct dlq *d, struct dlq_config *cfg)
+int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
 	outbox__init(&d->outbox);
+	schedule__init(&d->delayed);
 	idgen__init(&d->idgen);
-	d->last_evict_log_ms = 0;
-	return ledger__init(&d->ledger);
+	d->next_seq = 1;
+	d->persist.journal_fd = -1;
+	if(ledger__init(&d->ledger)){
+		snprintf(err, errlen, "out of memory");
+		return ENOMEM;
+	}
+	return persist__open(d, err, errlen);
 }
 
 const struct dlq_policy *dlq__policy_for(const struct dlq *d, const char *topic)
@@ -40,15 +47,15 @@ static const char *kind_text(const struct dlq_envelope *e)
 }
 
 /* Makes room for bytes more in the ledger, oldest records first, without
- * touching what the outbox owes. */
+ * touching what is owed. */
 static void make_room(struct dlq *d, size_t bytes)
 {
 	uint64_t max = d->cfg.max_pending_bytes;
-	uint64_t used = d->ledger.bytes + d->outbox.bytes;
-	if(used + bytes <= max) return;
+	uint64_t owed = dlq__owed_bytes(d);
+	if(d->ledger.bytes + owed + bytes <= max) return;
 
 	uint64_t target = 0;
-	if(max > d->outbox.bytes + bytes) target = max - d->outbox.bytes - bytes;
+	if(max > owed + bytes) target = max - owed - bytes;
 	size_t n = ledger__evict_to(&d->ledger, target);
 	d->counters.evicted += n;
 	uint64_t now = port__now_ms();
@@ -64,7 +71,7 @@ static void make_room(struct dlq *d, size_t bytes)
 static int remember(struct dlq *d, struct dlq_record *r)
 {
 	size_t bytes = record__bytes(r);
-	if(d->outbox.bytes + bytes > d->cfg.max_pending_bytes){
+	if(dlq__owed_bytes(d) + bytes > d->cfg.max_pending_bytes){
 		record__free(r);
 		return ENOSPC;
 	}
@@ -104,8 +111,29 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 	return 0;
 }
 
-/* Hands e to the broker. Accepted: a targeted retry copy waits in "fresh"
- * until the next tick, anything else is done. Refused: e waits in "owed". */
+/* A retry copy the broker has accepted becomes NACKable in turn. Its
+ * record is made now, not at the NACK, so that a delay does not eat its
+ * NACK window. */
+static void record_copy(struct dlq *d, struct dlq_envelope *e)
+{
+	e->recorded = true;
+	if(e->policy == NULL) return;
+	struct dlq_record *copy = record__new(&e->id, &e->origin_id, e->topic, e->origin_topic,
+			e->payload, e->payload_len, e->headers, e->headers_len, e->policy,
+			(uint16_t)(e->retry_count + 1), e->qos, port__now_ms());
+	if(copy == NULL){
+		port__log(DLQ_LOG_ERR, "out of memory: retry copy on \"%s\" is sent, but it cannot be NACKed", e->topic);
+		return;
+	}
+	copy->first_nack_ms = e->first_nack_ms;
+	if(remember(d, copy)){
+		port__log(DLQ_LOG_WARNING, "retry copy on \"%s\" does not fit max_pending_bytes: it is sent, "
+				"but it cannot be NACKed", e->topic);
+	}
+}
+
+/* Hands e to the broker. Accepted: e waits in "sent" until the broker has
+ * taken it. Refused: e waits in "owed". Takes e either way. */
 static void send_envelope(struct dlq *d, struct dlq_envelope *e)
 {
 	struct dlq_headers h = {0};
@@ -115,6 +143,7 @@ static void send_envelope(struct dlq *d, struct dlq_envelope *e)
 				e->payload, e->payload_len, h.data, h.len);
 	}
 	headers__free(&h);
+	d->changes++;
 
 	if(rc == 0){
 		if(e->kind == DLQ_ENV_DEAD_LETTER){
@@ -125,12 +154,9 @@ static void send_envelope(struct dlq *d, struct dlq_envelope *e)
 					e->origin_topic, origin, e->topic, (unsigned)e->retry_count, e->reason);
 		}else{
 			d->counters.retry_copies++;
+			if(!e->recorded) record_copy(d, e);
 		}
-		if(e->target_client){
-			outbox__push(&d->outbox, &d->outbox.fresh, e);
-		}else{
-			envelope__free(e);
-		}
+		outbox__push(&d->outbox, &d->outbox.sent, e);
 		return;
 	}
 
@@ -142,20 +168,21 @@ static void send_envelope(struct dlq *d, struct dlq_envelope *e)
 	outbox__push(&d->outbox, &d->outbox.owed, e);
 }
 
-/* Owed envelopes are never evicted, so a new one is taken only while the
- * outbox, with it, stays within the bound. */
-static bool fits_outbox(const struct dlq *d, const struct dlq_envelope *e)
+/* Owed envelopes are never evicted, so a new one is taken only while what
+ * is owed, with it, stays within the bound. */
+static bool fits_owed(const struct dlq *d, const struct dlq_envelope *e)
 {
-	return d->outbox.bytes + e->bytes <= d->cfg.max_pending_bytes;
+	return dlq__owed_bytes(d) + e->bytes <= d->cfg.max_pending_bytes;
 }
 
 static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nack *n, struct dlq_nack_result *res)
 {
 	struct dlq_id copy_id;
+	double jitter = 0.0;
 	const struct dlq_policy *p = r->policy;
 	const char *target = p->retry_to ? NULL : n->client;
 
-	if(idgen__next(&d->idgen, &copy_id)){
+	if(idgen__next(&d->idgen, &copy_id) || (p->retry_jitter > 0.0 && idgen__fraction(&d->idgen, &jitter))){
 		res->status = DLQ_NACK_RANDOM_FAILED;
 		return;
 	}
@@ -164,27 +191,44 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 		res->status = DLQ_NACK_NOMEM;
 		return;
 	}
-	if(!fits_outbox(d, e)){
+	if(!fits_owed(d, e)){
 		envelope__free(e);
 		res->status = DLQ_NACK_FULL;
 		return;
 	}
-	/* The copy is NACKable in turn. Its record is built from the envelope:
-	 * making room for it may evict r itself. */
-	struct dlq_record *copy = record__new(&copy_id, &e->origin_id, e->topic, e->origin_topic,
-			e->payload, e->payload_len, e->headers, e->headers_len, p,
-			(uint16_t)(r->attempt + 1), e->qos, port__now_ms());
-	if(copy == NULL){
+	e->seq = d->next_seq++;
+	e->target_persists = target && n->client_persists;
+	e->delay_ms = policy__retry_delay_ms(p, r->attempt, n->delay_ms, jitter);
+	res->delay_ms = e->delay_ms;
+	if(e->delay_ms == 0){
+		res->status = DLQ_NACK_RETRIED;
+		persist__note_add(d, e);
+		send_envelope(d, e);
+		return;
+	}
+	e->due_ms = port__now_ms() + e->delay_ms;
+	if(schedule__push(&d->delayed, e)){
 		envelope__free(e);
 		res->status = DLQ_NACK_NOMEM;
 		return;
 	}
-	r = NULL;
-	if(remember(d, copy)){
-		port__log(DLQ_LOG_WARNING, "retry copy on \"%s\" does not fit max_pending_bytes: it is sent, "
-				"but it cannot be NACKed", e->topic);
-	}
+	d->changes++;
+	d->counters.delayed++;
+	persist__note_add(d, e);
 	res->status = DLQ_NACK_RETRIED;
+}
+
+static void nack_dead_letter(struct dlq *d, struct dlq_record *r, const struct dlq_nack *n, struct dlq_nack_result *res)
+{
+	struct dlq_envelope *e = envelope__dead_letter(r, n->client, n->reason, port__wall_ms());
+	if(e == NULL || !fits_owed(d, e)){
+		res->status = e ? DLQ_NACK_FULL : DLQ_NACK_NOMEM;
+		envelope__free(e);
+		return;
+	}
+	e->seq = d->next_seq++;
+	res->status = DLQ_NACK_DEAD_LETTERED;
+	persist__note_add(d, e);
 	send_envelope(d, e);
 }
 
@@ -204,7 +248,7 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 	}
 	res->attempt = r->attempt;
 	res->max_attempts = r->policy->max_attempts;
-	if(d->outbox.bytes >= d->cfg.max_pending_bytes){
+	if(dlq__owed_bytes(d) >= d->cfg.max_pending_bytes){
 		res->status = DLQ_NACK_FULL;
 		goto refused;
 	}
@@ -217,25 +261,16 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 		goto refused;
 	}
 
+	/* On failure nothing was published or recorded, so r is still there
+	 * and the nacker is undone: the NACK may be made again. */
 	if(r->attempt < r->policy->max_attempts){
-		/* nack_retry may evict r; the nacker is undone only on failure,
-		 * and then r is still there (nothing was inserted). */
-		struct dlq_record *keep = r;
 		nack_retry(d, r, n, res);
-		if(res->status != DLQ_NACK_RETRIED){
-			ledger__drop_last_nacker(&d->ledger, keep);
-			goto refused;
-		}
 	}else{
-		struct dlq_envelope *e = envelope__dead_letter(r, n->client, n->reason, port__wall_ms());
-		if(e == NULL || !fits_outbox(d, e)){
-			res->status = e ? DLQ_NACK_FULL : DLQ_NACK_NOMEM;
-			envelope__free(e);
-			ledger__drop_last_nacker(&d->ledger, r);
-			goto refused;
-		}
-		res->status = DLQ_NACK_DEAD_LETTERED;
-		send_envelope(d, e);
+		nack_dead_letter(d, r, n, res);
+	}
+	if(res->status != DLQ_NACK_RETRIED && res->status != DLQ_NACK_DEAD_LETTERED){
+		ledger__drop_last_nacker(&d->ledger, r);
+		goto refused;
 	}
 	d->counters.nacks++;
 	/* The envelope and the nacker took room: the ledger gives it back. */
@@ -263,43 +298,79 @@ const char *dlq__nack_status_text(enum dlq_nack_status s)
 
 void dlq__tick(struct dlq *d)
 {
-	d->counters.expired += ledger__expire(&d->ledger, port__now_ms(), d->cfg.nack_window_ms);
+	uint64_t now = port__now_ms();
 
-	/* What was handed over before this tick reaches its session at the top
-	 * of the next loop pass, before any client can leave: done with it. */
-	while(d->outbox.fresh.head){
-		struct dlq_envelope *e = d->outbox.fresh.head;
-		outbox__unlink(&d->outbox, &d->outbox.fresh, e);
-		envelope__free(e);
+	/* What was accepted before the previous tick was taken by the broker
+	 * at the top of this loop pass. */
+	if(d->outbox.settling.count){
+		for(const struct dlq_envelope *e = d->outbox.settling.head; e; e = e->next){
+			persist__note_remove(d, e->seq);
+		}
+		outbox__free_list(&d->outbox, &d->outbox.settling);
+		d->changes++;
+	}
+	d->counters.expired += ledger__expire(&d->ledger, now, d->cfg.nack_window_ms);
+
+	struct dlq_envelope *e;
+	while((e = schedule__peek(&d->delayed)) != NULL && e->due_ms <= now){
+		schedule__remove(&d->delayed, e);
+		send_envelope(d, e);
 	}
 
 	/* Try everything owed once; what fails again goes back in order. */
 	size_t n = d->outbox.owed.count;
 	while(n-- > 0){
-		struct dlq_envelope *e = d->outbox.owed.head;
+		e = d->outbox.owed.head;
 		outbox__unlink(&d->outbox, &d->outbox.owed, e);
 		send_envelope(d, e);
 	}
+
+	/* Everything accepted so far is taken at the top of the next pass. */
+	outbox__move_all(&d->outbox.settling, &d->outbox.sent);
+	persist__tick(d);
+}
+
+static bool is_copy_for(const struct dlq_envelope *e, const char *client)
+{
+	return e->kind == DLQ_ENV_RETRY_COPY && e->target_client && !strcmp(e->target_client, client);
+}
+
+static const char *gone_reason(const char *client, char *buf, size_t size)
+{
+	snprintf(buf, size, "subscriber \"%s\" left without a session before its retry copy was delivered", client);
+	return buf;
+}
+
+/* The dead letter for copy e, sent; NULL if it could not be made (then e
+ * stays where it is, and the caller must leave it there). */
+static bool divert(struct dlq *d, const struct dlq_envelope *e, const char *reason)
+{
+	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
+	if(dl == NULL){
+		port__log(DLQ_LOG_ERR, "out of memory: retry copy for \"%s\" on \"%s\" may be lost with its session",
+				e->target_client, e->topic);
+		return false;
+	}
+	dl->seq = d->next_seq++;
+	persist__note_add(d, dl);
+	persist__note_remove(d, e->seq);
+	send_envelope(d, dl);
+	return true;
 }
 
 /* Replaces every retry copy for client in list with its dead letter. */
-static void divert_copies(struct dlq *d, struct dlq_envelope_list *list, const char *client)
+static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const char *client, const char *reason)
 {
-	char reason[256];
-	snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session before its retry copy was delivered", client);
-
 	struct dlq_envelope *e = list->head;
 	while(e){
 		struct dlq_envelope *next = e->next;
-		if(e->kind == DLQ_ENV_RETRY_COPY && e->target_client && !strcmp(e->target_client, client)){
-			struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
-			if(dl == NULL){
-				port__log(DLQ_LOG_ERR, "out of memory: retry copy for \"%s\" on \"%s\" may be lost with its session",
-						client, e->topic);
-			}else{
-				outbox__unlink(&d->outbox, list, e);
+		if(is_copy_for(e, client)){
+			/* Unlinked first: divert may push onto this very list. */
+			outbox__unlink(&d->outbox, list, e);
+			if(divert(d, e, reason)){
 				envelope__free(e);
-				send_envelope(d, dl);
+			}else{
+				outbox__push(&d->outbox, list, e);
 			}
 		}
 		e = next;
@@ -308,20 +379,53 @@ static void divert_copies(struct dlq *d, struct dlq_envelope_list *list, const c
 
 void dlq__client_gone(struct dlq *d, const char *client, bool session_persists)
 {
+	char reason[256];
+
 	if(session_persists || client == NULL) return;
-	divert_copies(d, &d->outbox.fresh, client);
-	divert_copies(d, &d->outbox.owed, client);
+	gone_reason(client, reason, sizeof(reason));
+	divert_list(d, &d->outbox.sent, client, reason);
+	divert_list(d, &d->outbox.owed, client, reason);
+
+	/* Delayed copies for the client: collected first, since removing one
+	 * reorders the heap. */
+	size_t n = 0;
+	for(size_t i = 0; i < d->delayed.count; i++){
+		if(is_copy_for(d->delayed.heap[i], client)) n++;
+	}
+	if(n == 0) return;
+	struct dlq_envelope **found = malloc(n * sizeof(*found));
+	if(found == NULL){
+		port__log(DLQ_LOG_ERR, "out of memory: %zu delayed retry copies for \"%s\" stay scheduled for a client that has gone",
+				n, client);
+		return;
+	}
+	n = 0;
+	for(size_t i = 0; i < d->delayed.count; i++){
+		if(is_copy_for(d->delayed.heap[i], client)) found[n++] = d->delayed.heap[i];
+	}
+	for(size_t i = 0; i < n; i++){
+		schedule__remove(&d->delayed, found[i]);
+		if(divert(d, found[i], reason)){
+			envelope__free(found[i]);
+		}else if(schedule__push(&d->delayed, found[i])){
+			/* The heap only shrank, so this cannot fail; free rather than leak. */
+			envelope__free(found[i]);
+		}
+	}
+	free(found);
 }
 
 void dlq__cleanup(struct dlq *d)
 {
 	/* Publishing now would be in vain: Mosquitto 2.0 closes its message
 	 * store before it unloads plugins, and never again processes what a
-	 * plugin queues (src/mosquitto.c). So what is owed is reported, once. */
-	if(d->outbox.owed.count){
-		port__log(DLQ_LOG_ERR, "%zu retry copies or dead letters the broker had not accepted are lost at shutdown",
-				d->outbox.owed.count);
+	 * plugin queues (src/mosquitto.c). So what is owed is saved, or, with
+	 * no state file, reported. */
+	size_t owed = persist__close(d);
+	if(owed){
+		port__log(DLQ_LOG_ERR, "%zu retry copies or dead letters the broker had not accepted are lost at shutdown", owed);
 	}
+	schedule__cleanup(&d->delayed);
 	outbox__cleanup(&d->outbox);
 	ledger__cleanup(&d->ledger);
 	config__free(&d->cfg);

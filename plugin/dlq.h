@@ -16,6 +16,8 @@
 #include "id.h"
 #include "ledger.h"
 #include "outbox.h"
+#include "persist.h"
+#include "schedule.h"
 
 struct dlq_counters {
 	uint64_t tracked;          /* inbound publishes stamped */
@@ -23,6 +25,7 @@ struct dlq_counters {
 	uint64_t nacks;            /* NACKs accepted */
 	uint64_t nacks_refused;    /* unknown/expired/malformed/duplicate/full */
 	uint64_t retry_copies;     /* retry copies accepted by the broker */
+	uint64_t delayed;          /* retry copies held back for a delay */
 	uint64_t dead_letters;     /* dead letters accepted by the broker */
 	uint64_t publish_failures; /* broker refused a publish (kept and retried) */
 	uint64_t expired;          /* records that left the NACK window */
@@ -33,17 +36,23 @@ struct dlq {
 	struct dlq_config cfg;    /* owned */
 	struct dlq_ledger ledger; /* owned */
 	struct dlq_outbox outbox; /* owned */
+	struct dlq_schedule delayed; /* owned: retry copies waiting for their delay */
 	struct dlq_idgen idgen;
+	uint64_t next_seq;        /* envelope sequence numbers */
+	uint64_t changes;         /* bumped on every change of what is owed (state saving) */
+	struct dlq_persist persist; /* owned: state file and journal */
 	struct dlq_counters counters;
 	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */
 };
 
-/* Takes ownership of *cfg (zeroed on return, whatever the result). Returns 0
- * or ENOMEM. */
-int dlq__init(struct dlq *d, struct dlq_config *cfg);
+/* Takes ownership of *cfg (zeroed on return, whatever the result) and, with
+ * a state file, restores the saved state (see persist.h). Returns 0, ENOMEM,
+ * or an errno from the state file with a message in err; on failure call
+ * dlq__cleanup all the same. */
+int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen);
 
-/* Logs what is still owed (it cannot be published any more), then frees
- * everything. */
+/* Saves the state (with a state file) or logs what is still owed (it cannot
+ * be published any more), then frees everything. */
 void dlq__cleanup(struct dlq *d);
 
 /* The policy for an inbound publish on topic, or NULL: then the message is
@@ -74,12 +83,15 @@ struct dlq_nack {
 	size_t id_len;
 	const char *reason;      /* borrowed, NUL-terminated, or NULL */
 	const char *client;      /* borrowed: the NACKing client's id */
+	bool client_persists;    /* the client's session outlives its connection */
+	int64_t delay_ms;        /* the delay the NACK asks for; negative: the policy's */
 };
 
 struct dlq_nack_result {
 	enum dlq_nack_status status;
 	unsigned attempt;        /* the delivery that was NACKed (1 = first) */
 	unsigned max_attempts;
+	uint64_t delay_ms;       /* retried: how long the copy is held back */
 };
 
 /* Handles one NACK: a retry copy or a dead letter when accepted. Publishing
@@ -89,13 +101,20 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 /* A stable, human-readable text for a status. */
 const char *dlq__nack_status_text(enum dlq_nack_status s);
 
-/* Once per broker loop pass: expires records, retries owed envelopes and
- * lets go of fresh retry copies the broker has now handed over. */
+/* Once per broker loop pass: lets go of what the broker has taken, expires
+ * records, publishes the retry copies now due, and retries owed envelopes. */
 void dlq__tick(struct dlq *d);
 
 /* A client's connection ended. When its session ended with it
- * (session_persists false), retry copies owed to it, or sent to it in this
- * loop pass, become dead letters. */
+ * (session_persists false), retry copies for it that are owed, delayed, or
+ * were sent in this loop pass (the broker has not taken them yet) become
+ * dead letters. */
 void dlq__client_gone(struct dlq *d, const char *client, bool session_persists);
+
+/* Bytes of everything the plugin owes: outbox and delayed copies. */
+static inline uint64_t dlq__owed_bytes(const struct dlq *d)
+{
+	return d->outbox.bytes + d->delayed.bytes;
+}
 
 #endif

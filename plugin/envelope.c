@@ -22,6 +22,7 @@ struct parts {
 	const char *dead_letter;
 	const char *reason;
 	const char *client;
+	const struct dlq_policy *policy;
 	const uint8_t *payload;
 	uint32_t payload_len;
 	const uint8_t *headers;
@@ -72,8 +73,29 @@ static struct dlq_envelope *envelope_new(enum dlq_envelope_kind kind, const stru
 	e->payload_len = pt->payload_len;
 	e->headers = put_bytes(&p, pt->headers, pt->headers_len);
 	e->headers_len = pt->headers_len;
+	e->policy = pt->policy;
 	e->bytes = size;
 	return e;
+}
+
+struct dlq_envelope *envelope__new(enum dlq_envelope_kind kind, const char *target_client, const char *topic,
+		const char *origin_topic, const char *filter, const char *dead_letter, const char *reason,
+		const char *client, const void *payload, uint32_t payload_len, const void *headers, uint32_t headers_len)
+{
+	struct parts pt = {
+		.target_client = target_client,
+		.topic = topic,
+		.origin_topic = origin_topic,
+		.filter = filter,
+		.dead_letter = dead_letter,
+		.reason = reason,
+		.client = client,
+		.payload = payload,
+		.payload_len = payload_len,
+		.headers = headers,
+		.headers_len = headers_len,
+	};
+	return envelope_new(kind, &pt);
 }
 
 static void parts_from_record(struct parts *pt, const struct dlq_record *r, const char *nacking_client)
@@ -81,6 +103,7 @@ static void parts_from_record(struct parts *pt, const struct dlq_record *r, cons
 	memset(pt, 0, sizeof(*pt));
 	pt->origin_topic = record__origin_topic(r);
 	pt->filter = r->policy->filter;
+	pt->policy = r->policy;
 	pt->dead_letter = r->policy->dead_letter;
 	pt->client = nacking_client;
 	pt->payload = record__payload(r);
@@ -102,6 +125,7 @@ struct dlq_envelope *envelope__retry_copy(const struct dlq_record *r, const stru
 	e->id = *copy_id;
 	e->origin_id = r->origin_id;
 	e->time_ms = now_ms;
+	e->first_nack_ms = r->first_nack_ms ? r->first_nack_ms : now_ms;
 	e->retry_count = r->attempt;
 	e->qos = r->qos;
 	return e;
@@ -125,6 +149,7 @@ struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const cha
 	e->id = r->id;
 	e->origin_id = r->origin_id;
 	e->time_ms = now_ms;
+	e->first_nack_ms = r->first_nack_ms ? r->first_nack_ms : now_ms;
 	e->retry_count = r->attempt;
 	e->qos = r->qos;
 	return e;
@@ -143,12 +168,14 @@ struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *
 		.payload_len = c->payload_len,
 		.headers = c->headers,
 		.headers_len = c->headers_len,
+		.policy = c->policy,
 	};
 	struct dlq_envelope *e = envelope_new(DLQ_ENV_DEAD_LETTER, &pt);
 	if(e == NULL) return NULL;
 	e->id = c->id;
 	e->origin_id = c->origin_id;
 	e->time_ms = now_ms;
+	e->first_nack_ms = c->first_nack_ms;
 	/* The copy was never delivered: the count stays what it said. */
 	e->retry_count = c->retry_count;
 	e->qos = c->qos;
@@ -187,6 +214,10 @@ int envelope__headers(const struct dlq_envelope *e, struct dlq_headers *h)
 				|| headers__add_user(h, DLQ_PROP_ORIGIN_TOPIC, e->origin_topic)
 				|| headers__add_user(h, DLQ_PROP_ORIGIN_ID, origin_id)){
 			return ENOMEM;
+		}
+		if(e->delay_ms){
+			envelope__format_time(e->first_nack_ms, when);
+			if(headers__add_user(h, DLQ_PROP_FIRST_NACK_TIME, when)) return ENOMEM;
 		}
 		return 0;
 	}

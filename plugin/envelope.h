@@ -44,6 +44,14 @@ struct dlq_envelope {
 	uint8_t qos;
 	unsigned failures;          /* failed publish attempts so far */
 	size_t bytes;               /* accounted size */
+	const struct dlq_policy *policy; /* borrowed; the chain's policy (NULL once its table is gone) */
+	uint64_t seq;               /* order of creation, unique per instance: the state file's key */
+	uint64_t due_ms;            /* delayed retry copies: monotonic time it is due */
+	size_t heap_index;          /* slot in the schedule while delayed */
+	int64_t first_nack_ms;      /* wall clock of the chain's first NACK */
+	uint64_t delay_ms;          /* retry copies: how long it was held back (0: not at all) */
+	bool target_persists;       /* the target client's session outlives its connection */
+	bool recorded;              /* retry copies: its ledger record was made */
 	char data[];
 };
 
@@ -52,6 +60,13 @@ struct dlq_envelope {
  * when out of memory. */
 struct dlq_envelope *envelope__retry_copy(const struct dlq_record *r, const struct dlq_id *copy_id,
 		const char *retry_topic, const char *target_client, const char *nacking_client, int64_t now_ms);
+
+/* Allocates an envelope from its parts: strings may be NULL (left NULL),
+ * payload and headers are copied. Numeric fields are zero. Used by the state
+ * file to rebuild what was saved. Returns NULL when out of memory. */
+struct dlq_envelope *envelope__new(enum dlq_envelope_kind kind, const char *target_client, const char *topic,
+		const char *origin_topic, const char *filter, const char *dead_letter, const char *reason,
+		const char *client, const void *payload, uint32_t payload_len, const void *headers, uint32_t headers_len);
 
 /* The dead letter of r, to its policy's dead-letter topic. reason NULL means
  * attempts ran out. */
@@ -64,6 +79,7 @@ struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *
 
 /* Writes the properties e is published with into h: the original headers,
  * then for a retry copy dlq-id, retry-count, origin-topic, origin-id, and for
+ * a retry copy that was held back also first-nack-time; for
  * a dead letter retry-count, origin-topic, origin-id, dead-letter-reason,
  * dead-letter-client, dead-letter-filter, dead-letter-time. Returns 0 or
  * ENOMEM. */

@@ -30,6 +30,16 @@ int idgen__next(struct dlq_idgen *g, struct dlq_id *out)
 	return 0;
 }
 
+int idgen__fraction(struct dlq_idgen *g, double *out)
+{
+	struct dlq_id id;
+	int rc = idgen__next(g, &id);
+	if(rc) return rc;
+	uint32_t v = ((uint32_t)id.raw[0] << 24) | ((uint32_t)id.raw[1] << 16) | ((uint32_t)id.raw[2] << 8) | id.raw[3];
+	*out = v / 4294967296.0;
+	return 0;
+}
+
 void id__encode(const struct dlq_id *id, char out[DLQ_ID_LEN + 1])
 {
 	/* 12 bytes are exactly 16 base64 characters: no padding. */

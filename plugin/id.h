@@ -30,6 +30,10 @@ void idgen__init(struct dlq_idgen *g);
  * failed (no id is made from anything but the OS's random bytes). */
 int idgen__next(struct dlq_idgen *g, struct dlq_id *out);
 
+/* A uniform draw from [0, 1) for jitter, from the same random pool.
+ * Returns 0 or the port's error. */
+int idgen__fraction(struct dlq_idgen *g, double *out);
+
 /* Writes the 16-character text form and a NUL. */
 void id__encode(const struct dlq_id *id, char out[DLQ_ID_LEN + 1]);
 

@@ -56,6 +56,7 @@ struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *ori
 	r->nackers = NULL;
 	r->policy = policy;
 	r->created_ms = now_ms;
+	r->first_nack_ms = 0;
 	r->id = *id;
 	r->origin_id = origin_id ? *origin_id : *id;
 	r->payload_len = payload_len;

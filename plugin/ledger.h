@@ -29,6 +29,7 @@ struct dlq_record {
 	struct dlq_nacker *nackers;/* owned list */
 	const struct dlq_policy *policy; /* borrowed from the policy table */
 	uint64_t created_ms;
+	int64_t first_nack_ms;     /* wall clock of the chain's first NACK; 0: none yet */
 	struct dlq_id id;
 	struct dlq_id origin_id;   /* the first id of the chain (== id for an original) */
 	uint32_t payload_len;

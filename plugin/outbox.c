@@ -12,21 +12,37 @@ void outbox__init(struct dlq_outbox *o)
 	memset(o, 0, sizeof(*o));
 }
 
-static void free_list(struct dlq_envelope_list *list)
+void outbox__free_list(struct dlq_outbox *o, struct dlq_envelope_list *list)
 {
 	struct dlq_envelope *e = list->head;
 	while(e){
 		struct dlq_envelope *next = e->next;
+		o->bytes -= e->bytes;
 		envelope__free(e);
 		e = next;
 	}
 	memset(list, 0, sizeof(*list));
 }
 
+void outbox__move_all(struct dlq_envelope_list *to, struct dlq_envelope_list *from)
+{
+	if(from->head == NULL) return;
+	if(to->tail){
+		to->tail->next = from->head;
+		from->head->prev = to->tail;
+	}else{
+		to->head = from->head;
+	}
+	to->tail = from->tail;
+	to->count += from->count;
+	memset(from, 0, sizeof(*from));
+}
+
 void outbox__cleanup(struct dlq_outbox *o)
 {
-	free_list(&o->owed);
-	free_list(&o->fresh);
+	outbox__free_list(o, &o->owed);
+	outbox__free_list(o, &o->sent);
+	outbox__free_list(o, &o->settling);
 	o->bytes = 0;
 }
 

@@ -15,6 +15,7 @@
 #include <mosquitto_plugin.h>
 
 #include "adapters.h"
+#include "brokerconf.h"
 #include "config.h"
 #include "mosquitto_dlq.h"
 #include "port.h"
@@ -72,6 +73,22 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
 		return rc == ENOMEM ? MOSQ_ERR_NOMEM : MOSQ_ERR_INVAL;
 	}
+	struct broker_facts facts;
+	brokerconf__read(&facts);
+	if(facts.per_listener_settings){
+		port__log(DLQ_LOG_ERR, "configuration refused: per_listener_settings true (in %s) is not supported: "
+				"the broker then sends plugins no TICK events, so retry delays, NACK windows, state saving "
+				"and retries of failed publishes could not work", facts.path);
+		config__free(&cfg);
+		return MOSQ_ERR_INVAL;
+	}
+	cfg.broker_persistence = facts.persistence;
+	cfg.per_listener_settings = facts.per_listener_settings;
+	if(cfg.state_file && !facts.persistence){
+		port__log(DLQ_LOG_WARNING, "plugin_opt_state_file is set but the broker runs without persistence%s%s: "
+				"retry copies for one subscriber cannot outlive a restart and are dead-lettered then",
+				facts.known ? " in " : "", facts.known ? facts.path : "");
+	}
 
 	pl = calloc(1, sizeof(*pl));
 	if(pl == NULL){
@@ -82,10 +99,12 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	size_t policy_count = cfg.policies.count;
 	uint64_t window = cfg.nack_window_ms;
 	uint64_t bound = cfg.max_pending_bytes;
-	if(dlq__init(&pl->engine, &cfg)){
+	rc = dlq__init(&pl->engine, &cfg, err, sizeof(err));
+	if(rc){
+		port__log(DLQ_LOG_ERR, "could not start: %s", err);
 		dlq__cleanup(&pl->engine);
 		free(pl);
-		goto nomem;
+		return rc == ENOMEM ? MOSQ_ERR_NOMEM : MOSQ_ERR_UNKNOWN;
 	}
 
 	for(size_t i = 0; i < CALLBACK_COUNT; i++){

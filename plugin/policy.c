@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "mosquitto_dlq.h"
+#include "errtext.h"
 #include "policy.h"
 #include "topic.h"
 
@@ -45,16 +46,6 @@ struct policy_trie {
 	size_t cap;
 	size_t *filter_len;      /* owned; strlen of each policy's filter */
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if(err == NULL || errlen == 0) return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static void trie_free(struct policy_trie *trie)
 {
@@ -280,23 +271,62 @@ static int check_one(const struct dlq_policy *p, char *err, size_t errlen)
 	const char *src = source_of(p);
 
 	if(!topic__valid_filter(p->filter)){
-		set_err(err, errlen, "%s: \"%s\" is not a valid topic filter", src, p->filter ? p->filter : "");
+		errtext__set(err, errlen, "%s: \"%s\" is not a valid topic filter", src, p->filter ? p->filter : "");
 		return EINVAL;
 	}
 	if(!topic__valid_publish(p->dead_letter) || p->dead_letter[0] == '$'){
-		set_err(err, errlen, "%s: dead_letter \"%s\" is not a valid topic outside '$'", src, p->dead_letter ? p->dead_letter : "");
+		errtext__set(err, errlen, "%s: dead_letter \"%s\" is not a valid topic outside '$'", src, p->dead_letter ? p->dead_letter : "");
 		return EINVAL;
 	}
 	if(p->retry_to && (!topic__valid_publish(p->retry_to) || p->retry_to[0] == '$')){
-		set_err(err, errlen, "%s: retry_to \"%s\" is not a valid topic outside '$'", src, p->retry_to);
+		errtext__set(err, errlen, "%s: retry_to \"%s\" is not a valid topic outside '$'", src, p->retry_to);
 		return EINVAL;
 	}
 	if(p->max_attempts < DLQ_MAX_ATTEMPTS_MIN || p->max_attempts > DLQ_MAX_ATTEMPTS_MAX){
-		set_err(err, errlen, "%s: max_attempts must be an integer from %d to %d, got %u",
+		errtext__set(err, errlen, "%s: max_attempts must be an integer from %d to %d, got %u",
 				src, DLQ_MAX_ATTEMPTS_MIN, DLQ_MAX_ATTEMPTS_MAX, p->max_attempts);
 		return EINVAL;
 	}
+	if(!(p->retry_backoff >= 1.0 && p->retry_backoff <= DLQ_RETRY_BACKOFF_MAX)){
+		errtext__set(err, errlen, "%s: retry_backoff must be a number from 1 to %g, got %g", src, DLQ_RETRY_BACKOFF_MAX, p->retry_backoff);
+		return EINVAL;
+	}
+	if(!(p->retry_jitter >= 0.0 && p->retry_jitter <= 1.0)){
+		errtext__set(err, errlen, "%s: retry_jitter must be a number from 0 to 1, got %g", src, p->retry_jitter);
+		return EINVAL;
+	}
+	if(p->retry_max_delay_ms == 0 || p->retry_delay_ms > p->retry_max_delay_ms){
+		errtext__set(err, errlen, "%s: retry_delay (%llu ms) must not exceed retry_max_delay (%llu ms), which must not be zero",
+				src, (unsigned long long)p->retry_delay_ms, (unsigned long long)p->retry_max_delay_ms);
+		return EINVAL;
+	}
 	return 0;
+}
+
+void policy__set_defaults(struct dlq_policy *p)
+{
+	p->retry_delay_ms = 0;
+	p->retry_max_delay_ms = DLQ_DEFAULT_RETRY_MAX_DELAY_MS;
+	p->retry_backoff = 1.0;
+	p->retry_jitter = 0.0;
+}
+
+uint64_t policy__retry_delay_ms(const struct dlq_policy *p, unsigned attempt, int64_t requested_ms, double random)
+{
+	double cap = (double)p->retry_max_delay_ms;
+	if(requested_ms >= 0){
+		return (uint64_t)requested_ms < p->retry_max_delay_ms ? (uint64_t)requested_ms : p->retry_max_delay_ms;
+	}
+	if(p->retry_delay_ms == 0) return 0;
+	/* Multiplying step by step stops at the cap, so a large attempt
+	 * cannot overflow. */
+	double d = (double)p->retry_delay_ms;
+	for(unsigned i = 1; i < attempt && d < cap; i++){
+		d *= p->retry_backoff;
+	}
+	if(d > cap) d = cap;
+	d -= d * p->retry_jitter * random;
+	return (uint64_t)d;
 }
 
 int policy__table_finish(struct dlq_policy_table *t, char *err, size_t errlen)
@@ -344,7 +374,7 @@ int policy__table_finish(struct dlq_policy_table *t, char *err, size_t errlen)
 	free(order);
 	order = NULL;
 	if(dup != NONE){
-		set_err(err, errlen, "duplicate policy filter \"%s\": %s repeats %s",
+		errtext__set(err, errlen, "duplicate policy filter \"%s\": %s repeats %s",
 				t->items[dup].filter, source_of(&t->items[dup]), source_of(&t->items[dup_of]));
 		trie_free(trie);
 		return EINVAL;
@@ -357,7 +387,7 @@ int policy__table_finish(struct dlq_policy_table *t, char *err, size_t errlen)
 		const struct dlq_policy *p = &t->items[i];
 		const struct dlq_policy *m = policy__match(t, p->dead_letter);
 		if(m){
-			set_err(err, errlen, "dead-letter topic \"%s\" of policy \"%s\" (%s) is matched by policy filter \"%s\" (%s): "
+			errtext__set(err, errlen, "dead-letter topic \"%s\" of policy \"%s\" (%s) is matched by policy filter \"%s\" (%s): "
 					"dead letters must lie outside every tracked filter",
 					p->dead_letter, p->filter, source_of(p), m->filter, source_of(m));
 			trie_free(t->trie);
@@ -370,7 +400,7 @@ int policy__table_finish(struct dlq_policy_table *t, char *err, size_t errlen)
 oom:
 	free(order);
 	trie_free(trie);
-	set_err(err, errlen, "out of memory");
+	errtext__set(err, errlen, "out of memory");
 	return ENOMEM;
 }
 

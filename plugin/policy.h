@@ -11,12 +11,17 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct dlq_policy {
 	char *filter;         /* owned; a valid subscription filter */
 	char *dead_letter;    /* owned; a valid publish topic outside every filter */
 	char *retry_to;       /* owned; a valid publish topic, or NULL: back to the delivery topic */
 	unsigned max_attempts;/* DLQ_MAX_ATTEMPTS_MIN..DLQ_MAX_ATTEMPTS_MAX */
+	uint64_t retry_delay_ms;     /* delay before the first retry copy; 0: at once */
+	uint64_t retry_max_delay_ms; /* cap of computed and requested delays */
+	double retry_backoff;        /* multiplier per further retry, 1..DLQ_RETRY_BACKOFF_MAX */
+	double retry_jitter;         /* 0..1: a delay d is drawn from [d*(1-jitter), d] */
 	unsigned index;       /* position in declaration order, set by policy__table_add */
 	unsigned wildcards;   /* topic__wildcards(filter), set by policy__table_add */
 	char *source;         /* owned; where it was declared, e.g. "plugin_opt_policy #2" or "policies.json: policies[3]" */
@@ -49,6 +54,16 @@ const struct dlq_policy *policy__match(const struct dlq_policy_table *t, const c
 
 /* Frees everything the table owns and zeroes it. */
 void policy__table_free(struct dlq_policy_table *t);
+
+/* Sets the defaults of the optional fields (no delay, backoff 1, jitter 0,
+ * retry_max_delay DLQ_DEFAULT_RETRY_MAX_DELAY_MS) and nothing else. */
+void policy__set_defaults(struct dlq_policy *p);
+
+/* The delay before the retry copy of delivery attempt (1 = the first):
+ * retry_delay * retry_backoff^(attempt-1), capped by retry_max_delay, then
+ * jittered with random (a uniform draw from [0, 1)). When requested_ms is
+ * not negative, it replaces the computed delay (capped, not jittered). */
+uint64_t policy__retry_delay_ms(const struct dlq_policy *p, unsigned attempt, int64_t requested_ms, double random);
 
 /* Frees the strings of a policy that was never added to a table. */
 void policy__free(struct dlq_policy *p);

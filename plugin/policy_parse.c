@@ -6,6 +6,7 @@
  * to policy__table_finish.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,96 @@ static int set_max_attempts(struct dlq_policy *p, const char *v, char *err, size
 	return 0;
 }
 
+enum policy_key {
+	K_MAX_ATTEMPTS, K_DEAD_LETTER, K_RETRY_TO, K_RETRY_DELAY, K_RETRY_BACKOFF, K_RETRY_MAX_DELAY, K_RETRY_JITTER,
+	K_COUNT
+};
+static const char *const policy_keys[K_COUNT] = {
+	"max_attempts", "dead_letter", "retry_to", "retry_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
+};
+#define KNOWN_KEYS "max_attempts, dead_letter, retry_to, retry_delay, retry_backoff, retry_max_delay, retry_jitter"
+
+static bool all_digits(const char *v)
+{
+	return v[0] && strspn(v, "0123456789") == strlen(v);
+}
+
+/* retry_delay (zero allowed: "0s") and retry_max_delay: a duration with
+ * its unit, never a bare number. */
+static int set_delay(uint64_t *dst, const char *key, const char *v, bool zero_ok, char *err, size_t errlen)
+{
+	size_t digits = strspn(v, "0123456789");
+	if(all_digits(v)){
+		errtext__set(err, errlen, "%s " QFMT ": a unit is required, e.g. \"%.*ss\" (units: ms, s, m, h, d)",
+				key, Q(v), (int)digits, v);
+		return EINVAL;
+	}
+	if((zero_ok ? config__parse_delay_ms(v, dst) : config__parse_duration_ms(v, dst)) == 0) return 0;
+	errtext__set(err, errlen, "%s must be a duration with a unit (ms, s, m, h, d) such as \"30s\"%s, got " QFMT,
+			key, zero_ok ? " or \"0s\"" : "", Q(v));
+	return EINVAL;
+}
+
+/* A decimal number from lo to hi, as retry_backoff and retry_jitter take. */
+static int set_decimal(double *dst, const char *key, double d, double lo, double hi, const char *text, char *err, size_t errlen)
+{
+	if(!(d >= lo && d <= hi)){
+		if(text){
+			errtext__set(err, errlen, "%s must be a number from %g to %g, got " QFMT, key, lo, hi, Q(text));
+		}else{
+			errtext__set(err, errlen, "%s must be a number from %g to %g, got %g", key, lo, hi, d);
+		}
+		return EINVAL;
+	}
+	*dst = d;
+	return 0;
+}
+
+/* Text to a decimal; NaN when it is not a plain decimal number. */
+static double parse_decimal(const char *v)
+{
+	char *end = NULL;
+	if(!((v[0] >= '0' && v[0] <= '9') || v[0] == '.')) return NAN;
+	errno = 0;
+	double d = strtod(v, &end);
+	if(end == v || *end != '\0' || errno == ERANGE || strpbrk(v, "xXpPnNiI")) return NAN;
+	return d;
+}
+
+/* One key=value of a policy line, or a string value of the JSON file. */
+static int set_key(struct dlq_policy *p, size_t k, const char *v, char *err, size_t errlen)
+{
+	switch(k){
+		case K_MAX_ATTEMPTS:
+			return set_max_attempts(p, v, err, errlen);
+		case K_DEAD_LETTER:
+			return set_target(&p->dead_letter, policy_keys[k], v, err, errlen);
+		case K_RETRY_TO:
+			return set_target(&p->retry_to, policy_keys[k], v, err, errlen);
+		case K_RETRY_DELAY:
+			return set_delay(&p->retry_delay_ms, policy_keys[k], v, true, err, errlen);
+		case K_RETRY_MAX_DELAY:
+			return set_delay(&p->retry_max_delay_ms, policy_keys[k], v, false, err, errlen);
+		case K_RETRY_BACKOFF:
+			return set_decimal(&p->retry_backoff, policy_keys[k], parse_decimal(v), 1.0, DLQ_RETRY_BACKOFF_MAX, v, err, errlen);
+		case K_RETRY_JITTER:
+			return set_decimal(&p->retry_jitter, policy_keys[k], parse_decimal(v), 0.0, 1.0, v, err, errlen);
+	}
+	return EINVAL;
+}
+
+/* What the policy's fields say together, once all are set. */
+static int check_delays(const struct dlq_policy *p, char *err, size_t errlen)
+{
+	if(p->retry_delay_ms > p->retry_max_delay_ms){
+		errtext__set(err, errlen, "retry_delay (%llu ms) exceeds retry_max_delay (%llu ms%s)",
+				(unsigned long long)p->retry_delay_ms, (unsigned long long)p->retry_max_delay_ms,
+				p->retry_max_delay_ms == DLQ_DEFAULT_RETRY_MAX_DELAY_MS ? ", the default" : "");
+		return EINVAL;
+	}
+	return 0;
+}
+
 /* Position of the len bytes at name in keys, or count if it is none. */
 static size_t key_index(const char *const *keys, size_t count, const char *name, size_t len)
 {
@@ -103,13 +194,13 @@ static bool is_space(char c)
  * value in front. */
 int config__parse_policy_line(const char *line, struct dlq_policy *out, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"max_attempts", "dead_letter", "retry_to"};
-	bool seen[3] = {false, false, false};
+	bool seen[K_COUNT] = {false};
 	const char *s = line ? line : "";
 	char *token = NULL;
 	int rc = EINVAL;
 
 	memset(out, 0, sizeof(*out));
+	policy__set_defaults(out);
 	for(bool first = true; ; first = false){
 		while(is_space(*s)) s++;
 		if(*s == '\0') break;
@@ -125,11 +216,11 @@ int config__parse_policy_line(const char *line, struct dlq_policy *out, char *er
 		rc = EINVAL;
 
 		char *eq = strchr(token, '=');
-		size_t k = eq ? key_index(keys, 3, token, (size_t)(eq - token)) : 3;
+		size_t k = eq ? key_index(policy_keys, K_COUNT, token, (size_t)(eq - token)) : K_COUNT;
 		if(first){
 			/* '=' is legal in a filter, but a known key first means the
 			 * filter was left out. */
-			if(k < 3){
+			if(k < K_COUNT){
 				errtext__set(err, errlen, "missing filter: the value starts with " QFMT ", not a topic filter", Q(token));
 				goto error;
 			}
@@ -141,25 +232,21 @@ int config__parse_policy_line(const char *line, struct dlq_policy *out, char *er
 			errtext__set(err, errlen, "expected key=value, got " QFMT, Q(token));
 			goto error;
 		}
-		if(k == 3){
+		if(k == K_COUNT){
 			*eq = '\0';
-			errtext__set(err, errlen, "unknown key " QFMT " (known: max_attempts, dead_letter, retry_to)", Q(token));
+			errtext__set(err, errlen, "unknown key " QFMT " (known: " KNOWN_KEYS ")", Q(token));
 			goto error;
 		}
 		if(seen[k]){
-			errtext__set(err, errlen, "%s given twice", keys[k]);
+			errtext__set(err, errlen, "%s given twice", policy_keys[k]);
 			goto error;
 		}
 		seen[k] = true;
 		if(eq[1] == '\0'){
-			errtext__set(err, errlen, "%s has an empty value", keys[k]);
+			errtext__set(err, errlen, "%s has an empty value", policy_keys[k]);
 			goto error;
 		}
-		if(k == 0){
-			rc = set_max_attempts(out, eq + 1, err, errlen);
-		}else{
-			rc = set_target(k == 1 ? &out->dead_letter : &out->retry_to, keys[k], eq + 1, err, errlen);
-		}
+		rc = set_key(out, k, eq + 1, err, errlen);
 		if(rc) goto error;
 	}
 	rc = EINVAL;
@@ -169,10 +256,11 @@ int config__parse_policy_line(const char *line, struct dlq_policy *out, char *er
 	}
 	for(size_t k = 0; k < 2; k++){
 		if(!seen[k]){
-			errtext__set(err, errlen, "%s is required", keys[k]);
+			errtext__set(err, errlen, "%s is required", policy_keys[k]);
 			goto error;
 		}
 	}
+	if(check_delays(out, err, errlen)) goto error;
 	free(token);
 	return 0;
 
@@ -194,56 +282,84 @@ static const char *json_type(const cJSON *j)
 }
 
 /* One element of "policies" into *p; messages name the reason only. On
- * failure *p may hold strings: the caller frees it. */
+ * failure *p may hold strings: the caller frees it. "filter" comes first
+ * in the JSON keys, then the policy keys of a line; numbers are JSON numbers,
+ * durations strings with their unit. */
 static int json_policy(const cJSON *obj, struct dlq_policy *p, char *err, size_t errlen)
 {
-	static const char *const keys[] = {"filter", "max_attempts", "dead_letter", "retry_to"};
-	const cJSON *val[4] = {NULL, NULL, NULL, NULL}; /* borrowed from the tree */
+	const cJSON *filter = NULL;       /* borrowed from the tree */
+	const cJSON *val[K_COUNT] = {NULL}; /* borrowed from the tree */
 	const cJSON *j;
-	size_t k;
 	int rc;
 
 	if(!cJSON_IsObject(obj)){
 		errtext__set(err, errlen, "must be an object, got %s", json_type(obj));
 		return EINVAL;
 	}
+	policy__set_defaults(p);
 	cJSON_ArrayForEach(j, obj){
-		k = key_index(keys, 4, j->string, strlen(j->string));
-		if(k == 4){
-			errtext__set(err, errlen, "unknown key " QFMT " (known: filter, max_attempts, dead_letter, retry_to)", Q(j->string));
+		size_t k = key_index(policy_keys, K_COUNT, j->string, strlen(j->string));
+		const cJSON **slot = !strcmp(j->string, "filter") ? &filter : (k < K_COUNT ? &val[k] : NULL);
+		if(slot == NULL){
+			errtext__set(err, errlen, "unknown key " QFMT " (known: filter, " KNOWN_KEYS ")", Q(j->string));
 			return EINVAL;
 		}
-		if(val[k]){
-			errtext__set(err, errlen, "%s given twice", keys[k]);
+		if(*slot){
+			errtext__set(err, errlen, "%s given twice", j->string);
 			return EINVAL;
 		}
-		val[k] = j;
+		*slot = j;
 	}
-	for(k = 0; k < 4; k++){
-		if(val[k] == NULL && k < 3){
-			errtext__set(err, errlen, "%s is required", keys[k]);
-			return EINVAL;
-		}
-		if(val[k] && k != 1 && !cJSON_IsString(val[k])){
-			errtext__set(err, errlen, "%s must be a string, got %s", keys[k], json_type(val[k]));
-			return EINVAL;
-		}
-	}
-	rc = set_filter(p, val[0]->valuestring, err, errlen);
-	if(rc) return rc;
-	double d = cJSON_IsNumber(val[1]) ? val[1]->valuedouble : 0;
-	/* The range test comes first (NaN fails it), so the cast is defined. */
-	if(!cJSON_IsNumber(val[1]) || !(d >= DLQ_MAX_ATTEMPTS_MIN && d <= DLQ_MAX_ATTEMPTS_MAX) || (double)(unsigned)d != d){
-		if(cJSON_IsNumber(val[1])){
-			errtext__set(err, errlen, "max_attempts must be an integer from %d to %d, got %g", DLQ_MAX_ATTEMPTS_MIN, DLQ_MAX_ATTEMPTS_MAX, d);
-		}else{
-			errtext__set(err, errlen, "max_attempts must be an integer from %d to %d, got %s", DLQ_MAX_ATTEMPTS_MIN, DLQ_MAX_ATTEMPTS_MAX, json_type(val[1]));
-		}
+	if(filter == NULL){
+		errtext__set(err, errlen, "filter is required");
 		return EINVAL;
 	}
-	p->max_attempts = (unsigned)d;
-	rc = set_target(&p->dead_letter, "dead_letter", val[2]->valuestring, err, errlen);
-	if(rc == 0 && val[3]) rc = set_target(&p->retry_to, "retry_to", val[3]->valuestring, err, errlen);
+	for(size_t k = 0; k < 2; k++){
+		if(val[k] == NULL){
+			errtext__set(err, errlen, "%s is required", policy_keys[k]);
+			return EINVAL;
+		}
+	}
+	if(!cJSON_IsString(filter)){
+		errtext__set(err, errlen, "filter must be a string, got %s", json_type(filter));
+		return EINVAL;
+	}
+	rc = set_filter(p, filter->valuestring, err, errlen);
+	for(size_t k = 0; rc == 0 && k < K_COUNT; k++){
+		const cJSON *v = val[k];
+		if(v == NULL) continue;
+		if(k == K_MAX_ATTEMPTS){
+			double d = cJSON_IsNumber(v) ? v->valuedouble : 0;
+			/* The range test comes first (NaN fails it), so the cast is defined. */
+			if(!cJSON_IsNumber(v) || !(d >= DLQ_MAX_ATTEMPTS_MIN && d <= DLQ_MAX_ATTEMPTS_MAX) || (double)(unsigned)d != d){
+				if(cJSON_IsNumber(v)){
+					errtext__set(err, errlen, "max_attempts must be an integer from %d to %d, got %g", DLQ_MAX_ATTEMPTS_MIN, DLQ_MAX_ATTEMPTS_MAX, d);
+				}else{
+					errtext__set(err, errlen, "max_attempts must be an integer from %d to %d, got %s", DLQ_MAX_ATTEMPTS_MIN, DLQ_MAX_ATTEMPTS_MAX, json_type(v));
+				}
+				return EINVAL;
+			}
+			p->max_attempts = (unsigned)d;
+		}else if(k == K_RETRY_BACKOFF || k == K_RETRY_JITTER){
+			if(!cJSON_IsNumber(v)){
+				errtext__set(err, errlen, "%s must be a number, got %s", policy_keys[k], json_type(v));
+				return EINVAL;
+			}
+			rc = k == K_RETRY_BACKOFF
+					? set_decimal(&p->retry_backoff, policy_keys[k], v->valuedouble, 1.0, DLQ_RETRY_BACKOFF_MAX, NULL, err, errlen)
+					: set_decimal(&p->retry_jitter, policy_keys[k], v->valuedouble, 0.0, 1.0, NULL, err, errlen);
+		}else if(!cJSON_IsString(v)){
+			if(cJSON_IsNumber(v) && (k == K_RETRY_DELAY || k == K_RETRY_MAX_DELAY)){
+				errtext__set(err, errlen, "%s must be a string with a unit, e.g. \"30s\", got the number %g", policy_keys[k], v->valuedouble);
+			}else{
+				errtext__set(err, errlen, "%s must be a string, got %s", policy_keys[k], json_type(v));
+			}
+			return EINVAL;
+		}else{
+			rc = set_key(p, k, v->valuestring, err, errlen);
+		}
+	}
+	if(rc == 0) rc = check_delays(p, err, errlen);
 	return rc;
 }
 

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -17,11 +18,33 @@
 #include "port.h"
 #include "props.h"
 
+#ifdef DLQ_TEST_HOOKS
+/* Fault injection for tests, compiled into the test build of the module
+ * only: DLQ_TEST_FAIL_PUBLISHES=N makes the first N publishes fail, as
+ * if the broker had refused them. */
+static bool fail_this_publish(void)
+{
+	static long remaining = -1;
+	if(remaining < 0){
+		const char *v = getenv("DLQ_TEST_FAIL_PUBLISHES");
+		remaining = v ? strtol(v, NULL, 10) : 0;
+		if(remaining < 0) remaining = 0;
+	}
+	if(remaining == 0) return false;
+	remaining--;
+	return true;
+}
+#endif
+
 int port__publish(const char *client, const char *topic, uint8_t qos, bool retain,
 		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len)
 {
 	void *copy = NULL;
 	mosquitto_property *props = NULL;
+
+#ifdef DLQ_TEST_HOOKS
+	if(fail_this_publish()) return EIO;
+#endif
 
 	if(payload_len > INT32_MAX) return EINVAL;
 	if(payload_len){

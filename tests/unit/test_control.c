@@ -496,7 +496,7 @@ static void setup(void)
 	char err[256];
 	int rc = config__parse(standard, ARRAY_LEN(standard), &cfg, err, sizeof(err));
 	ck_assert_msg(rc == 0, "config__parse: %s", err);
-	ck_assert_int_eq(dlq__init(&d, &cfg), 0);
+	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
 	memset(&reply, 0, sizeof(reply));
 	doc = NULL;
 }

@@ -25,6 +25,7 @@ static char *xstrdup(const char *s)
 static void add(struct dlq_policy_table *t, const char *filter, const char *dead_letter, const char *source)
 {
 	struct dlq_policy p = {0};
+	policy__set_defaults(&p);
 	char src[64];
 
 	if(source == NULL){

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Reading the broker's own configuration (see brokerconf.h). Only the two
+ * keys the plugin needs are looked at; the last occurrence wins, as in
+ * Mosquitto. include_dir files are read in name order after the main file,
+ * as Mosquitto does.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brokerconf.h"
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* Handles one line: the two facts, and include_dir (returned in incdir). */
+static void scan_line(struct broker_facts *f, char *line, char *incdir, size_t incdir_size)
+{
+	while(is_space(*line)) line++;
+	if(*line == '#' || *line == '\0') return;
+	char *key = line;
+	while(*line && !is_space(*line)) line++;
+	if(*line) *line++ = '\0';
+	while(is_space(*line)) line++;
+	char *value = line;
+	size_t n = strlen(value);
+	while(n > 0 && is_space(value[n - 1])) value[--n] = '\0';
+
+	if(!strcmp(key, "persistence")){
+		f->persistence = !strcmp(value, "true");
+	}else if(!strcmp(key, "per_listener_settings")){
+		f->per_listener_settings = !strcmp(value, "true");
+	}else if(!strcmp(key, "include_dir") && incdir){
+		snprintf(incdir, incdir_size, "%s", value);
+	}
+}
+
+static void scan(struct broker_facts *f, char *text, char *incdir, size_t incdir_size)
+{
+	char *save = NULL;
+	for(char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)){
+		scan_line(f, line, incdir, incdir_size);
+	}
+}
+
+void brokerconf__scan_text(struct broker_facts *f, const char *text)
+{
+	char *copy = strdup(text);
+	if(copy == NULL) return;
+	scan(f, copy, NULL, 0);
+	free(copy);
+}
+
+/* A whole file, NUL-terminated, and its length (it may hold NULs). */
+static char *slurp(const char *path, size_t *len_out)
+{
+	FILE *fp = fopen(path, "rb");
+	if(fp == NULL) return NULL;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	char chunk[4096];
+	size_t n;
+	while((n = fread(chunk, 1, sizeof(chunk), fp)) > 0){
+		if(len + n + 1 > cap){
+			cap = (len + n + 1) * 2;
+			char *b = realloc(buf, cap);
+			if(b == NULL){
+				free(buf);
+				fclose(fp);
+				return NULL;
+			}
+			buf = b;
+		}
+		memcpy(buf + len, chunk, n);
+		len += n;
+	}
+	fclose(fp);
+	if(buf == NULL) buf = calloc(1, 1);
+	else buf[len] = '\0';
+	if(len_out) *len_out = len;
+	return buf;
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* Mosquitto reads the *.conf files of include_dir. */
+static int conf_filter(const struct dirent *e)
+{
+	size_t n = strlen(e->d_name);
+	return n > 5 && !strcmp(e->d_name + n - 5, ".conf");
+}
+
+/* The argument after -c or --config-file on the broker's command line. */
+static bool config_path(char *out, size_t size)
+{
+	size_t len = 0;
+	char *args = slurp("/proc/self/cmdline", &len);
+	if(args == NULL) return false;
+	bool found = false;
+	for(size_t i = 0; i < len; ){
+		const char *arg = args + i;
+		size_t n = strlen(arg);
+		if((!strcmp(arg, "-c") || !strcmp(arg, "--config-file")) && i + n + 1 < len){
+			snprintf(out, size, "%s", args + i + n + 1);
+			found = true;
+		}
+		i += n + 1;
+	}
+	free(args);
+	return found;
+}
+
+void brokerconf__read(struct broker_facts *f)
+{
+	char incdir[4096] = "";
+	memset(f, 0, sizeof(*f));
+	if(!config_path(f->path, sizeof(f->path))) return;
+	char *text = slurp(f->path, NULL);
+	if(text == NULL) return;
+	f->known = true;
+	scan(f, text, incdir, sizeof(incdir));
+	free(text);
+	if(incdir[0] == '\0') return;
+
+	struct dirent **list = NULL;
+	int n = scandir(incdir, &list, conf_filter, by_name);
+	for(int i = 0; i < n; i++){
+		char path[8192];
+		snprintf(path, sizeof(path), "%s/%s", incdir, list[i]->d_name);
+		char *t = slurp(path, NULL);
+		if(t){
+			scan(f, t, NULL, 0);
+			free(t);
+		}
+		free(list[i]);
+	}
+	free(list);
+}

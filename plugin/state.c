@@ -1,0 +1,578 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The state file format (see state.h). A file is a header, then entries:
+ *   type (1) | length (4, big endian) | body (length) | CRC-32 (4) of all before it in the entry
+ * Snapshot header "DLQSTAT1", then the next envelope sequence number (8);
+ * entries are records (type 1) and envelopes (type 2). Journal header
+ * "DLQJRNL1"; entries add an envelope (type 2) or remove one by its
+ * sequence number (type 3). Times are saved as wall-clock milliseconds and
+ * turned back into the monotonic clock on restore.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dlq.h"
+#include "envelope.h"
+#include "state.h"
+
+#define SNAPSHOT_MAGIC "DLQSTAT1"
+#define JOURNAL_MAGIC "DLQJRNL1"
+#define MAGIC_LEN 8
+
+enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3 };
+
+uint32_t state__crc32(const uint8_t *data, size_t len)
+{
+	static uint32_t table[256];
+	static bool ready = false;
+	if(!ready){
+		for(uint32_t i = 0; i < 256; i++){
+			uint32_t c = i;
+			for(int k = 0; k < 8; k++){
+				c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+			}
+			table[i] = c;
+		}
+		ready = true;
+	}
+	uint32_t crc = 0xFFFFFFFFu;
+	for(size_t i = 0; i < len; i++){
+		crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
+	}
+	return crc ^ 0xFFFFFFFFu;
+}
+
+/* ---- writing ---------------------------------------------------------- */
+
+static int put_raw(struct dlq_headers *b, const void *p, size_t n)
+{
+	return headers__append_raw(b, p, n);
+}
+
+static int put_u(struct dlq_headers *b, uint64_t v, int bytes)
+{
+	uint8_t tmp[8];
+	for(int i = 0; i < bytes; i++){
+		tmp[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+	}
+	return put_raw(b, tmp, (size_t)bytes);
+}
+
+static int put_str(struct dlq_headers *b, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	if(n > UINT16_MAX) return EINVAL;
+	return put_u(b, n, 2) || put_raw(b, s, n) ? ENOMEM : 0;
+}
+
+static int put_bytes(struct dlq_headers *b, const void *p, uint32_t n)
+{
+	return put_u(b, n, 4) || put_raw(b, p, n) ? ENOMEM : 0;
+}
+
+/* Starts an entry; returns the offset of its type byte. */
+static size_t entry_begin(struct dlq_headers *b, enum entry_type type, int *rc)
+{
+	size_t at = b->len;
+	*rc = put_u(b, type, 1) || put_u(b, 0, 4) ? ENOMEM : 0;
+	return at;
+}
+
+/* Fills in the length and appends the CRC. */
+static int entry_end(struct dlq_headers *b, size_t at, int rc)
+{
+	if(rc) return rc;
+	uint32_t len = (uint32_t)(b->len - at - 5);
+	for(int i = 0; i < 4; i++){
+		b->data[at + 1 + i] = (uint8_t)(len >> (8 * (3 - i)));
+	}
+	return put_u(b, state__crc32(b->data + at, b->len - at), 4) ? ENOMEM : 0;
+}
+
+static int64_t to_wall(uint64_t mono, uint64_t mono_now, int64_t wall_now)
+{
+	return wall_now - (int64_t)(mono_now - mono);
+}
+
+static int encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t wall_now, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_RECORD, &rc);
+	if(rc == 0){
+		rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_raw(b, r->origin_id.raw, DLQ_ID_RAW_LEN)
+				|| put_u(b, (uint64_t)to_wall(r->created_ms, mono_now, wall_now), 8)
+				|| put_u(b, (uint64_t)r->first_nack_ms, 8)
+				|| put_u(b, r->attempt, 2) || put_u(b, r->qos, 1)
+				|| put_str(b, r->policy->filter) || put_str(b, record__topic(r))
+				|| put_str(b, r->origin_topic_len ? record__origin_topic(r) : "")
+				|| put_bytes(b, record__payload(r), r->payload_len)
+				|| put_bytes(b, record__headers(r), r->headers_len) ? ENOMEM : 0;
+	}
+	uint16_t n = 0;
+	for(const struct dlq_nacker *k = r->nackers; k; k = k->next) n++;
+	if(rc == 0) rc = put_u(b, n, 2);
+	for(const struct dlq_nacker *k = r->nackers; rc == 0 && k; k = k->next){
+		rc = put_str(b, k->client);
+	}
+	return entry_end(b, at, rc);
+}
+
+int state__encode_add(const struct dlq_envelope *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_ENVELOPE, &rc);
+	/* A delayed copy is saved with its due time; anything else is due now. */
+	int64_t due = e->due_ms ? to_wall(e->due_ms, mono_now, wall_now) : 0;
+	uint8_t flags = (uint8_t)((e->target_persists ? 1 : 0) | (e->recorded ? 2 : 0));
+	if(rc == 0){
+		rc = put_u(b, e->kind, 1) || put_u(b, e->seq, 8)
+				|| put_raw(b, e->id.raw, DLQ_ID_RAW_LEN) || put_raw(b, e->origin_id.raw, DLQ_ID_RAW_LEN)
+				|| put_u(b, (uint64_t)e->time_ms, 8) || put_u(b, (uint64_t)e->first_nack_ms, 8)
+				|| put_u(b, (uint64_t)due, 8) || put_u(b, e->delay_ms, 8)
+				|| put_u(b, e->retry_count, 2) || put_u(b, e->qos, 1) || put_u(b, flags, 1)
+				|| put_str(b, e->target_client) || put_str(b, e->topic) || put_str(b, e->origin_topic)
+				|| put_str(b, e->filter) || put_str(b, e->dead_letter) || put_str(b, e->reason)
+				|| put_str(b, e->client)
+				|| put_bytes(b, e->payload, e->payload_len) || put_bytes(b, e->headers, e->headers_len) ? ENOMEM : 0;
+	}
+	return entry_end(b, at, rc);
+}
+
+int state__encode_remove(uint64_t seq, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_REMOVE, &rc);
+	if(rc == 0) rc = put_u(b, seq, 8);
+	return entry_end(b, at, rc);
+}
+
+int state__encode_journal_header(struct dlq_headers *out)
+{
+	return put_raw(out, JOURNAL_MAGIC, MAGIC_LEN);
+}
+
+static int encode_list(const struct dlq_envelope_list *l, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out)
+{
+	for(const struct dlq_envelope *e = l->head; e; e = e->next){
+		if(state__encode_add(e, mono_now, wall_now, out)) return ENOMEM;
+	}
+	return 0;
+}
+
+int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out)
+{
+	if(put_raw(out, SNAPSHOT_MAGIC, MAGIC_LEN) || put_u(out, d->next_seq, 8)) return ENOMEM;
+	for(const struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
+		if(encode_record(r, mono_now, wall_now, out)) return ENOMEM;
+	}
+	if(encode_list(&d->outbox.owed, mono_now, wall_now, out)
+			|| encode_list(&d->outbox.sent, mono_now, wall_now, out)
+			|| encode_list(&d->outbox.settling, mono_now, wall_now, out)){
+		return ENOMEM;
+	}
+	for(size_t i = 0; i < d->delayed.count; i++){
+		if(state__encode_add(d->delayed.heap[i], mono_now, wall_now, out)) return ENOMEM;
+	}
+	return 0;
+}
+
+/* ---- reading ---------------------------------------------------------- */
+
+struct reader {
+	const uint8_t *p;
+	size_t left;
+	bool bad;
+};
+
+static uint64_t get_u(struct reader *r, int bytes)
+{
+	if(r->bad || r->left < (size_t)bytes){
+		r->bad = true;
+		return 0;
+	}
+	uint64_t v = 0;
+	for(int i = 0; i < bytes; i++){
+		v = (v << 8) | r->p[i];
+	}
+	r->p += bytes;
+	r->left -= (size_t)bytes;
+	return v;
+}
+
+static const uint8_t *get_raw(struct reader *r, size_t n)
+{
+	if(r->bad || r->left < n){
+		r->bad = true;
+		return NULL;
+	}
+	const uint8_t *p = r->p;
+	r->p += n;
+	r->left -= n;
+	return p;
+}
+
+/* A length-prefixed string, copied into a NUL-terminated malloc'd buffer
+ * (NULL when empty and empty_is_null). */
+static char *get_str(struct reader *r, bool empty_is_null)
+{
+	size_t n = (size_t)get_u(r, 2);
+	const uint8_t *p = get_raw(r, n);
+	if(p == NULL || memchr(p, 0, n)){
+		r->bad = true;
+		return NULL;
+	}
+	if(n == 0 && empty_is_null) return NULL;
+	char *s = malloc(n + 1);
+	if(s == NULL){
+		r->bad = true;
+		return NULL;
+	}
+	memcpy(s, p, n);
+	s[n] = '\0';
+	return s;
+}
+
+static const uint8_t *get_bytes(struct reader *r, uint32_t *n)
+{
+	*n = (uint32_t)get_u(r, 4);
+	return get_raw(r, *n);
+}
+
+static uint64_t to_mono(int64_t wall, uint64_t mono_now, int64_t wall_now)
+{
+	if(wall >= wall_now) return mono_now;
+	uint64_t ago = (uint64_t)(wall_now - wall);
+	return ago < mono_now ? mono_now - ago : 0;
+}
+
+static const struct dlq_policy *policy_by_filter(const struct dlq *d, const char *filter)
+{
+	if(filter == NULL) return NULL;
+	for(size_t i = 0; i < d->cfg.policies.count; i++){
+		if(!strcmp(d->cfg.policies.items[i].filter, filter)) return &d->cfg.policies.items[i];
+	}
+	return NULL;
+}
+
+static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+{
+	struct dlq_id id, origin;
+	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
+	if(p) memcpy(id.raw, p, DLQ_ID_RAW_LEN);
+	p = get_raw(r, DLQ_ID_RAW_LEN);
+	if(p) memcpy(origin.raw, p, DLQ_ID_RAW_LEN);
+	int64_t created = (int64_t)get_u(r, 8);
+	int64_t first_nack = (int64_t)get_u(r, 8);
+	uint16_t attempt = (uint16_t)get_u(r, 2);
+	uint8_t qos = (uint8_t)get_u(r, 1);
+	char *filter = get_str(r, false);
+	char *topic = get_str(r, false);
+	char *origin_topic = get_str(r, true);
+	uint32_t plen, hlen;
+	const uint8_t *payload = get_bytes(r, &plen);
+	const uint8_t *headers = get_bytes(r, &hlen);
+	uint16_t n = (uint16_t)get_u(r, 2);
+	bool ok = !r->bad;
+
+	const struct dlq_policy *policy = ok ? policy_by_filter(d, filter) : NULL;
+	uint64_t created_mono = to_mono(created, mono_now, wall_now);
+	/* The ledger is in age order; a clock that stepped back must not
+	 * break that. */
+	if(d->ledger.newest && created_mono < d->ledger.newest->created_ms) created_mono = d->ledger.newest->created_ms;
+	struct dlq_record *rec = NULL;
+	if(ok && policy && mono_now - created_mono <= d->cfg.nack_window_ms && ledger__find(&d->ledger, &id) == NULL){
+		rec = record__new(&id, &origin, topic, origin_topic, payload, plen, headers, hlen, policy, attempt, qos, created_mono);
+	}
+	if(rec) rec->first_nack_ms = first_nack;
+	for(uint16_t i = 0; i < n && !r->bad; i++){
+		char *c = get_str(r, false);
+		if(rec && c) ledger__add_nacker(NULL, rec, c);
+		free(c);
+	}
+	free(filter);
+	free(topic);
+	free(origin_topic);
+	if(r->bad){
+		record__free(rec);
+		return false;
+	}
+	if(rec){
+		ledger__insert(&d->ledger, rec);
+		rep->records++;
+	}else{
+		rep->records_skipped++;
+	}
+	return true;
+}
+
+/* Finds a live envelope by sequence number: owed or delayed (a restore puts
+ * nothing in sent or settling). */
+static struct dlq_envelope *find_seq(struct dlq *d, uint64_t seq, bool *delayed)
+{
+	for(struct dlq_envelope *e = d->outbox.owed.head; e; e = e->next){
+		if(e->seq == seq){
+			*delayed = false;
+			return e;
+		}
+	}
+	for(size_t i = 0; i < d->delayed.count; i++){
+		if(d->delayed.heap[i]->seq == seq){
+			*delayed = true;
+			return d->delayed.heap[i];
+		}
+	}
+	return NULL;
+}
+
+static bool decode_envelope(struct dlq *d, struct reader *r, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+{
+	uint8_t kind = (uint8_t)get_u(r, 1);
+	uint64_t seq = get_u(r, 8);
+	const uint8_t *id = get_raw(r, DLQ_ID_RAW_LEN);
+	const uint8_t *origin = get_raw(r, DLQ_ID_RAW_LEN);
+	int64_t time_ms = (int64_t)get_u(r, 8);
+	int64_t first_nack = (int64_t)get_u(r, 8);
+	int64_t due = (int64_t)get_u(r, 8);
+	uint64_t delay = get_u(r, 8);
+	uint16_t retry_count = (uint16_t)get_u(r, 2);
+	uint8_t qos = (uint8_t)get_u(r, 1);
+	uint8_t flags = (uint8_t)get_u(r, 1);
+	char *s[7];
+	for(int i = 0; i < 7; i++){
+		s[i] = get_str(r, true);
+	}
+	uint32_t plen, hlen;
+	const uint8_t *payload = get_bytes(r, &plen);
+	const uint8_t *headers = get_bytes(r, &hlen);
+	bool ok = !r->bad && (kind == DLQ_ENV_RETRY_COPY || kind == DLQ_ENV_DEAD_LETTER) && s[1] && qos <= 2;
+	bool delayed;
+
+	struct dlq_envelope *e = NULL;
+	if(ok && find_seq(d, seq, &delayed) == NULL){
+		e = envelope__new((enum dlq_envelope_kind)kind, s[0], s[1], s[2], s[3], s[4], s[5], s[6],
+				payload, plen, headers, hlen);
+		ok = e != NULL;
+	}
+	for(int i = 0; i < 7; i++){
+		free(s[i]);
+	}
+	if(!ok){
+		r->bad = true;
+		return false;
+	}
+	if(e == NULL) return true; /* already there (journal replay) */
+	e->seq = seq;
+	memcpy(e->id.raw, id, DLQ_ID_RAW_LEN);
+	memcpy(e->origin_id.raw, origin, DLQ_ID_RAW_LEN);
+	e->time_ms = time_ms;
+	e->first_nack_ms = first_nack;
+	e->delay_ms = delay;
+	e->retry_count = retry_count;
+	e->qos = qos;
+	e->target_persists = flags & 1;
+	e->recorded = flags & 2;
+	e->policy = policy_by_filter(d, e->filter);
+	if(seq >= d->next_seq) d->next_seq = seq + 1;
+	if(due && due > wall_now){
+		e->due_ms = mono_now + (uint64_t)(due - wall_now);
+		if(schedule__push(&d->delayed, e)){
+			envelope__free(e);
+			r->bad = true;
+			return false;
+		}
+	}else{
+		e->due_ms = 0;
+		outbox__push(&d->outbox, &d->outbox.owed, e);
+	}
+	rep->envelopes++;
+	return true;
+}
+
+static void decode_remove(struct dlq *d, struct reader *r)
+{
+	uint64_t seq = get_u(r, 8);
+	bool delayed;
+	struct dlq_envelope *e = r->bad ? NULL : find_seq(d, seq, &delayed);
+	if(e == NULL) return;
+	if(delayed){
+		schedule__remove(&d->delayed, e);
+	}else{
+		outbox__unlink(&d->outbox, &d->outbox.owed, e);
+	}
+	envelope__free(e);
+}
+
+static void damaged(struct state_report *rep, size_t at, const char *what)
+{
+	rep->damaged = true;
+	rep->damaged_at = at;
+	snprintf(rep->problem, sizeof(rep->problem), "%s at byte %zu", what, at);
+}
+
+/* Walks the entries after a header, calling the decoder of each type
+ * allowed. */
+static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t pos, bool journal,
+		uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+{
+	while(pos < len){
+		if(len - pos < 9){
+			damaged(rep, pos, "truncated entry");
+			return 0;
+		}
+		uint8_t type = data[pos];
+		uint32_t blen = ((uint32_t)data[pos + 1] << 24) | ((uint32_t)data[pos + 2] << 16)
+				| ((uint32_t)data[pos + 3] << 8) | data[pos + 4];
+		if(len - pos - 9 < blen){
+			damaged(rep, pos, "truncated entry");
+			return 0;
+		}
+		const uint8_t *c = data + pos + 5 + blen;
+		uint32_t crc = ((uint32_t)c[0] << 24) | ((uint32_t)c[1] << 16) | ((uint32_t)c[2] << 8) | c[3];
+		if(crc != state__crc32(data + pos, 5 + (size_t)blen)){
+			damaged(rep, pos, "checksum mismatch");
+			return 0;
+		}
+		struct reader r = { .p = data + pos + 5, .left = blen, .bad = false };
+		bool ok;
+		if(type == ENTRY_RECORD && !journal){
+			ok = decode_record(d, &r, mono_now, wall_now, rep);
+		}else if(type == ENTRY_ENVELOPE){
+			ok = decode_envelope(d, &r, mono_now, wall_now, rep);
+		}else if(type == ENTRY_REMOVE && journal){
+			decode_remove(d, &r);
+			ok = !r.bad;
+		}else{
+			ok = false;
+		}
+		if(!ok || r.left != 0){
+			damaged(rep, pos, "malformed entry");
+			return 0;
+		}
+		if(journal) rep->journal_entries++;
+		pos += 9 + (size_t)blen;
+	}
+	return 0;
+}
+
+int state__decode_snapshot(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+		struct state_report *rep)
+{
+	if(len < MAGIC_LEN + 8 || memcmp(data, SNAPSHOT_MAGIC, MAGIC_LEN)){
+		damaged(rep, 0, "not a mosquitto-dlq state file (bad header)");
+		return 0;
+	}
+	struct reader r = { .p = data + MAGIC_LEN, .left = 8, .bad = false };
+	uint64_t next = get_u(&r, 8);
+	if(next > d->next_seq) d->next_seq = next;
+	return decode_entries(d, data, len, MAGIC_LEN + 8, false, mono_now, wall_now, rep);
+}
+
+int state__decode_journal(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+		struct state_report *rep)
+{
+	if(len < MAGIC_LEN || memcmp(data, JOURNAL_MAGIC, MAGIC_LEN)){
+		damaged(rep, 0, "not a mosquitto-dlq journal (bad header)");
+		return 0;
+	}
+	return decode_entries(d, data, len, MAGIC_LEN, true, mono_now, wall_now, rep);
+}
+
+/* ---- files ------------------------------------------------------------ */
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while(n > 0){
+		ssize_t w = write(fd, p, n);
+		if(w < 0){
+			if(errno == EINTR) continue;
+			return errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int state__write_file(const char *path, const uint8_t *data, size_t len, char *err, size_t errlen)
+{
+	char tmp[4096];
+	if(snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)){
+		snprintf(err, errlen, "path too long");
+		return ENAMETOOLONG;
+	}
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if(fd < 0){
+		int rc = errno;
+		snprintf(err, errlen, "cannot create \"%s\": %s", tmp, strerror(rc));
+		return rc;
+	}
+	int rc = write_all(fd, data, len);
+	if(rc == 0 && fsync(fd)) rc = errno;
+	if(close(fd) && rc == 0) rc = errno;
+	if(rc == 0 && rename(tmp, path)) rc = errno;
+	if(rc){
+		snprintf(err, errlen, "cannot write \"%s\": %s", path, strerror(rc));
+		unlink(tmp);
+		return rc;
+	}
+	/* The rename is durable once the directory is. */
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", path);
+	int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if(dfd >= 0){
+		(void)fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
+
+int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
+{
+	*data = NULL;
+	*len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if(fd < 0){
+		if(errno == ENOENT) return 0;
+		int rc = errno;
+		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(rc));
+		return rc;
+	}
+	struct stat st;
+	if(fstat(fd, &st)){
+		int rc = errno;
+		close(fd);
+		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(rc));
+		return rc;
+	}
+	size_t size = (size_t)st.st_size;
+	uint8_t *buf = malloc(size ? size : 1);
+	if(buf == NULL){
+		close(fd);
+		snprintf(err, errlen, "out of memory reading \"%s\"", path);
+		return ENOMEM;
+	}
+	size_t got = 0;
+	while(got < size){
+		ssize_t n = read(fd, buf + got, size - got);
+		if(n < 0 && errno == EINTR) continue;
+		if(n <= 0) break;
+		got += (size_t)n;
+	}
+	close(fd);
+	*data = buf;
+	*len = got;
+	return 0;
+}
+
+int state__append(int fd, const uint8_t *data, size_t len)
+{
+	int rc = write_all(fd, data, len);
+	if(rc == 0 && fdatasync(fd)) rc = errno;
+	return rc;
+}
