@@ -38,11 +38,14 @@ static void check_ticks(struct dlq_plugin *pl)
 
 /* Whether a client's session outlives its connection. 2.0.11 tells a plugin
  * only the clean-session/clean-start flag, not a v5 client's session expiry
- * interval: a v5 client that asks for clean_start=false is taken to have
- * asked for a session that persists (see docs/design.md). */
-static bool session_persists(const struct mosquitto *client)
+ * interval, and a v5 client with clean_start=false and no expiry interval
+ * loses its session when it disconnects. So a v5 session counts as
+ * persistent only when the operator says its clients set an expiry
+ * interval (plugin_opt_v5_sessions_persist true; see docs/design.md). */
+static bool session_persists(const struct dlq_plugin *pl, const struct mosquitto *client)
 {
-	return !mosquitto_client_clean_session(client);
+	if(mosquitto_client_clean_session(client)) return false;
+	return mosquitto_client_protocol_version(client) != 5 || pl->engine.cfg.v5_sessions_persist;
 }
 
 int adapter__message(int event, void *event_data, void *userdata)
@@ -113,7 +116,7 @@ int adapter__control(int event, void *event_data, void *userdata)
 		.payload = ed->payload,
 		.payload_len = ed->payloadlen,
 		.client = client,
-		.client_persists = session_persists(ed->client),
+		.client_persists = session_persists(pl, ed->client),
 		.reason = NULL,
 		.delay_ms = NULL,
 	};
@@ -155,12 +158,6 @@ int adapter__disconnect(int event, void *event_data, void *userdata)
 
 	const char *client = mosquitto_client_id(ed->client);
 	if(client == NULL) return MOSQ_ERR_SUCCESS;
-	/* When a new connection takes over the client id, 2.0.11 first moves
-	 * or drops the old session's subscriptions, marks it clean and then
-	 * disconnects it: copies for the id reach the new connection, so they
-	 * are left alone. A disconnecting client with no subscription left is
-	 * taken to be such a takeover (src/handle_connect.c). */
-	bool taken_over = mosquitto_client_sub_count(ed->client) == 0;
-	dlq__client_gone(&pl->engine, client, taken_over || session_persists(ed->client));
+	dlq__client_gone(&pl->engine, client);
 	return MOSQ_ERR_SUCCESS;
 }

@@ -267,17 +267,27 @@ static int set_state_save_interval(struct dlq_config *c, const char *v, char *er
 	return 0;
 }
 
-static int set_state_save_on_change(struct dlq_config *c, const char *v, char *err, size_t errlen)
+static int set_bool(bool *dst, const char *key, const char *v, char *err, size_t errlen)
 {
 	if(!strcmp(v, "true")){
-		c->state_save_on_change = true;
+		*dst = true;
 	}else if(!strcmp(v, "false")){
-		c->state_save_on_change = false;
+		*dst = false;
 	}else{
-		errtext__set(err, errlen, "plugin_opt_state_save_on_change " QFMT ": expected true or false", Q(v));
+		errtext__set(err, errlen, "plugin_opt_%s " QFMT ": expected true or false", key, Q(v));
 		return EINVAL;
 	}
 	return 0;
+}
+
+static int set_state_save_on_change(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	return set_bool(&c->state_save_on_change, "state_save_on_change", v, err, errlen);
+}
+
+static int set_v5_sessions_persist(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	return set_bool(&c->v5_sessions_persist, "v5_sessions_persist", v, err, errlen);
 }
 
 /* The options that may be given once, and what sets each. */
@@ -291,6 +301,7 @@ static const struct {
 	{"state_file", set_state_file},
 	{"state_save_interval", set_state_save_interval},
 	{"state_save_on_change", set_state_save_on_change},
+	{"v5_sessions_persist", set_v5_sessions_persist},
 };
 #define SINGLE_COUNT (sizeof(single_options) / sizeof(single_options[0]))
 

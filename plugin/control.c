@@ -130,7 +130,8 @@ static int run_nack(struct dlq *d, const struct dlq_control_request *req, const 
 		.reason = clean_reason(reason, reason_len, reason_buf),
 		.client = req->client,
 		.client_persists = req->client_persists,
-		.delay_ms = delay_ms,
+		.delay_requested = delay_ms >= 0,
+		.delay_ms = delay_ms >= 0 ? (uint64_t)delay_ms : 0,
 	};
 	struct dlq_nack_result res;
 	dlq__nack(d, &n, &res);

@@ -198,7 +198,8 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 	}
 	e->seq = d->next_seq++;
 	e->target_persists = target && n->client_persists;
-	e->delay_ms = policy__retry_delay_ms(p, r->attempt, n->delay_ms, jitter);
+	int64_t requested = n->delay_requested ? (int64_t)(n->delay_ms > INT64_MAX ? INT64_MAX : n->delay_ms) : -1;
+	e->delay_ms = policy__retry_delay_ms(p, r->attempt, requested, jitter);
 	res->delay_ms = e->delay_ms;
 	if(e->delay_ms == 0){
 		res->status = DLQ_NACK_RETRIED;
@@ -330,9 +331,11 @@ void dlq__tick(struct dlq *d)
 	persist__tick(d);
 }
 
+/* A retry copy for client that would be lost with its session. */
 static bool is_copy_for(const struct dlq_envelope *e, const char *client)
 {
-	return e->kind == DLQ_ENV_RETRY_COPY && e->target_client && !strcmp(e->target_client, client);
+	return e->kind == DLQ_ENV_RETRY_COPY && e->target_client && !e->target_persists
+			&& !strcmp(e->target_client, client);
 }
 
 static const char *gone_reason(const char *client, char *buf, size_t size)
@@ -377,11 +380,11 @@ static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const cha
 	}
 }
 
-void dlq__client_gone(struct dlq *d, const char *client, bool session_persists)
+void dlq__client_gone(struct dlq *d, const char *client)
 {
 	char reason[256];
 
-	if(session_persists || client == NULL) return;
+	if(client == NULL) return;
 	gone_reason(client, reason, sizeof(reason));
 	divert_list(d, &d->outbox.sent, client, reason);
 	divert_list(d, &d->outbox.owed, client, reason);

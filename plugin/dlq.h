@@ -84,7 +84,8 @@ struct dlq_nack {
 	const char *reason;      /* borrowed, NUL-terminated, or NULL */
 	const char *client;      /* borrowed: the NACKing client's id */
 	bool client_persists;    /* the client's session outlives its connection */
-	int64_t delay_ms;        /* the delay the NACK asks for; negative: the policy's */
+	bool delay_requested;    /* the NACK asks for its own delay ... */
+	uint64_t delay_ms;       /* ... of this many milliseconds (capped by the policy) */
 };
 
 struct dlq_nack_result {
@@ -105,11 +106,12 @@ const char *dlq__nack_status_text(enum dlq_nack_status s);
  * records, publishes the retry copies now due, and retries owed envelopes. */
 void dlq__tick(struct dlq *d);
 
-/* A client's connection ended. When its session ended with it
- * (session_persists false), retry copies for it that are owed, delayed, or
- * were sent in this loop pass (the broker has not taken them yet) become
- * dead letters. */
-void dlq__client_gone(struct dlq *d, const char *client, bool session_persists);
+/* A client's connection ended. Retry copies for it that are owed, delayed,
+ * or were sent in this loop pass (the broker has not taken them yet) become
+ * dead letters, unless its session was known to persist when it NACKed
+ * (struct dlq_nack.client_persists). What the broker says at disconnect is
+ * not used: on a takeover it marks even a persistent session clean. */
+void dlq__client_gone(struct dlq *d, const char *client);
 
 /* Bytes of everything the plugin owes: outbox and delayed copies. */
 static inline uint64_t dlq__owed_bytes(const struct dlq *d)

@@ -745,7 +745,7 @@ START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 	expect_publish(0, "sub1", "numbers", 0, "42");
 
 	fake.wall_ms = 1790000000999LL;
-	dlq__client_gone(&d, "sub1", false);
+	dlq__client_gone(&d, "sub1");
 	ck_assert_uint_eq(fake.publish_count, 2);
 	expect_publish(1, NULL, "dead/numbers", 1, "42");
 	const char *const names[] = {"trace", DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID,
@@ -764,7 +764,7 @@ START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 	ck_assert_uint_eq(d.counters.dead_letters, 1);
 
 	/* Once is enough. */
-	dlq__client_gone(&d, "sub1", false);
+	dlq__client_gone(&d, "sub1");
 	dlq__tick(&d);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 2);
@@ -779,7 +779,7 @@ START_TEST(after_a_tick_the_copy_is_handed_over)
 	track("numbers", "42", 1, id0);
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	dlq__tick(&d);
-	dlq__client_gone(&d, "sub1", false);
+	dlq__client_gone(&d, "sub1");
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 1);
 	ck_assert_uint_eq(d.counters.dead_letters, 0);
@@ -791,11 +791,16 @@ START_TEST(a_persisting_session_keeps_its_copy)
 	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
 	track("numbers", "42", 1, id0);
-	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
-	dlq__client_gone(&d, "sub1", true);
+	struct dlq_nack n = {.id = id0, .id_len = strlen(id0), .client = "sub1", .client_persists = true};
+	struct dlq_nack_result res;
+	dlq__nack(&d, &n, &res);
+	ck_assert_int_eq(res.status, DLQ_NACK_RETRIED);
+	/* Whatever the broker says at disconnect (a takeover marks even a
+	 * persistent session clean), the copy stays: its session persists. */
+	dlq__client_gone(&d, "sub1");
 	ck_assert_uint_eq(fake.publish_count, 1);
 	dlq__tick(&d);
-	dlq__client_gone(&d, "sub1", false);
+	dlq__client_gone(&d, "sub1");
 	ck_assert_uint_eq(fake.publish_count, 1);
 }
 END_TEST
@@ -809,10 +814,10 @@ START_TEST(only_the_leaving_clients_targeted_copies_are_dead_lettered)
 	ck_assert_int_eq(nack(a, "sub2"), DLQ_NACK_RETRIED);
 	ck_assert_int_eq(nack(b, "sub1"), DLQ_NACK_RETRIED); /* an ordinary publish: not sub1's */
 	ck_assert_uint_eq(fake.publish_count, 2);
-	dlq__client_gone(&d, "sub1", false);
-	dlq__client_gone(&d, "sub", false);
+	dlq__client_gone(&d, "sub1");
+	dlq__client_gone(&d, "sub");
 	ck_assert_uint_eq(fake.publish_count, 2);
-	dlq__client_gone(&d, "sub2", false);
+	dlq__client_gone(&d, "sub2");
 	ck_assert_uint_eq(fake.publish_count, 3);
 	expect_publish(2, NULL, "dead/numbers", 1, "for sub2");
 	expect_hdr(2, DLQ_PROP_DEAD_LETTER_CLIENT, "sub2");
@@ -830,7 +835,7 @@ START_TEST(an_owed_copy_whose_client_left_becomes_a_dead_letter)
 	ck_assert_uint_eq(fake.publish_count, 0);
 	ck_assert_uint_eq(d.outbox.owed.count, 1);
 
-	dlq__client_gone(&d, "sub1", false);
+	dlq__client_gone(&d, "sub1");
 	ck_assert_uint_eq(fake.publish_count, 1);
 	expect_publish(0, NULL, "dead/numbers", 1, "42");
 	expect_user_names(0, dead_letter_names, ARRAY_LEN(dead_letter_names));
