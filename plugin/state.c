@@ -9,13 +9,9 @@
  * turned back into the monotonic clock on restore.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "dlq.h"
 #include "envelope.h"
@@ -481,98 +477,4 @@ int state__decode_journal(struct dlq *d, const uint8_t *data, size_t len, uint64
 		return 0;
 	}
 	return decode_entries(d, data, len, MAGIC_LEN, true, mono_now, wall_now, rep);
-}
-
-/* ---- files ------------------------------------------------------------ */
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while(n > 0){
-		ssize_t w = write(fd, p, n);
-		if(w < 0){
-			if(errno == EINTR) continue;
-			return errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-int state__write_file(const char *path, const uint8_t *data, size_t len, char *err, size_t errlen)
-{
-	char tmp[4096];
-	if(snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)){
-		snprintf(err, errlen, "path too long");
-		return ENAMETOOLONG;
-	}
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if(fd < 0){
-		int rc = errno;
-		snprintf(err, errlen, "cannot create \"%s\": %s", tmp, strerror(rc));
-		return rc;
-	}
-	int rc = write_all(fd, data, len);
-	if(rc == 0 && fsync(fd)) rc = errno;
-	if(close(fd) && rc == 0) rc = errno;
-	if(rc == 0 && rename(tmp, path)) rc = errno;
-	if(rc){
-		snprintf(err, errlen, "cannot write \"%s\": %s", path, strerror(rc));
-		unlink(tmp);
-		return rc;
-	}
-	/* The rename is durable once the directory is. */
-	char dir[4096];
-	snprintf(dir, sizeof(dir), "%s", path);
-	int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if(dfd >= 0){
-		(void)fsync(dfd);
-		close(dfd);
-	}
-	return 0;
-}
-
-int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
-{
-	*data = NULL;
-	*len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if(fd < 0){
-		if(errno == ENOENT) return 0;
-		int rc = errno;
-		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(rc));
-		return rc;
-	}
-	struct stat st;
-	if(fstat(fd, &st)){
-		int rc = errno;
-		close(fd);
-		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(rc));
-		return rc;
-	}
-	size_t size = (size_t)st.st_size;
-	uint8_t *buf = malloc(size ? size : 1);
-	if(buf == NULL){
-		close(fd);
-		snprintf(err, errlen, "out of memory reading \"%s\"", path);
-		return ENOMEM;
-	}
-	size_t got = 0;
-	while(got < size){
-		ssize_t n = read(fd, buf + got, size - got);
-		if(n < 0 && errno == EINTR) continue;
-		if(n <= 0) break;
-		got += (size_t)n;
-	}
-	close(fd);
-	*data = buf;
-	*len = got;
-	return 0;
-}
-
-int state__append(int fd, const uint8_t *data, size_t len)
-{
-	int rc = write_all(fd, data, len);
-	if(rc == 0 && fdatasync(fd)) rc = errno;
-	return rc;
 }
