@@ -30,12 +30,23 @@ static void scan_line(struct broker_facts *f, char *line, char *incdir, size_t i
 	size_t n = strlen(value);
 	while(n > 0 && is_space(value[n - 1])) value[--n] = '\0';
 
+	if(!strcmp(key, "include_dir")){
+		if(incdir) snprintf(incdir, incdir_size, "%s", value);
+		return;
+	}
+	/* Booleans are the first word, "true"/"1" or "false"/"0", as
+	 * Mosquitto's conf__parse_bool reads them; anything else is left
+	 * alone (the broker refuses such a file anyway). */
+	char *end = value;
+	while(*end && !is_space(*end)) end++;
+	*end = '\0';
+	bool on = !strcmp(value, "true") || !strcmp(value, "1");
+	bool off = !strcmp(value, "false") || !strcmp(value, "0");
+	if(!on && !off) return;
 	if(!strcmp(key, "persistence")){
-		f->persistence = !strcmp(value, "true");
+		f->persistence = on;
 	}else if(!strcmp(key, "per_listener_settings")){
-		f->per_listener_settings = !strcmp(value, "true");
-	}else if(!strcmp(key, "include_dir") && incdir){
-		snprintf(incdir, incdir_size, "%s", value);
+		f->per_listener_settings = on;
 	}
 }
 

@@ -19,6 +19,30 @@
 /* At most one "evicting" warning per this many milliseconds. */
 #define EVICT_LOG_INTERVAL_MS 60000
 
+/* Counts an event in the totals and in the counters of its policy. */
+#define COUNT(d, policy, field, n) do{ \
+		struct dlq_counters *pc_ = dlq__policy_counters((d), (policy)); \
+		(d)->counters.field += (n); \
+		if(pc_) pc_->field += (n); \
+	}while(0)
+
+struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p)
+{
+	const struct dlq_policy_table *t = &d->cfg.policies;
+	if(p == NULL || d->policy_counters == NULL || p < t->items || p >= t->items + t->count) return NULL;
+	return &d->policy_counters[p - t->items];
+}
+
+static void record_dropped(void *ctx, const struct dlq_record *r, bool expired)
+{
+	struct dlq *d = ctx;
+	if(expired){
+		COUNT(d, r->policy, expired, 1);
+	}else{
+		COUNT(d, r->policy, evicted, 1);
+	}
+}
+
 int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 {
 	memset(d, 0, sizeof(*d));
@@ -29,10 +53,13 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 	idgen__init(&d->idgen);
 	d->next_seq = 1;
 	d->persist.journal_fd = -1;
-	if(ledger__init(&d->ledger)){
+	d->policy_counters = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*d->policy_counters));
+	if(d->policy_counters == NULL || ledger__init(&d->ledger)){
 		snprintf(err, errlen, "out of memory");
 		return ENOMEM;
 	}
+	d->ledger.on_drop = record_dropped;
+	d->ledger.on_drop_ctx = d;
 	return persist__open(d, err, errlen);
 }
 
@@ -57,7 +84,6 @@ static void make_room(struct dlq *d, size_t bytes)
 	uint64_t target = 0;
 	if(max > owed + bytes) target = max - owed - bytes;
 	size_t n = ledger__evict_to(&d->ledger, target);
-	d->counters.evicted += n;
 	uint64_t now = port__now_ms();
 	if(n && (d->last_evict_log_ms == 0 || now - d->last_evict_log_ms >= EVICT_LOG_INTERVAL_MS)){
 		d->last_evict_log_ms = now;
@@ -86,7 +112,7 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 	struct dlq_id id;
 
 	if(payload_len > d->cfg.max_pending_bytes){
-		d->counters.untracked_full++;
+		COUNT(d, policy, untracked_full, 1);
 		return ENOSPC;
 	}
 	int rc = idgen__next(&d->idgen, &id);
@@ -102,12 +128,12 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 	}
 	rc = remember(d, r);
 	if(rc == ENOSPC){
-		d->counters.untracked_full++;
+		COUNT(d, policy, untracked_full, 1);
 		return rc;
 	}
 	if(rc) return rc;
 	id__encode(&id, id_out);
-	d->counters.tracked++;
+	COUNT(d, policy, tracked, 1);
 	return 0;
 }
 
@@ -149,18 +175,18 @@ static void send_envelope(struct dlq *d, struct dlq_envelope *e)
 		if(e->kind == DLQ_ENV_DEAD_LETTER){
 			char origin[DLQ_ID_LEN + 1];
 			id__encode(&e->origin_id, origin);
-			d->counters.dead_letters++;
+			COUNT(d, e->policy, dead_letters, 1);
 			port__log(DLQ_LOG_NOTICE, "dead-lettered message from \"%s\" (origin-id %s) to \"%s\" after %u deliveries: %s",
 					e->origin_topic, origin, e->topic, (unsigned)e->retry_count, e->reason);
 		}else{
-			d->counters.retry_copies++;
+			COUNT(d, e->policy, retry_copies, 1);
 			if(!e->recorded) record_copy(d, e);
 		}
 		outbox__push(&d->outbox, &d->outbox.sent, e);
 		return;
 	}
 
-	d->counters.publish_failures++;
+	COUNT(d, e->policy, publish_failures, 1);
 	if(e->failures++ == 0){
 		port__log(DLQ_LOG_ERR, "failed to publish %s to \"%s\": %s; kept, retrying every tick",
 				kind_text(e), e->topic, strerror(rc));
@@ -214,7 +240,7 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 		return;
 	}
 	d->changes++;
-	d->counters.delayed++;
+	COUNT(d, p, delayed, 1);
 	persist__note_add(d, e);
 	res->status = DLQ_NACK_RETRIED;
 }
@@ -236,6 +262,7 @@ static void nack_dead_letter(struct dlq *d, struct dlq_record *r, const struct d
 void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *res)
 {
 	struct dlq_id id;
+	const struct dlq_policy *policy = NULL;
 
 	memset(res, 0, sizeof(*res));
 	if(!id__decode(n->id, n->id_len, &id)){
@@ -245,8 +272,10 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 	struct dlq_record *r = ledger__find(&d->ledger, &id);
 	if(r == NULL){
 		res->status = DLQ_NACK_UNKNOWN_ID;
+		d->counters.unknown_ids++;
 		goto refused;
 	}
+	policy = r->policy;
 	res->attempt = r->attempt;
 	res->max_attempts = r->policy->max_attempts;
 	if(dlq__owed_bytes(d) >= d->cfg.max_pending_bytes){
@@ -273,13 +302,13 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 		ledger__drop_last_nacker(&d->ledger, r);
 		goto refused;
 	}
-	d->counters.nacks++;
+	COUNT(d, policy, nacks, 1);
 	/* The envelope and the nacker took room: the ledger gives it back. */
 	make_room(d, 0);
 	return;
 
 refused:
-	d->counters.nacks_refused++;
+	COUNT(d, policy, nacks_refused, 1);
 }
 
 const char *dlq__nack_status_text(enum dlq_nack_status s)
@@ -310,7 +339,7 @@ void dlq__tick(struct dlq *d)
 		outbox__free_list(&d->outbox, &d->outbox.settling);
 		d->changes++;
 	}
-	d->counters.expired += ledger__expire(&d->ledger, now, d->cfg.nack_window_ms);
+	ledger__expire(&d->ledger, now, d->cfg.nack_window_ms);
 
 	struct dlq_envelope *e;
 	while((e = schedule__peek(&d->delayed)) != NULL && e->due_ms <= now){
@@ -431,5 +460,7 @@ void dlq__cleanup(struct dlq *d)
 	schedule__cleanup(&d->delayed);
 	outbox__cleanup(&d->outbox);
 	ledger__cleanup(&d->ledger);
+	free(d->policy_counters);
+	d->policy_counters = NULL;
 	config__free(&d->cfg);
 }

@@ -24,6 +24,7 @@ struct dlq_counters {
 	uint64_t untracked_full;   /* matched a policy but did not fit the memory bound */
 	uint64_t nacks;            /* NACKs accepted */
 	uint64_t nacks_refused;    /* unknown/expired/malformed/duplicate/full */
+	uint64_t unknown_ids;      /* NACKs of ids never issued, expired or evicted (totals only) */
 	uint64_t retry_copies;     /* retry copies accepted by the broker */
 	uint64_t delayed;          /* retry copies held back for a delay */
 	uint64_t dead_letters;     /* dead letters accepted by the broker */
@@ -41,7 +42,8 @@ struct dlq {
 	uint64_t next_seq;        /* envelope sequence numbers */
 	uint64_t changes;         /* bumped on every change of what is owed (state saving) */
 	struct dlq_persist persist; /* owned: state file and journal */
-	struct dlq_counters counters;
+	struct dlq_counters counters;          /* totals */
+	struct dlq_counters *policy_counters;  /* owned: one per policy of cfg.policies, by index */
 	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */
 };
 
@@ -112,6 +114,10 @@ void dlq__tick(struct dlq *d);
  * (struct dlq_nack.client_persists). What the broker says at disconnect is
  * not used: on a takeover it marks even a persistent session clean. */
 void dlq__client_gone(struct dlq *d, const char *client);
+
+/* The counters of policy p, or NULL when p is not in the current table
+ * (a chain that began under a policy since removed by a reload). */
+struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p);
 
 /* Bytes of everything the plugin owes: outbox and delayed copies. */
 static inline uint64_t dlq__owed_bytes(const struct dlq *d)

@@ -193,9 +193,10 @@ struct dlq_record *ledger__find(const struct dlq_ledger *l, const struct dlq_id 
 }
 
 /* Unlinks the oldest record from both structures and frees it. */
-static void drop_oldest(struct dlq_ledger *l)
+static void drop_oldest(struct dlq_ledger *l, bool expired)
 {
 	struct dlq_record *r = l->oldest;
+	if(l->on_drop) l->on_drop(l->on_drop_ctx, r, expired);
 	struct dlq_record **pp = &l->buckets[bucket_of(l, &r->id)];
 	while(*pp != r){
 		pp = &(*pp)->hnext;
@@ -217,7 +218,7 @@ size_t ledger__expire(struct dlq_ledger *l, uint64_t now_ms, uint64_t window_ms)
 {
 	size_t n = 0;
 	while(l->oldest && now_ms - l->oldest->created_ms > window_ms){
-		drop_oldest(l);
+		drop_oldest(l, true);
 		n++;
 	}
 	return n;
@@ -227,7 +228,7 @@ size_t ledger__evict_to(struct dlq_ledger *l, uint64_t target)
 {
 	size_t n = 0;
 	while(l->oldest && l->bytes > target){
-		drop_oldest(l);
+		drop_oldest(l, false);
 		n++;
 	}
 	return n;

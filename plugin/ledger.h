@@ -48,6 +48,10 @@ struct dlq_ledger {
 	uint64_t bytes;              /* sum of record__bytes */
 	struct dlq_record *oldest;
 	struct dlq_record *newest;
+	/* Called for each record expiry or eviction drops, before it is freed
+	 * (optional; the engine counts them per policy). */
+	void (*on_drop)(void *ctx, const struct dlq_record *r, bool expired);
+	void *on_drop_ctx;
 };
 
 int ledger__init(struct dlq_ledger *l);
