@@ -41,8 +41,11 @@
 /* Where replies go when the request carried no MQTT v5 response topic. */
 #define DLQ_RESPONSE_TOPIC "$CONTROL/dlq/v1/response"
 
-/* The only command of this version. */
+/* Commands on DLQ_CONTROL_TOPIC. */
 #define DLQ_COMMAND_NACK "nack"
+#define DLQ_COMMAND_LIST_POLICIES "listPolicies"
+#define DLQ_COMMAND_GET_STATUS "getStatus"
+#define DLQ_COMMAND_RESET_COUNTERS "resetCounters"
 
 /* A dlq-id is 16 characters of base64url (RFC 4648 section 5, no padding)
  * encoding 96 bits from the operating system's random source. */

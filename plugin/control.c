@@ -15,6 +15,8 @@
 #include "config.h"
 #include "control.h"
 #include "mosquitto_dlq.h"
+#include "port.h"
+#include "status.h"
 
 /* Length of the valid UTF-8 character at s (at most n bytes), by MQTT's
  * rules (no NUL, surrogates, overlong forms or non-characters), or 0. Sets
@@ -187,21 +189,9 @@ static int command_error(cJSON *responses, const char *command, const cJSON *cor
 	return add_response(responses, command, NULL, 0, correlation, NULL, error);
 }
 
-static int handle_command(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd, cJSON *responses, unsigned *errors)
+static int command_nack(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd,
+		const cJSON *correlation, cJSON *responses, unsigned *errors)
 {
-	if(!cJSON_IsObject(cmd)){
-		return command_error(responses, NULL, NULL, "each command must be a JSON object", errors);
-	}
-	const cJSON *name = cJSON_GetObjectItemCaseSensitive(cmd, "command");
-	const cJSON *correlation = cJSON_GetObjectItemCaseSensitive(cmd, "correlationData");
-	if(!cJSON_IsString(name)){
-		return command_error(responses, NULL, correlation, "missing or non-string \"command\"", errors);
-	}
-	if(strcmp(name->valuestring, DLQ_COMMAND_NACK)){
-		char msg[128];
-		snprintf(msg, sizeof(msg), "unknown command \"%.64s\"", name->valuestring);
-		return command_error(responses, name->valuestring, correlation, msg, errors);
-	}
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(cmd, "id");
 	if(!cJSON_IsString(id)){
 		return command_error(responses, DLQ_COMMAND_NACK, correlation, "missing or non-string \"id\"", errors);
@@ -223,6 +213,99 @@ static int handle_command(struct dlq *d, const struct dlq_control_request *req, 
 	const char *r = cJSON_IsString(reason) ? reason->valuestring : NULL;
 	return run_nack(d, req, id->valuestring, strlen(id->valuestring), r, r ? strlen(r) : 0,
 			delay_ms, correlation, responses, errors);
+}
+
+/* Adds {"command":name,"data":data} (taking data) to responses. */
+static int data_response(cJSON *responses, const char *name, const cJSON *correlation, cJSON *data)
+{
+	cJSON *r = cJSON_CreateObject();
+	if(r == NULL || !cJSON_AddItemToArray(responses, r)){
+		cJSON_Delete(r);
+		cJSON_Delete(data);
+		return ENOMEM;
+	}
+	if(cJSON_AddStringToObject(r, "command", name) == NULL){
+		cJSON_Delete(data);
+		return ENOMEM;
+	}
+	if(data) cJSON_AddItemToObject(r, "data", data);
+	if(correlation){
+		cJSON *c = cJSON_Duplicate(correlation, true);
+		if(c == NULL) return ENOMEM;
+		cJSON_AddItemToObject(r, "correlationData", c);
+	}
+	return 0;
+}
+
+static int command_list_policies(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd,
+		const cJSON *correlation, cJSON *responses, unsigned *errors)
+{
+	(void)req;
+	(void)cmd;
+	(void)errors;
+	cJSON *data = cJSON_CreateObject();
+	cJSON *list = status__policies(d);
+	if(data == NULL || list == NULL){
+		cJSON_Delete(data);
+		cJSON_Delete(list);
+		return ENOMEM;
+	}
+	cJSON_AddItemToObject(data, "policies", list);
+	return data_response(responses, DLQ_COMMAND_LIST_POLICIES, correlation, data);
+}
+
+static int command_get_status(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd,
+		const cJSON *correlation, cJSON *responses, unsigned *errors)
+{
+	(void)req;
+	(void)cmd;
+	(void)errors;
+	cJSON *data = status__report(d);
+	if(data == NULL) return ENOMEM;
+	return data_response(responses, DLQ_COMMAND_GET_STATUS, correlation, data);
+}
+
+static int command_reset_counters(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd,
+		const cJSON *correlation, cJSON *responses, unsigned *errors)
+{
+	(void)cmd;
+	(void)errors;
+	status__reset_counters(d);
+	port__log(DLQ_LOG_NOTICE, "counters reset by \"%s\"", req->client);
+	return data_response(responses, DLQ_COMMAND_RESET_COUNTERS, correlation, NULL);
+}
+
+typedef int (*command_fn)(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd,
+		const cJSON *correlation, cJSON *responses, unsigned *errors);
+
+static const struct {
+	const char *name;
+	command_fn run;
+} commands[] = {
+	{ DLQ_COMMAND_NACK, command_nack },
+	{ DLQ_COMMAND_LIST_POLICIES, command_list_policies },
+	{ DLQ_COMMAND_GET_STATUS, command_get_status },
+	{ DLQ_COMMAND_RESET_COUNTERS, command_reset_counters },
+};
+
+static int handle_command(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd, cJSON *responses, unsigned *errors)
+{
+	if(!cJSON_IsObject(cmd)){
+		return command_error(responses, NULL, NULL, "each command must be a JSON object", errors);
+	}
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(cmd, "command");
+	const cJSON *correlation = cJSON_GetObjectItemCaseSensitive(cmd, "correlationData");
+	if(!cJSON_IsString(name)){
+		return command_error(responses, NULL, correlation, "missing or non-string \"command\"", errors);
+	}
+	for(size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++){
+		if(!strcmp(name->valuestring, commands[i].name)){
+			return commands[i].run(d, req, cmd, correlation, responses, errors);
+		}
+	}
+	char msg[160];
+	snprintf(msg, sizeof(msg), "unknown command \"%.64s\" (known: nack, listPolicies, getStatus, resetCounters)", name->valuestring);
+	return command_error(responses, name->valuestring, correlation, msg, errors);
 }
 
 static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJSON *responses, unsigned *errors)
