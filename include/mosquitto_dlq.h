@@ -72,5 +72,9 @@
 #define DLQ_DEFAULT_NACK_WINDOW_MS (300 * 1000)
 #define DLQ_DEFAULT_MAX_PENDING_BYTES (64ull * 1024 * 1024)
 #define DLQ_DEFAULT_STATE_SAVE_INTERVAL_MS (60 * 1000)
+#define DLQ_DEFAULT_SYS_INTERVAL_MS (10 * 1000)
+
+/* Where the plugin publishes its counters (retained). */
+#define DLQ_SYS_TOPIC_PREFIX "$SYS/broker/dlq/"
 
 #endif

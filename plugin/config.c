@@ -290,6 +290,16 @@ static int set_v5_sessions_persist(struct dlq_config *c, const char *v, char *er
 	return set_bool(&c->v5_sessions_persist, "v5_sessions_persist", v, err, errlen);
 }
 
+static int set_sys_interval(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	if(config__parse_delay_ms(v, &c->sys_interval_ms) || (c->sys_interval_ms && c->sys_interval_ms < 1000)){
+		errtext__set(err, errlen, "plugin_opt_sys_interval " QFMT ": expected a duration with its unit of at least 1s, "
+				"e.g. \"10s\", or \"0s\" for no $SYS topics", Q(v));
+		return EINVAL;
+	}
+	return 0;
+}
+
 /* The options that may be given once, and what sets each. */
 static const struct {
 	const char *key;
@@ -302,6 +312,7 @@ static const struct {
 	{"state_save_interval", set_state_save_interval},
 	{"state_save_on_change", set_state_save_on_change},
 	{"v5_sessions_persist", set_v5_sessions_persist},
+	{"sys_interval", set_sys_interval},
 };
 #define SINGLE_COUNT (sizeof(single_options) / sizeof(single_options[0]))
 
@@ -317,6 +328,7 @@ int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config
 	c.nack_window_ms = DLQ_DEFAULT_NACK_WINDOW_MS;
 	c.max_pending_bytes = DLQ_DEFAULT_MAX_PENDING_BYTES;
 	c.state_save_interval_ms = DLQ_DEFAULT_STATE_SAVE_INTERVAL_MS;
+	c.sys_interval_ms = DLQ_DEFAULT_SYS_INTERVAL_MS;
 	if(err && errlen) err[0] = '\0';
 
 	for(size_t i = 0; i < count; i++){

@@ -26,6 +26,7 @@ struct dlq_config {
 	char *state_file;                 /* owned; plugin_opt_state_file or NULL: no durable state */
 	uint64_t state_save_interval_ms;  /* plugin_opt_state_save_interval */
 	bool state_save_on_change;        /* plugin_opt_state_save_on_change: journal every change */
+	uint64_t sys_interval_ms;         /* plugin_opt_sys_interval; 0: no $SYS topics */
 	bool v5_sessions_persist;         /* plugin_opt_v5_sessions_persist: v5 clean_start=false clients set an expiry */
 	/* Facts about the broker, filled in by the adapter layer (brokerconf.c),
 	 * not options. */

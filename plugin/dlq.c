@@ -358,6 +358,7 @@ void dlq__tick(struct dlq *d)
 	/* Everything accepted so far is taken at the top of the next pass. */
 	outbox__move_all(&d->outbox.settling, &d->outbox.sent);
 	persist__tick(d);
+	systopics__tick(d);
 }
 
 /* A retry copy for client that would be lost with its session. */
@@ -462,5 +463,6 @@ void dlq__cleanup(struct dlq *d)
 	ledger__cleanup(&d->ledger);
 	free(d->policy_counters);
 	d->policy_counters = NULL;
+	systopics__cleanup(&d->sys);
 	config__free(&d->cfg);
 }

@@ -18,6 +18,7 @@
 #include "outbox.h"
 #include "persist.h"
 #include "schedule.h"
+#include "systopics.h"
 
 struct dlq_counters {
 	uint64_t tracked;          /* inbound publishes stamped */
@@ -42,6 +43,7 @@ struct dlq {
 	uint64_t next_seq;        /* envelope sequence numbers */
 	uint64_t changes;         /* bumped on every change of what is owed (state saving) */
 	struct dlq_persist persist; /* owned: state file and journal */
+	struct dlq_sys sys;         /* owned: $SYS/broker/dlq/... */
 	struct dlq_counters counters;          /* totals */
 	struct dlq_counters *policy_counters;  /* owned: one per policy of cfg.policies, by index */
 	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */

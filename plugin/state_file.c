@@ -89,13 +89,25 @@ int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, s
 		return ENOMEM;
 	}
 	size_t got = 0;
+	int rc = 0;
 	while(got < size){
 		ssize_t n = read(fd, buf + got, size - got);
 		if(n < 0 && errno == EINTR) continue;
+		if(n < 0) rc = errno;
 		if(n <= 0) break;
 		got += (size_t)n;
 	}
+	/* A directory opens, but does not read. */
+	if(rc == 0 && size == 0){
+		char probe;
+		if(read(fd, &probe, 1) < 0) rc = errno;
+	}
 	close(fd);
+	if(rc){
+		free(buf);
+		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(rc));
+		return rc;
+	}
 	*data = buf;
 	*len = got;
 	return 0;

@@ -38,6 +38,8 @@ struct fake_port {
 	int64_t wall_ms;
 	int fail_random;       /* the next N random calls fail with EIO */
 	bool use_os_random;    /* else a seeded generator: deterministic, distinct */
+	bool record_sys;       /* record $SYS/... publishes too (else only counted) */
+	size_t sys_publish_count;
 	uint64_t random_state;
 	uint64_t random_word;
 	unsigned random_used;

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The plugin's counters and gauges on $SYS/broker/dlq/..., retained, so that
+ * the dashboards that read Mosquitto's own $SYS tree pick them up. Published
+ * from the tick every plugin_opt_sys_interval, only the values that changed.
+ */
+#ifndef DLQ_SYSTOPICS_H
+#define DLQ_SYSTOPICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct dlq;
+
+/* At most this many policies get topics of their own. */
+#define DLQ_SYS_MAX_POLICIES 100
+
+struct dlq_sys {
+	uint64_t last_ms;      /* when values were last published (0: never) */
+	uint64_t *last_values; /* owned: what was published, to send only changes */
+	size_t value_count;
+};
+
+/* Publishes what changed when the interval has passed. */
+void systopics__tick(struct dlq *d);
+
+void systopics__cleanup(struct dlq_sys *s);
+
+#endif
