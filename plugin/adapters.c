@@ -161,3 +161,24 @@ int adapter__disconnect(int event, void *event_data, void *userdata)
 	dlq__client_gone(&pl->engine, client);
 	return MOSQ_ERR_SUCCESS;
 }
+
+int adapter__reload(int event, void *event_data, void *userdata)
+{
+	struct dlq_plugin *pl = userdata;
+	char err[1024];
+	(void)event;
+	(void)event_data;
+
+	if(pl->engine.cfg.policy_file == NULL){
+		port__log(DLQ_LOG_NOTICE, "reload: policies unchanged (they come from plugin_opt_policy lines only, "
+				"which Mosquitto does not pass again; use plugin_opt_policy_file for policies that reload)");
+	}else if(dlq__reload(&pl->engine, pl->options, pl->option_count, err, sizeof(err))){
+		port__log(DLQ_LOG_ERR, "reload refused, the policies in use stay: %s", err);
+	}else{
+		port__log(DLQ_LOG_NOTICE, "reload: %zu policies in use (%s re-read)", pl->engine.cfg.policies.count,
+				pl->engine.cfg.policy_file);
+	}
+	/* Any other answer would stop the broker from reloading the plugins
+	 * after this one (src/security.c). */
+	return MOSQ_ERR_PLUGIN_DEFER;
+}

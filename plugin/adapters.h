@@ -17,11 +17,14 @@ struct dlq_plugin {
 	struct dlq engine;                 /* owned */
 	uint64_t last_tick_ms;             /* 0 until the first TICK */
 	bool warned_no_tick;
+	struct dlq_option *options;        /* owned deep copy of the plugin's options, for reloads */
+	size_t option_count;
 };
 
 int adapter__message(int event, void *event_data, void *userdata);
 int adapter__control(int event, void *event_data, void *userdata);
 int adapter__tick(int event, void *event_data, void *userdata);
 int adapter__disconnect(int event, void *event_data, void *userdata);
+int adapter__reload(int event, void *event_data, void *userdata);
 
 #endif

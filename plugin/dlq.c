@@ -464,5 +464,11 @@ void dlq__cleanup(struct dlq *d)
 	free(d->policy_counters);
 	d->policy_counters = NULL;
 	systopics__cleanup(&d->sys);
+	for(size_t i = 0; i < d->retired_count; i++){
+		policy__table_free(&d->retired[i]);
+	}
+	free(d->retired);
+	d->retired = NULL;
+	d->retired_count = 0;
 	config__free(&d->cfg);
 }

@@ -44,6 +44,8 @@ struct dlq {
 	uint64_t changes;         /* bumped on every change of what is owed (state saving) */
 	struct dlq_persist persist; /* owned: state file and journal */
 	struct dlq_sys sys;         /* owned: $SYS/broker/dlq/... */
+	struct dlq_policy_table *retired; /* owned: tables replaced by reloads, kept until shutdown */
+	size_t retired_count;
 	struct dlq_counters counters;          /* totals */
 	struct dlq_counters *policy_counters;  /* owned: one per policy of cfg.policies, by index */
 	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */
@@ -116,6 +118,14 @@ void dlq__tick(struct dlq *d);
  * (struct dlq_nack.client_persists). What the broker says at disconnect is
  * not used: on a takeover it marks even a persistent session clean. */
 void dlq__client_gone(struct dlq *d, const char *client);
+
+/* Re-reads the policies from opts (the options the plugin was started
+ * with; plugin_opt_policy_file is read again) and, when the whole new table
+ * is valid, swaps it in: chains in flight follow the new policy of their
+ * filter, or keep their old policy if the filter is gone. Other options are
+ * not changed. Returns 0, or EINVAL/ENOMEM with the reason in err and
+ * nothing changed. */
+int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char *err, size_t errlen);
 
 /* The counters of policy p, or NULL when p is not in the current table
  * (a chain that began under a policy since removed by a reload). */

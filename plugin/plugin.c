@@ -32,6 +32,7 @@ static const struct {
 	{ MOSQ_EVT_CONTROL, adapter__control, DLQ_NACK_TOPIC },
 	{ MOSQ_EVT_TICK, adapter__tick, NULL },
 	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL },
+	{ MOSQ_EVT_RELOAD, adapter__reload, NULL },
 };
 #define CALLBACK_COUNT (sizeof(callbacks) / sizeof(callbacks[0]))
 
@@ -40,6 +41,32 @@ static void unregister_first(struct dlq_plugin *pl, size_t count)
 	for(size_t i = 0; i < count; i++){
 		mosquitto_callback_unregister(pl->identifier, callbacks[i].event, callbacks[i].cb, callbacks[i].topic);
 	}
+}
+
+static void free_options(struct dlq_option *opts, size_t count)
+{
+	for(size_t i = 0; opts && i < count; i++){
+		free((char *)opts[i].key);
+		free((char *)opts[i].value);
+	}
+	free(opts);
+}
+
+/* A deep copy of the broker's options, kept for reloads. NULL when out of
+ * memory (or when there are none: then count is 0). */
+static struct dlq_option *copy_options(const struct mosquitto_opt *options, int count)
+{
+	if(count <= 0) return NULL;
+	struct dlq_option *opts = calloc((size_t)count, sizeof(*opts));
+	for(int i = 0; opts && i < count; i++){
+		opts[i].key = strdup(options[i].key ? options[i].key : "");
+		opts[i].value = strdup(options[i].value ? options[i].value : "");
+		if(opts[i].key == NULL || opts[i].value == NULL){
+			free_options(opts, (size_t)count);
+			return NULL;
+		}
+	}
+	return opts;
 }
 
 DLQ_EXPORT int mosquitto_plugin_version(int supported_version_count, const int *supported_versions)
@@ -58,18 +85,12 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	struct dlq_option *opts = NULL;
 	struct dlq_plugin *pl = NULL;
 
-	if(option_count > 0){
-		opts = calloc((size_t)option_count, sizeof(*opts));
-		if(opts == NULL) goto nomem;
-		for(int i = 0; i < option_count; i++){
-			opts[i].key = options[i].key;
-			opts[i].value = options[i].value;
-		}
-	}
-	int rc = config__parse(opts, (size_t)(option_count > 0 ? option_count : 0), &cfg, err, sizeof(err));
-	free(opts);
-	opts = NULL;
+	size_t count = option_count > 0 ? (size_t)option_count : 0;
+	opts = copy_options(options, option_count);
+	if(opts == NULL && count) goto nomem;
+	int rc = config__parse(opts, count, &cfg, err, sizeof(err));
 	if(rc){
+		free_options(opts, count);
 		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
 		return rc == ENOMEM ? MOSQ_ERR_NOMEM : MOSQ_ERR_INVAL;
 	}
@@ -80,6 +101,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 				"the broker then sends plugins no TICK events, so retry delays, NACK windows, state saving "
 				"and retries of failed publishes could not work", facts.path);
 		config__free(&cfg);
+		free_options(opts, count);
 		return MOSQ_ERR_INVAL;
 	}
 	cfg.broker_persistence = facts.persistence;
@@ -93,9 +115,12 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	pl = calloc(1, sizeof(*pl));
 	if(pl == NULL){
 		config__free(&cfg);
+		free_options(opts, count);
 		goto nomem;
 	}
 	pl->identifier = identifier;
+	pl->options = opts;
+	pl->option_count = count;
 	size_t policy_count = cfg.policies.count;
 	uint64_t window = cfg.nack_window_ms;
 	uint64_t bound = cfg.max_pending_bytes;
@@ -103,6 +128,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	if(rc){
 		port__log(DLQ_LOG_ERR, "could not start: %s", err);
 		dlq__cleanup(&pl->engine);
+		free_options(pl->options, pl->option_count);
 		free(pl);
 		return rc == ENOMEM ? MOSQ_ERR_NOMEM : MOSQ_ERR_UNKNOWN;
 	}
@@ -115,6 +141,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 					mosquitto_strerror(rc));
 			unregister_first(pl, i);
 			dlq__cleanup(&pl->engine);
+			free_options(pl->options, pl->option_count);
 			free(pl);
 			return rc;
 		}
@@ -138,6 +165,7 @@ DLQ_EXPORT int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *op
 	if(pl == NULL) return MOSQ_ERR_SUCCESS;
 	unregister_first(pl, CALLBACK_COUNT);
 	dlq__cleanup(&pl->engine);
+	free_options(pl->options, pl->option_count);
 	free(pl);
 	return MOSQ_ERR_SUCCESS;
 }

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Live policy reload (see dlq__reload in dlq.h). Mosquitto 2.0 does not pass
+ * plugin options again on SIGHUP, so the plugin parses the options it was
+ * started with once more, which re-reads plugin_opt_policy_file. The new
+ * table is validated in full before anything changes; then chains in flight
+ * follow the new policy of their filter, and chains whose filter is gone
+ * keep the policy they started with (its table is kept until shutdown).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlq.h"
+#include "port.h"
+
+struct filter_map {
+	const char *filter;             /* borrowed from the old table */
+	const struct dlq_policy *to;    /* borrowed from the new table */
+};
+
+/* The new policy of an old one: the same filter in the new table, or the
+ * old one itself. old_items is the old table's array, map its mapping. */
+static const struct dlq_policy *relink(const struct dlq_policy *p, const struct dlq_policy *old_items,
+		size_t old_count, const struct filter_map *map)
+{
+	if(p == NULL || p < old_items || p >= old_items + old_count) return p;
+	const struct dlq_policy *to = map[p - old_items].to;
+	return to ? to : p;
+}
+
+static void relink_list(struct dlq_envelope_list *l, const struct dlq_policy *old_items, size_t old_count,
+		const struct filter_map *map)
+{
+	for(struct dlq_envelope *e = l->head; e; e = e->next){
+		e->policy = relink(e->policy, old_items, old_count, map);
+	}
+}
+
+int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char *err, size_t errlen)
+{
+	struct dlq_config fresh;
+	int rc = config__parse(opts, count, &fresh, err, errlen);
+	if(rc) return rc;
+
+	struct dlq_policy_table *old = &d->cfg.policies;
+	size_t n = fresh.policies.count;
+	struct filter_map *map = calloc(old->count ? old->count : 1, sizeof(*map));
+	struct dlq_counters *counters = calloc(n ? n : 1, sizeof(*counters));
+	struct dlq_policy_table *retired = realloc(d->retired, (d->retired_count + 1) * sizeof(*retired));
+	if(map == NULL || counters == NULL || retired == NULL){
+		free(map);
+		free(counters);
+		if(retired) d->retired = retired;
+		config__free(&fresh);
+		snprintf(err, errlen, "out of memory");
+		return ENOMEM;
+	}
+	d->retired = retired;
+
+	/* Old filter -> new policy, by name; counters follow their filter. */
+	for(size_t i = 0; i < old->count; i++){
+		map[i].filter = old->items[i].filter;
+		for(size_t k = 0; k < n; k++){
+			if(!strcmp(fresh.policies.items[k].filter, old->items[i].filter)){
+				map[i].to = &fresh.policies.items[k];
+				counters[k] = d->policy_counters[i];
+				break;
+			}
+		}
+	}
+
+	for(struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
+		r->policy = relink(r->policy, old->items, old->count, map);
+	}
+	relink_list(&d->outbox.owed, old->items, old->count, map);
+	relink_list(&d->outbox.sent, old->items, old->count, map);
+	relink_list(&d->outbox.settling, old->items, old->count, map);
+	for(size_t i = 0; i < d->delayed.count; i++){
+		d->delayed.heap[i]->policy = relink(d->delayed.heap[i]->policy, old->items, old->count, map);
+	}
+
+	/* Swap: the old table is kept for the chains that still use it. */
+	d->retired[d->retired_count++] = *old;
+	*old = fresh.policies;
+	memset(&fresh.policies, 0, sizeof(fresh.policies));
+	config__free(&fresh);
+	free(d->policy_counters);
+	d->policy_counters = counters;
+	free(map);
+	return 0;
+}
