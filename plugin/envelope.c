@@ -112,6 +112,21 @@ static void parts_from_record(struct parts *pt, const struct dlq_record *r, cons
 	pt->headers_len = r->headers_len;
 }
 
+/* An envelope of r's message, with the fields every kind takes from it. */
+static struct dlq_envelope *from_record(enum dlq_envelope_kind kind, const struct parts *pt,
+		const struct dlq_record *r, const struct dlq_id *id, int64_t now_ms)
+{
+	struct dlq_envelope *e = envelope_new(kind, pt);
+	if(e == NULL) return NULL;
+	e->id = *id;
+	e->origin_id = r->origin_id;
+	e->time_ms = now_ms;
+	e->first_nack_ms = r->first_nack_ms ? r->first_nack_ms : now_ms;
+	e->retry_count = r->attempt;
+	e->qos = r->qos;
+	return e;
+}
+
 struct dlq_envelope *envelope__retry_copy(const struct dlq_record *r, const struct dlq_id *copy_id,
 		const char *retry_topic, const char *target_client, const char *nacking_client, int64_t now_ms)
 {
@@ -119,16 +134,7 @@ struct dlq_envelope *envelope__retry_copy(const struct dlq_record *r, const stru
 	parts_from_record(&pt, r, nacking_client);
 	pt.target_client = target_client;
 	pt.topic = target_client ? record__topic(r) : retry_topic;
-
-	struct dlq_envelope *e = envelope_new(DLQ_ENV_RETRY_COPY, &pt);
-	if(e == NULL) return NULL;
-	e->id = *copy_id;
-	e->origin_id = r->origin_id;
-	e->time_ms = now_ms;
-	e->first_nack_ms = r->first_nack_ms ? r->first_nack_ms : now_ms;
-	e->retry_count = r->attempt;
-	e->qos = r->qos;
-	return e;
+	return from_record(DLQ_ENV_RETRY_COPY, &pt, r, copy_id, now_ms);
 }
 
 struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const char *nacking_client,
@@ -143,16 +149,7 @@ struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const cha
 		reason = ran_out;
 	}
 	pt.reason = reason;
-
-	struct dlq_envelope *e = envelope_new(DLQ_ENV_DEAD_LETTER, &pt);
-	if(e == NULL) return NULL;
-	e->id = r->id;
-	e->origin_id = r->origin_id;
-	e->time_ms = now_ms;
-	e->first_nack_ms = r->first_nack_ms ? r->first_nack_ms : now_ms;
-	e->retry_count = r->attempt;
-	e->qos = r->qos;
-	return e;
+	return from_record(DLQ_ENV_DEAD_LETTER, &pt, r, &r->id, now_ms);
 }
 
 struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *c, const char *reason, int64_t now_ms)

@@ -313,20 +313,22 @@ void policy__set_defaults(struct dlq_policy *p)
 
 uint64_t policy__retry_delay_ms(const struct dlq_policy *p, unsigned attempt, int64_t requested_ms, double random)
 {
-	double cap = (double)p->retry_max_delay_ms;
+	uint64_t cap = p->retry_max_delay_ms;
 	if(requested_ms >= 0){
-		return (uint64_t)requested_ms < p->retry_max_delay_ms ? (uint64_t)requested_ms : p->retry_max_delay_ms;
+		return (uint64_t)requested_ms < cap ? (uint64_t)requested_ms : cap;
 	}
 	if(p->retry_delay_ms == 0) return 0;
 	/* Multiplying step by step stops at the cap, so a large attempt
-	 * cannot overflow. */
+	 * cannot overflow; the result is clamped in integers, since a double
+	 * near 2^64 does not round-trip. */
 	double d = (double)p->retry_delay_ms;
-	for(unsigned i = 1; i < attempt && d < cap; i++){
+	for(unsigned i = 1; i < attempt && d < (double)cap; i++){
 		d *= p->retry_backoff;
 	}
-	if(d > cap) d = cap;
+	if(d > (double)cap) d = (double)cap;
 	d -= d * p->retry_jitter * random;
-	return (uint64_t)d;
+	if(!(d < (double)cap)) return cap;
+	return d > 0 ? (uint64_t)d : 0;
 }
 
 int policy__table_finish(struct dlq_policy_table *t, char *err, size_t errlen)

@@ -3,7 +3,9 @@
  * The state file format (see state.h). A file is a header, then entries:
  *   type (1) | length (4, big endian) | body (length) | CRC-32 (4) of all before it in the entry
  * Snapshot header "DLQSTAT1", then the next envelope sequence number (8);
- * entries are records (type 1) and envelopes (type 2). Journal header
+ * entries are records (type 1) and envelopes (type 2), and a last entry
+ * (type 4) holding how many came before it, so that a file cut between two
+ * entries is known to be cut. Journal header
  * "DLQJRNL1"; entries add an envelope (type 2) or remove one by its
  * sequence number (type 3). Times are saved as wall-clock milliseconds and
  * turned back into the monotonic clock on restore.
@@ -21,7 +23,7 @@
 #define JOURNAL_MAGIC "DLQJRNL1"
 #define MAGIC_LEN 8
 
-enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3 };
+enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4 };
 
 uint32_t state__crc32(const uint8_t *data, size_t len)
 {
@@ -175,7 +177,12 @@ int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_
 	for(size_t i = 0; i < d->delayed.count; i++){
 		if(state__encode_add(d->delayed.heap[i], mono_now, wall_now, out)) return ENOMEM;
 	}
-	return 0;
+	uint64_t entries = d->ledger.count + d->outbox.owed.count + d->outbox.sent.count
+			+ d->outbox.settling.count + d->delayed.count;
+	int rc;
+	size_t at = entry_begin(out, ENTRY_END, &rc);
+	if(rc == 0) rc = put_u(out, entries, 8);
+	return entry_end(out, at, rc);
 }
 
 /* ---- reading ---------------------------------------------------------- */
@@ -416,7 +423,13 @@ static void damaged(struct state_report *rep, size_t at, const char *what)
 static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t pos, bool journal,
 		uint64_t mono_now, int64_t wall_now, struct state_report *rep)
 {
+	uint64_t seen = 0;
+	bool ended = false;
 	while(pos < len){
+		if(ended){
+			damaged(rep, pos, "data after the end of the snapshot");
+			return 0;
+		}
 		if(len - pos < 9){
 			damaged(rep, pos, "truncated entry");
 			return 0;
@@ -443,6 +456,9 @@ static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t
 		}else if(type == ENTRY_REMOVE && journal){
 			decode_remove(d, &r);
 			ok = !r.bad;
+		}else if(type == ENTRY_END && !journal){
+			ok = get_u(&r, 8) == seen && !r.bad;
+			ended = true;
 		}else{
 			ok = false;
 		}
@@ -451,8 +467,10 @@ static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t
 			return 0;
 		}
 		if(journal) rep->journal_entries++;
+		seen++;
 		pos += 9 + (size_t)blen;
 	}
+	if(!journal && !ended) damaged(rep, pos, "truncated (no end of snapshot)");
 	return 0;
 }
 
