@@ -132,6 +132,7 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 		return rc;
 	}
 	if(rc) return rc;
+	persist__note_record(d, r);
 	id__encode(&id, id_out);
 	COUNT(d, policy, tracked, 1);
 	return 0;
@@ -155,7 +156,9 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e)
 	if(remember(d, copy)){
 		port__log(DLQ_LOG_WARNING, "retry copy on \"%s\" does not fit max_pending_bytes: it is sent, "
 				"but it cannot be NACKed", e->topic);
+		return;
 	}
+	persist__note_record(d, copy);
 }
 
 /* Hands e to the broker. Accepted: e waits in "sent" until the broker has
@@ -229,7 +232,7 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 	res->delay_ms = e->delay_ms;
 	if(e->delay_ms == 0){
 		res->status = DLQ_NACK_RETRIED;
-		persist__note_add(d, e);
+		persist__note_add(d, e, false);
 		send_envelope(d, e);
 		return;
 	}
@@ -241,7 +244,7 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 	}
 	d->changes++;
 	COUNT(d, p, delayed, 1);
-	persist__note_add(d, e);
+	persist__note_add(d, e, false);
 	res->status = DLQ_NACK_RETRIED;
 }
 
@@ -255,7 +258,7 @@ static void nack_dead_letter(struct dlq *d, struct dlq_record *r, const struct d
 	}
 	e->seq = d->next_seq++;
 	res->status = DLQ_NACK_DEAD_LETTERED;
-	persist__note_add(d, e);
+	persist__note_add(d, e, false);
 	send_envelope(d, e);
 }
 
@@ -302,6 +305,7 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 		ledger__drop_last_nacker(&d->ledger, r);
 		goto refused;
 	}
+	persist__note_nacker(d, r, n->client);
 	COUNT(d, policy, nacks, 1);
 	/* The envelope and the nacker took room: the ledger gives it back. */
 	make_room(d, 0);
@@ -385,7 +389,7 @@ static bool divert(struct dlq *d, const struct dlq_envelope *e, const char *reas
 		return false;
 	}
 	dl->seq = d->next_seq++;
-	persist__note_add(d, dl);
+	persist__note_add(d, dl, true);
 	persist__note_remove(d, e->seq);
 	send_envelope(d, dl);
 	return true;

@@ -195,14 +195,39 @@ int persist__open(struct dlq *d, char *err, size_t errlen)
 	return rc;
 }
 
-void persist__note_add(struct dlq *d, const struct dlq_envelope *e)
+/* Appends an encoded entry to the journal; sync says whether to fdatasync. */
+static void journal_write(struct dlq *d, struct dlq_headers *h, int rc, bool sync)
+{
+	if(rc == 0) rc = sync ? state__append(d->persist.journal_fd, h->data, h->len)
+			: state__append_nosync(d->persist.journal_fd, h->data, h->len);
+	if(rc) report_failure(d, "journal entry not written", strerror(rc));
+}
+
+void persist__note_add(struct dlq *d, const struct dlq_envelope *e, bool sync)
 {
 	if(d->persist.journal_fd < 0) return;
 	struct dlq_headers h = {0};
 	int rc = state__encode_add(e, port__now_ms(), port__wall_ms(), &h);
-	if(rc == 0) rc = state__append(d->persist.journal_fd, h.data, h.len);
+	journal_write(d, &h, rc, sync);
 	headers__free(&h);
-	if(rc) report_failure(d, "journal entry not written", strerror(rc));
+}
+
+void persist__note_record(struct dlq *d, const struct dlq_record *r)
+{
+	if(d->persist.journal_fd < 0) return;
+	struct dlq_headers h = {0};
+	int rc = state__encode_record(r, port__now_ms(), port__wall_ms(), &h);
+	journal_write(d, &h, rc, true);
+	headers__free(&h);
+}
+
+void persist__note_nacker(struct dlq *d, const struct dlq_record *r, const char *client)
+{
+	if(d->persist.journal_fd < 0) return;
+	struct dlq_headers h = {0};
+	int rc = state__encode_nacker(r, client, &h);
+	journal_write(d, &h, rc, true);
+	headers__free(&h);
 }
 
 void persist__note_remove(struct dlq *d, uint64_t seq)

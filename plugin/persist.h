@@ -2,9 +2,11 @@
 /*
  * Durability of the engine (with plugin_opt_state_file): restoring the state
  * at startup, snapshots at an interval and at shutdown, and, with
- * plugin_opt_state_save_on_change, a journal that records every envelope the
- * plugin takes on (synced before the NACK is acknowledged) and every one the
- * broker has taken (synced once per tick).
+ * plugin_opt_state_save_on_change, a journal of every change between
+ * snapshots: each delivery tracked (synced before the broker acknowledges the
+ * publish), each NACK with the envelope it makes (synced before the NACK is
+ * acknowledged), and the envelopes the broker has taken (synced once per
+ * tick; losing those only republishes, never loses).
  */
 #ifndef DLQ_PERSIST_H
 #define DLQ_PERSIST_H
@@ -35,8 +37,17 @@ struct dlq_persist {
  * with durability it was asked for but cannot have. */
 int persist__open(struct dlq *d, char *err, size_t errlen);
 
-/* The engine took on e (it is owed until the broker takes it). */
-void persist__note_add(struct dlq *d, const struct dlq_envelope *e);
+/* The engine took on e (it is owed until the broker takes it). sync: make
+ * it durable now; otherwise the next synced entry does. */
+void persist__note_add(struct dlq *d, const struct dlq_envelope *e, bool sync);
+
+/* A delivery became NACKable (an inbound publish was tracked, or a retry
+ * copy was published). Synced: the broker acknowledges the publish after. */
+void persist__note_record(struct dlq *d, const struct dlq_record *r);
+
+/* client NACKed r: the last entry of an accepted NACK, synced, so that the
+ * NACK and its envelope are durable before the broker acknowledges it. */
+void persist__note_nacker(struct dlq *d, const struct dlq_record *r, const char *client);
 
 /* The broker took the envelope with seq (or it was replaced). */
 void persist__note_remove(struct dlq *d, uint64_t seq);

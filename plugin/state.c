@@ -23,7 +23,7 @@
 #define JOURNAL_MAGIC "DLQJRNL1"
 #define MAGIC_LEN 8
 
-enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4 };
+enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_NACKER = 5 };
 
 uint32_t state__crc32(const uint8_t *data, size_t len)
 {
@@ -98,7 +98,7 @@ static int64_t to_wall(uint64_t mono, uint64_t mono_now, int64_t wall_now)
 	return wall_now - (int64_t)(mono_now - mono);
 }
 
-static int encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t wall_now, struct dlq_headers *b)
+int state__encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t wall_now, struct dlq_headers *b)
 {
 	int rc;
 	size_t at = entry_begin(b, ENTRY_RECORD, &rc);
@@ -150,6 +150,14 @@ int state__encode_remove(uint64_t seq, struct dlq_headers *b)
 	return entry_end(b, at, rc);
 }
 
+int state__encode_nacker(const struct dlq_record *r, const char *client, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_NACKER, &rc);
+	if(rc == 0) rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_str(b, client) ? ENOMEM : 0;
+	return entry_end(b, at, rc);
+}
+
 int state__encode_journal_header(struct dlq_headers *out)
 {
 	return put_raw(out, JOURNAL_MAGIC, MAGIC_LEN);
@@ -167,7 +175,7 @@ int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_
 {
 	if(put_raw(out, SNAPSHOT_MAGIC, MAGIC_LEN) || put_u(out, d->next_seq, 8)) return ENOMEM;
 	for(const struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
-		if(encode_record(r, mono_now, wall_now, out)) return ENOMEM;
+		if(state__encode_record(r, mono_now, wall_now, out)) return ENOMEM;
 	}
 	if(encode_list(&d->outbox.owed, mono_now, wall_now, out)
 			|| encode_list(&d->outbox.sent, mono_now, wall_now, out)
@@ -411,6 +419,20 @@ static void decode_remove(struct dlq *d, struct reader *r)
 	envelope__free(e);
 }
 
+static void decode_nacker(struct dlq *d, struct reader *r)
+{
+	struct dlq_id id;
+	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
+	char *client = get_str(r, false);
+	if(p && client){
+		memcpy(id.raw, p, DLQ_ID_RAW_LEN);
+		struct dlq_record *rec = ledger__find(&d->ledger, &id);
+		/* Gone (expired) or already there: nothing to do. */
+		if(rec) (void)ledger__add_nacker(&d->ledger, rec, client);
+	}
+	free(client);
+}
+
 static void damaged(struct state_report *rep, size_t at, const char *what)
 {
 	rep->damaged = true;
@@ -449,8 +471,11 @@ static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t
 		}
 		struct reader r = { .p = data + pos + 5, .left = blen, .bad = false };
 		bool ok;
-		if(type == ENTRY_RECORD && !journal){
+		if(type == ENTRY_RECORD){
 			ok = decode_record(d, &r, mono_now, wall_now, rep);
+		}else if(type == ENTRY_NACKER && journal){
+			decode_nacker(d, &r);
+			ok = !r.bad;
 		}else if(type == ENTRY_ENVELOPE){
 			ok = decode_envelope(d, &r, mono_now, wall_now, rep);
 		}else if(type == ENTRY_REMOVE && journal){

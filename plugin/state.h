@@ -18,6 +18,7 @@
 
 struct dlq;
 struct dlq_envelope;
+struct dlq_record;
 
 /* What a decode found. */
 struct state_report {
@@ -41,14 +42,17 @@ int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_
 int state__decode_snapshot(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep);
 
-/* Journal entries: an envelope added, or the envelope with seq removed.
- * Appended to out. */
+/* Journal entries: an envelope added, the envelope with seq removed, a
+ * ledger record added, or a client that NACKed a record. Appended to out. */
 int state__encode_journal_header(struct dlq_headers *out);
 int state__encode_add(const struct dlq_envelope *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
 int state__encode_remove(uint64_t seq, struct dlq_headers *out);
+int state__encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
+int state__encode_nacker(const struct dlq_record *r, const char *client, struct dlq_headers *out);
 
-/* Applies a journal to d after its snapshot: adds envelopes not yet there,
- * removes those named. Same damage rules as the snapshot. */
+/* Applies a journal to d after its snapshot: adds envelopes and records not
+ * yet there, removes the envelopes named, adds nackers. Same damage rules
+ * as the snapshot, except that a journal has no end: it is cut anywhere. */
 int state__decode_journal(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep);
 
@@ -63,6 +67,9 @@ int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, s
 /* Appends data to an open journal and syncs it (fdatasync). Returns 0 or
  * an errno. */
 int state__append(int fd, const uint8_t *data, size_t len);
+
+/* The same without the sync (the next synced append covers it). */
+int state__append_nosync(int fd, const uint8_t *data, size_t len);
 
 /* CRC-32 (IEEE) of data, as the entries carry it. */
 uint32_t state__crc32(const uint8_t *data, size_t len);

@@ -113,6 +113,11 @@ int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, s
 	return 0;
 }
 
+int state__append_nosync(int fd, const uint8_t *data, size_t len)
+{
+	return write_all(fd, data, len);
+}
+
 int state__append(int fd, const uint8_t *data, size_t len)
 {
 	int rc = write_all(fd, data, len);

@@ -587,6 +587,299 @@ START_TEST(test_policy_file_errors)
 }
 END_TEST
 
+/* ---- retry delays in policies ---- */
+
+START_TEST(test_line_delays_good)
+{
+	struct dlq_policy p;
+
+	/* Not given: no delay, backoff 1, no jitter, a 1 h cap. */
+	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d", &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.retry_delay_ms, 0);
+	ck_assert(p.retry_backoff == 1.0);
+	ck_assert_uint_eq(p.retry_max_delay_ms, DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+	ck_assert(p.retry_jitter == 0.0);
+	policy__free(&p);
+
+	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_delay=0s", &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.retry_delay_ms, 0);
+	policy__free(&p);
+	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_delay=0ms", &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.retry_delay_ms, 0);
+	policy__free(&p);
+	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_delay=30s", &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.retry_delay_ms, 30000);
+	policy__free(&p);
+	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_delay=500ms", &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.retry_delay_ms, 500);
+	policy__free(&p);
+
+	ck_assert_int_eq(config__parse_policy_line("a retry_jitter=0.25 retry_max_delay=2h max_attempts=3 retry_backoff=2.5 "
+			"dead_letter=d retry_delay=5m", &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.retry_delay_ms, 300000);
+	ck_assert_uint_eq(p.retry_max_delay_ms, 7200000);
+	ck_assert(p.retry_backoff == 2.5);
+	ck_assert(p.retry_jitter == 0.25);
+	policy__free(&p);
+
+	/* The edges: backoff 1 and 100, jitter 0 and 1, delay equal to the cap. */
+	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_backoff=1 retry_jitter=0 "
+			"retry_delay=1h", &p, err, sizeof(err)), 0);
+	ck_assert(p.retry_backoff == 1.0);
+	ck_assert_uint_eq(p.retry_delay_ms, 3600000);
+	policy__free(&p);
+	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_backoff=100 retry_jitter=1 "
+			"retry_delay=10s retry_max_delay=10s", &p, err, sizeof(err)), 0);
+	ck_assert(p.retry_backoff == 100.0);
+	ck_assert(p.retry_jitter == 1.0);
+	policy__free(&p);
+	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_backoff=1.0 retry_jitter=.5",
+			&p, err, sizeof(err)), 0);
+	ck_assert(p.retry_jitter == 0.5);
+	policy__free(&p);
+}
+END_TEST
+
+START_TEST(test_line_delays_bad)
+{
+	static const struct bad_line cases[] = {
+		{"a max_attempts=3 dead_letter=d retry_delay=30", {"retry_delay \"30\"", "a unit is required", "\"30s\""}},
+		{"a max_attempts=3 dead_letter=d retry_delay=0", {"retry_delay \"0\"", "a unit is required"}},
+		{"a max_attempts=3 dead_letter=d retry_delay=abc", {"retry_delay must be a duration with a unit", "got \"abc\""}},
+		{"a max_attempts=3 dead_letter=d retry_delay=-1s", {"retry_delay must be a duration", "\"-1s\""}},
+		{"a max_attempts=3 dead_letter=d retry_delay=1.5s", {"retry_delay must be a duration", "\"1.5s\""}},
+		{"a max_attempts=3 dead_letter=d retry_delay=5w", {"retry_delay must be a duration", "\"5w\""}},
+		{"a max_attempts=3 dead_letter=d retry_max_delay=60", {"retry_max_delay \"60\"", "a unit is required"}},
+		{"a max_attempts=3 dead_letter=d retry_max_delay=0s", {"retry_max_delay must be a duration", "\"0s\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=0.5", {"retry_backoff must be a number from 1 to 100, got \"0.5\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=0", {"retry_backoff must be a number from 1 to 100, got \"0\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=101", {"retry_backoff must be a number from 1 to 100, got \"101\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=100.01", {"from 1 to 100", "\"100.01\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=abc", {"retry_backoff must be a number", "\"abc\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=nan", {"retry_backoff must be a number", "\"nan\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=NaN", {"retry_backoff", "\"NaN\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=inf", {"retry_backoff must be a number", "\"inf\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=infinity", {"retry_backoff", "\"infinity\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=-2", {"retry_backoff", "\"-2\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=+2", {"retry_backoff", "\"+2\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=0x2", {"retry_backoff", "\"0x2\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=2x", {"retry_backoff", "\"2x\""}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=1e3", {"retry_backoff", "\"1e3\""}},
+		{"a max_attempts=3 dead_letter=d retry_jitter=1.5", {"retry_jitter must be a number from 0 to 1, got \"1.5\""}},
+		{"a max_attempts=3 dead_letter=d retry_jitter=-0.1", {"retry_jitter", "\"-0.1\""}},
+		{"a max_attempts=3 dead_letter=d retry_jitter=nan", {"retry_jitter", "\"nan\""}},
+		{"a max_attempts=3 dead_letter=d retry_jitter=half", {"retry_jitter", "\"half\""}},
+		{"a max_attempts=3 dead_letter=d retry_delay=2h", {"retry_delay (7200000 ms) exceeds retry_max_delay (3600000 ms, the default)"}},
+		{"a max_attempts=3 dead_letter=d retry_delay=10s retry_max_delay=5s", {"retry_delay (10000 ms) exceeds retry_max_delay (5000 ms)"}},
+		{"a max_attempts=3 dead_letter=d retry_delay=1s retry_delay=2s", {"retry_delay given twice"}},
+		{"a max_attempts=3 dead_letter=d retry_backoff=2 retry_backoff=2", {"retry_backoff given twice"}},
+		{"a max_attempts=3 dead_letter=d retry_max_delay=1m retry_max_delay=2m", {"retry_max_delay given twice"}},
+		{"a max_attempts=3 dead_letter=d retry_jitter=0 retry_jitter=0", {"retry_jitter given twice"}},
+		{"a max_attempts=3 dead_letter=d retry_delay=", {"retry_delay has an empty value"}},
+		{"a max_attempts=3 dead_letter=d delay=1s", {"unknown key \"delay\" (known: max_attempts, dead_letter, retry_to, "
+			"retry_delay, retry_backoff, retry_max_delay, retry_jitter)"}},
+		{"a max_attempts=3 dead_letter=d retry_delay_ms=1000", {"unknown key \"retry_delay_ms\"", "retry_delay, retry_backoff"}},
+	};
+	struct dlq_policy p;
+
+	for(size_t i = 0; i < N(cases); i++){
+		memset(&p, 0xA5, sizeof(p));
+		err[0] = '\0';
+		ck_assert_msg(config__parse_policy_line(cases[i].line, &p, err, sizeof(err)) == EINVAL, "accepted \"%s\"", cases[i].line);
+		ck_assert(is_zero(&p, sizeof(p)));
+		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
+			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "line \"%s\": error \"%s\" lacks \"%s\"",
+					cases[i].line, err, cases[i].want[k]);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_json_delays_good)
+{
+	static const char doc[] =
+		"{\"policies\":[\n"
+		"  {\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d/a\",\"retry_delay\":\"30s\",\"retry_backoff\":2,"
+		"\"retry_max_delay\":\"10m\",\"retry_jitter\":0.5},\n"
+		"  {\"filter\":\"b\",\"max_attempts\":3,\"dead_letter\":\"d/b\",\"retry_delay\":\"0s\",\"retry_backoff\":1.5},\n"
+		"  {\"filter\":\"c\",\"max_attempts\":3,\"dead_letter\":\"d/c\"}\n"
+		"]}";
+	struct dlq_policy_table t = {0};
+
+	ck_assert_int_eq(config__parse_policy_json(doc, strlen(doc), "p.json", &t, err, sizeof(err)), 0);
+	ck_assert_uint_eq(t.count, 3);
+	ck_assert_uint_eq(t.items[0].retry_delay_ms, 30000);
+	ck_assert(t.items[0].retry_backoff == 2.0);
+	ck_assert_uint_eq(t.items[0].retry_max_delay_ms, 600000);
+	ck_assert(t.items[0].retry_jitter == 0.5);
+	ck_assert_uint_eq(t.items[1].retry_delay_ms, 0);
+	ck_assert(t.items[1].retry_backoff == 1.5);
+	ck_assert_uint_eq(t.items[1].retry_max_delay_ms, DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+	ck_assert_uint_eq(t.items[2].retry_delay_ms, 0);
+	ck_assert(t.items[2].retry_backoff == 1.0);
+	ck_assert(t.items[2].retry_jitter == 0.0);
+	ck_assert_uint_eq(t.items[2].retry_max_delay_ms, DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), 0);
+	policy__table_free(&t);
+}
+END_TEST
+
+#define JPOL(extra) "{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d\"," extra "}]}"
+
+START_TEST(test_json_delays_bad)
+{
+	static const struct bad_json cases[] = {
+		{JPOL("\"retry_delay\":30"), {"policies[0]: retry_delay must be a string with a unit, e.g. \"30s\", got the number 30"}},
+		{JPOL("\"retry_max_delay\":60"), {"retry_max_delay must be a string with a unit", "got the number 60"}},
+		{JPOL("\"retry_delay\":\"30\""), {"retry_delay \"30\"", "a unit is required"}},
+		{JPOL("\"retry_delay\":\"abc\""), {"retry_delay must be a duration with a unit", "\"abc\""}},
+		{JPOL("\"retry_delay\":null"), {"retry_delay must be a string, got null"}},
+		{JPOL("\"retry_delay\":true"), {"retry_delay must be a string, got a boolean"}},
+		{JPOL("\"retry_max_delay\":\"0s\""), {"retry_max_delay must be a duration", "\"0s\""}},
+		{JPOL("\"retry_backoff\":\"2\""), {"retry_backoff must be a number, got a string"}},
+		{JPOL("\"retry_backoff\":0.5"), {"retry_backoff must be a number from 1 to 100, got 0.5"}},
+		{JPOL("\"retry_backoff\":101"), {"retry_backoff must be a number from 1 to 100, got 101"}},
+		{JPOL("\"retry_backoff\":1e300"), {"retry_backoff must be a number from 1 to 100"}},
+		{JPOL("\"retry_jitter\":1.5"), {"retry_jitter must be a number from 0 to 1, got 1.5"}},
+		{JPOL("\"retry_jitter\":-1"), {"retry_jitter must be a number from 0 to 1, got -1"}},
+		{JPOL("\"retry_jitter\":\"0.5\""), {"retry_jitter must be a number, got a string"}},
+		{JPOL("\"retry_jitter\":[]"), {"retry_jitter must be a number, got an array"}},
+		{JPOL("\"retry_delay\":\"2h\""), {"retry_delay (7200000 ms) exceeds retry_max_delay (3600000 ms, the default)"}},
+		{JPOL("\"retry_delay\":\"10s\",\"retry_max_delay\":\"5s\""), {"retry_delay (10000 ms) exceeds retry_max_delay (5000 ms)"}},
+		{JPOL("\"retry_delay\":\"1s\",\"retry_delay\":\"2s\""), {"retry_delay given twice"}},
+		{JPOL("\"retryDelay\":\"1s\""), {"unknown key \"retryDelay\" (known: filter, max_attempts, dead_letter, retry_to, "
+			"retry_delay, retry_backoff, retry_max_delay, retry_jitter)"}},
+	};
+
+	for(size_t i = 0; i < N(cases); i++){
+		struct dlq_policy_table t = {0};
+		err[0] = '\0';
+		ck_assert_msg(config__parse_policy_json(cases[i].doc, strlen(cases[i].doc), "p.json", &t, err, sizeof(err)) == EINVAL,
+				"accepted %s", cases[i].doc);
+		ck_assert_uint_eq(t.count, 0);
+		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
+			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "doc %s: error \"%s\" lacks \"%s\"",
+					cases[i].doc, err, cases[i].want[k]);
+		}
+		policy__table_free(&t);
+	}
+}
+END_TEST
+
+START_TEST(test_delay_ms)
+{
+	static const struct {
+		const char *s;
+		uint64_t ms;
+	} good[] = {{"0s", 0}, {"0ms", 0}, {"0m", 0}, {"500ms", 500}, {"30s", 30000}, {"2h", 7200000}, {"1d", 86400000}};
+	static const char *const bad[] = {"0", "30", "", "s", "-1s", "+1s", " 1s", "1s ", "1.5s", "1w", "99999999999999999999999ms"};
+	uint64_t v;
+
+	for(size_t i = 0; i < N(good); i++){
+		v = 12345;
+		ck_assert_msg(config__parse_delay_ms(good[i].s, &v) == 0, "refused \"%s\"", good[i].s);
+		ck_assert_uint_eq(v, good[i].ms);
+	}
+	for(size_t i = 0; i < N(bad); i++){
+		ck_assert_msg(config__parse_delay_ms(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
+	}
+	ck_assert_int_eq(config__parse_delay_ms(NULL, &v), EINVAL);
+}
+END_TEST
+
+/* ---- durable state options ---- */
+
+START_TEST(test_state_options)
+{
+	const struct dlq_option opts[] = {
+		{"policy", "a max_attempts=3 dead_letter=d"},
+		{"state_file", "/var/lib/mosquitto/dlq.state"},
+		{"state_save_interval", "5m"},
+		{"state_save_on_change", "true"},
+	};
+	struct dlq_config c;
+
+	/* Defaults: no state file, 60 s, no journal. */
+	ck_assert_int_eq(config__parse(opts, 1, &c, err, sizeof(err)), 0);
+	ck_assert_ptr_null(c.state_file);
+	ck_assert_uint_eq(c.state_save_interval_ms, DLQ_DEFAULT_STATE_SAVE_INTERVAL_MS);
+	ck_assert_uint_eq(c.state_save_interval_ms, 60000);
+	ck_assert(!c.state_save_on_change);
+	config__free(&c);
+
+	ck_assert_int_eq(config__parse(opts, N(opts), &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.state_file, "/var/lib/mosquitto/dlq.state");
+	ck_assert_uint_eq(c.state_save_interval_ms, 300000);
+	ck_assert(c.state_save_on_change);
+	config__free(&c);
+	ck_assert(is_zero(&c, sizeof(c)));
+
+	/* The least interval; false needs no state file. */
+	const struct dlq_option edge[] = {
+		{"policy", "a max_attempts=3 dead_letter=d"},
+		{"state_save_interval", "1s"},
+		{"state_save_on_change", "false"},
+	};
+	ck_assert_int_eq(config__parse(edge, N(edge), &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.state_save_interval_ms, 1000);
+	ck_assert(!c.state_save_on_change);
+	config__free(&c);
+}
+END_TEST
+
+START_TEST(test_state_options_bad)
+{
+	static const struct bad_option cases[] = {
+		{"state_file", "", {"plugin_opt_state_file \"\"", "path is empty"}},
+		{"state_save_interval", "60", {"plugin_opt_state_save_interval \"60\"", "with its unit", "\"60s\""}},
+		{"state_save_interval", "999ms", {"plugin_opt_state_save_interval \"999ms\"", "at least 1s"}},
+		{"state_save_interval", "0s", {"plugin_opt_state_save_interval \"0s\""}},
+		{"state_save_interval", "abc", {"plugin_opt_state_save_interval \"abc\"", "with its unit"}},
+		{"state_save_interval", "", {"plugin_opt_state_save_interval \"\""}},
+		{"state_save_on_change", "yes", {"plugin_opt_state_save_on_change \"yes\"", "expected true or false"}},
+		{"state_save_on_change", "TRUE", {"plugin_opt_state_save_on_change \"TRUE\"", "expected true or false"}},
+		{"state_save_on_change", "", {"plugin_opt_state_save_on_change \"\"", "expected true or false"}},
+	};
+	struct dlq_option opts[2] = {{"policy", "z max_attempts=3 dead_letter=d"}, {NULL, NULL}};
+
+	for(size_t i = 0; i < N(cases); i++){
+		opts[1].key = cases[i].key;
+		opts[1].value = cases[i].value;
+		parse_fails(opts, 2);
+		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
+			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "%s=\"%s\": error \"%s\" lacks \"%s\"",
+					cases[i].key, cases[i].value, err, cases[i].want[k]);
+		}
+	}
+
+	/* A journal needs a state file. */
+	const struct dlq_option journal_alone[] = {{"policy", "a max_attempts=3 dead_letter=d"}, {"state_save_on_change", "true"}};
+	parse_fails(journal_alone, N(journal_alone));
+	ck_assert_str_eq(err, "plugin_opt_state_save_on_change true needs plugin_opt_state_file");
+
+	/* Each may be given once. */
+	static const struct {
+		const char *key, *first, *second;
+	} twice[] = {
+		{"state_file", "/tmp/a", "/tmp/b"},
+		{"state_save_interval", "10s", "20s"},
+		{"state_save_on_change", "false", "true"},
+	};
+	for(size_t i = 0; i < N(twice); i++){
+		struct dlq_option list[4];
+		size_t n = 0;
+		list[n++] = (struct dlq_option){"policy", "a max_attempts=3 dead_letter=d"};
+		if(strcmp(twice[i].key, "state_file")) list[n++] = (struct dlq_option){"state_file", "/tmp/x"};
+		list[n++] = (struct dlq_option){twice[i].key, twice[i].first};
+		list[n++] = (struct dlq_option){twice[i].key, twice[i].second};
+		parse_fails(list, n);
+		char want[128];
+		snprintf(want, sizeof(want), "plugin_opt_%s \"%s\": given twice (first \"%s\")", twice[i].key, twice[i].second, twice[i].first);
+		ck_assert_msg(strstr(err, want) != NULL, "error \"%s\" lacks \"%s\"", err, want);
+	}
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -607,6 +900,16 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_json_bad);
 	tcase_add_test(tc, test_policy_file);
 	tcase_add_test(tc, test_policy_file_errors);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("delays and state");
+	tcase_add_test(tc, test_line_delays_good);
+	tcase_add_test(tc, test_line_delays_bad);
+	tcase_add_test(tc, test_json_delays_good);
+	tcase_add_test(tc, test_json_delays_bad);
+	tcase_add_test(tc, test_delay_ms);
+	tcase_add_test(tc, test_state_options);
+	tcase_add_test(tc, test_state_options_bad);
 	suite_add_tcase(s, tc);
 	return s;
 }

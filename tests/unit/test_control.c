@@ -37,6 +37,9 @@ static void track(const char *topic, const char *payload, char id[DLQ_ID_LEN + 1
 	ck_assert_int_eq(dlq__track(&d, p, topic, payload, (uint32_t)strlen(payload), 1, NULL, 0, id), 0);
 }
 
+/* The "delay-ms" user property of the next compact request, or NULL. */
+static const char *next_delay_ms;
+
 /* Runs a request and parses its reply into doc; returns the responses. */
 static const cJSON *run(bool compact, const void *payload, size_t len, const char *client, const char *reason)
 {
@@ -51,7 +54,9 @@ static const cJSON *run(bool compact, const void *payload, size_t len, const cha
 		.payload_len = len,
 		.client = client,
 		.reason = reason,
+		.delay_ms = next_delay_ms,
 	};
+	next_delay_ms = NULL;
 	control__reply_free(&reply);
 	cJSON_Delete(doc);
 	doc = NULL;
@@ -487,6 +492,138 @@ START_TEST(the_sender_is_the_nacking_client)
 }
 END_TEST
 
+/* ---- delays ------------------------------------------------------------ */
+
+/* A JSON nack command for id with a "delay" member (raw JSON text). */
+static const cJSON *json_nack_delay(const char *id, const char *delay_json, const char *client)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "{\"commands\":[{\"command\":\"nack\",\"id\":\"%s\",\"delay\":%s}]}", id, delay_json);
+	return json(cmd, client);
+}
+
+static const cJSON *compact_delay(const char *id, const char *client, const char *delay_ms)
+{
+	next_delay_ms = delay_ms;
+	return compact(id, client, NULL);
+}
+
+START_TEST(a_json_delay_holds_the_copy_back_and_is_answered)
+{
+	char id[DLQ_ID_LEN + 1];
+	track("numbers", "42", id);
+	uint64_t t0 = fake.now_ms;
+	const cJSON *r = json_nack_delay(id, "\"3s\"", "sub1");
+	ck_assert_int_eq(cJSON_GetArraySize(r), 1);
+	expect_result(entry(r, 0), id, "retried", 1, 3);
+	expect_num(entry(r, 0), "delayMs", 3000);
+	ck_assert_uint_eq(reply.errors, 0);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	fake.now_ms = t0 + 2999;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	fake.now_ms = t0 + 3000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_str_eq(fake.publishes[0].client, "sub1");
+	ck_assert_str_eq(fake.publishes[0].topic, "numbers");
+	ck_assert_ptr_nonnull(fake_header_value(&fake.publishes[0], DLQ_PROP_FIRST_NACK_TIME));
+}
+END_TEST
+
+START_TEST(json_delays_are_capped_and_zero_means_at_once)
+{
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1], c[DLQ_ID_LEN + 1];
+	track("numbers", "A", a);
+	track("numbers", "B", b);
+	track("numbers", "C", c);
+	const cJSON *r = json_nack_delay(a, "\"0s\"", "sub1");
+	expect_result(entry(r, 0), a, "retried", 1, 3);
+	expect_num(entry(r, 0), "delayMs", 0);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	/* The policy's retry_max_delay (default 1h) caps what a NACK asks. */
+	r = json_nack_delay(b, "\"2h\"", "sub1");
+	expect_num(entry(r, 0), "delayMs", DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+	/* null is no delay asked for: the policy's (none). */
+	r = json_nack_delay(c, "null", "sub1");
+	expect_result(entry(r, 0), c, "retried", 1, 3);
+	expect_num(entry(r, 0), "delayMs", 0);
+	ck_assert_uint_eq(fake.publish_count, 2);
+	ck_assert_uint_eq(d.delayed.count, 1);
+}
+END_TEST
+
+START_TEST(a_bad_json_delay_is_an_error_and_changes_nothing)
+{
+	char id[DLQ_ID_LEN + 1];
+	track("numbers", "42", id);
+	static const char *const bad[] = {"30", "\"abc\"", "\"30\"", "\"-1s\"", "\"1.5s\"", "\"\"", "true", "{}", "[\"3s\"]"};
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
+		const cJSON *r = json_nack_delay(id, bad[i], "sub1");
+		ck_assert_int_eq(cJSON_GetArraySize(r), 1);
+		expect_error(entry(r, 0), DLQ_COMMAND_NACK, NULL, "\"delay\" must be a duration with its unit");
+		ck_assert_uint_eq(reply.errors, 1);
+		ck_assert(reply.must_send);
+	}
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(d.delayed.count, 0);
+	ck_assert_uint_eq(d.counters.nacks, 0);
+	/* The delivery was not taken as NACKed by sub1. */
+	const cJSON *r = compact(id, "sub1", NULL);
+	expect_result(entry(r, 0), id, "retried", 1, 3);
+	ck_assert_uint_eq(fake.publish_count, 1);
+}
+END_TEST
+
+START_TEST(a_compact_delay_ms_holds_the_copy_back)
+{
+	char id[DLQ_ID_LEN + 1];
+	track("numbers", "42", id);
+	uint64_t t0 = fake.now_ms;
+	const cJSON *r = compact_delay(id, "sub1", "1500");
+	expect_result(entry(r, 0), id, "retried", 1, 3);
+	expect_num(entry(r, 0), "delayMs", 1500);
+	ck_assert_uint_eq(reply.errors, 0);
+	ck_assert(!reply.must_send);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	fake.now_ms = t0 + 1499;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	fake.now_ms = t0 + 1500;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_str_eq(fake.publishes[0].client, "sub1");
+
+	/* "0" is at once; a huge one is capped. */
+	char b[DLQ_ID_LEN + 1], c[DLQ_ID_LEN + 1];
+	track("numbers", "B", b);
+	track("numbers", "C", c);
+	r = compact_delay(b, "sub1", "0");
+	expect_num(entry(r, 0), "delayMs", 0);
+	ck_assert_uint_eq(fake.publish_count, 2);
+	r = compact_delay(c, "sub1", "9223372036854775807");
+	expect_num(entry(r, 0), "delayMs", DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+}
+END_TEST
+
+START_TEST(a_bad_compact_delay_ms_is_an_error_naming_it)
+{
+	char id[DLQ_ID_LEN + 1];
+	track("numbers", "42", id);
+	static const char *const bad[] = {"-1", "1.5", "x", "", " 5", "5 ", "+5", "0x10", "1500ms", "99999999999999999999999"};
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
+		const cJSON *r = compact_delay(id, "sub1", bad[i]);
+		ck_assert_int_eq(cJSON_GetArraySize(r), 1);
+		expect_error(entry(r, 0), DLQ_COMMAND_NACK, id, DLQ_PROP_NACK_DELAY_MS);
+		ck_assert_msg(reply.errors == 1 && reply.must_send, "delay-ms \"%s\" not answered as an error", bad[i]);
+	}
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(d.delayed.count, 0);
+	const cJSON *r = compact(id, "sub1", NULL);
+	expect_result(entry(r, 0), id, "retried", 1, 3);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 
 static void setup(void)
@@ -496,6 +633,7 @@ static void setup(void)
 	char err[256];
 	int rc = config__parse(standard, ARRAY_LEN(standard), &cfg, err, sizeof(err));
 	ck_assert_msg(rc == 0, "config__parse: %s", err);
+	cfg.sys_interval_ms = 0; /* no $SYS publishes among the ones counted here */
 	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
 	memset(&reply, 0, sizeof(reply));
 	doc = NULL;
@@ -539,6 +677,15 @@ static Suite *control_suite(void)
 	tcase_add_test(tc, an_overlong_reason_is_cut_to_the_limit);
 	tcase_add_test(tc, a_reason_is_made_safe_for_a_user_property);
 	tcase_add_test(tc, an_empty_or_null_reason_means_attempts_ran_out);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("delays");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_json_delay_holds_the_copy_back_and_is_answered);
+	tcase_add_test(tc, json_delays_are_capped_and_zero_means_at_once);
+	tcase_add_test(tc, a_bad_json_delay_is_an_error_and_changes_nothing);
+	tcase_add_test(tc, a_compact_delay_ms_holds_the_copy_back);
+	tcase_add_test(tc, a_bad_compact_delay_ms_is_an_error_naming_it);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -38,6 +38,7 @@ static void start(const struct dlq_option *opts, size_t count)
 	char err[512];
 	int rc = config__parse(opts, count, &cfg, err, sizeof(err));
 	ck_assert_msg(rc == 0, "config__parse: %s", err);
+	cfg.sys_interval_ms = 0; /* no $SYS publishes among the ones counted here */
 	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
 	d_live = true;
 }
@@ -893,6 +894,375 @@ START_TEST(a_failing_random_source_refuses_the_nack_and_changes_nothing)
 }
 END_TEST
 
+/* ---- delays ------------------------------------------------------------ */
+
+static const struct dlq_option delayed[] = {
+	{"policy", "slow max_attempts=3 dead_letter=dead/slow retry_delay=2s"},
+	{"policy", "backoff max_attempts=5 dead_letter=dead/backoff retry_delay=1s retry_backoff=2"},
+	{"policy", "capped max_attempts=5 dead_letter=dead/capped retry_delay=1s retry_backoff=10 retry_max_delay=30s"},
+	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
+	{"policy", "fixed/+ max_attempts=3 dead_letter=dead/fixed retry_to=fixed/retry retry_delay=2s"},
+	{"policy", "jitter max_attempts=3 dead_letter=dead/jitter retry_delay=10s retry_jitter=0.5"},
+};
+
+/* A NACK with the session flag and, when requested_ms is not negative, a
+ * delay of its own. */
+static enum dlq_nack_status nack_with(const char *id, const char *client, bool persists, int64_t requested_ms,
+		struct dlq_nack_result *res)
+{
+	struct dlq_nack n = {
+		.id = id,
+		.id_len = strlen(id),
+		.client = client,
+		.client_persists = persists,
+		.delay_requested = requested_ms >= 0,
+		.delay_ms = requested_ms >= 0 ? (uint64_t)requested_ms : 0,
+	};
+	dlq__nack(&d, &n, res);
+	return res->status;
+}
+
+/* Ticks at t - 1 (nothing new may go out) and at t (exactly one). */
+static void expect_due_at(uint64_t t, size_t published_before)
+{
+	fake.now_ms = t - 1;
+	dlq__tick(&d);
+	ck_assert_msg(fake.publish_count == published_before, "published before it was due (at %llu)",
+			(unsigned long long)(t - 1));
+	fake.now_ms = t;
+	dlq__tick(&d);
+	ck_assert_msg(fake.publish_count == published_before + 1, "%zu publishes when due, expected 1",
+			fake.publish_count - published_before);
+}
+
+static const char *const delayed_copy_names[] = {
+	"trace", DLQ_PROP_ID, DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID, DLQ_PROP_FIRST_NACK_TIME,
+};
+
+START_TEST(a_delayed_copy_goes_out_when_due_and_not_before)
+{
+	start(delayed, ARRAY_LEN(delayed));
+	char id0[DLQ_ID_LEN + 1];
+	struct dlq_nack_result res;
+	track_with("slow", "42", 1, &original, id0);
+	uint64_t t0 = fake.now_ms;
+	fake.wall_ms = 1790000000042LL;
+	ck_assert_int_eq(nack_with(id0, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(res.delay_ms, 2000);
+	ck_assert_uint_eq(res.attempt, 1);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(d.delayed.count, 1);
+	ck_assert_uint_eq(d.counters.delayed, 1);
+	ck_assert_uint_eq(d.counters.retry_copies, 0);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 0);
+
+	fake.wall_ms += 1999;
+	expect_due_at(t0 + 2000, 0);
+	expect_publish(0, "sub1", "slow", 1, "42");
+	expect_user_names(0, delayed_copy_names, ARRAY_LEN(delayed_copy_names));
+	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
+	expect_hdr(0, DLQ_PROP_ORIGIN_TOPIC, "slow");
+	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
+	/* When the message was first NACKed (RFC 3339, UTC, milliseconds), not
+	 * when the copy went out. */
+	expect_hdr(0, DLQ_PROP_FIRST_NACK_TIME, "2026-09-21T14:13:20.042Z");
+	ck_assert_uint_eq(d.counters.retry_copies, 1);
+	ck_assert_uint_eq(d.delayed.count, 0);
+
+	fake.now_ms += 100000;
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_uint_eq(dlq__owed_bytes(&d), 0);
+}
+END_TEST
+
+START_TEST(backoff_doubles_the_delay_along_the_chain)
+{
+	start(delayed, ARRAY_LEN(delayed));
+	char id[DLQ_ID_LEN + 1], id0[DLQ_ID_LEN + 1], first[32];
+	struct dlq_nack_result res;
+	track("backoff", "b", 1, id0);
+	memcpy(id, id0, sizeof(id));
+	now_time(first);
+	for(unsigned k = 1; k <= 4; k++){
+		uint64_t t = fake.now_ms;
+		ck_assert_int_eq(nack_with(id, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
+		ck_assert_uint_eq(res.attempt, k);
+		ck_assert_uint_eq(res.delay_ms, 1000ull << (k - 1));
+		fake.wall_ms += 60000; /* the first NACK's time stays */
+		expect_due_at(t + (1000ull << (k - 1)), k - 1);
+		expect_publish(k - 1, "sub1", "backoff", 1, "b");
+		char count[8];
+		snprintf(count, sizeof(count), "%u", k);
+		expect_hdr(k - 1, DLQ_PROP_RETRY_COUNT, count);
+		expect_hdr(k - 1, DLQ_PROP_ORIGIN_ID, id0);
+		expect_hdr(k - 1, DLQ_PROP_FIRST_NACK_TIME, first);
+		copy_id(k - 1, id);
+		dlq__tick(&d);
+	}
+	/* The fifth delivery's NACK ends the chain, at once. */
+	ck_assert_int_eq(nack_with(id, "sub1", false, -1, &res), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(fake.publish_count, 5);
+	expect_publish(4, NULL, "dead/backoff", 1, "b");
+	expect_hdr(4, DLQ_PROP_RETRY_COUNT, "5");
+	expect_hdr(4, DLQ_PROP_ORIGIN_ID, id0);
+}
+END_TEST
+
+START_TEST(retry_max_delay_caps_the_backoff)
+{
+	start(delayed, ARRAY_LEN(delayed));
+	char id[DLQ_ID_LEN + 1];
+	struct dlq_nack_result res;
+	static const uint64_t want[] = {1000, 10000, 30000, 30000};
+	track("capped", "c", 1, id);
+	for(size_t k = 0; k < ARRAY_LEN(want); k++){
+		uint64_t t = fake.now_ms;
+		ck_assert_int_eq(nack_with(id, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
+		ck_assert_uint_eq(res.delay_ms, want[k]);
+		expect_due_at(t + want[k], k);
+		copy_id(k, id);
+		dlq__tick(&d);
+	}
+}
+END_TEST
+
+START_TEST(a_nack_may_ask_for_its_own_delay)
+{
+	start(delayed, ARRAY_LEN(delayed));
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1], c[DLQ_ID_LEN + 1], e[DLQ_ID_LEN + 1];
+	struct dlq_nack_result res;
+	track("slow", "shorter", 1, a);
+	track("slow", "none", 1, b);
+	track("slow", "longer", 1, c);
+	track("numbers", "policy has none", 1, e);
+	uint64_t t = fake.now_ms;
+
+	/* Shorter than the policy's: replaces it. */
+	ck_assert_int_eq(nack_with(a, "sub1", false, 500, &res), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(res.delay_ms, 500);
+	/* Zero: at once, and then no first-nack-time (it was not held back). */
+	ck_assert_int_eq(nack_with(b, "sub1", false, 0, &res), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(res.delay_ms, 0);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	expect_publish(0, "sub1", "slow", 1, "none");
+	expect_user_names(0, copy_names, ARRAY_LEN(copy_names));
+	/* Longer than retry_max_delay (1h by default): capped. */
+	ck_assert_int_eq(nack_with(c, "sub1", false, 7200000, &res), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(res.delay_ms, DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+	/* On a policy without a delay, it holds the copy back all the same. */
+	ck_assert_int_eq(nack_with(e, "sub1", false, 1500, &res), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(res.delay_ms, 1500);
+
+	expect_due_at(t + 500, 1);
+	expect_publish(1, "sub1", "slow", 1, "shorter");
+	expect_due_at(t + 1500, 2);
+	expect_publish(2, "sub1", "numbers", 1, "policy has none");
+	expect_hdr(2, DLQ_PROP_RETRY_COUNT, "1");
+	ck_assert_ptr_nonnull(hdr(2, DLQ_PROP_FIRST_NACK_TIME));
+	expect_due_at(t + DLQ_DEFAULT_RETRY_MAX_DELAY_MS, 3);
+	expect_publish(3, "sub1", "slow", 1, "longer");
+}
+END_TEST
+
+START_TEST(jitter_draws_delays_within_its_bounds)
+{
+	start(delayed, ARRAY_LEN(delayed));
+	char id[DLQ_ID_LEN + 1], client[16];
+	struct dlq_nack_result res;
+	track("jitter", "j", 1, id);
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for(int i = 0; i < 50; i++){
+		snprintf(client, sizeof(client), "sub%d", i);
+		ck_assert_int_eq(nack_with(id, client, false, -1, &res), DLQ_NACK_RETRIED);
+		ck_assert_uint_ge(res.delay_ms, 5000);
+		ck_assert_uint_le(res.delay_ms, 10000);
+		if(res.delay_ms < lo) lo = res.delay_ms;
+		if(res.delay_ms > hi) hi = res.delay_ms;
+	}
+	/* Drawn, not fixed. */
+	ck_assert_uint_lt(lo, hi);
+	/* Each copy goes out at its own due time. */
+	uint64_t heap_min = schedule__peek(&d.delayed)->due_ms;
+	ck_assert_uint_eq(heap_min, fake.now_ms + lo);
+}
+END_TEST
+
+START_TEST(an_untargeted_delayed_copy_goes_to_retry_to)
+{
+	start(delayed, ARRAY_LEN(delayed));
+	char id[DLQ_ID_LEN + 1];
+	struct dlq_nack_result res;
+	track("fixed/3", "f", 2, id);
+	uint64_t t = fake.now_ms;
+	ck_assert_int_eq(nack_with(id, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
+	/* Its NACKer leaving changes nothing: the copy is for everyone. */
+	dlq__client_gone(&d, "sub1");
+	ck_assert_uint_eq(d.delayed.count, 1);
+	expect_due_at(t + 2000, 0);
+	expect_publish(0, NULL, "fixed/retry", 2, "f");
+	expect_hdr(0, DLQ_PROP_ORIGIN_TOPIC, "fixed/3");
+}
+END_TEST
+
+START_TEST(a_delayed_copy_whose_client_left_without_a_session_is_dead_lettered_at_once)
+{
+	start(delayed, ARRAY_LEN(delayed));
+	char id0[DLQ_ID_LEN + 1];
+	struct dlq_nack_result res;
+	track_with("slow", "42", 1, &original, id0);
+	uint64_t t = fake.now_ms;
+	ck_assert_int_eq(nack_with(id0, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
+	ck_assert_uint_gt(d.delayed.bytes, 0);
+	fake.now_ms = t + 500;
+	dlq__client_gone(&d, "sub2");
+	ck_assert_uint_eq(d.delayed.count, 1);
+	dlq__client_gone(&d, "sub1");
+	ck_assert_uint_eq(fake.publish_count, 1);
+	expect_publish(0, NULL, "dead/slow", 1, "42");
+	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
+	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
+	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	expect_hdr(0, "trace", "t-1");
+	const char *reason = hdr(0, DLQ_PROP_DEAD_LETTER_REASON);
+	ck_assert_msg(strstr(reason, "sub1") && strstr(reason, "left without a session before its retry copy was delivered"),
+			"reason \"%s\"", reason);
+	ck_assert_uint_eq(d.delayed.count, 0);
+	ck_assert_uint_eq(d.delayed.bytes, 0);
+	/* Nothing goes out when the copy would have been due. */
+	fake.now_ms = t + 60000;
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_uint_eq(d.counters.retry_copies, 0);
+	ck_assert_uint_eq(dlq__owed_bytes(&d), 0);
+}
+END_TEST
+
+START_TEST(a_delayed_copy_for_a_persisting_session_waits_for_its_client)
+{
+	start(delayed, ARRAY_LEN(delayed));
+	char id0[DLQ_ID_LEN + 1];
+	struct dlq_nack_result res;
+	track("slow", "42", 1, id0);
+	uint64_t t = fake.now_ms;
+	ck_assert_int_eq(nack_with(id0, "sub1", true, -1, &res), DLQ_NACK_RETRIED);
+	dlq__client_gone(&d, "sub1");
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(d.delayed.count, 1);
+	expect_due_at(t + 2000, 0);
+	expect_publish(0, "sub1", "slow", 1, "42");
+}
+END_TEST
+
+static const struct dlq_option delayed_small[] = {
+	{"policy", "slow max_attempts=3 dead_letter=dead/slow retry_delay=2s"},
+	{"max_pending_bytes", "1KiB"},
+};
+
+START_TEST(delayed_copies_count_toward_the_bound)
+{
+	/* A NACK is refused when its copy would take what is owed, delayed
+	 * copies included, past the bound; that shows when the ledger has room
+	 * for a record but not for a copy. Which payload size leads there
+	 * depends on struct sizes, so a range is tried. */
+	const struct dlq_policy *p;
+	struct dlq_nack_result res;
+	char id[DLQ_ID_LEN + 1], payload[401];
+	bool refused = false;
+	for(size_t plen = 0; plen <= 400 && !refused; plen += 10){
+		stop();
+		start(delayed_small, ARRAY_LEN(delayed_small));
+		p = dlq__policy_for(&d, "slow");
+		memset(payload, 'p', plen);
+		payload[plen] = '\0';
+		size_t accepted = 0;
+		for(int i = 0; i < 20; i++){
+			if(dlq__track(&d, p, "slow", payload, (uint32_t)plen, 0, NULL, 0, id) != 0) break;
+			enum dlq_nack_status st = nack_with(id, "sub1", false, -1, &res);
+			if(st == DLQ_NACK_RETRIED){
+				accepted++;
+				ck_assert_uint_le(d.ledger.bytes + dlq__owed_bytes(&d), 1024);
+				continue;
+			}
+			ck_assert_msg(st == DLQ_NACK_FULL, "NACK %d: %s", i, dlq__nack_status_text(st));
+			refused = true;
+			break;
+		}
+		if(!refused) continue;
+
+		/* What is owed is all delayed, and one more copy would not fit. */
+		ck_assert_uint_gt(accepted, 0);
+		ck_assert_uint_eq(d.outbox.bytes, 0);
+		ck_assert_uint_eq(d.delayed.count, accepted);
+		ck_assert_uint_eq(dlq__owed_bytes(&d), d.delayed.bytes);
+		ck_assert_uint_le(d.delayed.bytes, 1024);
+		ck_assert_uint_gt(d.delayed.bytes + schedule__peek(&d.delayed)->bytes, 1024);
+		ck_assert_uint_eq(d.counters.nacks, accepted);
+		ck_assert_uint_eq(fake.publish_count, 0);
+		/* The refused NACK changed nothing. */
+		struct dlq_id raw;
+		ck_assert(id__decode(id, DLQ_ID_LEN, &raw));
+		const struct dlq_record *r = ledger__find(&d.ledger, &raw);
+		ck_assert_ptr_nonnull(r);
+		ck_assert_ptr_null(r->nackers);
+
+		/* Once they have gone out and been taken, there is room again. */
+		fake.now_ms += 2000;
+		dlq__tick(&d);
+		ck_assert_uint_eq(fake.publish_count, accepted);
+		dlq__tick(&d);
+		ck_assert_uint_eq(dlq__owed_bytes(&d), 0);
+		if(known(id)){
+			ck_assert_int_eq(nack_with(id, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
+		}else{
+			track("slow", payload, 0, id);
+			ck_assert_int_eq(nack_with(id, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
+		}
+	}
+	ck_assert_msg(refused, "no payload size led to a NACK refused as full");
+}
+END_TEST
+
+static const struct dlq_option delayed_short_window[] = {
+	{"policy", "slow max_attempts=3 dead_letter=dead/slow retry_delay=5s"},
+	{"nack_window", "1s"},
+};
+
+START_TEST(a_copy_is_nackable_from_when_it_is_published)
+{
+	/* A delay longer than the NACK window must still yield a copy that can
+	 * be NACKed: its record is made when it goes out. */
+	start(delayed_short_window, ARRAY_LEN(delayed_short_window));
+	char id0[DLQ_ID_LEN + 1], copy[DLQ_ID_LEN + 1];
+	struct dlq_nack_result res;
+	track("slow", "w", 1, id0);
+	uint64_t t = fake.now_ms;
+	ck_assert_int_eq(nack_with(id0, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
+	id__encode(&schedule__peek(&d.delayed)->id, copy);
+	ck_assert(!known(copy));
+	fake.now_ms = t + 1001;
+	dlq__tick(&d);
+	ck_assert(!known(id0)); /* the original's window has passed */
+	expect_due_at(t + 5000, 0);
+	char published[DLQ_ID_LEN + 1];
+	copy_id(0, published);
+	ck_assert_str_eq(published, copy);
+	ck_assert(known(copy));
+	fake.now_ms = t + 6000;
+	dlq__tick(&d);
+	ck_assert(known(copy));
+	ck_assert_int_eq(nack_with(copy, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(res.attempt, 2);
+	ck_assert_uint_eq(res.delay_ms, 5000);
+	fake.now_ms = t + 6001;
+	dlq__tick(&d);
+	ck_assert(!known(copy));
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 
 static void setup(void)
@@ -973,6 +1343,20 @@ static Suite *dlq_suite(void)
 	tcase_add_test(tc, a_failing_random_source_tracks_nothing);
 	tcase_add_test(tc, a_failing_random_source_refuses_the_nack_and_changes_nothing);
 	tcase_add_test(tc, what_is_owed_at_shutdown_is_reported_not_published);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("delays");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_delayed_copy_goes_out_when_due_and_not_before);
+	tcase_add_test(tc, backoff_doubles_the_delay_along_the_chain);
+	tcase_add_test(tc, retry_max_delay_caps_the_backoff);
+	tcase_add_test(tc, a_nack_may_ask_for_its_own_delay);
+	tcase_add_test(tc, jitter_draws_delays_within_its_bounds);
+	tcase_add_test(tc, an_untargeted_delayed_copy_goes_to_retry_to);
+	tcase_add_test(tc, a_delayed_copy_whose_client_left_without_a_session_is_dead_lettered_at_once);
+	tcase_add_test(tc, a_delayed_copy_for_a_persisting_session_waits_for_its_client);
+	tcase_add_test(tc, delayed_copies_count_toward_the_bound);
+	tcase_add_test(tc, a_copy_is_nackable_from_when_it_is_published);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -7,10 +7,13 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mosquitto_dlq.h"
 #include "policy.h"
 #include "topic.h"
 
@@ -450,6 +453,231 @@ START_TEST(test_matches_reference)
 }
 END_TEST
 
+/* ---- retry delays ---- */
+
+static struct dlq_policy delays(uint64_t delay_ms, double backoff, uint64_t max_ms, double jitter)
+{
+	struct dlq_policy p;
+	memset(&p, 0, sizeof(p));
+	policy__set_defaults(&p);
+	p.retry_delay_ms = delay_ms;
+	p.retry_backoff = backoff;
+	if(max_ms) p.retry_max_delay_ms = max_ms;
+	p.retry_jitter = jitter;
+	return p;
+}
+
+START_TEST(test_set_defaults)
+{
+	struct dlq_policy p;
+	memset(&p, 0x5A, sizeof(p));
+	char *keep = (char *)"kept";
+	p.filter = keep;
+	p.max_attempts = 7;
+	policy__set_defaults(&p);
+	ck_assert_uint_eq(p.retry_delay_ms, 0);
+	ck_assert_uint_eq(p.retry_max_delay_ms, DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+	ck_assert_uint_eq(p.retry_max_delay_ms, 3600000);
+	ck_assert(p.retry_backoff == 1.0);
+	ck_assert(p.retry_jitter == 0.0);
+	/* Nothing else. */
+	ck_assert_ptr_eq(p.filter, keep);
+	ck_assert_uint_eq(p.max_attempts, 7);
+}
+END_TEST
+
+START_TEST(test_no_delay_is_zero_always)
+{
+	struct dlq_policy p = delays(0, 2.0, 0, 0.5);
+	for(unsigned a = 1; a <= 1000; a++){
+		ck_assert_uint_eq(policy__retry_delay_ms(&p, a, -1, 0.7), 0);
+	}
+}
+END_TEST
+
+START_TEST(test_fixed_delay)
+{
+	struct dlq_policy p = delays(1000, 1.0, 0, 0);
+	for(unsigned a = 1; a <= 20; a++){
+		ck_assert_uint_eq(policy__retry_delay_ms(&p, a, -1, 0), 1000);
+	}
+	/* The largest attempt the ledger can hold. */
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, UINT16_MAX, -1, 0), 1000);
+}
+END_TEST
+
+START_TEST(test_backoff)
+{
+	struct dlq_policy p = delays(1000, 2.0, 0, 0);
+	uint64_t want = 1000;
+	for(unsigned a = 1; a <= 12; a++){
+		ck_assert_msg(policy__retry_delay_ms(&p, a, -1, 0) == want, "attempt %u: %llu, expected %llu", a,
+				(unsigned long long)policy__retry_delay_ms(&p, a, -1, 0), (unsigned long long)want);
+		want *= 2;
+	}
+	/* 1000 * 2^12 = 4096000 > 1h: the default cap. */
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 13, -1, 0), DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+
+	p = delays(1000, 1.5, 0, 0);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, -1, 0), 1000);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 2, -1, 0), 1500);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 3, -1, 0), 2250);
+}
+END_TEST
+
+START_TEST(test_max_delay_caps)
+{
+	struct dlq_policy p = delays(1000, 10.0, 30000, 0);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, -1, 0), 1000);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 2, -1, 0), 10000);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 3, -1, 0), 30000);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 4, -1, 0), 30000);
+	/* A delay equal to the cap. */
+	p = delays(30000, 2.0, 30000, 0);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, -1, 0), 30000);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 9, -1, 0), 30000);
+}
+END_TEST
+
+START_TEST(test_huge_attempts_do_not_overflow)
+{
+	static const double backoffs[] = {1.0001, 1.5, 2.0, 100.0};
+	static const uint64_t maxes[] = {1, 30000, DLQ_DEFAULT_RETRY_MAX_DELAY_MS, 7ull * 24 * 3600 * 1000, 1ull << 53};
+	static const unsigned attempts[] = {64, 65, 1000, 1024, 1025, UINT16_MAX, UINT_MAX / 2, UINT_MAX};
+	for(size_t b = 0; b < sizeof(backoffs) / sizeof(backoffs[0]); b++){
+		for(size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++){
+			struct dlq_policy p = delays(1, backoffs[b], maxes[m], 0);
+			for(size_t a = 0; a < sizeof(attempts) / sizeof(attempts[0]); a++){
+				uint64_t v = policy__retry_delay_ms(&p, attempts[a], -1, 0);
+				ck_assert_msg(v >= 1 && v <= maxes[m], "backoff %g, max %llu, attempt %u: %llu",
+						backoffs[b], (unsigned long long)maxes[m], attempts[a], (unsigned long long)v);
+			}
+		}
+	}
+	/* Doubling for 1000 attempts ends at the cap, exactly. */
+	struct dlq_policy p = delays(1000, 2.0, 0, 0);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1000, -1, 0), DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, UINT_MAX, -1, 0), DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+	p = delays(1000, 100.0, 0, 0);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, UINT_MAX, -1, 0), DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+}
+END_TEST
+
+START_TEST(test_a_huge_retry_max_delay_still_caps)
+{
+	/* The parser takes any retry_max_delay that fits in 64 bits of
+	 * milliseconds ("18446744073709551615ms"); the computed delay must not
+	 * pass it, nor wrap to 0 (which would send the copy at once). */
+	static const uint64_t maxes[] = {(1ull << 53) + 1, UINT64_MAX / 2, UINT64_MAX - 1024, UINT64_MAX};
+	for(size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++){
+		struct dlq_policy p = delays(1000, 100.0, maxes[m], 0);
+		for(unsigned a = 1; a <= 64; a++){
+			uint64_t v = policy__retry_delay_ms(&p, a, -1, 0);
+			ck_assert_msg(v >= 1000 && v <= maxes[m], "retry_max_delay %llu ms, attempt %u: %llu",
+					(unsigned long long)maxes[m], a, (unsigned long long)v);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_jitter_bounds)
+{
+	/* A delay d is drawn from [d*(1-jitter), d]: random 0 gives d, random
+	 * close to 1 gives close to d*(1-jitter). */
+	struct dlq_policy p = delays(10000, 1.0, 0, 0.5);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, -1, 0.0), 10000);
+	uint64_t v = policy__retry_delay_ms(&p, 1, -1, 0.999999);
+	ck_assert_uint_ge(v, 5000);
+	ck_assert_uint_le(v, 5001);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, -1, 0.5), 7500);
+	for(int i = 0; i < 1000; i++){
+		v = policy__retry_delay_ms(&p, 1, -1, i / 1000.0);
+		ck_assert_uint_ge(v, 5000);
+		ck_assert_uint_le(v, 10000);
+	}
+	/* Full jitter reaches down to nothing; none leaves the delay alone. */
+	p = delays(10000, 1.0, 0, 1.0);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, -1, 0.0), 10000);
+	ck_assert_uint_le(policy__retry_delay_ms(&p, 1, -1, 0.999999), 1);
+	p = delays(10000, 1.0, 0, 0.0);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, -1, 0.999999), 10000);
+	/* Jitter applies after the cap. */
+	p = delays(1000, 10.0, 30000, 0.5);
+	v = policy__retry_delay_ms(&p, 5, -1, 0.999999);
+	ck_assert_uint_ge(v, 15000);
+	ck_assert_uint_le(v, 15001);
+}
+END_TEST
+
+START_TEST(test_requested_delay)
+{
+	struct dlq_policy p = delays(2000, 2.0, 30000, 0.5);
+	/* It replaces the computed delay, and is not jittered. */
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 500, 0.9), 500);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 5, 500, 0.9), 500);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 25000, 0.9), 25000);
+	/* Capped by retry_max_delay. */
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 30000, 0), 30000);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 30001, 0), 30000);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, INT64_MAX, 0), 30000);
+	/* Zero is at once. */
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 0, 0.9), 0);
+	/* A policy without a delay still honours one asked for. */
+	p = delays(0, 1.0, 0, 0);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 3000, 0), 3000);
+	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 7200000, 0), DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+}
+END_TEST
+
+START_TEST(test_finish_checks_delays)
+{
+	static const struct {
+		uint64_t delay, max;
+		double backoff, jitter;
+		const char *want;
+	} bad[] = {
+		{0, 0, 0.5, 0, "retry_backoff must be a number from 1 to 100, got 0.5"},
+		{0, 0, 100.5, 0, "retry_backoff must be a number from 1 to 100"},
+		{0, 0, NAN, 0, "retry_backoff"},
+		{0, 0, INFINITY, 0, "retry_backoff"},
+		{0, 0, 1, -0.1, "retry_jitter must be a number from 0 to 1"},
+		{0, 0, 1, 1.5, "retry_jitter must be a number from 0 to 1"},
+		{0, 0, 1, NAN, "retry_jitter"},
+		{5000, 4000, 1, 0, "retry_delay (5000 ms) must not exceed retry_max_delay (4000 ms)"},
+		{7200000, 0, 1, 0, "retry_delay (7200000 ms) must not exceed retry_max_delay (3600000 ms)"},
+	};
+	char err[512];
+	for(size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++){
+		struct dlq_policy_table t = {0};
+		add(&t, "a", "dead", NULL);
+		t.items[0].retry_delay_ms = bad[i].delay;
+		if(bad[i].max) t.items[0].retry_max_delay_ms = bad[i].max;
+		t.items[0].retry_backoff = bad[i].backoff;
+		t.items[0].retry_jitter = bad[i].jitter;
+		err[0] = '\0';
+		ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), EINVAL);
+		ck_assert_msg(strstr(err, bad[i].want) != NULL, "case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].want);
+		ck_assert_msg(strstr(err, "plugin_opt_policy #1") != NULL, "case %zu: \"%s\" does not name the policy", i, err);
+		policy__table_free(&t);
+	}
+	struct dlq_policy_table t = {0};
+	add(&t, "a", "dead", NULL);
+	t.items[0].retry_max_delay_ms = 0;
+	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "must not be zero"));
+	policy__table_free(&t);
+
+	/* The edges are fine. */
+	memset(&t, 0, sizeof(t));
+	add(&t, "a", "dead", NULL);
+	t.items[0].retry_delay_ms = 3600000;
+	t.items[0].retry_backoff = 100;
+	t.items[0].retry_jitter = 1;
+	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), 0);
+	policy__table_free(&t);
+}
+END_TEST
+
 static Suite *policy_suite(void)
 {
 	Suite *s = suite_create("policy");
@@ -469,6 +697,19 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_ten_thousand_policies);
 	tcase_add_test(tc, test_deep_filters);
 	tcase_add_test(tc, test_matches_reference);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("delays");
+	tcase_add_test(tc, test_set_defaults);
+	tcase_add_test(tc, test_no_delay_is_zero_always);
+	tcase_add_test(tc, test_fixed_delay);
+	tcase_add_test(tc, test_backoff);
+	tcase_add_test(tc, test_max_delay_caps);
+	tcase_add_test(tc, test_huge_attempts_do_not_overflow);
+	tcase_add_test(tc, test_a_huge_retry_max_delay_still_caps);
+	tcase_add_test(tc, test_jitter_bounds);
+	tcase_add_test(tc, test_requested_delay);
+	tcase_add_test(tc, test_finish_checks_delays);
 	suite_add_tcase(s, tc);
 	return s;
 }

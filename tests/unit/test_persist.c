@@ -1,0 +1,797 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Unit tests of persist.c, durability as the engine drives it, with a state
+ * file in a private temporary directory and the fake port's clocks: a first
+ * start writes a snapshot; what is delayed, owed or not yet taken at shutdown
+ * comes back at the next start and goes out when due; a targeted copy whose
+ * subscriber cannot have a session after the restart becomes a dead letter;
+ * a damaged file is kept aside and the start goes on; with
+ * state_save_on_change the journal holds every change, so a crash (the files
+ * as they were, no shutdown) loses nothing; snapshots follow the interval.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "dlq.h"
+#include "envelope.h"
+#include "fake_port.h"
+#include "headers.h"
+#include "id.h"
+#include "mosquitto_dlq.h"
+#include "state.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *const policies[] = {
+	"numbers max_attempts=3 dead_letter=dead/numbers",
+	"slow max_attempts=3 dead_letter=dead/slow retry_delay=30s",
+	"fixed/+ max_attempts=3 dead_letter=dead/fixed retry_to=fixed/retry retry_delay=30s",
+	"once max_attempts=1 dead_letter=dead/once",
+};
+
+static char dir[64];
+static char state_path[256];
+static char journal_path[300];
+static struct dlq d;
+static bool d_live;
+
+/* Options: the policies, the state file, and extra key/value pairs. */
+struct extra {
+	const char *key;
+	const char *value;
+};
+
+static int try_start(const char *path, const struct extra *extra, size_t n_extra, bool broker_persistence,
+		char *err, size_t errlen)
+{
+	struct dlq_option opts[16];
+	size_t n = 0;
+	for(size_t i = 0; i < ARRAY_LEN(policies); i++){
+		opts[n++] = (struct dlq_option){"policy", policies[i]};
+	}
+	opts[n++] = (struct dlq_option){"state_file", path};
+	for(size_t i = 0; i < n_extra; i++){
+		opts[n++] = (struct dlq_option){extra[i].key, extra[i].value};
+	}
+	struct dlq_config cfg;
+	int rc = config__parse(opts, n, &cfg, err, errlen);
+	ck_assert_msg(rc == 0, "config__parse: %s", err);
+	cfg.broker_persistence = broker_persistence;
+	rc = dlq__init(&d, &cfg, err, errlen);
+	d_live = true;
+	return rc;
+}
+
+static void start_with(const struct extra *extra, size_t n_extra, bool broker_persistence)
+{
+	char err[512];
+	int rc = try_start(state_path, extra, n_extra, broker_persistence, err, sizeof(err));
+	ck_assert_msg(rc == 0, "dlq__init: %s", err);
+}
+
+static void start(void)
+{
+	start_with(NULL, 0, true);
+}
+
+static void stop(void)
+{
+	if(d_live) dlq__cleanup(&d);
+	d_live = false;
+}
+
+/* A broker restart: shutdown (saves), both clocks move (the monotonic one
+ * to a new base), and a new start. */
+static void restart_with(const struct extra *extra, size_t n_extra, bool broker_persistence, uint64_t down_ms)
+{
+	stop();
+	fake.now_ms = 50000000;
+	fake.wall_ms += (int64_t)down_ms;
+	start_with(extra, n_extra, broker_persistence);
+}
+
+static void track(const char *topic, const char *payload, char id[DLQ_ID_LEN + 1])
+{
+	const struct dlq_policy *p = dlq__policy_for(&d, topic);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(dlq__track(&d, p, topic, payload, (uint32_t)strlen(payload), 1, NULL, 0, id), 0);
+}
+
+static enum dlq_nack_status nack(const char *id, const char *client, bool persists)
+{
+	struct dlq_nack n = {.id = id, .id_len = strlen(id), .client = client, .client_persists = persists};
+	struct dlq_nack_result res;
+	dlq__nack(&d, &n, &res);
+	return res.status;
+}
+
+static const struct fake_publish *pub(size_t i)
+{
+	ck_assert_msg(i < fake.publish_count, "publish #%zu missing (%zu made)", i, fake.publish_count);
+	return &fake.publishes[i];
+}
+
+static const char *hdr(size_t i, const char *name)
+{
+	return fake_header_value(pub(i), name);
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+static void read_all(const char *path, uint8_t **data, size_t *len)
+{
+	char err[256];
+	ck_assert_int_eq(state__read_file(path, data, len, err, sizeof(err)), 0);
+	ck_assert_msg(*data != NULL, "%s does not exist", path);
+}
+
+static void write_all(const char *path, const void *data, size_t len)
+{
+	char err[256];
+	ck_assert_msg(state__write_file(path, data, len, err, sizeof(err)) == 0, "%s", err);
+}
+
+/* The types of the entries of a journal file, as a string of digits. */
+static void journal_types(char *out, size_t size)
+{
+	uint8_t *data;
+	size_t len;
+	read_all(journal_path, &data, &len);
+	ck_assert_uint_ge(len, 8);
+	ck_assert_mem_eq(data, "DLQJRNL1", 8);
+	size_t pos = 8, n = 0;
+	while(pos < len && n + 1 < size){
+		ck_assert_uint_ge(len - pos, 9);
+		uint32_t blen = ((uint32_t)data[pos + 1] << 24) | ((uint32_t)data[pos + 2] << 16) | ((uint32_t)data[pos + 3] << 8) | data[pos + 4];
+		out[n++] = (char)('0' + data[pos]);
+		pos += 9 + blen;
+	}
+	out[n] = '\0';
+	ck_assert_uint_eq(pos, len);
+	free(data);
+}
+
+/* Decodes the state file (and journal, if any) into a fresh engine without
+ * a state file, the way a start would, and reports what it found. */
+static void decode_files(const char *snapshot, const char *journal, struct state_report *rep, struct dlq *into)
+{
+	struct dlq_config cfg;
+	struct dlq_option opts[ARRAY_LEN(policies)];
+	char err[256];
+	for(size_t i = 0; i < ARRAY_LEN(policies); i++){
+		opts[i] = (struct dlq_option){"policy", policies[i]};
+	}
+	ck_assert_int_eq(config__parse(opts, ARRAY_LEN(opts), &cfg, err, sizeof(err)), 0);
+	ck_assert_int_eq(dlq__init(into, &cfg, err, sizeof(err)), 0);
+	memset(rep, 0, sizeof(*rep));
+	uint8_t *data;
+	size_t len;
+	read_all(snapshot, &data, &len);
+	ck_assert_int_eq(state__decode_snapshot(into, data, len, fake.now_ms, fake.wall_ms, rep), 0);
+	free(data);
+	if(journal){
+		read_all(journal, &data, &len);
+		ck_assert_int_eq(state__decode_journal(into, data, len, fake.now_ms, fake.wall_ms, rep), 0);
+		free(data);
+	}
+}
+
+/* Where the entries of a snapshot file begin (the format of state.c:
+ * a 16-byte header, then type (1), length (4), body, CRC (4)). */
+static size_t entry_offsets(const uint8_t *p, size_t len, size_t *at, size_t max)
+{
+	size_t n = 0, pos = 16;
+	while(pos + 9 <= len && n < max){
+		uint32_t blen = ((uint32_t)p[pos + 1] << 24) | ((uint32_t)p[pos + 2] << 16) | ((uint32_t)p[pos + 3] << 8) | p[pos + 4];
+		at[n++] = pos;
+		pos += 9 + blen;
+	}
+	ck_assert_uint_eq(pos, len);
+	return n;
+}
+
+/* The state file holds a whole snapshot with nothing in it. */
+static void expect_empty_snapshot(void)
+{
+	struct dlq replay;
+	struct state_report rep;
+	decode_files(state_path, NULL, &rep, &replay);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(rep.records + rep.records_skipped + rep.envelopes, 0);
+	dlq__cleanup(&replay);
+}
+
+static size_t envelopes(const struct dlq *e)
+{
+	return e->outbox.owed.count + e->outbox.sent.count + e->outbox.settling.count + e->delayed.count;
+}
+
+/* Copies the state files as they are now to <dir>/crash, <dir>/crash.journal:
+ * what a crash at this moment would leave behind. */
+static void crash_image(char *path, size_t size)
+{
+	snprintf(path, size, "%s/crash", dir);
+	uint8_t *data;
+	size_t len;
+	read_all(state_path, &data, &len);
+	write_all(path, data, len);
+	free(data);
+	char err[256], jpath[200];
+	snprintf(jpath, sizeof(jpath), "%s.journal", path);
+	ck_assert_int_eq(state__read_file(journal_path, &data, &len, err, sizeof(err)), 0);
+	if(data){
+		write_all(jpath, data, len);
+		free(data);
+	}
+}
+
+static void remove_all(const char *path)
+{
+	char p[300];
+	unlink(path);
+	snprintf(p, sizeof(p), "%s.journal", path);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s.tmp", path);
+	unlink(p);
+}
+
+/* ------------------------------------------------------------------ */
+
+START_TEST(a_first_start_writes_an_empty_snapshot)
+{
+	ck_assert(!exists(state_path));
+	start();
+	uint8_t *data;
+	size_t len;
+	read_all(state_path, &data, &len);
+	ck_assert_uint_ge(len, 16);
+	ck_assert_mem_eq(data, "DLQSTAT1", 8);
+	free(data);
+	expect_empty_snapshot();
+	/* Without state_save_on_change there is no journal. */
+	ck_assert(!exists(journal_path));
+	ck_assert_int_eq(d.persist.journal_fd, -1);
+	ck_assert_uint_eq(fake.publish_count, 0);
+}
+END_TEST
+
+START_TEST(a_delayed_copy_comes_back_after_a_restart_and_goes_out_on_time)
+{
+	start();
+	char id[DLQ_ID_LEN + 1];
+	track("fixed/1", "later", id);
+	int64_t nacked_at = fake.wall_ms;
+	ck_assert_int_eq(nack(id, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(d.delayed.count, 1);
+	ck_assert_uint_eq(fake.publish_count, 0);
+
+	restart_with(NULL, 0, true, 10000);
+	ck_assert(fake_logged("restored 1 NACKable deliveries"));
+	ck_assert(!fake_logged("lost at shutdown"));
+	ck_assert_uint_eq(d.delayed.count, 1);
+	uint64_t t = fake.now_ms;
+	dlq__tick(&d);
+	fake.now_ms = t + 19999;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	fake.now_ms = t + 20000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_ptr_null(pub(0)->client);
+	ck_assert_str_eq(pub(0)->topic, "fixed/retry");
+	ck_assert_uint_eq(pub(0)->payload_len, 5);
+	ck_assert_mem_eq(pub(0)->payload, "later", 5);
+	ck_assert_str_eq(hdr(0, DLQ_PROP_RETRY_COUNT), "1");
+	ck_assert_str_eq(hdr(0, DLQ_PROP_ORIGIN_ID), id);
+	char when[32];
+	envelope__format_time(nacked_at, when);
+	ck_assert_str_eq(hdr(0, DLQ_PROP_FIRST_NACK_TIME), when);
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+
+	/* The message delivered before the restart can still be NACKed by
+	 * another subscriber, and its first NACKer is still remembered. */
+	ck_assert_int_eq(nack(id, "sub1", false), DLQ_NACK_DUPLICATE);
+	ck_assert_int_eq(nack(id, "sub2", false), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(d.delayed.count, 1);
+}
+END_TEST
+
+START_TEST(a_targeted_copy_reaches_a_persisting_session_after_a_restart)
+{
+	start();
+	char id[DLQ_ID_LEN + 1];
+	track("slow", "for sub1", id);
+	ck_assert_int_eq(nack(id, "sub1", true), DLQ_NACK_RETRIED);
+	restart_with(NULL, 0, true, 5000);
+	uint64_t t = fake.now_ms;
+	dlq__tick(&d);
+	fake.now_ms = t + 24999;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	fake.now_ms = t + 25000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_str_eq(pub(0)->client, "sub1");
+	ck_assert_str_eq(pub(0)->topic, "slow");
+	ck_assert_str_eq(hdr(0, DLQ_PROP_RETRY_COUNT), "1");
+}
+END_TEST
+
+START_TEST(without_broker_persistence_a_restored_targeted_copy_becomes_a_dead_letter)
+{
+	start();
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1], c[DLQ_ID_LEN + 1];
+	track("slow", "delayed for sub1", a);
+	track("numbers", "sent to sub2", b);
+	track("fixed/7", "for everyone", c);
+	ck_assert_int_eq(nack(a, "sub1", true), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack(b, "sub2", true), DLQ_NACK_RETRIED); /* accepted, never taken */
+	ck_assert_int_eq(nack(c, "sub3", true), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(fake.publish_count, 1);
+
+	restart_with(NULL, 0, false, 1000);
+	uint64_t t = fake.now_ms;
+	dlq__tick(&d);
+	/* Both targeted copies go to the dead-letter topic at once. */
+	ck_assert_uint_eq(fake.publish_count, 3);
+	bool seen1 = false, seen2 = false;
+	for(size_t i = 1; i < 3; i++){
+		const struct fake_publish *p = pub(i);
+		ck_assert_ptr_null(p->client);
+		const char *reason = hdr(i, DLQ_PROP_DEAD_LETTER_REASON);
+		ck_assert_ptr_nonnull(reason);
+		ck_assert_msg(strstr(reason, "restart") != NULL, "reason \"%s\" does not mention the restart", reason);
+		if(!strcmp(p->topic, "dead/slow")){
+			seen1 = true;
+			ck_assert_str_eq(hdr(i, DLQ_PROP_DEAD_LETTER_CLIENT), "sub1");
+			ck_assert_str_eq(hdr(i, DLQ_PROP_ORIGIN_ID), a);
+			ck_assert_str_eq(hdr(i, DLQ_PROP_RETRY_COUNT), "1");
+			ck_assert_msg(strstr(reason, "sub1") != NULL, "reason \"%s\"", reason);
+		}else{
+			ck_assert_str_eq(p->topic, "dead/numbers");
+			seen2 = true;
+			ck_assert_str_eq(hdr(i, DLQ_PROP_DEAD_LETTER_CLIENT), "sub2");
+			ck_assert_str_eq(hdr(i, DLQ_PROP_ORIGIN_ID), b);
+		}
+	}
+	ck_assert(seen1 && seen2);
+	/* The copy for everyone still goes out when due. */
+	fake.now_ms = t + 29000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 4);
+	ck_assert_str_eq(pub(3)->topic, "fixed/retry");
+	ck_assert_ptr_null(pub(3)->client);
+	fake.now_ms = t + 60000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 4);
+}
+END_TEST
+
+START_TEST(a_v5_subscriber_has_no_session_after_a_restart)
+{
+	/* A client whose session is not known to persist (v5: the plugin cannot
+	 * tell) loses its copy with the restart, broker persistence or not. */
+	start();
+	char a[DLQ_ID_LEN + 1];
+	track("slow", "x", a);
+	ck_assert_int_eq(nack(a, "v5client", false), DLQ_NACK_RETRIED);
+	restart_with(NULL, 0, true, 1000);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_str_eq(pub(0)->topic, "dead/slow");
+	const char *reason = hdr(0, DLQ_PROP_DEAD_LETTER_REASON);
+	ck_assert_msg(strstr(reason, "restart") && strstr(reason, "v5client"), "reason \"%s\"", reason);
+}
+END_TEST
+
+START_TEST(a_dead_letter_not_yet_published_survives_a_restart)
+{
+	start();
+	char a[DLQ_ID_LEN + 1];
+	track("once", "park me", a);
+	fake.fail_publishes = 1000;
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_DEAD_LETTERED);
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.outbox.owed.count, 1);
+	fake.fail_publishes = 0;
+	restart_with(NULL, 0, true, 1000);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_str_eq(pub(0)->topic, "dead/once");
+	ck_assert_str_eq(hdr(0, DLQ_PROP_ORIGIN_ID), a);
+	ck_assert_str_eq(hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT), "sub1");
+	/* Published once: the next start has nothing left to send. */
+	dlq__tick(&d);
+	dlq__tick(&d);
+	restart_with(NULL, 0, true, 1000);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+}
+END_TEST
+
+START_TEST(a_damaged_file_is_kept_aside_and_the_start_goes_on)
+{
+	static const char garbage[] = "this is not a state file\n";
+	write_all(state_path, garbage, sizeof(garbage) - 1);
+	int64_t wall = fake.wall_ms;
+	start();
+	char aside[320];
+	snprintf(aside, sizeof(aside), "%s.damaged-%" PRId64, state_path, wall);
+	ck_assert_msg(exists(aside), "%s missing", aside);
+	uint8_t *data;
+	size_t len;
+	read_all(aside, &data, &len);
+	ck_assert_uint_eq(len, sizeof(garbage) - 1);
+	ck_assert_mem_eq(data, garbage, len);
+	free(data);
+	/* A fresh snapshot took its place. */
+	expect_empty_snapshot();
+	ck_assert(fake_logged("damaged"));
+	ck_assert(fake_logged(aside));
+	/* And the engine works. */
+	char a[DLQ_ID_LEN + 1];
+	track("numbers", "x", a);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	unlink(aside);
+}
+END_TEST
+
+START_TEST(a_truncated_file_restores_what_precedes_the_damage)
+{
+	start();
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("numbers", "first", a);
+	track("numbers", "second", b);
+	stop();
+	uint8_t *data;
+	size_t len, at[8];
+	read_all(state_path, &data, &len);
+	ck_assert_uint_ge(entry_offsets(data, len, at, 8), 2);
+	write_all(state_path, data, at[1] + 10); /* into the second record */
+	free(data);
+
+	fake.wall_ms += 1000;
+	int64_t wall = fake.wall_ms;
+	start();
+	char aside[320];
+	snprintf(aside, sizeof(aside), "%s.damaged-%" PRId64, state_path, wall);
+	ck_assert_msg(exists(aside), "%s missing", aside);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack(b, "sub1", false), DLQ_NACK_UNKNOWN_ID);
+	ck_assert(fake_logged("restored 1 NACKable deliveries"));
+	ck_assert(fake_logged("truncated"));
+	unlink(aside);
+}
+END_TEST
+
+START_TEST(a_state_file_that_cannot_be_written_fails_the_start)
+{
+	char nowhere[200], err[512];
+	snprintf(nowhere, sizeof(nowhere), "%s/missing/state", dir);
+	err[0] = '\0';
+	int rc = try_start(nowhere, NULL, 0, true, err, sizeof(err));
+	ck_assert_int_ne(rc, 0);
+	ck_assert_msg(strstr(err, nowhere) != NULL, "error \"%s\" does not name the file", err);
+	stop(); /* cleanup is called all the same */
+}
+END_TEST
+
+/* ---- state_save_on_change --------------------------------------------- */
+
+static const struct extra on_change[] = {{"state_save_on_change", "true"}};
+
+START_TEST(the_journal_gets_an_entry_per_change)
+{
+	start_with(on_change, 1, true);
+	char types[64];
+	ck_assert(exists(journal_path));
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "");
+
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1], c[DLQ_ID_LEN + 1];
+	track("fixed/1", "delayed", a);
+	track("numbers", "at once", b);
+	track("once", "dead", c);
+	/* 1: a tracked delivery, 2: an envelope taken on, 3: one the broker
+	 * took, 5: a client that NACKed. */
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "111");
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "11125");
+	/* A copy published at once is NACKable in turn: its record too. */
+	ck_assert_int_eq(nack(b, "sub1", true), DLQ_NACK_RETRIED);
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "11125215");
+	ck_assert_int_eq(nack(c, "sub1", false), DLQ_NACK_DEAD_LETTERED);
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "1112521525");
+	/* A refused NACK changes nothing. */
+	ck_assert_int_eq(nack(c, "sub1", false), DLQ_NACK_DUPLICATE);
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "1112521525");
+
+	/* What the broker has taken is journaled once per tick. */
+	dlq__tick(&d);
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "1112521525");
+	dlq__tick(&d);
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "111252152533");
+	/* The delayed copy, when published (its record) and taken. */
+	fake.now_ms += 30000;
+	dlq__tick(&d);
+	dlq__tick(&d);
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "11125215253313");
+	/* The journal replays to nothing owed. */
+	struct dlq replay;
+	struct state_report rep;
+	decode_files(state_path, journal_path, &rep, &replay);
+	ck_assert(!rep.damaged);
+	ck_assert_uint_eq(rep.journal_entries, 14);
+	ck_assert_uint_eq(envelopes(&replay), 0);
+	dlq__cleanup(&replay);
+}
+END_TEST
+
+START_TEST(after_a_crash_snapshot_and_journal_restore_every_envelope)
+{
+	start_with(on_change, 1, true);
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1], c[DLQ_ID_LEN + 1];
+	track("fixed/1", "delayed", a);
+	track("numbers", "at once", b);
+	track("once", "dead", c);
+	/* A snapshot holds the records... */
+	stop();
+	start_with(on_change, 1, true);
+	int64_t nacked_at = fake.wall_ms;
+	/* ...and the journal what came after it. */
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack(b, "sub2", true), DLQ_NACK_RETRIED);
+	fake.fail_publishes = 1;
+	ck_assert_int_eq(nack(c, "sub3", false), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(fake.publish_count, 1);
+
+	/* The crash: the files as they are now, no shutdown. */
+	char crash[200];
+	crash_image(crash, sizeof(crash));
+
+	/* Read directly with the state functions... */
+	struct dlq replay;
+	struct state_report rep;
+	char crash_journal[220];
+	snprintf(crash_journal, sizeof(crash_journal), "%s.journal", crash);
+	decode_files(crash, crash_journal, &rep, &replay);
+	ck_assert(!rep.damaged);
+	/* Three from the snapshot, and the copy published after it. */
+	ck_assert_uint_eq(rep.records, 4);
+	/* Three envelopes, three nackers, and that copy's record. */
+	ck_assert_uint_eq(rep.journal_entries, 7);
+	ck_assert_uint_eq(envelopes(&replay), 3);
+	ck_assert_uint_eq(replay.delayed.count, 1);
+	dlq__cleanup(&replay);
+
+	/* ...and by a start on the crash image. */
+	stop();
+	remove_all(state_path);
+	snprintf(state_path, sizeof(state_path), "%s", crash);
+	snprintf(journal_path, sizeof(journal_path), "%s.journal", crash);
+	size_t before = fake.publish_count;
+	fake.now_ms = 70000000;
+	fake.wall_ms += 2000;
+	start_with(on_change, 1, true);
+	ck_assert(fake_logged("7 entries applied"));
+	uint64_t t = fake.now_ms;
+	dlq__tick(&d);
+	/* The copy that was accepted but perhaps never taken, again; the dead
+	 * letter the broker refused. */
+	ck_assert_uint_eq(fake.publish_count, before + 2);
+	bool copy = false, dead = false;
+	for(size_t i = before; i < fake.publish_count; i++){
+		if(!strcmp(pub(i)->topic, "numbers")){
+			copy = true;
+			ck_assert_str_eq(pub(i)->client, "sub2");
+		}else{
+			ck_assert_str_eq(pub(i)->topic, "dead/once");
+			dead = true;
+		}
+	}
+	ck_assert(copy && dead);
+	/* The delayed one when due: 30 s after the NACK, 2 s of which passed. */
+	fake.now_ms = t + 27999;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, before + 2);
+	fake.now_ms = t + 28000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, before + 3);
+	ck_assert_str_eq(pub(before + 2)->topic, "fixed/retry");
+	char when[32];
+	envelope__format_time(nacked_at, when);
+	ck_assert_str_eq(hdr(before + 2, DLQ_PROP_FIRST_NACK_TIME), when);
+	/* The records of the snapshot are NACKable. */
+	ck_assert_int_eq(nack(a, "sub9", false), DLQ_NACK_RETRIED);
+}
+END_TEST
+
+START_TEST(with_save_on_change_a_crash_loses_no_nackable_delivery)
+{
+	/* Issue 4: state_save_on_change is the option "that loses nothing".
+	 * The NACK window's ledger is part of the state; a delivery tracked
+	 * after the last snapshot must still be NACKable after a crash. */
+	start_with(on_change, 1, true);
+	char a[DLQ_ID_LEN + 1];
+	track("numbers", "tracked after the snapshot", a);
+	char crash[200];
+	crash_image(crash, sizeof(crash));
+	stop();
+	remove_all(state_path);
+	snprintf(state_path, sizeof(state_path), "%s", crash);
+	snprintf(journal_path, sizeof(journal_path), "%s.journal", crash);
+	fake.wall_ms += 1000;
+	start_with(on_change, 1, true);
+	enum dlq_nack_status st = nack(a, "sub1", false);
+	ck_assert_msg(st == DLQ_NACK_RETRIED, "NACK after the crash: %s", dlq__nack_status_text(st));
+}
+END_TEST
+
+START_TEST(without_save_on_change_a_crash_loses_what_came_after_the_last_snapshot)
+{
+	/* What a SIGKILL can lose: at most the save interval. */
+	start();
+	char a[DLQ_ID_LEN + 1];
+	track("once", "x", a);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_DEAD_LETTERED);
+	struct dlq replay;
+	struct state_report rep;
+	decode_files(state_path, NULL, &rep, &replay);
+	ck_assert_uint_eq(rep.records + rep.envelopes, 0);
+	dlq__cleanup(&replay);
+	/* After the interval (60 s by default) it is saved, the dead letter
+	 * with it, since the broker has not taken it yet. */
+	fake.now_ms += 60000;
+	dlq__tick(&d);
+	decode_files(state_path, NULL, &rep, &replay);
+	ck_assert_uint_eq(rep.records, 1);
+	ck_assert_uint_eq(rep.envelopes, 1);
+	dlq__cleanup(&replay);
+}
+END_TEST
+
+/* ---- the interval -------------------------------------------------------- */
+
+START_TEST(a_snapshot_is_saved_after_the_interval_when_something_changed)
+{
+	static const struct extra every_second[] = {{"state_save_interval", "1s"}, {"state_save_on_change", "true"}};
+	start_with(every_second, 2, true);
+	uint64_t t0 = fake.now_ms;
+	char a[DLQ_ID_LEN + 1];
+	track("fixed/1", "x", a);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+	char types[32];
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "125");
+
+	fake.now_ms = t0 + 999;
+	dlq__tick(&d);
+	struct dlq replay;
+	struct state_report rep;
+	decode_files(state_path, NULL, &rep, &replay);
+	ck_assert_uint_eq(rep.records + rep.envelopes, 0);
+	dlq__cleanup(&replay);
+
+	fake.now_ms = t0 + 1000;
+	dlq__tick(&d);
+	decode_files(state_path, NULL, &rep, &replay);
+	ck_assert(!rep.damaged);
+	ck_assert_uint_eq(rep.records, 1);
+	ck_assert_uint_eq(rep.envelopes, 1);
+	ck_assert_uint_eq(replay.delayed.count, 1);
+	dlq__cleanup(&replay);
+	/* The snapshot holds what the journal said: it starts afresh. */
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "");
+
+	/* Nothing changed: nothing is written, however long. */
+	ck_assert_int_eq(unlink(state_path), 0);
+	fake.now_ms = t0 + 5000;
+	dlq__tick(&d);
+	ck_assert(!exists(state_path));
+	/* A change is saved at the next tick after the interval. */
+	char b[DLQ_ID_LEN + 1];
+	track("numbers", "y", b);
+	dlq__tick(&d);
+	ck_assert(exists(state_path));
+	decode_files(state_path, NULL, &rep, &replay);
+	ck_assert_uint_eq(rep.records, 2);
+	dlq__cleanup(&replay);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+
+static void setup(void)
+{
+	fake_reset();
+	snprintf(dir, sizeof(dir), "/tmp/dlq-persist-test-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(state_path, sizeof(state_path), "%s/state", dir);
+	snprintf(journal_path, sizeof(journal_path), "%s/state.journal", dir);
+}
+
+static void teardown(void)
+{
+	stop();
+	/* Whatever a test left in its directory (a failed one may leave
+	 * anything). */
+	DIR *dp = opendir(dir);
+	if(dp){
+		struct dirent *de;
+		char p[400];
+		while((de = readdir(dp)) != NULL){
+			if(!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+			snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+			if(unlink(p)) rmdir(p);
+		}
+		closedir(dp);
+	}
+	rmdir(dir);
+	fake_reset();
+}
+
+static Suite *persist_suite(void)
+{
+	Suite *s = suite_create("persist");
+	TCase *tc = tcase_create("restart");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_first_start_writes_an_empty_snapshot);
+	tcase_add_test(tc, a_delayed_copy_comes_back_after_a_restart_and_goes_out_on_time);
+	tcase_add_test(tc, a_targeted_copy_reaches_a_persisting_session_after_a_restart);
+	tcase_add_test(tc, without_broker_persistence_a_restored_targeted_copy_becomes_a_dead_letter);
+	tcase_add_test(tc, a_v5_subscriber_has_no_session_after_a_restart);
+	tcase_add_test(tc, a_dead_letter_not_yet_published_survives_a_restart);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("damage");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_damaged_file_is_kept_aside_and_the_start_goes_on);
+	tcase_add_test(tc, a_truncated_file_restores_what_precedes_the_damage);
+	tcase_add_test(tc, a_state_file_that_cannot_be_written_fails_the_start);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("crash");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, the_journal_gets_an_entry_per_change);
+	tcase_add_test(tc, after_a_crash_snapshot_and_journal_restore_every_envelope);
+	tcase_add_test(tc, with_save_on_change_a_crash_loses_no_nackable_delivery);
+	tcase_add_test(tc, without_save_on_change_a_crash_loses_what_came_after_the_last_snapshot);
+	tcase_add_test(tc, a_snapshot_is_saved_after_the_interval_when_something_changed);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(persist_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
