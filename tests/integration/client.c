@@ -33,6 +33,7 @@ struct client {
 	pthread_cond_t cond;
 	bool connack;
 	int connack_rc;
+	bool session_present;
 	bool connected;
 	bool closing;
 	unsigned disconnects;
@@ -66,12 +67,12 @@ void client__free_all(void)
 static void on_connect(struct mosquitto *mosq, void *obj, int rc, int flags, const mosquitto_property *props)
 {
 	(void)mosq;
-	(void)flags;
 	(void)props;
 	struct client *c = obj;
 	pthread_mutex_lock(&c->lock);
 	c->connack = true;
 	c->connack_rc = rc;
+	c->session_present = rc == 0 && (flags & 1);
 	c->connected = rc == 0;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
@@ -199,7 +200,10 @@ static bool wait_completion(struct client *c, int mid, int *rc)
 	return found;
 }
 
-struct client *client_new_at(const char *file, int line, struct broker *b, const char *name, int protocol)
+/* Connects a client called id (clean: a session that ends with the
+ * connection; otherwise one that outlives it, for expiry_s seconds in v5). */
+static struct client *client_create(const char *file, int line, struct broker *b, const char *id, int protocol,
+		bool clean, uint32_t expiry_s)
 {
 	if(nclients >= MAX_CLIENTS){
 		fail_at(file, line, "too many clients in one test");
@@ -210,7 +214,7 @@ struct client *client_new_at(const char *file, int line, struct broker *b, const
 	}
 	c->broker = b;
 	c->protocol = protocol;
-	snprintf(c->id, sizeof(c->id), "%s-%ld-%u", name, (long)getpid(), ++client_seq);
+	snprintf(c->id, sizeof(c->id), "%s", id);
 	snprintf(c->sync_topic, sizeof(c->sync_topic), SYNC_PREFIX "%s", c->id);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -220,7 +224,7 @@ struct client *client_new_at(const char *file, int line, struct broker *b, const
 	pthread_mutex_init(&c->lock, NULL);
 	clients[nclients++] = c;
 
-	c->mosq = mosquitto_new(c->id, true, c);
+	c->mosq = mosquitto_new(c->id, clean, c);
 	if(!c->mosq){
 		fail_at(file, line, "mosquitto_new(%s) failed", c->id);
 	}
@@ -230,7 +234,13 @@ struct client *client_new_at(const char *file, int line, struct broker *b, const
 	mosquitto_publish_v5_callback_set(c->mosq, on_publish);
 	mosquitto_subscribe_v5_callback_set(c->mosq, on_subscribe);
 	mosquitto_message_v5_callback_set(c->mosq, on_message);
-	int rc = mosquitto_connect(c->mosq, broker_socket(b), 0, 60);
+	mosquitto_property *props = NULL;
+	if(!clean && protocol == MQTT_PROTOCOL_V5
+			&& mosquitto_property_add_int32(&props, MQTT_PROP_SESSION_EXPIRY_INTERVAL, expiry_s) != MOSQ_ERR_SUCCESS){
+		fail_at(file, line, "mosquitto_property_add_int32 failed");
+	}
+	int rc = mosquitto_connect_bind_v5(c->mosq, broker_socket(b), 0, 60, NULL, props);
+	mosquitto_property_free_all(&props);
 	if(rc != MOSQ_ERR_SUCCESS){
 		fail_at(file, line, "client %s: connecting to %s: %s", c->id, broker_socket(b), mosquitto_strerror(rc));
 	}
@@ -254,6 +264,27 @@ struct client *client_new_at(const char *file, int line, struct broker *b, const
 	}
 	client_subscribe_at(file, line, c, c->sync_topic, 1);
 	return c;
+}
+
+struct client *client_new_at(const char *file, int line, struct broker *b, const char *name, int protocol)
+{
+	char id[128];
+	snprintf(id, sizeof(id), "%s-%ld-%u", name, (long)getpid(), ++client_seq);
+	return client_create(file, line, b, id, protocol, true, 0);
+}
+
+struct client *client_new_session_at(const char *file, int line, struct broker *b, const char *id,
+		int protocol, uint32_t expiry_s)
+{
+	return client_create(file, line, b, id, protocol, false, expiry_s);
+}
+
+bool client_session_present(struct client *c)
+{
+	pthread_mutex_lock(&c->lock);
+	bool r = c->session_present;
+	pthread_mutex_unlock(&c->lock);
+	return r;
 }
 
 const char *client_id(const struct client *c)

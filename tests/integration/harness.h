@@ -88,6 +88,34 @@ char *broker_expect_refusal_at(const char *file, int line, struct broker *b);
 /* The whole log so far; the caller frees it. */
 char *broker_log(const struct broker *b);
 
+/* The log written since the broker was last started (a broker started again
+ * after broker_shutdown or broker_kill goes on in the same log file); the
+ * caller frees it. */
+char *broker_log_since_start(const struct broker *b);
+
+/* Sets an environment variable for the broker's next start (value NULL:
+ * removes it from the environment the broker gets). Without any, the
+ * broker inherits the test's environment unchanged. */
+void broker_setenv(struct broker *b, const char *name, const char *value);
+
+/* Makes the generated configuration say "per_listener_settings true"
+ * (the broker only accepts it before any security setting, so it replaces
+ * the harness's own first line). */
+void broker_per_listener_settings(struct broker *b, bool on);
+
+/* Stops a running broker with SIGTERM and waits for it to exit; fails the
+ * test unless it exits with status 0 within HARNESS_WAIT_MS. */
+#define broker_shutdown(b) broker_shutdown_at(__FILE__, __LINE__, (b))
+void broker_shutdown_at(const char *file, int line, struct broker *b);
+
+/* Kills a running broker with SIGKILL (it saves nothing) and reaps it. */
+#define broker_kill(b) broker_kill_at(__FILE__, __LINE__, (b))
+void broker_kill_at(const char *file, int line, struct broker *b);
+
+/* A broker ended by broker_shutdown or broker_kill may be started again
+ * with broker_start: same directory, configuration (regenerated from the
+ * same lines) and socket; clients must connect anew. */
+
 /* The path of the broker's unix socket. */
 const char *broker_socket(const struct broker *b);
 
@@ -128,6 +156,18 @@ struct client;
  * client subscribes to its own sync topic (see client_sync). */
 #define client_new(b, name, protocol) client_new_at(__FILE__, __LINE__, (b), (name), (protocol))
 struct client *client_new_at(const char *file, int line, struct broker *b, const char *name, int protocol);
+
+/* Connects a client with exactly this id and a session that outlives its
+ * connection: clean_session=false (v3.1.1), or clean_start=false with a
+ * session expiry interval of expiry_s seconds (v5). Connecting again with
+ * the same id resumes the session (see client_session_present). */
+#define client_new_session(b, id, protocol, expiry_s) \
+	client_new_session_at(__FILE__, __LINE__, (b), (id), (protocol), (expiry_s))
+struct client *client_new_session_at(const char *file, int line, struct broker *b, const char *id,
+		int protocol, uint32_t expiry_s);
+
+/* Whether the broker's CONNACK said it resumed a session. */
+bool client_session_present(struct client *c);
 
 const char *client_id(const struct client *c);
 
@@ -272,8 +312,13 @@ bool it_is_dlq_id(const char *s);
 /* True if s is an RFC 3339 UTC time ("...Z") within slack_s seconds of
  * now. */
 bool it_is_recent_rfc3339(const char *s, int slack_s);
+/* The time s names, in milliseconds since the epoch, if it is exactly
+ * RFC 3339 UTC with milliseconds ("2025-11-30T03:12:45.123Z"); else -1. */
+int64_t it_rfc3339_ms(const char *s);
 /* Monotonic milliseconds. */
 uint64_t it_now_ms(void);
+/* Wall-clock (CLOCK_REALTIME) milliseconds since the epoch. */
+int64_t it_wall_ms(void);
 /* Sleeps; for settle periods and expiring windows only, never to wait for
  * something that can be observed. */
 void it_sleep_ms(unsigned ms);

@@ -213,3 +213,26 @@ bool it_is_recent_rfc3339(const char *s, int slack_s)
 	time_t now = time(NULL);
 	return t >= now - slack_s && t <= now + slack_s;
 }
+
+int64_t it_rfc3339_ms(const char *s)
+{
+	if(!s || strlen(s) != 24){
+		return -1;
+	}
+	static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddZ";
+	for(size_t i = 0; i < 24; i++){
+		if(shape[i] == 'd' ? (s[i] < '0' || s[i] > '9') : s[i] != shape[i]){
+			return -1;
+		}
+	}
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	int ms = 0;
+	if(sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d.%3d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+				&tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7){
+		return -1;
+	}
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return (int64_t)timegm(&tm) * 1000 + ms;
+}

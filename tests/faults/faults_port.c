@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The fake broker port of the unit tests (tests/unit/fake_port.c) for the
+ * fault-injection suite: what the fake allocates to record a publish or a
+ * log line is the test's, not the plugin's, so it is neither counted nor
+ * failed (alloc_fail_pause). The plugin's own allocations around the call
+ * still are.
+ */
+#define port__publish fake_port__publish
+#define port__log fake_port__log
+#include "../unit/fake_port.c"
+#undef port__publish
+#undef port__log
+
+#include "alloc_fail.h"
+
+int port__publish(const char *client, const char *topic, uint8_t qos, bool retain,
+		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len)
+{
+	alloc_fail_pause();
+	int rc = fake_port__publish(client, topic, qos, retain, payload, payload_len, headers, headers_len);
+	alloc_fail_resume();
+	return rc;
+}
+
+void port__log(enum dlq_log_level level, const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	alloc_fail_pause();
+	fake_port__log(level, "%s", buf);
+	alloc_fail_resume();
+}

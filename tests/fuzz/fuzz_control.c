@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Fuzz target: the $CONTROL API (control__handle), compact NACKs and JSON
+ * command documents, against an engine that holds real deliveries, so that
+ * NACKs reach retry copies, delays and dead letters and not only "unknown
+ * id". Each input is a small script run on a fresh engine (so that a crash
+ * reproduces from its input alone), one operation a line:
+ *
+ *   T <topic>[ <payload>]  track an inbound publish (its dlq-id is remembered)
+ *   Q<0-2>                 QoS of the next tracked publishes
+ *   C <client>             the client that sends the next requests
+ *   P                      toggle: that client's session persists
+ *   R <reason>             "reason" user property of the next compact NACK
+ *   D <delay-ms>           "delay-ms" user property of the next compact NACK
+ *   N <payload>            a compact NACK ($CONTROL/dlq/v1/nack)
+ *   J <json>               a JSON command document ($CONTROL/dlq/v1)
+ *   n / j                  the same, with the rest of the input (raw bytes,
+ *                          newlines included) as the payload; ends the script
+ *   t                      a tick;  +<ms> advance the clocks
+ *   G <client>             the client's connection ended
+ *   F<n>                   the broker refuses the next n publishes
+ *   X                      the random source fails once
+ *
+ * In N, n, J and j payloads "@k" (k a digit) stands for the k-th most recent
+ * dlq-id the engine handed out (tracked messages and retry copies).
+ *
+ * After every operation the target checks what a client and an operator rely
+ * on: every request gets a well-formed reply with one response per command,
+ * the counters agree with the replies and with what was published, and no
+ * accepted NACK is lost: each made exactly one envelope that is either
+ * published or still owed (unless a client left, when a dead letter may
+ * duplicate a copy already sent). At the end everything owed is flushed.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "control.h"
+#include "fake_port.h"
+#include "fuzz.h"
+#include "mosquitto_dlq.h"
+#include "topic.h"
+
+#define MAX_OPS 64
+#define RING 10
+
+struct run {
+	struct dlq d;
+	char ids[RING][DLQ_ID_LEN + 1]; /* most recent last */
+	size_t nids;
+	char client[256];
+	bool persists;
+	uint8_t qos;
+	char *reason;     /* owned, for the next compact NACK */
+	char *delay;      /* owned, for the next compact NACK */
+	uint64_t accepted;  /* NACKs the replies said were accepted */
+	uint64_t published; /* envelopes the fake broker took */
+	bool gone;          /* a client left: diverted copies may add dead letters */
+};
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	return 0;
+}
+
+static void remember_id(struct run *r, const char *id)
+{
+	if(strlen(id) != DLQ_ID_LEN) return;
+	if(r->nids == RING){
+		memmove(r->ids[0], r->ids[1], sizeof(r->ids[0]) * (RING - 1));
+		r->nids--;
+	}
+	memcpy(r->ids[r->nids++], id, DLQ_ID_LEN + 1);
+}
+
+/* Takes what the fake broker recorded: counts it, remembers copies' ids,
+ * and checks that the plugin published nothing a broker would refuse. */
+static void harvest(struct run *r)
+{
+	for(size_t i = 0; i < fake.publish_count; i++){
+		const struct fake_publish *p = &fake.publishes[i];
+		FUZZ_CHECK(p->qos <= 2, "published with QoS %u", p->qos);
+		FUZZ_CHECK(topic__valid_publish(p->topic), "published to an invalid topic \"%s\"", p->topic);
+		FUZZ_CHECK(!p->retain, "published retained");
+		const char *id = fake_header_value(p, DLQ_PROP_ID);
+		if(id) remember_id(r, id);
+		r->published++;
+	}
+	fuzz_port_clear();
+}
+
+/* The payload with each "@k" replaced by a remembered id, in an exact-size
+ * buffer (an MQTT payload has no NUL after it). */
+static char *substitute(const struct run *r, const char *in, size_t len, size_t *out_len)
+{
+	char *out = malloc(len * DLQ_ID_LEN + 1);
+	size_t o = 0;
+	if(out == NULL) return NULL;
+	for(size_t i = 0; i < len; i++){
+		if(in[i] == '@' && i + 1 < len && in[i + 1] >= '0' && in[i + 1] <= '9'
+				&& (size_t)(in[i + 1] - '0') < r->nids){
+			memcpy(out + o, r->ids[r->nids - 1 - (size_t)(in[i + 1] - '0')], DLQ_ID_LEN);
+			o += DLQ_ID_LEN;
+			i++;
+		}else{
+			out[o++] = in[i];
+		}
+	}
+	char *exact = malloc(o ? o : 1);
+	if(exact && o) memcpy(exact, out, o);
+	free(out);
+	*out_len = o;
+	return exact;
+}
+
+/* How many responses a JSON document must get: one per command, or one
+ * error for the document as a whole. */
+static int expected_responses(const char *payload, size_t len)
+{
+	cJSON *doc = cJSON_ParseWithLength(payload, len);
+	int n = 1;
+	const cJSON *commands = cJSON_GetObjectItemCaseSensitive(doc, "commands");
+	if(cJSON_IsArray(commands) && cJSON_GetArraySize(commands) <= DLQ_MAX_COMMANDS){
+		n = cJSON_GetArraySize(commands);
+	}
+	cJSON_Delete(doc);
+	return n;
+}
+
+static void request(struct run *r, bool compact, const char *raw, size_t raw_len)
+{
+	size_t len;
+	char *payload = substitute(r, raw, raw_len, &len);
+	if(payload == NULL) return;
+	struct dlq_control_request req = {
+		.compact = compact,
+		.payload = payload,
+		.payload_len = len,
+		.client = r->client,
+		.client_persists = r->persists,
+		.reason = compact ? r->reason : NULL,
+		.delay_ms = compact ? r->delay : NULL,
+	};
+	struct dlq_control_reply reply;
+	struct dlq_counters before = r->d.counters;
+	int want = compact ? 1 : expected_responses(payload, len);
+
+	int rc = control__handle(&r->d, &req, &reply);
+	FUZZ_CHECK(rc == 0, "control__handle: %d", rc);
+	FUZZ_CHECK(reply.json != NULL, "no reply");
+	FUZZ_CHECK(reply.must_send == (!compact || reply.errors > 0), "must_send");
+	cJSON *doc = cJSON_Parse(reply.json);
+	FUZZ_CHECK(cJSON_IsObject(doc) && cJSON_GetArraySize(doc) == 1, "reply %s", reply.json);
+	const cJSON *responses = cJSON_GetObjectItemCaseSensitive(doc, "responses");
+	FUZZ_CHECK(cJSON_IsArray(responses), "reply %s", reply.json);
+	FUZZ_CHECK(cJSON_GetArraySize(responses) == want, "%d responses, expected %d: %.300s",
+			cJSON_GetArraySize(responses), want, reply.json);
+
+	unsigned ok = 0, errors = 0;
+	bool reset = false;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, responses){
+		const cJSON *result = cJSON_GetObjectItemCaseSensitive(e, "result");
+		const cJSON *command = cJSON_GetObjectItemCaseSensitive(e, "command");
+		if(cJSON_GetObjectItemCaseSensitive(e, "error")) errors++;
+		if(cJSON_IsString(result) && (!strcmp(result->valuestring, "retried") || !strcmp(result->valuestring, "dead-lettered"))){
+			ok++;
+		}
+		if(cJSON_IsString(command) && !strcmp(command->valuestring, DLQ_COMMAND_RESET_COUNTERS)) reset = true;
+	}
+	FUZZ_CHECK(errors == reply.errors, "%u error entries, reply.errors %u", errors, reply.errors);
+	cJSON_Delete(doc);
+	control__reply_free(&reply);
+	free(payload);
+
+	uint64_t published_before = r->published;
+	harvest(r);
+	r->accepted += ok;
+	if(!reset){
+		FUZZ_CHECK(r->d.counters.nacks - before.nacks == ok, "counters.nacks +%llu, replies accepted %u",
+				(unsigned long long)(r->d.counters.nacks - before.nacks), ok);
+		FUZZ_CHECK(r->d.counters.retry_copies + r->d.counters.dead_letters - before.retry_copies - before.dead_letters
+				== r->published - published_before, "counters disagree with what was published");
+	}
+	free(r->reason);
+	free(r->delay);
+	r->reason = NULL;
+	r->delay = NULL;
+}
+
+/* No accepted NACK is lost: its envelope was published or is still owed. */
+static void check_conservation(const struct run *r)
+{
+	uint64_t held = r->published + fuzz_owed_count(&r->d);
+	if(r->gone){
+		FUZZ_CHECK(r->accepted <= held, "accepted %llu NACKs, %llu envelopes published or owed",
+				(unsigned long long)r->accepted, (unsigned long long)held);
+	}else{
+		FUZZ_CHECK(r->accepted == held, "accepted %llu NACKs, but %llu envelopes published or owed",
+				(unsigned long long)r->accepted, (unsigned long long)held);
+	}
+	FUZZ_CHECK(r->d.outbox.owed.count + r->d.outbox.sent.count + r->d.outbox.settling.count <= r->accepted + 64 * MAX_OPS,
+			"outbox grows");
+}
+
+static void track(struct run *r, const char *arg, size_t len)
+{
+	char *line = strndup(arg, len);
+	if(line == NULL) return;
+	char *sp = strchr(line, ' ');
+	const char *payload = "payload";
+	if(sp){
+		*sp = '\0';
+		payload = sp + 1;
+	}
+	/* The broker hands the plugin valid topics only. */
+	const struct dlq_policy *p = topic__valid_publish(line) ? dlq__policy_for(&r->d, line) : NULL;
+	if(p){
+		char id[DLQ_ID_LEN + 1];
+		int rc = dlq__track(&r->d, p, line, payload, (uint32_t)strlen(payload), r->qos, NULL, 0, id);
+		FUZZ_CHECK(rc == 0 || rc == ENOSPC || rc == EIO, "dlq__track: %d", rc);
+		if(rc == 0) remember_id(r, id);
+	}
+	free(line);
+}
+
+static void set_string(char **dst, const char *arg, size_t len)
+{
+	free(*dst);
+	*dst = strndup(arg, len);
+}
+
+static uint64_t number(const char *arg, size_t len, uint64_t max)
+{
+	uint64_t v = 0;
+	for(size_t i = 0; i < len && arg[i] >= '0' && arg[i] <= '9'; i++){
+		v = v * 10 + (uint64_t)(arg[i] - '0');
+		if(v > max) return max;
+	}
+	return v;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct run r;
+	const char *s = (const char *)data;
+	size_t pos = 0;
+
+	memset(&r, 0, sizeof(r));
+	fuzz_engine_init(&r.d);
+	strcpy(r.client, "c1");
+	r.qos = 1;
+	for(int op = 0; op < MAX_OPS && pos < size; op++){
+		const char *nl = memchr(s + pos, '\n', size - pos);
+		size_t line_len = nl ? (size_t)(nl - (s + pos)) : size - pos;
+		const char *line = s + pos;
+		size_t next = pos + line_len + (nl ? 1 : 0);
+		/* The argument: after the opcode and one optional space. */
+		const char *arg = line + 1;
+		size_t arg_len = line_len ? line_len - 1 : 0;
+		if(arg_len && arg[0] == ' '){
+			arg++;
+			arg_len--;
+		}
+		pos = next;
+		if(line_len == 0) continue;
+
+		switch(line[0]){
+			case 'T':
+				track(&r, arg, arg_len);
+				harvest(&r);
+				break;
+			case 'Q':
+				r.qos = (uint8_t)(number(arg, arg_len, 2));
+				break;
+			case 'C':
+				if(arg_len && arg_len < sizeof(r.client) && !memchr(arg, '\0', arg_len)){
+					memcpy(r.client, arg, arg_len);
+					r.client[arg_len] = '\0';
+				}
+				break;
+			case 'P':
+				r.persists = !r.persists;
+				break;
+			case 'R':
+				set_string(&r.reason, arg, arg_len);
+				break;
+			case 'D':
+				set_string(&r.delay, arg, arg_len);
+				break;
+			case 'N':
+			case 'J':
+				request(&r, line[0] == 'N', arg, arg_len);
+				break;
+			case 'n':
+			case 'j':
+				request(&r, line[0] == 'n', s + pos, size - pos);
+				pos = size;
+				break;
+			case 't':
+				dlq__tick(&r.d);
+				harvest(&r);
+				break;
+			case '+': {
+				uint64_t ms = number(line + 1, line_len - 1, 10ull * 24 * 3600 * 1000);
+				fake.now_ms += ms;
+				fake.wall_ms += (int64_t)ms;
+				break;
+			}
+			case 'G': {
+				char *client = strndup(arg, arg_len);
+				if(client && client[0]){
+					dlq__client_gone(&r.d, client);
+					r.gone = true;
+				}
+				free(client);
+				harvest(&r);
+				break;
+			}
+			case 'F':
+				fake.fail_publishes = (int)number(line + 1, line_len - 1, 10);
+				break;
+			case 'X':
+				fake.fail_random = 1;
+				break;
+			default:
+				break;
+		}
+		check_conservation(&r);
+	}
+	fake.fail_random = 0;
+	r.published += fuzz_flush(&r.d);
+	check_conservation(&r);
+	FUZZ_CHECK(fuzz_owed_count(&r.d) == 0, "%zu envelopes still owed after flushing", fuzz_owed_count(&r.d));
+	free(r.reason);
+	free(r.delay);
+	fuzz_engine_fini(&r.d);
+	return 0;
+}

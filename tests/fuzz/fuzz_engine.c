@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The engine, state and matching helpers the fuzz targets share (fuzz.h).
+ * Everything runs on the fake broker port of the unit tests, so a target sees
+ * every publish and can check that nothing the engine took on went missing.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "envelope.h"
+#include "fake_port.h"
+#include "fuzz.h"
+#include "state.h"
+#include "topic.h"
+
+const struct dlq_option fuzz_standard_options[] = {
+	{"policy", "orders/+ max_attempts=3 dead_letter=dead/orders"},
+	{"policy", "once max_attempts=1 dead_letter=dead/once"},
+	{"policy", "slow/# max_attempts=4 dead_letter=dead/slow retry_delay=2s retry_backoff=2 retry_jitter=0.5 retry_max_delay=10s"},
+	{"policy", "fanout max_attempts=2 dead_letter=dead/fanout retry_to=retry/fanout"},
+	{"policy", "+/alerts/# max_attempts=2 dead_letter=dead-alerts retry_delay=0s"},
+	{"nack_window", "60s"},
+	{"max_pending_bytes", "64KiB"},
+	/* No $SYS topics, so that every publish the fake port records is an
+	 * envelope (a record's topic may itself start with "$SYS/"). */
+	{"sys_interval", "0s"},
+};
+const size_t fuzz_standard_count = sizeof(fuzz_standard_options) / sizeof(fuzz_standard_options[0]);
+
+void fuzz_port_clear(void)
+{
+	uint64_t now = fake.now_ms;
+	int64_t wall = fake.wall_ms;
+	uint64_t state = fake.random_state;
+	uint64_t word = fake.random_word;
+	unsigned used = fake.random_used;
+
+	fake_reset();
+	fake.now_ms = now;
+	fake.wall_ms = wall;
+	fake.random_state = state;
+	fake.random_word = word;
+	fake.random_used = used;
+	fake.record_sys = true;
+}
+
+void fuzz_engine_init(struct dlq *d)
+{
+	struct dlq_config cfg;
+	char err[1024];
+
+	fake_reset();
+	fake.record_sys = true;
+	int rc = config__parse(fuzz_standard_options, fuzz_standard_count, &cfg, err, sizeof(err));
+	FUZZ_CHECK(rc == 0, "config__parse: %s", err);
+	rc = dlq__init(d, &cfg, err, sizeof(err));
+	FUZZ_CHECK(rc == 0, "dlq__init: %s", err);
+}
+
+void fuzz_engine_fini(struct dlq *d)
+{
+	dlq__cleanup(d);
+	fake_reset();
+}
+
+size_t fuzz_owed_count(const struct dlq *d)
+{
+	return d->outbox.owed.count + d->delayed.count;
+}
+
+static void track(struct dlq *d, const char *topic, const char *payload, char id[DLQ_ID_LEN + 1])
+{
+	const struct dlq_policy *p = dlq__policy_for(d, topic);
+	FUZZ_CHECK(p != NULL, "no policy for %s", topic);
+	struct dlq_headers h = {0};
+	FUZZ_CHECK(headers__add_user(&h, "k", "v") == 0, "headers");
+	FUZZ_CHECK(headers__add(&h, DLQ_HDR_CONTENT_TYPE, "text/plain", 10, NULL, 0) == 0, "headers");
+	int rc = dlq__track(d, p, topic, payload, (uint32_t)strlen(payload), 1, h.data, h.len, id);
+	headers__free(&h);
+	FUZZ_CHECK(rc == 0, "dlq__track %s: %d", topic, rc);
+}
+
+static void nack(struct dlq *d, const char *id, const char *client, long delay_ms)
+{
+	struct dlq_nack n = {
+		.id = id,
+		.id_len = strlen(id),
+		.reason = "seed",
+		.client = client,
+		.delay_requested = delay_ms >= 0,
+		.delay_ms = delay_ms >= 0 ? (uint64_t)delay_ms : 0,
+	};
+	struct dlq_nack_result res;
+	dlq__nack(d, &n, &res);
+	FUZZ_CHECK(res.status == DLQ_NACK_RETRIED || res.status == DLQ_NACK_DEAD_LETTERED, "nack: %s",
+			dlq__nack_status_text(res.status));
+}
+
+/* Builds the engine both state seeds describe; the snapshot is taken in the
+ * middle, the journal records what happened after it. */
+static void make_state(struct dlq_headers *snap, struct dlq_headers *journal)
+{
+	struct dlq d;
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1], c[DLQ_ID_LEN + 1], s[DLQ_ID_LEN + 1], f[DLQ_ID_LEN + 1];
+	char e[DLQ_ID_LEN + 1], x[DLQ_ID_LEN + 1];
+
+	fuzz_engine_init(&d);
+	track(&d, "orders/1", "one", a);
+	track(&d, "orders/2", "two", b);
+	track(&d, "once", "three", c);
+	track(&d, "slow/x/y", "four", s);
+	track(&d, "fanout", "five", f);
+	track(&d, "eu/alerts/fire", "six", e);
+	track(&d, "orders/3", "seven", x);
+	nack(&d, a, "c1", -1);          /* a retry copy, sent */
+	fake.fail_publishes = 2;
+	nack(&d, b, "c2", -1);          /* a retry copy the broker refused: owed */
+	nack(&d, c, "c1", -1);          /* a dead letter, owed */
+	nack(&d, s, "c3", -1);          /* delayed by the policy */
+	nack(&d, x, "c1", 5000);        /* delayed on request */
+	nack(&d, f, "c4", -1);          /* retry_to: an ordinary publish */
+	dlq__tick(&d);
+	FUZZ_CHECK(state__encode_snapshot(&d, fake.now_ms, fake.wall_ms, snap) == 0, "encode");
+
+	if(journal){
+		uint64_t removed = d.outbox.owed.head ? d.outbox.owed.head->seq : 1;
+		FUZZ_CHECK(state__encode_journal_header(journal) == 0, "journal header");
+		fake.fail_publishes = 1;
+		nack(&d, e, "c5", -1);  /* owed: journaled as an add */
+		const struct dlq_envelope *added = d.outbox.owed.tail;
+		FUZZ_CHECK(added != NULL, "no owed envelope");
+		FUZZ_CHECK(state__encode_add(added, fake.now_ms, fake.wall_ms, journal) == 0, "add");
+		FUZZ_CHECK(state__encode_remove(removed, journal) == 0, "remove");
+		FUZZ_CHECK(state__encode_remove(999, journal) == 0, "remove");
+	}
+	fuzz_engine_fini(&d);
+}
+
+void fuzz_make_snapshot(struct dlq_headers *out)
+{
+	make_state(out, NULL);
+}
+
+void fuzz_make_journal(struct dlq_headers *out)
+{
+	struct dlq_headers snap = {0};
+	make_state(&snap, out);
+	headers__free(&snap);
+}
+
+void fuzz_fix_crcs(uint8_t *data, size_t len, size_t hdr)
+{
+	size_t pos = hdr;
+	while(pos < len && len - pos >= 9){
+		uint32_t blen = ((uint32_t)data[pos + 1] << 24) | ((uint32_t)data[pos + 2] << 16)
+				| ((uint32_t)data[pos + 3] << 8) | data[pos + 4];
+		if(len - pos - 9 < blen) return;
+		uint32_t crc = state__crc32(data + pos, 5 + (size_t)blen);
+		uint8_t *c = data + pos + 5 + blen;
+		c[0] = (uint8_t)(crc >> 24);
+		c[1] = (uint8_t)(crc >> 16);
+		c[2] = (uint8_t)(crc >> 8);
+		c[3] = (uint8_t)crc;
+		pos += 9 + (size_t)blen;
+	}
+}
+
+size_t fuzz_flush(struct dlq *d)
+{
+	size_t published = 0;
+	/* Two ticks take what was sent; a few more cover what the fake port
+	 * refused for want of room (it records FAKE_MAX_PUBLISHES). */
+	for(int round = 0; round < 64; round++){
+		uint64_t latest = fake.now_ms;
+		for(size_t i = 0; i < d->delayed.count; i++){
+			if(d->delayed.heap[i]->due_ms > latest) latest = d->delayed.heap[i]->due_ms;
+		}
+		fake.now_ms = latest;
+		fake.fail_publishes = 0;
+		dlq__tick(d);
+		published += fake.publish_count;
+		fuzz_port_clear();
+		if(fuzz_owed_count(d) == 0 && round >= 1) break;
+	}
+	return published;
+}
+
+/* policy.h: fewest wildcards, then the longest filter, then the first
+ * declared. */
+static const struct dlq_policy *plain_match(const struct dlq_policy_table *t, const char *topic)
+{
+	const struct dlq_policy *best = NULL;
+	for(size_t i = 0; i < t->count; i++){
+		const struct dlq_policy *p = &t->items[i];
+		if(!topic__matches(p->filter, topic)) continue;
+		if(best == NULL || p->wildcards < best->wildcards
+				|| (p->wildcards == best->wildcards && strlen(p->filter) > strlen(best->filter))){
+			best = p;
+		}
+	}
+	return best;
+}
+
+static void check_topic(const struct dlq_policy_table *t, const char *topic)
+{
+	const struct dlq_policy *want = plain_match(t, topic);
+	const struct dlq_policy *got = policy__match(t, topic);
+	FUZZ_CHECK(got == want, "topic \"%s\": policy__match gave \"%s\", a plain walk \"%s\"", topic,
+			got ? got->filter : "(none)", want ? want->filter : "(none)");
+}
+
+/* Topics a filter matches: wildcards filled in with a level (or two), and
+ * "a/#" also as "a". */
+static void check_filter_topics(const struct dlq_policy_table *t, const char *filter)
+{
+	size_t len = strlen(filter);
+	char *buf = malloc(len * 4 + 8);
+	if(buf == NULL) return;
+	for(int variant = 0; variant < 3; variant++){
+		size_t o = 0;
+		for(size_t i = 0; i < len; i++){
+			if(filter[i] == '+'){
+				buf[o++] = variant == 2 ? '$' : 'x';
+			}else if(filter[i] == '#'){
+				if(variant == 1 && o > 0){
+					o--; /* "a/#" as "a" */
+				}else{
+					memcpy(buf + o, "x/y", 3);
+					o += 3;
+				}
+			}else{
+				buf[o++] = filter[i];
+			}
+		}
+		buf[o] = '\0';
+		if(o > 0) check_topic(t, buf);
+	}
+	free(buf);
+}
+
+void fuzz_check_matching(const struct dlq_policy_table *t)
+{
+	for(size_t i = 0; i < t->count && i < 64; i++){
+		check_filter_topics(t, t->items[i].filter);
+		check_topic(t, t->items[i].dead_letter);
+		if(t->items[i].retry_to) check_topic(t, t->items[i].retry_to);
+	}
+	check_topic(t, "x");
+	check_topic(t, "$SYS/x");
+}

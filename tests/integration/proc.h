@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Child processes for the integration tests: the built dlqctl (path in
+ * DLQCTL, set by meson) run against a harness broker with its output
+ * captured, in the foreground or in the background to be waited for or
+ * killed; plus the broker-side helpers the tool and bridge tests need: a
+ * free loopback TCP port, waiting for a line in a broker's log, and sending
+ * a broker a signal. A child dies with its test's process (PDEATHSIG).
+ */
+#ifndef DLQ_IT_PROC_H
+#define DLQ_IT_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "harness.h"
+
+struct proc;
+
+/* Starts "$DLQCTL --unix <b's socket> args..." in the background. */
+#define dlqctl_spawn(b, ...) dlqctl_spawn_at(__FILE__, __LINE__, (b), __VA_ARGS__, (const char *)NULL)
+struct proc *dlqctl_spawn_at(const char *file, int line, struct broker *b, ...);
+
+/* Runs "$DLQCTL --unix <b's socket> args..." to its end, failing the test
+ * (with its output) if it takes longer than HARNESS_WAIT_MS. Returns the
+ * finished process: see proc_status, proc_out, proc_err. */
+#define dlqctl_run(b, ...) dlqctl_run_at(__FILE__, __LINE__, (b), __VA_ARGS__, (const char *)NULL)
+struct proc *dlqctl_run_at(const char *file, int line, struct broker *b, ...);
+
+/* Like dlqctl_run, and fails the test (printing its output) unless the
+ * exit status is want. */
+#define dlqctl_expect(want, b, ...) dlqctl_expect_at(__FILE__, __LINE__, (want), (b), __VA_ARGS__, (const char *)NULL)
+struct proc *dlqctl_expect_at(const char *file, int line, int want, struct broker *b, ...);
+
+/* Waits for the process to end, failing the test after timeout_ms. Returns
+ * its exit status, or 128 + the signal that killed it. */
+#define proc_wait(p, timeout_ms) proc_wait_at(__FILE__, __LINE__, (p), (timeout_ms))
+int proc_wait_at(const char *file, int line, struct proc *p, int timeout_ms);
+
+/* Waits until its standard output holds needle at least n times; returns
+ * whether it did within timeout_ms (it may end meanwhile). */
+bool proc_wait_output(struct proc *p, const char *needle, size_t n, int timeout_ms);
+
+/* Sends sig to the process (it must not have been waited for). */
+void proc_kill(struct proc *p, int sig);
+
+/* Exit status of a finished process (as proc_wait returns it), its standard
+ * output and error so far (owned by p). */
+int proc_status(const struct proc *p);
+const char *proc_out(struct proc *p);
+const char *proc_err(struct proc *p);
+
+/* Prints the command line and output to stderr, for failure messages. */
+void proc_dump(struct proc *p);
+
+/* How many times needle occurs in text. */
+size_t it_count(const char *text, const char *needle);
+
+/* The lines of text that contain needle, as a count, and the first such
+ * line (copied into line, NUL-terminated) when line is not NULL. */
+size_t it_lines_with(const char *text, const char *needle, char *line, size_t len);
+
+/* A loopback TCP port that was free a moment ago (bound to port 0 and
+ * released). */
+int it_free_port(void);
+
+/* Waits until the broker's log since its last start holds needle at least
+ * n times; returns whether it did within timeout_ms. */
+bool it_wait_log(const struct broker *b, const char *needle, size_t n, int timeout_ms);
+
+/* Sends the broker a signal (SIGHUP: reload). */
+#define it_signal_broker(b, sig) it_signal_broker_at(__FILE__, __LINE__, (b), (sig))
+void it_signal_broker_at(const char *file, int line, struct broker *b, int sig);
+
+#endif

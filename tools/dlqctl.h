@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * What the files of dlqctl share: the parsed command line, the MQTT v5
+ * connections it makes (conn.c), dead letters decoded from a received
+ * message (letter.c), a small text-table printer (table.c), and the entry
+ * points of the subcommands (cmd_status.c, cmd_inspect.c, cmd_redrive.c).
+ * dlqctl is an operator's tool on libmosquitto; it needs nothing from the
+ * broker but the plugin's public contract, include/mosquitto_dlq.h.
+ */
+#ifndef DLQCTL_H
+#define DLQCTL_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <mosquitto.h>
+
+/* Exit statuses, documented in the usage text. */
+#define DLQCTL_EXIT_OK 0
+#define DLQCTL_EXIT_FAIL 1   /* the broker, the plugin or the network did not do what was asked */
+#define DLQCTL_EXIT_USAGE 2  /* the command line is wrong */
+
+/* User property dlqctl puts on a dead letter it puts back into its
+ * dead-letter topic because a redrive filter passed it over; the value
+ * names the redrive run. Never carried to a redriven message. */
+#define DLQCTL_PROP_KEPT "dlqctl-kept"
+
+#define DLQCTL_DEFAULT_SESSION_EXPIRY_S (24u * 3600u)
+
+struct dlqctl_opts {
+	/* Connection (as mosquitto_sub spells them). */
+	const char *host;
+	int port;
+	const char *unix_path;     /* non-NULL: connect to this unix socket */
+	const char *id;            /* NULL: a default per subcommand */
+	const char *username;
+	const char *password;
+	int keepalive;
+	double timeout_s;          /* how long to wait for a reply or an acknowledgement */
+
+	/* Subcommand and its arguments. */
+	const char *command;
+	const char *topic;
+	bool json;
+	bool follow;
+	bool dry_run;
+	bool persistent;           /* inspect -c: a session that outlives the connection */
+	bool verbose;
+	long max;                  /* -1: no limit */
+	double rate;               /* redriven messages per second; 0: no limit */
+	double idle_s;
+	const char *reason_contains;
+	const char *origin_filter;
+	const char *to_prefix;
+	uint32_t session_expiry_s;
+};
+
+/* Set by SIGINT and SIGTERM; the loops check it between short waits. */
+extern volatile sig_atomic_t dlqctl_stop;
+
+/* ---- conn.c: MQTT v5 connections ---- */
+
+/* A message handler: called on the thread that drives the connection, with
+ * the message and its properties borrowed for the call only. */
+typedef void (*conn_message_fn)(void *arg, const struct mosquitto_message *m, const mosquitto_property *props);
+
+struct conn {
+	struct mosquitto *mosq;
+	bool manual;               /* writes happen only in conn__flush (see conn__open) */
+	bool connack;
+	int connack_rc;
+	bool session_present;
+	bool lost;                 /* the connection ended after CONNACK */
+	int lost_rc;
+	int sub_mid;
+	bool subacked;
+	int sub_granted;
+	int pub_mid;
+	bool pub_done;
+	int pub_rc;
+	conn_message_fn on_message;
+	void *arg;
+};
+
+/* Connects as id (NULL: the broker assigns one) and waits for the CONNACK.
+ * clean: a session that ends with the connection; otherwise one that
+ * outlives it by expiry_s seconds. receive_max: how many QoS 1 messages the
+ * broker may have in flight to us (0: libmosquitto's default).
+ * manual: nothing is written to the socket except by conn__flush, so the
+ * acknowledgement libmosquitto queues for each QoS 1 message we read leaves
+ * only when we say so; such a connection is driven by conn__read_one.
+ * Returns 0, or DLQCTL_EXIT_FAIL after printing why. c is always set up
+ * and must be closed with conn__close. */
+int conn__open(struct conn *c, const struct dlqctl_opts *o, const char *id, bool clean, uint32_t expiry_s,
+		int receive_max, bool manual, conn_message_fn on_message, void *arg);
+
+/* An automatic connection: runs the network loop for up to timeout_ms.
+ * Returns a MOSQ_ERR_* code. */
+int conn__run(struct conn *c, int timeout_ms);
+
+/* A manual connection: waits up to timeout_ms for data and reads at most
+ * one MQTT packet (callbacks run inside). Returns a MOSQ_ERR_* code. */
+int conn__read_one(struct conn *c, int timeout_ms);
+
+/* A manual connection: writes everything queued (the acknowledgements of
+ * every message read so far included), waiting up to timeout_ms. Returns a
+ * MOSQ_ERR_* code. */
+int conn__flush(struct conn *c, int timeout_ms);
+
+/* Subscribes and waits for the SUBACK. Returns 0, or DLQCTL_EXIT_FAIL
+ * after printing why. */
+int conn__subscribe(struct conn *c, const char *filter, int qos, int timeout_ms);
+
+/* Publishes at QoS 1 and waits for the PUBACK; *reason gets its reason code.
+ * props stay the caller's. Returns a MOSQ_ERR_* code (MOSQ_ERR_SUCCESS
+ * also when the broker refused with a reason code >= 0x80). */
+int conn__publish(struct conn *c, const char *topic, const void *payload, int len,
+		const mosquitto_property *props, int timeout_ms, int *reason);
+
+/* Ends the connection: with graceful, a DISCONNECT is sent first (on a
+ * manual connection it would carry every queued acknowledgement with it);
+ * otherwise the socket is just closed, and whatever we read but did not
+ * acknowledge stays in our session. Frees the client. */
+void conn__close(struct conn *c, bool graceful);
+
+/* Random bytes as lowercase hex, 2*n characters and a NUL into out. */
+void conn__random_hex(char *out, size_t n);
+
+/* Monotonic and wall-clock milliseconds. */
+uint64_t dlqctl_now_ms(void);
+int64_t dlqctl_wall_ms(void);
+
+/* ---- letter.c: dead letters ---- */
+
+struct letter {
+	char *topic;               /* the dead-letter topic it arrived on */
+	void *payload;
+	int payloadlen;
+	int qos;
+	mosquitto_property *props; /* a copy of every property received */
+	/* The plugin's user properties (NULL when absent). */
+	char *origin_topic;
+	char *origin_id;
+	char *retry_count;
+	char *reason;
+	char *client;
+	char *filter;
+	char *time;
+	char *kept;                /* DLQCTL_PROP_KEPT */
+};
+
+/* Copies a received message into l. Returns 0 or ENOMEM. */
+int letter__decode(struct letter *l, const struct mosquitto_message *m, const mosquitto_property *props);
+void letter__free(struct letter *l);
+
+/* The properties a redriven message carries: the dead letter's own, without
+ * the plugin's (dlq-id, retry-count, origin-*, dead-letter-*,
+ * first-nack-time), dlqctl's, and the per-hop ones. With kept_run set it is
+ * the list for putting the letter back instead: everything kept, plus
+ * DLQCTL_PROP_KEPT = kept_run. Returns 0 or a MOSQ_ERR_* code; *out is the
+ * caller's to free with mosquitto_property_free_all. */
+int letter__republish_props(const struct letter *l, const char *kept_run, mosquitto_property **out);
+
+/* The age of the letter (now minus dead-letter-time) as "850ms", "12s",
+ * "5m03s", "2h05m" or "3d04h", or "-" when the time is missing or not
+ * RFC 3339 UTC. */
+void letter__age(const struct letter *l, int64_t now_ms, char *out, size_t len);
+
+/* The milliseconds since the epoch an RFC 3339 UTC time names
+ * ("2025-11-30T03:12:45.123Z", milliseconds optional), or -1. */
+int64_t letter__parse_time(const char *s);
+
+/* Printable text of at most max bytes (plus a NUL) from data: bytes outside
+ * printable ASCII become '.', and a cut is marked with "...". */
+void letter__preview(const void *data, size_t len, size_t max, char *out, size_t outlen);
+
+/* ---- table.c: aligned text tables ---- */
+
+struct table;
+
+/* A table with these column titles (NULL-terminated). right[i] right-aligns
+ * column i (numbers). */
+struct table *table__new(const char *const *titles, const bool *right);
+/* Adds a row of as many cells as titles; cells are copied (NULL: "-"). */
+int table__add(struct table *t, const char *const *cells);
+void table__print(const struct table *t, FILE *f);
+void table__free(struct table *t);
+
+/* ---- subcommands: each returns an exit status ---- */
+int cmd__status(const struct dlqctl_opts *o);
+int cmd__policies(const struct dlqctl_opts *o);
+int cmd__reset_counters(const struct dlqctl_opts *o);
+int cmd__inspect(const struct dlqctl_opts *o);
+int cmd__redrive(const struct dlqctl_opts *o);
+
+#endif
