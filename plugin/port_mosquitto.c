@@ -21,7 +21,8 @@
 #ifdef DLQ_TEST_HOOKS
 /* Fault injection for tests, compiled into the test build of the module
  * only: DLQ_TEST_FAIL_PUBLISHES=N makes the first N publishes fail, as
- * if the broker had refused them. */
+ * if the broker had refused them. Every publish counts: replies and $SYS
+ * topics too (tests that count set plugin_opt_sys_interval 0s). */
 static bool fail_this_publish(void)
 {
 	static long remaining = -1;
