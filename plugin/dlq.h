@@ -44,8 +44,9 @@ struct dlq {
 	uint64_t changes;         /* bumped on every change of what is owed (state saving) */
 	struct dlq_persist persist; /* owned: state file and journal */
 	struct dlq_sys sys;         /* owned: $SYS/broker/dlq/... */
-	struct dlq_policy_table *retired; /* owned: tables replaced by reloads, kept until shutdown */
+	struct dlq_policy_table *retired; /* owned: tables replaced by reloads, kept while chains use them */
 	size_t retired_count;
+	unsigned policy_generation;       /* bumped by every reload */
 	struct dlq_counters counters;          /* totals */
 	struct dlq_counters *policy_counters;  /* owned: one per policy of cfg.policies, by index */
 	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */

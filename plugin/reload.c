@@ -5,7 +5,7 @@
  * started with once more, which re-reads plugin_opt_policy_file. The new
  * table is validated in full before anything changes; then chains in flight
  * follow the new policy of their filter, and chains whose filter is gone
- * keep the policy they started with (its table is kept until shutdown).
+ * keep the policy they started with (its table is kept while they use it).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,6 +36,46 @@ static void relink_list(struct dlq_envelope_list *l, const struct dlq_policy *ol
 	for(struct dlq_envelope *e = l->head; e; e = e->next){
 		e->policy = relink(e->policy, old_items, old_count, map);
 	}
+}
+
+static bool in_table(const struct dlq_policy_table *t, const struct dlq_policy *p)
+{
+	return p && p >= t->items && p < t->items + t->count;
+}
+
+static bool list_uses(const struct dlq_envelope_list *l, const struct dlq_policy_table *t)
+{
+	for(const struct dlq_envelope *e = l->head; e; e = e->next){
+		if(in_table(t, e->policy)) return true;
+	}
+	return false;
+}
+
+/* Whether any record or envelope still points into t. */
+static bool table_in_use(const struct dlq *d, const struct dlq_policy_table *t)
+{
+	for(const struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
+		if(in_table(t, r->policy)) return true;
+	}
+	for(size_t i = 0; i < d->delayed.count; i++){
+		if(in_table(t, d->delayed.heap[i]->policy)) return true;
+	}
+	return list_uses(&d->outbox.owed, t) || list_uses(&d->outbox.sent, t) || list_uses(&d->outbox.settling, t);
+}
+
+/* Frees the retired tables nothing uses any more, so that reloads do not
+ * accumulate memory: one pass over what the engine holds per reload. */
+static void free_unused_retired(struct dlq *d)
+{
+	size_t kept = 0;
+	for(size_t i = 0; i < d->retired_count; i++){
+		if(table_in_use(d, &d->retired[i])){
+			d->retired[kept++] = d->retired[i];
+		}else{
+			policy__table_free(&d->retired[i]);
+		}
+	}
+	d->retired_count = kept;
 }
 
 int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char *err, size_t errlen)
@@ -89,5 +129,7 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 	free(d->policy_counters);
 	d->policy_counters = counters;
 	free(map);
+	free_unused_retired(d);
+	d->policy_generation++;
 	return 0;
 }

@@ -67,7 +67,19 @@ void systopics__tick(struct dlq *d)
 
 	size_t policies = d->cfg.policies.count < DLQ_SYS_MAX_POLICIES ? d->cfg.policies.count : DLQ_SYS_MAX_POLICIES;
 	size_t needed = (1 + policies) * NAME_COUNT;
-	bool first = s->last_ms == 0 || s->value_count != needed;
+	/* After a reload every topic is published again (an index may now
+	 * name another filter), and those of indexes that no longer exist are
+	 * cleared: an empty retained message removes a retained one. */
+	bool first = s->last_ms == 0 || s->value_count != needed || s->generation != d->policy_generation;
+	for(size_t i = policies; first && i < s->policies_published; i++){
+		char topic[128];
+		snprintf(topic, sizeof(topic), SYS_PREFIX "policies/%zu/filter", i);
+		publish_value(topic, "");
+		for(size_t k = 0; k < NAME_COUNT; k++){
+			snprintf(topic, sizeof(topic), SYS_PREFIX "policies/%zu/%s", i, names[k]);
+			publish_value(topic, "");
+		}
+	}
 	if(s->value_count != needed){
 		uint64_t *v = realloc(s->last_values, needed * sizeof(*v));
 		if(v == NULL) return;
@@ -95,6 +107,8 @@ void systopics__tick(struct dlq *d)
 	}
 	free(per);
 	s->last_ms = now ? now : 1;
+	s->policies_published = policies;
+	s->generation = d->policy_generation;
 }
 
 void systopics__cleanup(struct dlq_sys *s)

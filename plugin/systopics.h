@@ -19,6 +19,8 @@ struct dlq_sys {
 	uint64_t last_ms;      /* when values were last published (0: never) */
 	uint64_t *last_values; /* owned: what was published, to send only changes */
 	size_t value_count;
+	size_t policies_published;   /* how many policy groups the retained topics hold */
+	unsigned generation;         /* the policy generation they describe */
 };
 
 /* Publishes what changed when the interval has passed. */

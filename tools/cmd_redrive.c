@@ -20,6 +20,10 @@
  * user property naming this run (DLQCTL_PROP_KEPT), then acknowledged. It
  * comes back to the end of the session's queue; meeting one put back by
  * this run means every letter has been seen once, and the run stops.
+ * Likewise every redriven message is marked with the run
+ * (DLQCTL_PROP_REDRIVEN), which the plugin carries to its next dead letter:
+ * meeting that letter means the consumers still fail, and the run stops
+ * rather than send it round again and again.
  * A message that cannot be redriven at all (no origin-topic, or one that is
  * not a topic) is skipped: acknowledged and not republished, so that
  * neither it nor live traffic a too-wide TOPIC catches is published again.
@@ -75,7 +79,6 @@ static void on_letter(void *arg, const struct mosquitto_message *m, const mosqui
 	}
 	r->have = true;
 }
-
 
 /* What to do with the letter; *note says why it is kept or skipped, and
  * *target (the caller's to free) is the topic to redrive it to. */
@@ -169,8 +172,8 @@ static int publish(struct redrive *r, struct conn *pub, const char *what, const 
 		return DLQCTL_EXIT_FAIL;
 	}
 	if(reason == 0x10){
-		/* Nobody would have received it: the letter is better left
-		 * parked than republished into the void. */
+		/* The broker took it, but it reached no one: the letter stays
+		 * parked rather than be acknowledged for nothing. */
 		fprintf(stderr, "dlqctl: no subscriber of %s took the %s (PUBACK \"%s\"); "
 				"start the consumers of it first\n", topic, what, mosquitto_reason_string(reason));
 		return DLQCTL_EXIT_FAIL;
@@ -198,7 +201,7 @@ static int settle(struct redrive *r, struct conn *reader, struct conn *pub)
 		ret = DLQCTL_EXIT_OK;
 		goto out;
 	}
-	if(a != ACT_SKIP && letter__republish_props(l, a == ACT_KEEP ? r->run : NULL, &props)){
+	if(a != ACT_SKIP && letter__republish_props(l, a == ACT_KEEP, r->run, &props)){
 		fprintf(stderr, "dlqctl: out of memory\n");
 		goto out;
 	}
@@ -311,6 +314,12 @@ int cmd__redrive(const struct dlqctl_opts *o)
 			if(r.letter.kept && !strcmp(r.letter.kept, r.run)){
 				stopped = "every dead letter seen once";
 				break; /* it was put back by this run: leave it there */
+			}
+			if(r.letter.redriven && !strcmp(r.letter.redriven, r.run)){
+				/* Sending it round again would only repeat the failure,
+				 * as fast as the consumers can fail it. */
+				stopped = "a message this run redrove was dead-lettered again: its consumers still fail";
+				break;
 			}
 			if(settle(&r, &reader, &pub)) goto out;
 			last = dlqctl_now_ms();

@@ -28,6 +28,13 @@
  * names the redrive run. Never carried to a redriven message. */
 #define DLQCTL_PROP_KEPT "dlqctl-kept"
 
+/* User property dlqctl puts on every message it redrives; the value names
+ * the redrive run. The plugin carries it, as any publisher's property, to
+ * the message's retry copies and dead letter, so a run that meets a dead
+ * letter it redrove itself knows that its consumers still fail, and stops
+ * instead of sending it round again. */
+#define DLQCTL_PROP_REDRIVEN "dlqctl-redriven"
+
 #define DLQCTL_DEFAULT_SESSION_EXPIRY_S (24u * 3600u)
 
 struct dlqctl_opts {
@@ -150,19 +157,21 @@ struct letter {
 	char *filter;
 	char *time;
 	char *kept;                /* DLQCTL_PROP_KEPT */
+	char *redriven;            /* DLQCTL_PROP_REDRIVEN */
 };
 
 /* Copies a received message into l. Returns 0 or ENOMEM. */
 int letter__decode(struct letter *l, const struct mosquitto_message *m, const mosquitto_property *props);
 void letter__free(struct letter *l);
 
-/* The properties a redriven message carries: the dead letter's own, without
- * the plugin's (dlq-id, retry-count, origin-*, dead-letter-*,
- * first-nack-time), dlqctl's, and the per-hop ones. With kept_run set it is
- * the list for putting the letter back instead: everything kept, plus
- * DLQCTL_PROP_KEPT = kept_run. Returns 0 or a MOSQ_ERR_* code; *out is the
+/* The properties a redriven message carries (put_back false): the dead
+ * letter's own, without the plugin's (dlq-id, retry-count, origin-*,
+ * dead-letter-*, first-nack-time), dlqctl's, and the per-hop ones, plus
+ * DLQCTL_PROP_REDRIVEN = run. With put_back, the list for putting the
+ * letter back into its dead-letter topic instead: everything kept, plus
+ * DLQCTL_PROP_KEPT = run. Returns 0 or a MOSQ_ERR_* code; *out is the
  * caller's to free with mosquitto_property_free_all. */
-int letter__republish_props(const struct letter *l, const char *kept_run, mosquitto_property **out);
+int letter__republish_props(const struct letter *l, bool put_back, const char *run, mosquitto_property **out);
 
 /* The age of the letter (now minus dead-letter-time) as "850ms", "12s",
  * "5m03s", "2h05m" or "3d04h", or "-" when the time is missing or not

@@ -24,7 +24,7 @@ static bool reserved_name(const char *name)
 {
 	static const char *const names[] = {
 		DLQ_PROP_ID, DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID,
-		DLQ_PROP_FIRST_NACK_TIME, DLQCTL_PROP_KEPT,
+		DLQ_PROP_FIRST_NACK_TIME, DLQCTL_PROP_KEPT, DLQCTL_PROP_REDRIVEN,
 	};
 	for(size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++){
 		if(!strcmp(name, names[i])) return true;
@@ -48,6 +48,7 @@ static int pick(struct letter *l, const char *name, const char *value)
 		{ DLQ_PROP_DEAD_LETTER_FILTER, &l->filter },
 		{ DLQ_PROP_DEAD_LETTER_TIME, &l->time },
 		{ DLQCTL_PROP_KEPT, &l->kept },
+		{ DLQCTL_PROP_REDRIVEN, &l->redriven },
 	};
 	for(size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++){
 		if(!strcmp(name, map[i].name)){
@@ -102,6 +103,7 @@ void letter__free(struct letter *l)
 	free(l->filter);
 	free(l->time);
 	free(l->kept);
+	free(l->redriven);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -175,15 +177,18 @@ static int copy_all_kept(const struct letter *l, const char *kept_run, mosquitto
 	return mosquitto_property_add_string_pair(out, MQTT_PROP_USER_PROPERTY, DLQCTL_PROP_KEPT, kept_run);
 }
 
-int letter__republish_props(const struct letter *l, const char *kept_run, mosquitto_property **out)
+int letter__republish_props(const struct letter *l, bool put_back, const char *run, mosquitto_property **out)
 {
 	int rc = MOSQ_ERR_SUCCESS;
 	*out = NULL;
-	if(kept_run){
-		rc = copy_all_kept(l, kept_run, out);
+	if(put_back){
+		rc = copy_all_kept(l, run, out);
 	}else{
 		for(const mosquitto_property *p = l->props; p && rc == MOSQ_ERR_SUCCESS; p = mosquitto_property_next(p)){
 			rc = copy_prop(p, out);
+		}
+		if(rc == MOSQ_ERR_SUCCESS){
+			rc = mosquitto_property_add_string_pair(out, MQTT_PROP_USER_PROPERTY, DLQCTL_PROP_REDRIVEN, run);
 		}
 	}
 	if(rc) mosquitto_property_free_all(out);

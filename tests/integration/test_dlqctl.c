@@ -5,7 +5,8 @@
  * republished to the origin topic without the plugin's properties and
  * stamped afresh, --dry-run publishing and acknowledging nothing, --max,
  * --reason-contains and --origin (letters passed over are put back and
- * redriven later), an interrupted redrive (kill -9) losing nothing, no
+ * redriven later), an interrupted redrive (kill -9) losing nothing, a run
+ * stopping when what it redrove fails again, no
  * republish into a topic nobody subscribes to, and garbage on the
  * dead-letter topic. Bridged brokers are in test_bridge.c.
  */
@@ -392,6 +393,39 @@ START_TEST(test_redrive_interrupted)
 }
 END_TEST
 
+/* Consumers that still fail: the messages a run redrove come back as dead
+ * letters (marked with the run), and the run stops there instead of
+ * sending them round again; they wait for the next run. */
+START_TEST(test_redrive_stops_when_consumers_still_fail)
+{
+	struct broker *b = dlq_broker("policy orders/# max_attempts=1 dead_letter=dlq/orders");
+	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
+	client_subscribe(worker, "orders/#", 1);
+	client_subscribe(watch, "dlq/#", 1);
+	dlqctl_expect(0, b, "redrive", "dlq/orders", "--max", "0");
+	make_dead(watch, worker, watch, "orders/x", "p1", NULL, "bug", 1, 0);
+	make_dead(watch, worker, watch, "orders/x", "p2", NULL, "bug", 1, 0);
+
+	struct proc *r = dlqctl_spawn(b, "redrive", "dlq/orders", "--idle", "5");
+	for(size_t i = 0; i < 2; i++){
+		const struct it_msg *m = delivery(worker, "orders/x", i ? "p2" : "p1", 1);
+		ck_assert_msg(msg_user(m, "dlqctl-redriven") != NULL, "a redriven message without its run's mark");
+		client_nack(worker, dlq_id_of(m), "still the bug");
+	}
+	ck_assert_int_eq(proc_wait(r, HARNESS_WAIT_MS), 0);
+	ck_assert_msg(rows(proc_out(r), "redriven") == 2, "%s", proc_out(r));
+	ck_assert_msg(strstr(proc_err(r), "its consumers still fail"), "%s", proc_err(r));
+	const struct it_msg *again = client_expect(watch, "dlq/orders", 4);
+	ck_assert_msg(msg_user(again, "dlqctl-redriven") != NULL, "the dead letter lost the run's mark");
+
+	clients_settle(worker, watch);
+	client_expect_exactly(worker, "orders/x", 4);
+	r = dlqctl_expect(0, b, "redrive", "dlq/orders", "--dry-run");
+	ck_assert_msg(rows(proc_out(r), "would-redrive") == 2, "%s", proc_out(r));
+}
+END_TEST
+
 /* A republish nobody would receive is not made: the letter stays. */
 START_TEST(test_redrive_without_subscriber)
 {
@@ -411,7 +445,7 @@ START_TEST(test_redrive_without_subscriber)
 }
 END_TEST
 
-/* Garbage on the dead-letter topic is shown, put back, and harms nothing. */
+/* Garbage on the dead-letter topic is shown, skipped, and harms nothing. */
 START_TEST(test_garbage_on_dead_letter_topic)
 {
 	struct broker *b = dlq_broker("policy orders/# max_attempts=1 dead_letter=dlq/orders");
@@ -435,13 +469,17 @@ START_TEST(test_garbage_on_dead_letter_topic)
 	ck_assert_msg(it_count(proc_out(insp), "\n") == 4, "%s", proc_out(insp));
 	ck_assert_msg(strchr(proc_out(insp), 0x1b) == NULL, "an escape sequence was printed");
 
+	/* What cannot be redriven is skipped: acknowledged, published nowhere. */
 	struct proc *r = dlqctl_expect(0, b, "redrive", "dlq/orders");
-	ck_assert_msg(rows(proc_out(r), "redriven") == 1 && rows(proc_out(r), "kept") == 2, "%s", proc_out(r));
+	ck_assert_msg(rows(proc_out(r), "redriven") == 1 && rows(proc_out(r), "skipped") == 2, "%s", proc_out(r));
 	ck_assert_msg(strstr(proc_out(r), "not a dead letter"), "%s", proc_out(r));
 	ck_assert_msg(strstr(proc_out(r), "origin-topic is not a topic"), "%s", proc_out(r));
 	delivery(worker, "orders/x", "real", 1);
 	clients_settle(worker, watch);
 	client_expect_exactly(worker, "orders/#", 2);
+	client_expect_exactly(watch, "dlq/orders", 3);
+	r = dlqctl_expect(0, b, "redrive", "dlq/orders", "--dry-run");
+	ck_assert_msg(strstr(proc_err(r), "would redrive 0, keep 0, skip 0"), "%s", proc_err(r));
 }
 END_TEST
 
@@ -461,6 +499,7 @@ static Suite *dlqctl_suite(void)
 	tcase_add_test(tc, test_redrive_dry_run);
 	tcase_add_test(tc, test_redrive_filters_and_max);
 	tcase_add_test(tc, test_redrive_interrupted);
+	tcase_add_test(tc, test_redrive_stops_when_consumers_still_fail);
 	tcase_add_test(tc, test_redrive_without_subscriber);
 	suite_add_tcase(s, tc);
 	return s;
