@@ -126,10 +126,11 @@ int adapter__control(int event, void *event_data, void *userdata)
 	}
 	mosquitto_property_read_string(ed->properties, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false);
 	mosquitto_property_read_binary(ed->properties, MQTT_PROP_CORRELATION_DATA, &correlation, &correlation_len, false);
+	req.reply_wanted = response_topic != NULL;
 
 	if(control__handle(&pl->engine, &req, &reply)){
 		port__log(DLQ_LOG_ERR, "out of memory handling a control message from \"%s\"", client);
-	}else if(reply.must_send || response_topic){
+	}else if(reply.must_send){
 		send_reply(client, response_topic ? response_topic : DLQ_RESPONSE_TOPIC, reply.json,
 				response_topic ? correlation : NULL, correlation_len);
 	}

@@ -138,6 +138,9 @@ static int run_nack(struct dlq *d, const struct dlq_control_request *req, const 
 	struct dlq_nack_result res;
 	dlq__nack(d, &n, &res);
 	if(res.status == DLQ_NACK_RETRIED || res.status == DLQ_NACK_DEAD_LETTERED){
+		/* A compact NACK that went well and wants no reply: nothing to
+		 * build (the NACK storm's hot path). */
+		if(req->compact && !req->reply_wanted) return 0;
 		return add_response(responses, DLQ_COMMAND_NACK, id, id_len, correlation, &res, NULL);
 	}
 	(*errors)++;
@@ -347,11 +350,13 @@ int control__handle(struct dlq *d, const struct dlq_control_request *req, struct
 		rc = handle_json(d, req, responses, &reply->errors);
 	}
 	if(rc == 0){
-		reply->json = cJSON_PrintUnformatted(root);
-		if(reply->json == NULL) rc = ENOMEM;
+		reply->must_send = !req->compact || reply->errors > 0 || req->reply_wanted;
+		if(reply->must_send){
+			reply->json = cJSON_PrintUnformatted(root);
+			if(reply->json == NULL) rc = ENOMEM;
+		}
 	}
 	cJSON_Delete(root);
-	reply->must_send = !req->compact || reply->errors > 0;
 	return rc;
 }
 

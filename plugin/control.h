@@ -21,15 +21,19 @@ struct dlq_control_request {
 	bool client_persists;    /* the sender's session outlives its connection */
 	const char *reason;      /* borrowed: compact form's "reason" user property, or NULL */
 	const char *delay_ms;    /* borrowed: compact form's "delay-ms" user property, or NULL */
+	bool reply_wanted;       /* a reply goes out whatever happens (the request has a response topic) */
 };
 
 struct dlq_control_reply {
-	char *json;              /* owned (cJSON's allocator): {"responses":[...]} */
+	char *json;              /* owned (cJSON's allocator): {"responses":[...]}; NULL when
+	                          * must_send is false (a compact NACK that went well and wants
+	                          * no reply: the hot path, so nothing is built for it) */
 	unsigned errors;         /* how many commands failed */
 	bool must_send;          /* JSON commands and errors always get a reply */
 };
 
-/* Returns 0 or ENOMEM (then reply->json is NULL). */
+/* Returns 0 or ENOMEM (then reply->json is NULL). reply->must_send is true
+ * for JSON commands, for any error, and when req->reply_wanted. */
 int control__handle(struct dlq *d, const struct dlq_control_request *req, struct dlq_control_reply *reply);
 
 void control__reply_free(struct dlq_control_reply *reply);

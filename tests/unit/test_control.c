@@ -55,6 +55,8 @@ static const cJSON *run(bool compact, const void *payload, size_t len, const cha
 		.client = client,
 		.reason = reason,
 		.delay_ms = next_delay_ms,
+		/* As with a v5 response topic: a reply to read, whatever happens. */
+		.reply_wanted = true,
 	};
 	next_delay_ms = NULL;
 	control__reply_free(&reply);
@@ -150,6 +152,30 @@ static const char *published_reason(size_t i)
 
 /* ------------------------------------------------------------------ */
 
+START_TEST(a_compact_nack_that_went_well_builds_no_reply_unless_asked)
+{
+	char id[DLQ_ID_LEN + 1];
+	track("numbers", "1", id);
+	struct dlq_control_request req = {
+		.compact = true,
+		.payload = id,
+		.payload_len = strlen(id),
+		.client = "sub1",
+	};
+	control__reply_free(&reply);
+	ck_assert_int_eq(control__handle(&d, &req, &reply), 0);
+	ck_assert(!reply.must_send);
+	ck_assert_ptr_null(reply.json);
+	ck_assert_uint_eq(fake.publish_count, 1); /* the copy went out all the same */
+
+	/* A failed one is answered even unasked. */
+	ck_assert_int_eq(control__handle(&d, &req, &reply), 0);
+	ck_assert(reply.must_send);
+	ck_assert_ptr_nonnull(reply.json);
+	ck_assert_msg(strstr(reply.json, "already NACKed") != NULL, "reply: %s", reply.json);
+}
+END_TEST
+
 START_TEST(a_compact_nack_is_carried_out_and_answered)
 {
 	char id[DLQ_ID_LEN + 1];
@@ -159,7 +185,7 @@ START_TEST(a_compact_nack_is_carried_out_and_answered)
 	expect_result(entry(r, 0), id, "retried", 1, 3);
 	expect_absent(entry(r, 0), "correlationData");
 	ck_assert_uint_eq(reply.errors, 0);
-	ck_assert(!reply.must_send); /* a compact NACK that worked needs no reply */
+	ck_assert(reply.must_send); /* asked for, as with a response topic */
 
 	ck_assert_uint_eq(fake.publish_count, 1);
 	ck_assert_str_eq(fake.publishes[0].client, "sub1");
@@ -584,7 +610,6 @@ START_TEST(a_compact_delay_ms_holds_the_copy_back)
 	expect_result(entry(r, 0), id, "retried", 1, 3);
 	expect_num(entry(r, 0), "delayMs", 1500);
 	ck_assert_uint_eq(reply.errors, 0);
-	ck_assert(!reply.must_send);
 	ck_assert_uint_eq(fake.publish_count, 0);
 	fake.now_ms = t0 + 1499;
 	dlq__tick(&d);
@@ -654,6 +679,7 @@ static Suite *control_suite(void)
 	TCase *tc = tcase_create("compact");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, a_compact_nack_is_carried_out_and_answered);
+	tcase_add_test(tc, a_compact_nack_that_went_well_builds_no_reply_unless_asked);
 	tcase_add_test(tc, a_compact_nack_carries_its_reason_to_the_dead_letter);
 	tcase_add_test(tc, a_failed_compact_nack_is_answered_with_an_error);
 	tcase_add_test(tc, a_garbage_payload_is_not_echoed_whole);
