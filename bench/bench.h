@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * The benchmark's shared declarations: brokers it starts and stops itself
- * (broker.c), the load driver that runs every client of a phase in one
- * thread (load.c), the phases measured against a broker (phases.c), the
- * callgrind mode (callgrind.c), statistics and tables (report.c). Nothing
- * here is a test: figures are printed, never asserted.
+ * The benchmark's shared declarations: the brokers it starts and stops
+ * itself (broker.c), the load driver that runs every client of a phase in
+ * one thread (load.c, client.c), the suites (suite.c with its tables in
+ * report.c, memory.c, callgrind.c), clocks and statistics (stats.c).
+ * Nothing here is a test: figures are printed, never asserted.
  */
 #ifndef DLQ_BENCH_H
 #define DLQ_BENCH_H
@@ -42,7 +42,13 @@ struct broker_opts {
 	const char *nack_window;     /* NULL: the plugin's default */
 	const char *max_pending;     /* NULL: the plugin's default */
 	const char *valgrind_out;    /* not NULL: run under callgrind, writing here */
-	const char *valgrind_toggle; /* callgrind --toggle-collect pattern, or NULL */
+	/* callgrind --toggle-collect patterns, NULL-terminated (at most 4), or
+	 * NULL: collect everything */
+	const char *const *valgrind_toggle;
+	int cpu;                     /* run on this CPU only; -1: anywhere */
+	/* No periodic $SYS publishing, the broker's or the plugin's: under
+	 * callgrind, work driven by time would be counted against messages. */
+	bool no_sys_topics;
 	int ready_timeout_ms;
 };
 
@@ -60,17 +66,23 @@ struct broker {
  * broker; returns 0 once its log says it is running, -1 (logged to stderr,
  * with the broker's log) if it exited or was not ready in time. */
 int broker__start(struct broker *b, const struct broker_opts *o);
-/* SIGTERM, wait (bounded), SIGKILL if needed; removes the directory unless
- * keep_dir. Returns the exit status from waitpid, or -1. */
-int broker__stop(struct broker *b, bool keep_dir);
+/* SIGTERM, wait (bounded), SIGKILL if needed; removes the directory.
+ * Returns the exit status from waitpid, or -1. */
+int broker__stop(struct broker *b);
 /* Resident set size in KiB, or -1. */
 long broker__rss_kib(const struct broker *b);
 /* CPU time used by the broker so far, in nanoseconds (schedstat, else
  * utime + stime). */
 uint64_t broker__cpu_ns(const struct broker *b);
 void broker__print_log(const struct broker *b);
-/* Stops every broker still running (atexit and signal path). */
+/* Kills every broker still running and removes its directory (atexit). */
 void broker__stop_all(void);
+
+/* Latency samples in nanoseconds, pooled over phases (stats.c). */
+struct bench_samples {
+	uint64_t *v;
+	size_t n, cap;
+};
 
 /* ---- the load driver (load.c) ---- */
 
@@ -80,14 +92,27 @@ enum load_kind {
 	LOAD_STORM,     /* tracked; every delivery is NACKed until dead-lettered */
 };
 
-struct load_opts {
+/* What one group of pairs talks to. */
+struct load_target {
 	const struct broker *broker;
 	enum load_kind kind;
+};
+
+#define BENCH_MAX_TARGETS 3
+
+struct load_opts {
+	/* Each target gets its own pairs. With more than one target and
+	 * slice_s, only one target publishes at a time, in turns of slice_s:
+	 * A/B alternation fine enough that a pause of the machine falls on
+	 * every target alike. A storm has one target. */
+	struct load_target target[BENCH_MAX_TARGETS];
+	int targets;                 /* 0 counts as 1 */
+	double slice_s;
 	int qos;
-	int pairs;                   /* publishers = subscribers = pairs */
+	int pairs;                   /* per target: publishers = subscribers = pairs */
 	size_t payload_len;          /* at least 16 */
 	unsigned window;             /* per pair: messages (chains in a storm) not yet done */
-	double rate;                 /* 0: closed loop; else messages per second offered, all pairs */
+	double rate;                 /* 0: closed loop; else msg/s offered by the publishing target */
 	double warmup_s;
 	double measure_s;
 	/* Not 0: publish exactly this many originals (spread over the pairs),
@@ -100,29 +125,31 @@ struct load_opts {
 	const char *label;           /* client id prefix */
 };
 
-/* Counters over the measured interval, converted to rates. */
+/* Counters over the measured interval, converted to rates. CPU figures are
+ * those of target 0's broker. */
 struct load_result {
-	bool ok;
-	double seconds;
 	double delivered_per_s;      /* every message a subscriber received */
-	double originals_per_s;      /* deliveries of original messages */
-	double nacks_sent_per_s;
 	double copies_per_s;         /* retry copies received */
 	double dead_letters_per_s;   /* dead letters received */
 	double broker_cpu_util;      /* broker CPU seconds per second */
 	double broker_us_per_msg;    /* broker CPU per delivered message */
 	double broker_us_per_nack;   /* broker CPU per NACK handled (storm) */
-	double p50_us, p99_us;       /* end-to-end latency of originals */
-	uint64_t latency_samples;
+	/* CPU used by other processes than the brokers and this one during
+	 * the measured interval, in cores: what disturbed the measurement. */
+	double foreign_cpu;
+	double target_delivered_per_s[BENCH_MAX_TARGETS];
+	double p50_us[BENCH_MAX_TARGETS], p99_us[BENCH_MAX_TARGETS]; /* end to end, originals */
+	struct bench_samples lat[BENCH_MAX_TARGETS]; /* owned: load__result_free */
 	uint64_t untagged;           /* tracked deliveries without a dlq-id */
 	uint64_t unfinished;         /* originals not done when the drain ended */
 };
 
 /* Runs one phase: connects the clients, warms up, measures, drains,
  * disconnects. Returns 0, or -1 if the clients could not connect or lost
- * their connection (res->ok false). Bounded in time throughout. */
+ * their connection (res then holds nothing). Bounded in time throughout. */
 int load__run(const struct load_opts *o, struct load_result *res);
-
+/* Frees the latency samples of a result. */
+void load__result_free(struct load_result *res);
 
 /* ---- the suites (suite.c, memory.c, callgrind.c) ---- */
 
@@ -133,16 +160,16 @@ struct bench_config {
 	const char *mosquitto_bin;
 	bool tcp;
 	bool quick;
+	int broker_cpu;              /* brokers run on this CPU only; -1: anywhere */
 	int rounds;                  /* A/B rounds per cell */
 	double warmup_s;
 	double measure_s;
 	unsigned window;             /* in flight, all pairs together */
 	double latency_load;         /* offered load, fraction of bare throughput */
-	const char *nack_window;     /* throughput suite; NULL: plugin default */
-	const char *max_pending;     /* throughput suite; NULL: plugin default */
 	uint64_t prefill;            /* tracked messages sent before the rounds */
 	uint64_t memory_count;       /* messages per payload size */
 	uint64_t callgrind_count;    /* tracked messages in the callgrind run */
+	const char *callgrind_dir;   /* where the profiles go; NULL: a new /tmp directory */
 	bool run_throughput;
 	bool run_memory;
 	bool run_callgrind;
@@ -157,9 +184,21 @@ int suite__callgrind(const struct bench_config *cfg);
 /* ---- clocks and statistics (stats.c) ---- */
 
 uint64_t bench__now_ns(void);
+/* CPU time of the whole machine (all cores, /proc/stat) and of this
+ * process, in nanoseconds. */
+uint64_t bench__machine_busy_ns(void);
+uint64_t bench__self_cpu_ns(void);
+/* Set from the SIGINT/SIGTERM handler; every wait and every suite loop
+ * checks it, so an interrupted run still stops its brokers by PID and
+ * removes their directories. */
+void bench__interrupt(void);
+bool bench__interrupted(void);
 void bench__sleep_ms(unsigned ms);
 double stats__median(double *v, size_t n);
 double stats__percentile_u64(uint64_t *v, size_t n, double p);
 void stats__range(const double *v, size_t n, double *lo, double *hi);
+/* Returns 0, or -1 when out of memory (the samples are then not added). */
+int samples__append(struct bench_samples *s, const uint64_t *v, size_t n);
+void samples__free(struct bench_samples *s);
 
 #endif

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #define STOP_TIMEOUT_VALGRIND_MS 120000
 #define MAX_LIVE 8
 #define PRINT_LOG_LINES 40
+#define MAX_TOGGLES 4
 
 /* Brokers started and not yet stopped, for broker__stop_all. */
 static struct broker *live[MAX_LIVE];
@@ -136,11 +138,13 @@ static int write_config(struct broker *b, const struct broker_opts *o)
 	/* As Debian ships it: a log file, default log types. */
 	fprintf(f, "log_dest file %s\n", b->log_path);
 	if(geteuid() == 0) fprintf(f, "user root\n");
+	if(o->no_sys_topics) fprintf(f, "sys_interval 0\n");
 	if(o->kind == BROKER_PLUGIN){
 		fprintf(f, "plugin %s\n", o->plugin_path);
 		write_policies(f);
 		if(o->nack_window) fprintf(f, "plugin_opt_nack_window %s\n", o->nack_window);
 		if(o->max_pending) fprintf(f, "plugin_opt_max_pending_bytes %s\n", o->max_pending);
+		if(o->no_sys_topics) fprintf(f, "plugin_opt_sys_interval 0s\n");
 	}
 	int rc = ferror(f) ? -1 : 0;
 	if(fclose(f)) rc = -1;
@@ -169,75 +173,6 @@ static bool untrack(struct broker *b)
 	return false;
 }
 
-int broker__start(struct broker *b, const struct broker_opts *o)
-{
-	memset(b, 0, sizeof(*b));
-	snprintf(b->dir, sizeof(b->dir), "/tmp/dlq-bench-XXXXXX");
-	if(mkdtemp(b->dir) == NULL){
-		perror("dlq_bench: mkdtemp");
-		return -1;
-	}
-	snprintf(b->conf_path, sizeof(b->conf_path), "%s/mosquitto.conf", b->dir);
-	snprintf(b->log_path, sizeof(b->log_path), "%s/broker.log", b->dir);
-	if(write_config(b, o)){
-		fprintf(stderr, "dlq_bench: cannot write %s\n", b->conf_path);
-		return -1;
-	}
-	const char *bin = o->mosquitto_bin ? o->mosquitto_bin : "/usr/sbin/mosquitto";
-	char out_path[256], cg_arg[320], toggle_arg[160];
-	snprintf(out_path, sizeof(out_path), "%s/stdout.log", b->dir);
-
-	pid_t pid = fork();
-	if(pid < 0){
-		perror("dlq_bench: fork");
-		return -1;
-	}
-	if(pid == 0){
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if(fd >= 0){
-			dup2(fd, STDOUT_FILENO);
-			dup2(fd, STDERR_FILENO);
-			close(fd);
-		}
-		if(o->valgrind_out){
-			snprintf(cg_arg, sizeof(cg_arg), "--callgrind-out-file=%s", o->valgrind_out);
-			if(o->valgrind_toggle){
-				snprintf(toggle_arg, sizeof(toggle_arg), "--toggle-collect=%s", o->valgrind_toggle);
-				execlp("valgrind", "valgrind", "--tool=callgrind", "--quiet", cg_arg, toggle_arg,
-						bin, "-c", b->conf_path, (char *)NULL);
-			}else{
-				execlp("valgrind", "valgrind", "--tool=callgrind", "--quiet", cg_arg,
-						bin, "-c", b->conf_path, (char *)NULL);
-			}
-		}else{
-			execl(bin, bin, "-c", b->conf_path, (char *)NULL);
-		}
-		_exit(127);
-	}
-	b->pid = pid;
-	b->running = true;
-	track(b, o->valgrind_out != NULL);
-
-	uint64_t deadline = bench__now_ns() + (uint64_t)o->ready_timeout_ms * 1000000u;
-	while(bench__now_ns() < deadline){
-		if(log_says_running(b->log_path)) return 0;
-		int status;
-		if(waitpid(pid, &status, WNOHANG) == pid){
-			b->running = false;
-			untrack(b);
-			fprintf(stderr, "dlq_bench: broker exited during startup (status 0x%x)\n", status);
-			broker__print_log(b);
-			return -1;
-		}
-		bench__sleep_ms(10);
-	}
-	fprintf(stderr, "dlq_bench: broker not ready within %d ms\n", o->ready_timeout_ms);
-	broker__print_log(b);
-	broker__stop(b, true);
-	return -1;
-}
-
 static void remove_dir(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -254,7 +189,96 @@ static void remove_dir(const char *dir)
 	rmdir(dir);
 }
 
-int broker__stop(struct broker *b, bool keep_dir)
+int broker__start(struct broker *b, const struct broker_opts *o)
+{
+	memset(b, 0, sizeof(*b));
+	snprintf(b->dir, sizeof(b->dir), "/tmp/dlq-bench-XXXXXX");
+	if(mkdtemp(b->dir) == NULL){
+		perror("dlq_bench: mkdtemp");
+		return -1;
+	}
+	snprintf(b->conf_path, sizeof(b->conf_path), "%s/mosquitto.conf", b->dir);
+	snprintf(b->log_path, sizeof(b->log_path), "%s/broker.log", b->dir);
+	if(write_config(b, o)){
+		fprintf(stderr, "dlq_bench: cannot write %s\n", b->conf_path);
+		remove_dir(b->dir);
+		return -1;
+	}
+	const char *bin = o->mosquitto_bin ? o->mosquitto_bin : "/usr/sbin/mosquitto";
+	char out_path[256], cg_arg[320];
+	snprintf(out_path, sizeof(out_path), "%s/stdout.log", b->dir);
+
+	pid_t pid = fork();
+	if(pid < 0){
+		perror("dlq_bench: fork");
+		return -1;
+	}
+	if(pid == 0){
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if(o->cpu >= 0){
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET(o->cpu, &set);
+			sched_setaffinity(0, sizeof(set), &set);
+		}
+		int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if(fd >= 0){
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+			close(fd);
+		}
+		if(o->valgrind_out){
+			/* valgrind --tool=callgrind --quiet --callgrind-out-file=F
+			 * [--toggle-collect=P]... mosquitto -c CONF */
+			char *argv[16 + MAX_TOGGLES];
+			char toggles[MAX_TOGGLES][160];
+			int n = 0;
+			argv[n++] = "valgrind";
+			argv[n++] = "--tool=callgrind";
+			argv[n++] = "--quiet";
+			snprintf(cg_arg, sizeof(cg_arg), "--callgrind-out-file=%s", o->valgrind_out);
+			argv[n++] = cg_arg;
+			for(int i = 0; o->valgrind_toggle && i < MAX_TOGGLES && o->valgrind_toggle[i]; i++){
+				snprintf(toggles[i], sizeof(toggles[i]), "--toggle-collect=%s", o->valgrind_toggle[i]);
+				argv[n++] = toggles[i];
+			}
+			argv[n++] = (char *)bin;
+			argv[n++] = "-c";
+			argv[n++] = b->conf_path;
+			argv[n] = NULL;
+			execvp("valgrind", argv);
+		}else{
+			execl(bin, bin, "-c", b->conf_path, (char *)NULL);
+		}
+		_exit(127);
+	}
+	b->pid = pid;
+	b->running = true;
+	track(b, o->valgrind_out != NULL);
+
+	uint64_t deadline = bench__now_ns() + (uint64_t)o->ready_timeout_ms * 1000000u;
+	while(bench__now_ns() < deadline && !bench__interrupted()){
+		if(log_says_running(b->log_path)) return 0;
+		int status;
+		if(waitpid(pid, &status, WNOHANG) == pid){
+			b->running = false;
+			untrack(b);
+			fprintf(stderr, "dlq_bench: broker exited during startup (status 0x%x)\n", status);
+			broker__print_log(b);
+			remove_dir(b->dir);
+			return -1;
+		}
+		bench__sleep_ms(10);
+	}
+	if(!bench__interrupted()){
+		fprintf(stderr, "dlq_bench: broker not ready within %d ms\n", o->ready_timeout_ms);
+		broker__print_log(b);
+	}
+	broker__stop(b);
+	return -1;
+}
+
+int broker__stop(struct broker *b)
 {
 	int status = -1;
 	if(b->running){
@@ -277,7 +301,7 @@ int broker__stop(struct broker *b, bool keep_dir)
 		}
 		b->running = false;
 	}
-	if(!keep_dir) remove_dir(b->dir);
+	remove_dir(b->dir);
 	return status;
 }
 

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,20 +27,75 @@ static void usage(FILE *f, const char *prog)
 		"Usage: %s --plugin PATH [options]\n"
 		"  --plugin PATH      the built mosquitto_dlq.so (or $DLQ_PLUGIN)\n"
 		"  --mosquitto PATH   the broker (default /usr/sbin/mosquitto)\n"
-		"  --quick            a short run (under a minute): 2 rounds, short phases\n"
-		"  --rounds N         A/B rounds per cell (default 4, quick 2)\n"
-		"  --seconds S        measured seconds per phase (default 2, quick 0.4)\n"
+		"  --quick            a short run (under a minute): 3 rounds, short phases\n"
+		"  --rounds N         A/B rounds per cell (default 6, quick 3)\n"
+		"  --seconds S        measured seconds per phase (default 1, quick 0.2)\n"
 		"  --tcp              a free loopback TCP port instead of a unix socket\n"
 		"  --only LIST        comma-separated: throughput,memory,callgrind (default all)\n"
-		"  --no-callgrind     skip the callgrind suite\n",
+		"  --no-callgrind     skip the callgrind suite\n"
+		"  --revision TEXT    what was measured (printed in the header)\n"
+		"  --callgrind-dir D  keep the callgrind profiles in D (default: a new /tmp directory)\n"
+		"  --no-pin           do not pin the brokers to CPU 0 and the load to CPU 1\n",
 		prog);
 }
 
+/* The first line of a command's output, or "?". */
+static void first_line(const char *cmd, char *buf, size_t len)
+{
+	snprintf(buf, len, "?");
+	FILE *p = popen(cmd, "r");
+	if(p == NULL) return;
+	if(fgets(buf, (int)len, p) == NULL) snprintf(buf, len, "?");
+	buf[strcspn(buf, "\n")] = '\0';
+	pclose(p);
+}
+
+static void print_machine(const struct bench_config *cfg)
+{
+	char cpu[256], mem[64], kernel[128], broker[128], valgrind[64];
+	int major, minor, rev;
+
+	first_line("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'", cpu, sizeof(cpu));
+	first_line("awk '/MemTotal/ { printf \"%.1f GiB\", $2 / 1048576 }' /proc/meminfo", mem, sizeof(mem));
+	first_line("uname -sr", kernel, sizeof(kernel));
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "'%s' -h 2>&1 | head -1", cfg->mosquitto_bin ? cfg->mosquitto_bin : "/usr/sbin/mosquitto");
+	first_line(cmd, broker, sizeof(broker));
+	first_line("valgrind --version 2>/dev/null", valgrind, sizeof(valgrind));
+	mosquitto_lib_version(&major, &minor, &rev);
+	printf("Machine: %ld cores, %s, %s RAM, %s. Broker: %s; libmosquitto %d.%d.%d; %s.\n",
+			sysconf(_SC_NPROCESSORS_ONLN), cpu, mem, kernel, broker, major, minor, rev, valgrind);
+}
+
+/* Pins this process to the second CPU it may run on and sets the brokers'
+ * to the first. Returns 0, or -1 (nothing pinned) with fewer than two. */
+static int pin_self(struct bench_config *cfg)
+{
+	cpu_set_t set;
+	int cpus[2], n = 0;
+	if(sched_getaffinity(0, sizeof(set), &set)) return -1;
+	for(int i = 0; i < CPU_SETSIZE && n < 2; i++){
+		if(CPU_ISSET(i, &set)) cpus[n++] = i;
+	}
+	if(n < 2) return -1;
+	CPU_ZERO(&set);
+	CPU_SET(cpus[1], &set);
+	if(sched_setaffinity(0, sizeof(set), &set)) return -1;
+	cfg->broker_cpu = cpus[0];
+	return 0;
+}
+
+/* Only sets a flag: the waits notice it within 10 ms and unwind, and the
+ * brokers are stopped on the normal path. A second signal kills at once
+ * (the brokers die with us, PR_SET_PDEATHSIG). */
 static void on_signal(int sig)
 {
-	broker__stop_all();
-	signal(sig, SIG_DFL);
-	raise(sig);
+	if(bench__interrupted()){
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	bench__interrupt();
 }
 
 static int parse_double(const char *s, double *out)
@@ -50,6 +106,16 @@ static int parse_double(const char *s, double *out)
 	if(errno || end == s || *end || v <= 0) return -1;
 	*out = v;
 	return 0;
+}
+
+/* A whole decimal number, or -1. */
+static int parse_int(const char *s)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if(errno || end == s || *end || v < 0 || v > 1000000) return -1;
+	return (int)v;
 }
 
 static int parse_only(const char *list, struct bench_config *cfg)
@@ -77,6 +143,9 @@ int main(int argc, char **argv)
 		{ "tcp", no_argument, NULL, 't' },
 		{ "only", required_argument, NULL, 'o' },
 		{ "no-callgrind", no_argument, NULL, 'n' },
+		{ "revision", required_argument, NULL, 'v' },
+		{ "callgrind-dir", required_argument, NULL, 'c' },
+		{ "no-pin", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -84,13 +153,15 @@ int main(int argc, char **argv)
 		.plugin_path = getenv("DLQ_PLUGIN"),
 		.rounds = 0,
 		.window = 400,
-		.latency_load = 0.5,
+		.latency_load = 0.3,
 		.run_throughput = true,
 		.run_memory = true,
 		.run_callgrind = true,
 	};
 	double seconds = 0;
 	int rounds = 0;
+	const char *revision = NULL;
+	bool pin = true;
 	int c;
 
 	while((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1){
@@ -100,8 +171,11 @@ int main(int argc, char **argv)
 			case 'q': cfg.quick = true; break;
 			case 't': cfg.tcp = true; break;
 			case 'n': cfg.run_callgrind = false; break;
+			case 'v': revision = optarg; break;
+			case 'c': cfg.callgrind_dir = optarg; break;
+			case 'P': pin = false; break;
 			case 'r':
-				rounds = atoi(optarg);
+				rounds = parse_int(optarg);
 				if(rounds < 1 || rounds > BENCH_MAX_ROUNDS){
 					fprintf(stderr, "%s: --rounds must be 1..%d\n", argv[0], BENCH_MAX_ROUNDS);
 					return 2;
@@ -128,13 +202,23 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	cfg.rounds = rounds ? rounds : (cfg.quick ? 2 : 4);
-	cfg.measure_s = seconds > 0 ? seconds : (cfg.quick ? 0.4 : 2.0);
-	cfg.warmup_s = cfg.quick ? 0.15 : 0.5;
+	/* Many short rounds rather than a few long ones: a burst of other
+	 * work on the machine then spoils one round, which the median drops. */
+	cfg.rounds = rounds ? rounds : (cfg.quick ? 3 : 6);
+	cfg.measure_s = seconds > 0 ? seconds : (cfg.quick ? 0.2 : 1.0);
+	cfg.warmup_s = cfg.quick ? 0.1 : 0.3;
+	/* Enough 200-byte messages to fill the default 64 MiB bound (about
+	 * 310 accounted bytes each), so every round evicts as it records. */
 	cfg.prefill = cfg.quick ? 0 : 260000;
-	cfg.memory_count = cfg.quick ? 4000 : 20000;
-	cfg.callgrind_count = cfg.quick ? 500 : 2000;
+	cfg.memory_count = cfg.quick ? 5000 : 20000;
+	cfg.callgrind_count = cfg.quick ? 200 : 2000;
 
+	/* Brokers on the first CPU, the load on the second: the load polls
+	 * without sleeping, and must never take turns with a broker. */
+	cfg.broker_cpu = -1;
+	if(pin && pin_self(&cfg)){
+		fprintf(stderr, "%s: cannot pin to CPUs 0 and 1; running unpinned\n", argv[0]);
+	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
@@ -145,13 +229,20 @@ int main(int argc, char **argv)
 	char date[64];
 	strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
 	printf("## dlq_bench %s, %s\n\n", cfg.quick ? "--quick" : "(default)", date);
-	printf("Plugin: %s. Payload %d B, MQTT v5, %s. %d rounds, %.2f s measured per phase.\n",
-			cfg.plugin_path, BENCH_PAYLOAD, cfg.tcp ? "loopback TCP" : "unix socket", cfg.rounds, cfg.measure_s);
+	print_machine(&cfg);
+	if(revision) printf("Code measured: %s.\n", revision);
+	printf("Plugin: %s. Payload %d B, MQTT v5, %s. %d rounds, %.2f s measured per phase. %s.\n",
+			cfg.plugin_path, BENCH_PAYLOAD, cfg.tcp ? "loopback TCP" : "unix socket", cfg.rounds, cfg.measure_s,
+			cfg.broker_cpu >= 0 ? "Brokers pinned to one CPU, the load to another" : "Not pinned");
 
 	int rc = 0;
 	if(cfg.run_throughput && suite__throughput(&cfg)) rc = 1;
-	if(cfg.run_memory && suite__memory(&cfg)) rc = 1;
-	if(cfg.run_callgrind && suite__callgrind(&cfg)) rc = 1;
+	if(cfg.run_memory && !bench__interrupted() && suite__memory(&cfg)) rc = 1;
+	if(cfg.run_callgrind && !bench__interrupted() && suite__callgrind(&cfg)) rc = 1;
 	mosquitto_lib_cleanup();
+	if(bench__interrupted()){
+		fprintf(stderr, "%s: interrupted\n", argv[0]);
+		return 130;
+	}
 	return rc;
 }

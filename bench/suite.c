@@ -2,54 +2,34 @@
 /*
  * The throughput, latency and NACK-storm suite (see bench.h). Two brokers
  * run side by side for the whole suite: the bare broker (the reference) and
- * the plugin broker with BENCH_POLICIES policies. Each cell (QoS, pairs)
- * runs rounds of: bare, untracked, tracked, storm (closed loop), then bare,
- * untracked, tracked at a fixed offered load (latency). A variant's ratio
- * in round r is taken against the mean of the bare runs just before it
- * (round r) and just after it (round r+1), so that drift of the machine
- * between rounds cancels; the table shows the median over rounds.
+ * the plugin broker with BENCH_POLICIES policies, its ledger first filled to
+ * its bound. Each cell (QoS, pairs) runs rounds of: bare, untracked,
+ * tracked, storm (closed loop, one after the other), then one latency phase
+ * at a fixed offered load in which bare, untracked and tracked take turns
+ * of LATENCY_SLICE_S. report.c turns the rounds into ratios.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "bench.h"
+#include "suite.h"
 
-enum variant { V_BARE, V_UNTRACKED, V_TRACKED, V_STORM, NVAR };
-enum lat_variant { L_BARE, L_UNTRACKED, L_TRACKED, NLAT };
+/* Each latency target publishes for this long, then the next. */
+#define LATENCY_SLICE_S 0.02
 
-struct cell {
-	int qos;
-	int pairs;
-	bool ok;
-	int rounds;                            /* completed */
-	double offered;                        /* latency phases, msg/s */
-	double thr[NVAR][BENCH_MAX_ROUNDS];    /* delivered/s; storm: NACKs handled/s */
-	double us[NVAR][BENCH_MAX_ROUNDS];     /* broker CPU per message (storm: per NACK) */
-	double util[NVAR][BENCH_MAX_ROUNDS];
-	double storm_delivered[BENCH_MAX_ROUNDS];
-	double storm_copies[BENCH_MAX_ROUNDS];
-	double storm_dead[BENCH_MAX_ROUNDS];
-	double p50[NLAT][BENCH_MAX_ROUNDS];
-	double p99[NLAT][BENCH_MAX_ROUNDS];
-	double lat_rate[NLAT][BENCH_MAX_ROUNDS];
-	uint64_t untagged;
-	uint64_t unfinished;
-};
-
-static int run_phase(const struct bench_config *cfg, const struct broker *b, struct cell *c,
-		enum load_kind kind, double rate, const char *label, struct load_result *res)
+/* One closed-loop phase against one broker. */
+static int run_closed(const struct bench_config *cfg, const struct broker *b, struct cell *c,
+		enum load_kind kind, const char *label, struct load_result *res)
 {
 	struct load_opts o = {
-		.broker = b,
-		.kind = kind,
+		.target = { { .broker = b, .kind = kind } },
+		.targets = 1,
 		.qos = c->qos,
 		.pairs = c->pairs,
 		.payload_len = BENCH_PAYLOAD,
 		.window = cfg->window / (unsigned)c->pairs,
-		.rate = rate,
 		.warmup_s = cfg->warmup_s,
 		.measure_s = cfg->measure_s,
-		.record_latency = rate > 0,
 		.spin = true,
 		.label = label,
 	};
@@ -60,6 +40,36 @@ static int run_phase(const struct bench_config *cfg, const struct broker *b, str
 	}
 	if(load__run(&o, res)) return -1;
 	c->untagged += kind == LOAD_PLAIN ? 0 : res->untagged;
+	c->unfinished += res->unfinished;
+	return 0;
+}
+
+/* The latency phase: bare, untracked and tracked at the same offered load,
+ * taking turns of LATENCY_SLICE_S for LATENCY_TURNS times measure_s. */
+static int run_latency(const struct bench_config *cfg, const struct broker *bare, const struct broker *plugin,
+		struct cell *c, struct load_result *res)
+{
+	struct load_opts o = {
+		.target = {
+			[L_BARE] = { .broker = bare, .kind = LOAD_PLAIN },
+			[L_UNTRACKED] = { .broker = plugin, .kind = LOAD_PLAIN },
+			[L_TRACKED] = { .broker = plugin, .kind = LOAD_TRACKED },
+		},
+		.targets = NLAT,
+		.slice_s = LATENCY_SLICE_S,
+		.qos = c->qos,
+		.pairs = c->pairs,
+		.payload_len = BENCH_PAYLOAD,
+		.window = cfg->window / (unsigned)c->pairs,
+		.rate = c->offered,
+		.warmup_s = cfg->warmup_s,
+		.measure_s = NLAT * cfg->measure_s,
+		.record_latency = true,
+		.spin = true,
+		.label = "latency",
+	};
+	if(load__run(&o, res)) return -1;
+	c->untagged += res->untagged;
 	c->unfinished += res->unfinished;
 	return 0;
 }
@@ -76,7 +86,7 @@ static int run_round(const struct bench_config *cfg, const struct broker *bare, 
 	};
 	for(size_t i = 0; i < NVAR; i++){
 		const struct broker *b = thr[i].v == V_BARE ? bare : plugin;
-		if(run_phase(cfg, b, c, thr[i].kind, 0, thr[i].label, &res)) return -1;
+		if(run_closed(cfg, b, c, thr[i].kind, thr[i].label, &res)) return -1;
 		if(thr[i].v == V_STORM){
 			c->thr[V_STORM][r] = res.copies_per_s + res.dead_letters_per_s;
 			c->us[V_STORM][r] = res.broker_us_per_nack;
@@ -88,110 +98,38 @@ static int run_round(const struct bench_config *cfg, const struct broker *bare, 
 			c->us[thr[i].v][r] = res.broker_us_per_msg;
 		}
 		c->util[thr[i].v][r] = res.broker_cpu_util;
-		fprintf(stderr, "  round %d %-9s %9.0f msg/s  broker %.2f us/msg, %3.0f%% CPU\n", r + 1, thr[i].label,
-				thr[i].v == V_STORM ? c->storm_delivered[r] : res.delivered_per_s,
-				thr[i].v == V_STORM ? res.broker_us_per_msg : c->us[thr[i].v][r], 100 * res.broker_cpu_util);
+		c->foreign[thr[i].v][r] = res.foreign_cpu;
+		fprintf(stderr, "  round %d %-9s %9.0f msg/s  broker %.2f us/msg, %3.0f%% CPU; other load %.2f cores\n",
+				r + 1, thr[i].label, thr[i].v == V_STORM ? c->storm_delivered[r] : res.delivered_per_s,
+				thr[i].v == V_STORM ? res.broker_us_per_msg : c->us[thr[i].v][r], 100 * res.broker_cpu_util,
+				res.foreign_cpu);
+		load__result_free(&res);
 	}
-	if(r == 0){
-		c->offered = cfg->latency_load * c->thr[V_BARE][0];
+	if(c->offered <= 0 && c->us[V_BARE][r] > 0){
+		/* What the bare broker would deliver with a core of its own,
+		 * from its CPU time per message in the first round that has
+		 * it: unlike msg/s, that figure does not drop when the machine
+		 * pauses the broker. */
+		c->offered = cfg->latency_load * 1e6 / c->us[V_BARE][r];
 	}
-	static const struct { enum lat_variant v; enum load_kind kind; const char *label; } lat[] = {
-		{ L_BARE, LOAD_PLAIN, "bare-lat" },
-		{ L_UNTRACKED, LOAD_PLAIN, "untracked-lat" },
-		{ L_TRACKED, LOAD_TRACKED, "tracked-lat" },
-	};
-	for(size_t i = 0; i < NLAT; i++){
-		const struct broker *b = lat[i].v == L_BARE ? bare : plugin;
-		if(run_phase(cfg, b, c, lat[i].kind, c->offered, lat[i].label, &res)) return -1;
-		c->p50[lat[i].v][r] = res.p50_us;
-		c->p99[lat[i].v][r] = res.p99_us;
-		c->lat_rate[lat[i].v][r] = res.delivered_per_s;
-		fprintf(stderr, "  round %d %-13s %7.0f msg/s  p50 %7.1f us  p99 %7.1f us\n", r + 1, lat[i].label,
-				res.delivered_per_s, res.p50_us, res.p99_us);
+	if(c->offered <= 0){
+		fprintf(stderr, "  round %d latency: skipped, the bare broker delivered nothing yet\n", r + 1);
+		return 0;
+	}
+	if(run_latency(cfg, bare, plugin, c, &res)) return -1;
+	static const char *const names[NLAT] = { "bare", "untracked", "tracked" };
+	c->lat_foreign[r] = res.foreign_cpu;
+	fprintf(stderr, "  round %d latency: other load %.2f cores\n", r + 1, res.foreign_cpu);
+	for(int v = 0; v < NLAT; v++){
+		c->p50[v][r] = res.p50_us[v];
+		c->p99[v][r] = res.p99_us[v];
+		c->lat_rate[v][r] = res.target_delivered_per_s[v] * NLAT;
+		c->lat[v][r] = res.lat[v]; /* the cell takes the samples */
+		memset(&res.lat[v], 0, sizeof(res.lat[v]));
+		fprintf(stderr, "  round %d latency %-9s %7.0f msg/s in its turns  p50 %7.1f us  p99 %7.1f us\n", r + 1,
+				names[v], c->lat_rate[v][r], res.p50_us[v], res.p99_us[v]);
 	}
 	return 0;
-}
-
-/* Ratio of x[r] to the bare runs around it, per round; returns the median
- * and sets the range. */
-static double sandwich_ratio(const double *x, const double *bare, int rounds, double *lo, double *hi)
-{
-	double ratios[BENCH_MAX_ROUNDS];
-	for(int r = 0; r < rounds; r++){
-		double ref = r + 1 < rounds ? (bare[r] + bare[r + 1]) / 2 : bare[r];
-		ratios[r] = ref > 0 ? x[r] / ref : 0;
-	}
-	stats__range(ratios, (size_t)rounds, lo, hi);
-	return stats__median(ratios, (size_t)rounds);
-}
-
-static double med(double *v, int n)
-{
-	return stats__median(v, (size_t)n);
-}
-
-static void print_tables(struct cell *cells, int ncells)
-{
-	double lo, hi;
-
-	printf("\n### Throughput, closed loop (msg/s delivered; median of rounds; ratio vs bare: median [min-max])\n\n");
-	printf("| QoS | pubs→subs | bare msg/s | untracked msg/s | untracked/bare | tracked msg/s | tracked/bare "
-			"| broker µs/msg bare · untracked · tracked | broker CPU bare |\n");
-	printf("|---|---|---|---|---|---|---|---|---|\n");
-	for(int i = 0; i < ncells; i++){
-		struct cell *c = &cells[i];
-		int n = c->rounds;
-		if(n == 0) continue;
-		printf("| %d | %d→%d | %.0f | %.0f |", c->qos, c->pairs, c->pairs, med(c->thr[V_BARE], n), med(c->thr[V_UNTRACKED], n));
-		double ru = sandwich_ratio(c->thr[V_UNTRACKED], c->thr[V_BARE], n, &lo, &hi);
-		printf(" %.1f%% [%.1f-%.1f] | %.0f |", 100 * ru, 100 * lo, 100 * hi, med(c->thr[V_TRACKED], n));
-		double rt = sandwich_ratio(c->thr[V_TRACKED], c->thr[V_BARE], n, &lo, &hi);
-		printf(" %.1f%% [%.1f-%.1f] | %.2f · %.2f · %.2f | %.0f%% |\n", 100 * rt, 100 * lo, 100 * hi,
-				med(c->us[V_BARE], n), med(c->us[V_UNTRACKED], n), med(c->us[V_TRACKED], n),
-				100 * med(c->util[V_BARE], n));
-	}
-
-	printf("\n### Latency at a fixed offered load (end to end, µs; median of rounds)\n\n");
-	printf("| QoS | pubs→subs | offered msg/s | bare p50 / p99 | untracked p50 / p99 | tracked p50 / p99 "
-			"| untracked p99/bare | tracked p99/bare |\n");
-	printf("|---|---|---|---|---|---|---|---|\n");
-	for(int i = 0; i < ncells; i++){
-		struct cell *c = &cells[i];
-		int n = c->rounds;
-		if(n == 0) continue;
-		printf("| %d | %d→%d | %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |", c->qos, c->pairs, c->pairs, c->offered,
-				med(c->p50[L_BARE], n), med(c->p99[L_BARE], n), med(c->p50[L_UNTRACKED], n), med(c->p99[L_UNTRACKED], n),
-				med(c->p50[L_TRACKED], n), med(c->p99[L_TRACKED], n));
-		double ru = sandwich_ratio(c->p99[L_UNTRACKED], c->p99[L_BARE], n, &lo, &hi);
-		printf(" %.2fx [%.2f-%.2f] |", ru, lo, hi);
-		double rt = sandwich_ratio(c->p99[L_TRACKED], c->p99[L_BARE], n, &lo, &hi);
-		printf(" %.2fx [%.2f-%.2f] |\n", rt, lo, hi);
-	}
-
-	printf("\n### NACK storm: every delivery NACKed until dead-lettered (max_attempts=%d)\n\n", BENCH_MAX_ATTEMPTS);
-	printf("| QoS | pubs→subs | NACKs handled/s | retry copies/s | dead letters/s | NACKs/s ÷ bare delivered/s "
-			"| storm deliveries/s ÷ bare | broker µs per NACK | broker CPU |\n");
-	printf("|---|---|---|---|---|---|---|---|---|\n");
-	for(int i = 0; i < ncells; i++){
-		struct cell *c = &cells[i];
-		int n = c->rounds;
-		if(n == 0) continue;
-		printf("| %d | %d→%d | %.0f | %.0f | %.0f |", c->qos, c->pairs, c->pairs, med(c->thr[V_STORM], n),
-				med(c->storm_copies, n), med(c->storm_dead, n));
-		double rn = sandwich_ratio(c->thr[V_STORM], c->thr[V_BARE], n, &lo, &hi);
-		printf(" %.1f%% [%.1f-%.1f] |", 100 * rn, 100 * lo, 100 * hi);
-		double rd = sandwich_ratio(c->storm_delivered, c->thr[V_BARE], n, &lo, &hi);
-		printf(" %.1f%% [%.1f-%.1f] | %.2f | %.0f%% |\n", 100 * rd, 100 * lo, 100 * hi, med(c->us[V_STORM], n),
-				100 * med(c->util[V_STORM], n));
-	}
-	printf("\n");
-	for(int i = 0; i < ncells; i++){
-		if(cells[i].untagged || cells[i].unfinished || !cells[i].ok){
-			printf("Warning: QoS %d %d→%d: %llu tracked deliveries without a dlq-id, %llu messages unfinished%s.\n",
-					cells[i].qos, cells[i].pairs, cells[i].pairs, (unsigned long long)cells[i].untagged,
-					(unsigned long long)cells[i].unfinished, cells[i].ok ? "" : ", a phase failed");
-		}
-	}
 }
 
 /* Sends enough tracked messages for the ledger to reach max_pending_bytes,
@@ -201,7 +139,7 @@ static int prefill(const struct bench_config *cfg, const struct broker *plugin)
 {
 	if(cfg->prefill == 0) return 0;
 	struct load_opts o = {
-		.broker = plugin, .kind = LOAD_TRACKED, .qos = 0, .pairs = 1,
+		.target = { { .broker = plugin, .kind = LOAD_TRACKED } }, .targets = 1, .qos = 0, .pairs = 1,
 		.payload_len = BENCH_PAYLOAD, .window = 800, .count = cfg->prefill,
 		.timeout_ms = 120000, .label = "prefill",
 	};
@@ -218,14 +156,13 @@ int suite__throughput(const struct bench_config *cfg)
 	struct broker bare, plugin;
 	struct broker_opts bo = {
 		.kind = BROKER_BARE, .plugin_path = cfg->plugin_path, .mosquitto_bin = cfg->mosquitto_bin,
-		.tcp = cfg->tcp, .ready_timeout_ms = 10000,
+		.tcp = cfg->tcp, .cpu = cfg->broker_cpu, .ready_timeout_ms = 10000,
 	};
 	struct broker_opts po = bo;
 	po.kind = BROKER_PLUGIN;
-	po.nack_window = cfg->nack_window;
-	po.max_pending = cfg->max_pending;
+	/* The plugin's defaults: nack_window 300s, max_pending_bytes 64MiB. */
 
-	static struct cell cells[] = {
+	struct cell cells[] = {
 		{ .qos = 0, .pairs = 1 }, { .qos = 0, .pairs = 4 },
 		{ .qos = 1, .pairs = 1 }, { .qos = 1, .pairs = 4 },
 	};
@@ -234,14 +171,14 @@ int suite__throughput(const struct bench_config *cfg)
 
 	if(broker__start(&bare, &bo)) return -1;
 	if(broker__start(&plugin, &po)){
-		broker__stop(&bare, false);
+		broker__stop(&bare);
 		return -1;
 	}
 	if(prefill(cfg, &plugin)){
 		rc = -1;
 		goto done;
 	}
-	for(int i = 0; i < ncells; i++){
+	for(int i = 0; i < ncells && !bench__interrupted(); i++){
 		struct cell *c = &cells[i];
 		c->ok = true;
 		fprintf(stderr, "cell QoS %d, %d→%d\n", c->qos, c->pairs, c->pairs);
@@ -254,15 +191,22 @@ int suite__throughput(const struct bench_config *cfg)
 			c->rounds = r + 1;
 		}
 	}
-	print_tables(cells, ncells);
+	report__throughput(cells, ncells);
+	for(int i = 0; i < ncells; i++){
+		for(int v = 0; v < NLAT; v++){
+			for(int r = 0; r < BENCH_MAX_ROUNDS; r++){
+				samples__free(&cells[i].lat[v][r]);
+			}
+		}
+	}
 	printf("Plugin broker at the end: RSS %ld KiB (bare: %ld KiB).\n",
 			broker__rss_kib(&plugin), broker__rss_kib(&bare));
 
 done:
-	if(rc){
+	if(rc && !bench__interrupted()){
 		broker__print_log(&plugin);
 	}
-	broker__stop(&plugin, false);
-	broker__stop(&bare, false);
+	broker__stop(&plugin);
+	broker__stop(&bare);
 	return rc;
 }

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The load driver's own state, shared by its two files: load.c (pairs,
+ * pacing, the poll loop, results) and client.c (the libmosquitto clients
+ * and what they do with each message). Not used outside the driver.
+ */
+#ifndef DLQ_BENCH_LOAD_H
+#define DLQ_BENCH_LOAD_H
+
+#include <mosquitto.h>
+
+#include "bench.h"
+
+#define MAX_PAIRS (BENCH_MAX_PAIRS * BENCH_MAX_TARGETS)
+
+enum role { ROLE_PUB, ROLE_SUB, ROLE_DEAD };
+
+struct client {
+	struct mosquitto *mosq;
+	struct load *load;
+	enum role role;
+	int index;
+	bool connected;
+	bool subscribed;
+	bool failed;
+};
+
+struct pair {
+	int target;
+	const struct load_target *t; /* borrowed from the options */
+	uint64_t sent;
+	uint64_t done;         /* delivered (or dead-lettered, in a storm) */
+	uint64_t quota;        /* count mode: originals this pair still sends */
+	uint64_t next_ns;      /* paced: when the next one is due */
+	uint64_t gap_ns;
+	uint32_t seq;
+	char topic[64];
+};
+
+struct counters {
+	uint64_t delivered, copies, dead_letters, untagged;
+};
+
+struct load {
+	const struct load_opts *o;
+	struct client clients[2 * MAX_PAIRS + 1];
+	int nclients;
+	struct pair pairs[MAX_PAIRS];
+	int npairs;
+	int ntargets;
+	struct counters c;
+	uint64_t target_delivered[BENCH_MAX_TARGETS];
+	bool publishing;
+	bool measuring;
+	int active;            /* the target whose turn it is */
+	uint64_t start_ns;     /* turns count from here */
+	uint64_t *lat[BENCH_MAX_TARGETS]; /* latency samples, ns */
+	size_t nlat[BENCH_MAX_TARGETS], caplat;
+	uint8_t *payload;
+	uint64_t errors;
+};
+
+/* Creates and connects the client for pair index (index 0 for the
+ * dead-letter consumer) and appends it to L->clients. Returns 0 or -1. */
+int client__open(struct load *L, enum role role, int index);
+/* Disconnects and frees every client of L. */
+void client__close_all(struct load *L);
+
+#endif

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * What the throughput suite (suite.c) measures per cell and round, and the
+ * tables made of it (report.c).
+ */
+#ifndef DLQ_BENCH_SUITE_H
+#define DLQ_BENCH_SUITE_H
+
+#include "bench.h"
+
+enum variant { V_BARE, V_UNTRACKED, V_TRACKED, V_STORM, NVAR };
+enum lat_variant { L_BARE, L_UNTRACKED, L_TRACKED, NLAT };
+
+struct cell {
+	int qos;
+	int pairs;
+	bool ok;
+	int rounds;                            /* completed */
+	double offered;                        /* latency phases, msg/s */
+	double thr[NVAR][BENCH_MAX_ROUNDS];    /* delivered/s; storm: NACKs handled/s */
+	double us[NVAR][BENCH_MAX_ROUNDS];     /* broker CPU per message (storm: per NACK) */
+	double util[NVAR][BENCH_MAX_ROUNDS];
+	double foreign[NVAR][BENCH_MAX_ROUNDS]; /* cores used by other processes meanwhile */
+	double storm_delivered[BENCH_MAX_ROUNDS];
+	double storm_copies[BENCH_MAX_ROUNDS];
+	double storm_dead[BENCH_MAX_ROUNDS];
+	double p50[NLAT][BENCH_MAX_ROUNDS];
+	double p99[NLAT][BENCH_MAX_ROUNDS];
+	double lat_rate[NLAT][BENCH_MAX_ROUNDS];
+	double lat_foreign[BENCH_MAX_ROUNDS];
+	struct bench_samples lat[NLAT][BENCH_MAX_ROUNDS]; /* owned */
+	uint64_t untagged;
+	uint64_t unfinished;
+};
+
+/* A phase counts only if the broker was busy (closed loop) and little else
+ * ran on the machine meanwhile; see report.c. */
+#define REPORT_FOREIGN_MAX 0.15
+#define REPORT_UTIL_MIN 0.90
+
+/* Prints the throughput, latency and NACK-storm tables (Markdown). */
+void report__throughput(const struct cell *cells, int ncells);
+
+#endif

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
+#
+# The benchmark in one command (see BENCHMARKS.md): installs what is missing
+# (Debian), builds the plugin and the load generator in build-bench/ with
+# meson (debugoptimized: optimized, with the debug info callgrind needs), and
+# runs dlq_bench, which starts its own brokers on private unix sockets and
+# prints its tables as Markdown on stdout (progress on stderr).
+#   ./run-bench.sh                 thorough: about 4 to 5 minutes
+#   ./run-bench.sh --quick         under a minute on an idle machine
+#   ./run-bench.sh --only memory   one suite (throughput, memory, callgrind)
+# Other arguments are passed to dlq_bench (./run-bench.sh --help lists them).
+# Exits non-zero if a broker or a phase failed, never because of a figure.
+set -euo pipefail
+
+cd "$(dirname "$0")"
+BUILD=${DLQ_BENCH_BUILD:-build-bench}
+
+# shellcheck source=scripts/install-deps.sh
+. scripts/install-deps.sh
+# The callgrind suite needs valgrind besides what everything else needs.
+DLQ_PACKAGES+=(valgrind)
+# Its progress goes to stderr: stdout is the benchmark's Markdown.
+install_missing_packages run-bench.sh >&2
+
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+if [ -f "$BUILD/meson-private/coredata.dat" ]; then
+	setup=(meson setup --reconfigure "$BUILD" -Dtests=false)
+else
+	setup=(meson setup "$BUILD" -Dtests=false --buildtype=debugoptimized)
+fi
+if ! "${setup[@]}" >"$log" 2>&1 || ! ninja -C "$BUILD" mosquitto_dlq.so >>"$log" 2>&1; then
+	cat "$log" >&2
+	echo "run-bench.sh: building the plugin failed" >&2
+	exit 1
+fi
+
+# dlq_bench is a meson target once the top-level meson.build has
+# subdir('bench'); until then it is compiled here with the same flags.
+if grep -q "^subdir('bench')" meson.build; then
+	ninja -C "$BUILD" bench/dlq_bench >>"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+	bench="$BUILD/bench/dlq_bench"
+else
+	bench="$BUILD/dlq_bench"
+	# shellcheck disable=SC2046
+	gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Iinclude bench/*.c \
+		$(pkg-config --cflags --libs libmosquitto) -lpthread -o "$bench"
+fi
+
+extra=()
+if ! command -v valgrind >/dev/null 2>&1 || ! command -v callgrind_annotate >/dev/null 2>&1; then
+	echo "run-bench.sh: valgrind not found: skipping the callgrind suite" >&2
+	extra+=(--no-callgrind)
+fi
+
+# Which code was measured: the commit if any, and a hash of the plugin's
+# sources (the tree may differ from the commit).
+sources=$(cat plugin/*.c plugin/*.h include/*.h | sha256sum | cut -c1-12)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo "no commit")
+rm -rf "$BUILD/callgrind" "$log"
+trap - EXIT
+exec "$bench" --revision "git $commit, plugin sources sha256 $sources" --plugin "$BUILD/mosquitto_dlq.so" \
+	--callgrind-dir "$BUILD/callgrind" "${extra[@]}" "$@"
