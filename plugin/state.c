@@ -255,6 +255,21 @@ static const uint8_t *get_bytes(struct reader *r, uint32_t *n)
 	return get_raw(r, *n);
 }
 
+/* Whether an encoded header list walks to its end: a list that does not
+ * could never be published, and would be retried for ever. */
+static bool headers_valid(const uint8_t *h, uint32_t len)
+{
+	size_t pos = 0;
+	struct dlq_header e;
+	while(pos < len && headers__next(h, len, &pos, &e)){
+		if(e.kind != DLQ_HDR_PAYLOAD_FORMAT && e.kind != DLQ_HDR_CONTENT_TYPE && e.kind != DLQ_HDR_RESPONSE_TOPIC
+				&& e.kind != DLQ_HDR_CORRELATION_DATA && e.kind != DLQ_HDR_USER_PROPERTY){
+			return false;
+		}
+	}
+	return pos == len;
+}
+
 static uint64_t to_mono(int64_t wall, uint64_t mono_now, int64_t wall_now)
 {
 	if(wall >= wall_now) return mono_now;
@@ -289,6 +304,7 @@ static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, in
 	const uint8_t *payload = get_bytes(r, &plen);
 	const uint8_t *headers = get_bytes(r, &hlen);
 	uint16_t n = (uint16_t)get_u(r, 2);
+	if(!r->bad && !headers_valid(headers, hlen)) r->bad = true;
 	bool ok = !r->bad;
 
 	const struct dlq_policy *policy = ok ? policy_by_filter(d, filter) : NULL;
@@ -361,7 +377,8 @@ static bool decode_envelope(struct dlq *d, struct reader *r, uint64_t mono_now, 
 	uint32_t plen, hlen;
 	const uint8_t *payload = get_bytes(r, &plen);
 	const uint8_t *headers = get_bytes(r, &hlen);
-	bool ok = !r->bad && (kind == DLQ_ENV_RETRY_COPY || kind == DLQ_ENV_DEAD_LETTER) && s[1] && qos <= 2;
+	bool ok = !r->bad && (kind == DLQ_ENV_RETRY_COPY || kind == DLQ_ENV_DEAD_LETTER) && s[1] && qos <= 2
+			&& headers_valid(headers, hlen);
 	bool delayed;
 
 	struct dlq_envelope *e = NULL;
