@@ -13,6 +13,7 @@
 
 #include "dlq.h"
 #include "envelope.h"
+#include "errtext.h"
 #include "headers.h"
 #include "port.h"
 
@@ -374,7 +375,9 @@ static bool is_copy_for(const struct dlq_envelope *e, const char *client)
 
 static const char *gone_reason(const char *client, char *buf, size_t size)
 {
-	snprintf(buf, size, "subscriber \"%s\" left without a session before its retry copy was delivered", client);
+	/* The client id is cut at a character boundary: the reason becomes a
+	 * user property, and a cut inside a character would be invalid UTF-8. */
+	snprintf(buf, size, "subscriber " QFMT " left without a session before its retry copy was delivered", Q(client));
 	return buf;
 }
 
@@ -416,7 +419,7 @@ static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const cha
 
 void dlq__client_gone(struct dlq *d, const char *client)
 {
-	char reason[256];
+	char reason[512];
 
 	if(client == NULL) return;
 	gone_reason(client, reason, sizeof(reason));

@@ -13,6 +13,7 @@
 
 #include "dlq.h"
 #include "envelope.h"
+#include "errtext.h"
 #include "persist.h"
 #include "port.h"
 #include "state.h"
@@ -120,7 +121,7 @@ static bool unreachable(const struct dlq *d, const struct dlq_envelope *e)
 
 static void settle_restored_copies(struct dlq *d)
 {
-	char reason[320];
+	char reason[512];
 
 	/* Delayed ones that cannot be delivered need not wait: to owed. */
 	size_t n = 0;
@@ -146,9 +147,9 @@ static void settle_restored_copies(struct dlq *d)
 		struct dlq_envelope *next = e->next;
 		if(unreachable(d, e)){
 			snprintf(reason, sizeof(reason), d->cfg.broker_persistence
-					? "the broker restarted and subscriber \"%s\" had no session that survives it"
-					: "the broker restarted without persistence, so subscriber \"%s\" has no session to receive its retry copy",
-					e->target_client);
+					? "the broker restarted and subscriber " QFMT " had no session that survives it"
+					: "the broker restarted without persistence, so subscriber " QFMT " has no session to receive its retry copy",
+					Q(e->target_client));
 			struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
 			if(dl){
 				dl->seq = d->next_seq++;
