@@ -6,9 +6,10 @@
 # meson (debugoptimized: optimized, with the debug info callgrind needs), and
 # runs dlq_bench, which starts its own brokers on private unix sockets and
 # prints its tables as Markdown on stdout (progress on stderr).
-#   ./run-bench.sh                 thorough: about 4 to 5 minutes
-#   ./run-bench.sh --quick         under a minute on an idle machine
-#   ./run-bench.sh --only memory   one suite (throughput, memory, callgrind)
+#   ./run-bench.sh                 thorough: about 6 minutes
+#   ./run-bench.sh --quick         about a minute
+#   ./run-bench.sh --only memory   one suite (throughput, durability, memory, callgrind)
+#   ./run-bench.sh --plugin-opt 'KEY VALUE'   one more option for every plugin broker
 # Other arguments are passed to dlq_bench (./run-bench.sh --help lists them).
 # Exits non-zero if a broker or a phase failed, never because of a figure.
 set -euo pipefail
@@ -18,8 +19,9 @@ BUILD=${DLQ_BENCH_BUILD:-build-bench}
 
 # shellcheck source=scripts/install-deps.sh
 . scripts/install-deps.sh
-# The callgrind suite needs valgrind besides what everything else needs.
-DLQ_PACKAGES+=(valgrind)
+# The callgrind suite needs valgrind besides what everything else needs, and
+# the durability suite strace (to count fdatasync calls; skipped without it).
+DLQ_PACKAGES+=(valgrind strace)
 # Its progress goes to stderr: stdout is the benchmark's Markdown.
 install_missing_packages run-bench.sh >&2
 

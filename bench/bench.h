@@ -3,7 +3,8 @@
  * The benchmark's shared declarations: the brokers it starts and stops
  * itself (broker.c), the load driver that runs every client of a phase in
  * one thread (load.c, client.c), the suites (suite.c with its tables in
- * report.c, memory.c, callgrind.c), clocks and statistics (stats.c).
+ * report.c, durability.c, memory.c, callgrind.c), clocks and statistics
+ * (stats.c).
  * Nothing here is a test: figures are printed, never asserted.
  */
 #ifndef DLQ_BENCH_H
@@ -49,6 +50,12 @@ struct broker_opts {
 	/* No periodic $SYS publishing, the broker's or the plugin's: under
 	 * callgrind, work driven by time would be counted against messages. */
 	bool no_sys_topics;
+	/* Plugin options written after the policies, each "key value" (key
+	 * with or without its plugin_opt_ prefix), "{dir}" in a value standing
+	 * for the broker's private directory; both lists NULL-terminated or
+	 * NULL: the user's (--plugin-opt), then the suite's own. */
+	const char *const *plugin_opts;
+	const char *const *suite_opts;
 	int ready_timeout_ms;
 };
 
@@ -60,6 +67,12 @@ struct broker {
 	int port;                    /* 0 for the unix socket */
 	pid_t pid;
 	bool running;
+	/* Set by broker__stop: how long the broker took to exit after SIGTERM,
+	 * and the size of watch_file (a name in dir, if set) once it had: the
+	 * state file the plugin saves on shutdown. */
+	char watch_file[64];
+	double stop_ms;
+	long long watch_bytes;
 };
 
 /* Creates a private directory, writes the configuration and starts the
@@ -154,6 +167,7 @@ void load__result_free(struct load_result *res);
 /* ---- the suites (suite.c, memory.c, callgrind.c) ---- */
 
 #define BENCH_MAX_ROUNDS 16
+#define BENCH_MAX_PLUGIN_OPTS 16
 
 struct bench_config {
 	const char *plugin_path;
@@ -170,9 +184,14 @@ struct bench_config {
 	uint64_t memory_count;       /* messages per payload size */
 	uint64_t callgrind_count;    /* tracked messages in the callgrind run */
 	const char *callgrind_dir;   /* where the profiles go; NULL: a new /tmp directory */
+	/* --plugin-opt, for every plugin broker; NULL-terminated */
+	const char *plugin_opts[BENCH_MAX_PLUGIN_OPTS + 1];
+	int durability_rounds;       /* A/B rounds of the durability suite */
+	uint64_t sync_count;         /* tracked messages in the fdatasync count run */
 	bool run_throughput;
 	bool run_memory;
 	bool run_callgrind;
+	bool run_durability;
 };
 
 /* Each prints its tables to stdout (Markdown) and progress to stderr, and
@@ -180,6 +199,13 @@ struct bench_config {
 int suite__throughput(const struct bench_config *cfg);
 int suite__memory(const struct bench_config *cfg);
 int suite__callgrind(const struct bench_config *cfg);
+int suite__durability(const struct bench_config *cfg);
+/* One closed-loop phase (suite.c): the cell's QoS and pairs, the configured
+ * warm-up and measurement; window: messages (chains in a NACK storm) in
+ * flight over all pairs, 0 for the default (cfg->window, at most 800 in a
+ * storm); spin: the load polls without sleeping while messages flow. */
+int suite__closed_phase(const struct bench_config *cfg, const struct broker *b, int qos, int pairs,
+		enum load_kind kind, unsigned window, bool spin, const char *label, struct load_result *res);
 
 /* ---- clocks and statistics (stats.c) ---- */
 

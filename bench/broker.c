@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -120,6 +121,32 @@ static void write_policies(FILE *f)
 			BENCH_FILTER_TRACKED, BENCH_MAX_ATTEMPTS, BENCH_DEAD_LETTER);
 }
 
+/* One "key value" plugin option as a configuration line: plugin_opt_ before
+ * the key unless it has it, "{dir}" in the value replaced by the broker's
+ * directory. */
+static void write_plugin_opt(FILE *f, const struct broker *b, const char *opt)
+{
+	static const char prefix[] = "plugin_opt_";
+	size_t klen = strcspn(opt, " \t");
+	const char *value = opt + klen;
+	value += strspn(value, " \t");
+	if(!strncmp(opt, prefix, sizeof(prefix) - 1)){
+		opt += sizeof(prefix) - 1;
+		klen -= sizeof(prefix) - 1;
+	}
+	fprintf(f, "%s%.*s ", prefix, (int)klen, opt);
+	for(const char *p = value; *p;){
+		const char *dir = strstr(p, "{dir}");
+		if(dir == NULL){
+			fputs(p, f);
+			break;
+		}
+		fprintf(f, "%.*s%s", (int)(dir - p), p, b->dir);
+		p = dir + strlen("{dir}");
+	}
+	fputc('\n', f);
+}
+
 static int write_config(struct broker *b, const struct broker_opts *o)
 {
 	FILE *f = fopen(b->conf_path, "w");
@@ -145,6 +172,12 @@ static int write_config(struct broker *b, const struct broker_opts *o)
 		if(o->nack_window) fprintf(f, "plugin_opt_nack_window %s\n", o->nack_window);
 		if(o->max_pending) fprintf(f, "plugin_opt_max_pending_bytes %s\n", o->max_pending);
 		if(o->no_sys_topics) fprintf(f, "plugin_opt_sys_interval 0s\n");
+		for(int i = 0; o->plugin_opts && o->plugin_opts[i]; i++){
+			write_plugin_opt(f, b, o->plugin_opts[i]);
+		}
+		for(int i = 0; o->suite_opts && o->suite_opts[i]; i++){
+			write_plugin_opt(f, b, o->suite_opts[i]);
+		}
 	}
 	int rc = ferror(f) ? -1 : 0;
 	if(fclose(f)) rc = -1;
@@ -283,23 +316,32 @@ int broker__stop(struct broker *b)
 	int status = -1;
 	if(b->running){
 		bool valgrind = untrack(b);
+		uint64_t t0 = bench__now_ns();
 		kill(b->pid, SIGTERM);
-		uint64_t deadline = bench__now_ns()
-				+ (uint64_t)(valgrind ? STOP_TIMEOUT_VALGRIND_MS : STOP_TIMEOUT_MS) * 1000000u;
+		uint64_t deadline = t0 + (uint64_t)(valgrind ? STOP_TIMEOUT_VALGRIND_MS : STOP_TIMEOUT_MS) * 1000000u;
 		bool reaped = false;
+		/* Polled every millisecond: the stop time is reported. */
 		while(!reaped && bench__now_ns() < deadline){
 			if(waitpid(b->pid, &status, WNOHANG) == b->pid){
 				reaped = true;
 			}else{
-				bench__sleep_ms(10);
+				bench__sleep_ms(1);
 			}
 		}
+		b->stop_ms = (double)(bench__now_ns() - t0) / 1e6;
 		if(!reaped){
 			fprintf(stderr, "dlq_bench: broker %d did not stop on SIGTERM; killing it\n", (int)b->pid);
 			kill(b->pid, SIGKILL);
 			waitpid(b->pid, &status, 0);
 		}
 		b->running = false;
+	}
+	b->watch_bytes = -1;
+	if(b->watch_file[0]){
+		char path[256];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", b->dir, b->watch_file);
+		if(stat(path, &st) == 0) b->watch_bytes = (long long)st.st_size;
 	}
 	remove_dir(b->dir);
 	return status;

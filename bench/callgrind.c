@@ -163,7 +163,7 @@ static int run_one(const struct bench_config *cfg, const struct cg_case *cc, uin
 	struct broker_opts bo = {
 		.kind = cc->broker, .plugin_path = cfg->plugin_path, .mosquitto_bin = cfg->mosquitto_bin,
 		.tcp = cfg->tcp, .cpu = cfg->broker_cpu, .valgrind_out = out, .valgrind_toggle = toggle,
-		.no_sys_topics = true, .ready_timeout_ms = 60000,
+		.no_sys_topics = true, .plugin_opts = cfg->plugin_opts, .ready_timeout_ms = 60000,
 	};
 	struct load_opts o = {
 		.target = { { .broker = &b, .kind = cc->load } }, .targets = 1, .qos = 1, .pairs = 1,

@@ -27,16 +27,20 @@ static void usage(FILE *f, const char *prog)
 		"Usage: %s --plugin PATH [options]\n"
 		"  --plugin PATH      the built mosquitto_dlq.so (or $DLQ_PLUGIN)\n"
 		"  --mosquitto PATH   the broker (default /usr/sbin/mosquitto)\n"
-		"  --quick            a short run (under a minute): 3 rounds, short phases\n"
-		"  --rounds N         A/B rounds per cell (default 6, quick 3)\n"
+		"  --quick            a short run (about a minute): 3 rounds, short phases\n"
+		"  --rounds N         A/B rounds per cell (default 6, quick 3; durability suite 4, quick 2)\n"
 		"  --seconds S        measured seconds per phase (default 1, quick 0.2)\n"
 		"  --tcp              a free loopback TCP port instead of a unix socket\n"
-		"  --only LIST        comma-separated: throughput,memory,callgrind (default all)\n"
+		"  --only LIST        comma-separated: throughput,durability,memory,callgrind (default all)\n"
 		"  --no-callgrind     skip the callgrind suite\n"
+		"  --plugin-opt 'KEY VALUE'\n"
+		"                     one more plugin option for every plugin broker (repeatable, at most %d):\n"
+		"                     plugin_opt_KEY VALUE after the policies; {dir} in VALUE is the broker's\n"
+		"                     private directory, e.g. --plugin-opt 'state_file {dir}/dlq.state'\n"
 		"  --revision TEXT    what was measured (printed in the header)\n"
 		"  --callgrind-dir D  keep the callgrind profiles in D (default: a new /tmp directory)\n"
 		"  --no-pin           do not pin the brokers to CPU 0 and the load to CPU 1\n",
-		prog);
+		prog, BENCH_MAX_PLUGIN_OPTS);
 }
 
 /* The first line of a command's output, or "?". */
@@ -120,13 +124,14 @@ static int parse_int(const char *s)
 
 static int parse_only(const char *list, struct bench_config *cfg)
 {
-	cfg->run_throughput = cfg->run_memory = cfg->run_callgrind = false;
+	cfg->run_throughput = cfg->run_memory = cfg->run_callgrind = cfg->run_durability = false;
 	char buf[128];
 	snprintf(buf, sizeof(buf), "%s", list);
 	for(char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)){
 		if(!strcmp(t, "throughput")) cfg->run_throughput = true;
 		else if(!strcmp(t, "memory")) cfg->run_memory = true;
 		else if(!strcmp(t, "callgrind")) cfg->run_callgrind = true;
+		else if(!strcmp(t, "durability")) cfg->run_durability = true;
 		else return -1;
 	}
 	return 0;
@@ -146,6 +151,7 @@ int main(int argc, char **argv)
 		{ "revision", required_argument, NULL, 'v' },
 		{ "callgrind-dir", required_argument, NULL, 'c' },
 		{ "no-pin", no_argument, NULL, 'P' },
+		{ "plugin-opt", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -157,7 +163,9 @@ int main(int argc, char **argv)
 		.run_throughput = true,
 		.run_memory = true,
 		.run_callgrind = true,
+		.run_durability = true,
 	};
+	int nopts = 0;
 	double seconds = 0;
 	int rounds = 0;
 	const char *revision = NULL;
@@ -174,6 +182,21 @@ int main(int argc, char **argv)
 			case 'v': revision = optarg; break;
 			case 'c': cfg.callgrind_dir = optarg; break;
 			case 'P': pin = false; break;
+			case 'O': {
+				/* "key value": a key, blanks, a value. */
+				size_t k = strcspn(optarg, " \t");
+				const char *v = optarg + k + strspn(optarg + k, " \t");
+				if(k == 0 || *v == '\0' || strchr(optarg, '\n')){
+					fprintf(stderr, "%s: --plugin-opt takes 'KEY VALUE', e.g. 'state_file {dir}/dlq.state'\n", argv[0]);
+					return 2;
+				}
+				if(nopts == BENCH_MAX_PLUGIN_OPTS){
+					fprintf(stderr, "%s: at most %d --plugin-opt\n", argv[0], BENCH_MAX_PLUGIN_OPTS);
+					return 2;
+				}
+				cfg.plugin_opts[nopts++] = optarg;
+				break;
+			}
 			case 'r':
 				rounds = parse_int(optarg);
 				if(rounds < 1 || rounds > BENCH_MAX_ROUNDS){
@@ -189,7 +212,7 @@ int main(int argc, char **argv)
 				break;
 			case 'o':
 				if(parse_only(optarg, &cfg)){
-					fprintf(stderr, "%s: --only takes throughput, memory, callgrind\n", argv[0]);
+					fprintf(stderr, "%s: --only takes throughput, durability, memory, callgrind\n", argv[0]);
 					return 2;
 				}
 				break;
@@ -212,6 +235,10 @@ int main(int argc, char **argv)
 	cfg.prefill = cfg.quick ? 0 : 260000;
 	cfg.memory_count = cfg.quick ? 5000 : 20000;
 	cfg.callgrind_count = cfg.quick ? 200 : 2000;
+	/* The durability suite: fewer rounds (seven phases each), and a
+	 * fixed workload under strace for the fdatasync counts. */
+	cfg.durability_rounds = rounds ? rounds : (cfg.quick ? 2 : 4);
+	cfg.sync_count = cfg.quick ? 400 : 2000;
 
 	/* Brokers on the first CPU, the load on the second: the load polls
 	 * without sleeping, and must never take turns with a broker. */
@@ -234,9 +261,17 @@ int main(int argc, char **argv)
 	printf("Plugin: %s. Payload %d B, MQTT v5, %s. %d rounds, %.2f s measured per phase. %s.\n",
 			cfg.plugin_path, BENCH_PAYLOAD, cfg.tcp ? "loopback TCP" : "unix socket", cfg.rounds, cfg.measure_s,
 			cfg.broker_cpu >= 0 ? "Brokers pinned to one CPU, the load to another" : "Not pinned");
+	if(nopts){
+		printf("Plugin options added to every plugin broker:");
+		for(int i = 0; i < nopts; i++){
+			printf("%s `%s`", i ? "," : "", cfg.plugin_opts[i]);
+		}
+		printf(".\n");
+	}
 
 	int rc = 0;
 	if(cfg.run_throughput && suite__throughput(&cfg)) rc = 1;
+	if(cfg.run_durability && !bench__interrupted() && suite__durability(&cfg)) rc = 1;
 	if(cfg.run_memory && !bench__interrupted() && suite__memory(&cfg)) rc = 1;
 	if(cfg.run_callgrind && !bench__interrupted() && suite__callgrind(&cfg)) rc = 1;
 	mosquitto_lib_cleanup();

@@ -28,6 +28,7 @@ static int measure(const struct bench_config *cfg, enum broker_kind kind, size_t
 	struct broker_opts bo = {
 		.kind = kind, .plugin_path = cfg->plugin_path, .mosquitto_bin = cfg->mosquitto_bin,
 		.tcp = cfg->tcp, .cpu = cfg->broker_cpu, .nack_window = "300s", .max_pending = "1GiB",
+		.plugin_opts = cfg->plugin_opts,
 		.ready_timeout_ms = 10000,
 	};
 	struct load_opts o = {

@@ -17,28 +17,35 @@
 /* Each latency target publishes for this long, then the next. */
 #define LATENCY_SLICE_S 0.02
 
-/* One closed-loop phase against one broker. */
-static int run_closed(const struct bench_config *cfg, const struct broker *b, struct cell *c,
-		enum load_kind kind, const char *label, struct load_result *res)
+int suite__closed_phase(const struct bench_config *cfg, const struct broker *b, int qos, int pairs,
+		enum load_kind kind, unsigned window, bool spin, const char *label, struct load_result *res)
 {
 	struct load_opts o = {
 		.target = { { .broker = b, .kind = kind } },
 		.targets = 1,
-		.qos = c->qos,
-		.pairs = c->pairs,
+		.qos = qos,
+		.pairs = pairs,
 		.payload_len = BENCH_PAYLOAD,
-		.window = cfg->window / (unsigned)c->pairs,
+		.window = cfg->window / (unsigned)pairs,
 		.warmup_s = cfg->warmup_s,
 		.measure_s = cfg->measure_s,
-		.spin = true,
+		.spin = spin,
 		.label = label,
 	};
 	if(kind == LOAD_STORM){
 		/* A chain ends with its dead letter on the one consumer of the
 		 * dead-letter topic: keep all chains within its queue. */
-		o.window = (cfg->window < 800 ? cfg->window : 800) / (unsigned)c->pairs;
+		o.window = (cfg->window < 800 ? cfg->window : 800) / (unsigned)pairs;
 	}
-	if(load__run(&o, res)) return -1;
+	if(window) o.window = window / (unsigned)pairs ? window / (unsigned)pairs : 1;
+	return load__run(&o, res);
+}
+
+/* One closed-loop phase against one broker. */
+static int run_closed(const struct bench_config *cfg, const struct broker *b, struct cell *c,
+		enum load_kind kind, const char *label, struct load_result *res)
+{
+	if(suite__closed_phase(cfg, b, c->qos, c->pairs, kind, 0, true, label, res)) return -1;
 	c->untagged += kind == LOAD_PLAIN ? 0 : res->untagged;
 	c->unfinished += res->unfinished;
 	return 0;
@@ -156,7 +163,7 @@ int suite__throughput(const struct bench_config *cfg)
 	struct broker bare, plugin;
 	struct broker_opts bo = {
 		.kind = BROKER_BARE, .plugin_path = cfg->plugin_path, .mosquitto_bin = cfg->mosquitto_bin,
-		.tcp = cfg->tcp, .cpu = cfg->broker_cpu, .ready_timeout_ms = 10000,
+		.tcp = cfg->tcp, .cpu = cfg->broker_cpu, .plugin_opts = cfg->plugin_opts, .ready_timeout_ms = 10000,
 	};
 	struct broker_opts po = bo;
 	po.kind = BROKER_PLUGIN;
