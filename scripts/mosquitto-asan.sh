@@ -14,7 +14,7 @@ asan=$(${SANITIZE_CC:-gcc} -print-file-name=libasan.so)
 dir=${SANITIZE_LOG_DIR:-/tmp}
 here=$(cd "$(dirname "$0")" && pwd)
 LD_PRELOAD="$asan${LD_PRELOAD:+:$LD_PRELOAD}"
-ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:exitcode=97:log_path=$dir/asan"
+ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:exitcode=97:fast_unwind_on_malloc=0:malloc_context_size=30:log_path=$dir/asan"
 LSAN_OPTIONS="suppressions=$here/lsan-broker.supp:print_suppressions=0"
 UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1${UBSAN_SUPPRESSIONS:+:suppressions=$UBSAN_SUPPRESSIONS}"
 export LD_PRELOAD ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS

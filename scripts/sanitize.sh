@@ -50,7 +50,7 @@ testlog=$build/meson-logs/testlog.txt
 in_log=$(grep -cE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$testlog" || true)
 if [ "$in_log" -gt 0 ]; then
 	echo "sanitize.sh: sanitizer reports in $testlog:" >&2
-	grep -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$testlog" | sort | uniq -c | sort -rn | head -20 >&2
+	grep -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$testlog" | sed 's/==[0-9]*==//' | sort | uniq -c | sort -rn | head -20 >&2
 fi
 if [ -n "$reports" ] || [ "$in_log" -gt 0 ]; then
 	[ "$rc" -eq 0 ] && rc=1

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 #
 # The whole test suite under valgrind, the broker included:
-#   scripts/valgrind.sh [meson test arguments]
+#   scripts/valgrind.sh
 # Configures build-valgrind/ (an ordinary build), then runs the unit tests
 # and the replay of the fuzz corpora and regressions under memcheck
 # (CK_FORK=no, so that memcheck sees the tests themselves), and the
@@ -30,7 +30,7 @@ rm -rf "$logs"
 mkdir -p "$logs"
 export SANITIZE_LOG_DIR=$logs
 export MOSQUITTO_BIN=$PWD/scripts/mosquitto-valgrind.sh
-memcheck="valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 --log-file=$logs/test.%p"
+memcheck="valgrind --quiet --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite --error-exitcode=99 --log-file=$logs/test.%p"
 
 start=$(date +%s)
 rc=0
@@ -38,8 +38,8 @@ rc=0
 # their broker under memcheck (the test programs are not wrapped: their
 # forked Check children would each need their own memcheck).
 CK_FORK=no meson test -C "$build" --print-errorlogs --suite unit --suite fuzz-regressions \
-	--wrapper "$memcheck" --timeout-multiplier 4 "$@" || rc=$?
-meson test -C "$build" --print-errorlogs --suite integration --num-processes 2 --timeout-multiplier 3 "$@" || rc=$?
+	--wrapper "$memcheck" --timeout-multiplier 4 || rc=$?
+meson test -C "$build" --print-errorlogs --suite integration --num-processes 2 --timeout-multiplier 3 || rc=$?
 elapsed=$(( $(date +%s) - start ))
 
 reports=$(find "$logs" -type f -size +0 | sort)

@@ -37,8 +37,9 @@ unsigned long alloc_fail_count(void);
 const char *alloc_fail_site(void);
 
 /* Allocations made since start and not freed; prints each (size and site)
- * to stderr. */
-size_t alloc_fail_live(void);
+ * to stderr. *in_cjson tells whether every one of them was allocated by
+ * cJSON itself (a cJSON item built and then dropped). */
+size_t alloc_fail_live(bool *in_cjson);
 
 /* Routes cJSON's allocations through the wrappers. */
 void alloc_fail_hook_cjson(void);

@@ -39,15 +39,24 @@
  * retry copy without a dead-letter topic (diverting it makes a dead letter
  * with a NULL topic: regressions/state_journal/copy-without-dead-letter), a
  * topic with invalid UTF-8 or wildcards, a record's empty topic, a QoS above
- * 2, headers that are not valid properties. The broker refuses what is made
- * of them, and it stays owed for ever. */
+ * 2 in a record, strings that are not valid UTF-8 in what becomes a
+ * property. The broker refuses what is made of them (it stays owed and is
+ * retried on every tick for ever) or sends it to subscribers that must then
+ * drop their connection. (A header list that is not well formed is refused
+ * since aba6eb6: regressions/state_journal/malformed-headers.) */
 #define FUZZ_KNOWN_STATE_NOT_VALIDATED 1
 
 /* state.c decodes an empty origin topic, reason, client or filter of an
  * envelope as NULL; envelope__headers then calls strlen(NULL) when the
  * envelope is published (dlq__tick): a SIGSEGV of the broker
- * (regressions/state_snapshot/dead-letter-null-reason). */
+ * (regressions/state_snapshot/dead-letter-empty-*). */
 #define FUZZ_KNOWN_NULL_HEADER_FIELD 1
+
+/* state.c decode_envelope: next_seq = seq + 1 wraps to 0 for an envelope
+ * whose seq is UINT64_MAX; envelopes made afterwards reuse the sequence
+ * numbers of restored ones, which the journal uses as keys
+ * (regressions/state_snapshot/seq-max-wraps-next-seq). */
+#define FUZZ_KNOWN_SEQ_WRAPS 1
 
 /* The libFuzzer entry points every target defines (replay.c calls them). */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include <mosquitto.h>
 
 #include "control.h"
 #include "fake_port.h"
@@ -279,7 +280,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				r.qos = (uint8_t)(number(arg, arg_len, 2));
 				break;
 			case 'C':
-				if(arg_len && arg_len < sizeof(r.client) && !memchr(arg, '\0', arg_len)){
+				/* The broker hands the plugin valid UTF-8 client ids only. */
+				if(arg_len && arg_len < sizeof(r.client) && mosquitto_validate_utf8(arg, (int)arg_len) == MOSQ_ERR_SUCCESS){
 					memcpy(r.client, arg, arg_len);
 					r.client[arg_len] = '\0';
 				}
@@ -314,7 +316,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 			case 'G': {
 				char *client = strndup(arg, arg_len);
-				if(client && client[0]){
+				if(client && client[0] && mosquitto_validate_utf8(client, (int)strlen(client)) == MOSQ_ERR_SUCCESS){
 					dlq__client_gone(&r.d, client);
 					r.gone = true;
 				}
