@@ -104,7 +104,8 @@ static int add_response(cJSON *responses, const char *command, const char *id, s
 	if(correlation){
 		cJSON *c = cJSON_Duplicate(correlation, true);
 		if(c == NULL) return ENOMEM;
-		cJSON_AddItemToObject(r, "correlationData", c);
+		/* Constant keys: nothing to allocate, so the item cannot leak. */
+		cJSON_AddItemToObjectCS(r, "correlationData", c);
 	}
 	if(error){
 		if(cJSON_AddStringToObject(r, "error", error) == NULL) return ENOMEM;
@@ -231,11 +232,12 @@ static int data_response(cJSON *responses, const char *name, const cJSON *correl
 		cJSON_Delete(data);
 		return ENOMEM;
 	}
-	if(data) cJSON_AddItemToObject(r, "data", data);
+	if(data) cJSON_AddItemToObjectCS(r, "data", data);
 	if(correlation){
 		cJSON *c = cJSON_Duplicate(correlation, true);
 		if(c == NULL) return ENOMEM;
-		cJSON_AddItemToObject(r, "correlationData", c);
+		/* Constant keys: nothing to allocate, so the item cannot leak. */
+		cJSON_AddItemToObjectCS(r, "correlationData", c);
 	}
 	return 0;
 }
@@ -253,7 +255,7 @@ static int command_list_policies(struct dlq *d, const struct dlq_control_request
 		cJSON_Delete(list);
 		return ENOMEM;
 	}
-	cJSON_AddItemToObject(data, "policies", list);
+	cJSON_AddItemToObjectCS(data, "policies", list);
 	return data_response(responses, DLQ_COMMAND_LIST_POLICIES, correlation, data);
 }
 

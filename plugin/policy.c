@@ -210,11 +210,11 @@ static int order_cmp(const void *va, const void *vb)
 /* True if policy a takes precedence over policy b (NONE: no policy yet). */
 static bool better(const struct dlq_policy_table *t, size_t a, size_t b)
 {
+	if(b == NONE) return true;
 	const struct dlq_policy *pa = &t->items[a];
 	const struct dlq_policy *pb = &t->items[b];
 	const size_t *len = t->trie->filter_len;
 
-	if(b == NONE) return true;
 	if(pa->wildcards != pb->wildcards) return pa->wildcards < pb->wildcards;
 	if(len[a] != len[b]) return len[a] > len[b];
 	return pa->index < pb->index;

@@ -18,6 +18,7 @@
 #include "dlq.h"
 #include "envelope.h"
 #include "state.h"
+#include "topic.h"
 
 #define SNAPSHOT_MAGIC "DLQSTAT1"
 #define JOURNAL_MAGIC "DLQJRNL1"
@@ -273,7 +274,8 @@ static bool headers_valid(const uint8_t *h, uint32_t len)
 static uint64_t to_mono(int64_t wall, uint64_t mono_now, int64_t wall_now)
 {
 	if(wall >= wall_now) return mono_now;
-	uint64_t ago = (uint64_t)(wall_now - wall);
+	/* Unsigned: a saved time near INT64_MIN must not overflow. */
+	uint64_t ago = (uint64_t)wall_now - (uint64_t)wall;
 	return ago < mono_now ? mono_now - ago : 0;
 }
 
@@ -304,7 +306,10 @@ static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, in
 	const uint8_t *payload = get_bytes(r, &plen);
 	const uint8_t *headers = get_bytes(r, &hlen);
 	uint16_t n = (uint16_t)get_u(r, 2);
-	if(!r->bad && !headers_valid(headers, hlen)) r->bad = true;
+	if(!r->bad && (!headers_valid(headers, hlen) || qos > 2 || !topic || !topic__valid_publish(topic)
+			|| (origin_topic && !topic__valid_publish(origin_topic)))){
+		r->bad = true;
+	}
 	bool ok = !r->bad;
 
 	const struct dlq_policy *policy = ok ? policy_by_filter(d, filter) : NULL;
@@ -377,8 +382,14 @@ static bool decode_envelope(struct dlq *d, struct reader *r, uint64_t mono_now, 
 	uint32_t plen, hlen;
 	const uint8_t *payload = get_bytes(r, &plen);
 	const uint8_t *headers = get_bytes(r, &hlen);
-	bool ok = !r->bad && (kind == DLQ_ENV_RETRY_COPY || kind == DLQ_ENV_DEAD_LETTER) && s[1] && qos <= 2
-			&& headers_valid(headers, hlen);
+	/* Only what the plugin itself writes: a publish topic, an origin
+	 * topic, a filter, a dead-letter topic and a client, and for a dead
+	 * letter its reason; anything else would fail at publish time, on every
+	 * tick, or crash it. */
+	bool ok = !r->bad && (kind == DLQ_ENV_RETRY_COPY || kind == DLQ_ENV_DEAD_LETTER) && qos <= 2
+			&& s[1] && topic__valid_publish(s[1]) && s[2] && topic__valid_publish(s[2]) && s[3]
+			&& s[4] && topic__valid_publish(s[4]) && s[6] && (kind == DLQ_ENV_RETRY_COPY || s[5])
+			&& seq != UINT64_MAX && headers_valid(headers, hlen);
 	bool delayed;
 
 	struct dlq_envelope *e = NULL;
