@@ -29,9 +29,9 @@
 
 struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p)
 {
-	const struct dlq_policy_table *t = &d->cfg.policies;
-	if(p == NULL || d->policy_counters == NULL || p < t->items || p >= t->items + t->count) return NULL;
-	return &d->policy_counters[p - t->items];
+	long i = policy__index_in(&d->cfg.policies, p);
+	if(i < 0 || d->policy_counters == NULL) return NULL;
+	return &d->policy_counters[i];
 }
 
 static void record_dropped(void *ctx, const struct dlq_record *r, bool expired)

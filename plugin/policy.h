@@ -52,6 +52,10 @@ int policy__table_finish(struct dlq_policy_table *t, char *err, size_t errlen);
  * first declared. The returned pointer is borrowed from the table. */
 const struct dlq_policy *policy__match(const struct dlq_policy_table *t, const char *topic);
 
+/* The position of p in t's array, or -1 when p is NULL or belongs to
+ * another table (one a reload replaced). */
+long policy__index_in(const struct dlq_policy_table *t, const struct dlq_policy *p);
+
 /* Frees everything the table owns and zeroes it. */
 void policy__table_free(struct dlq_policy_table *t);
 

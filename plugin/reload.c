@@ -21,26 +21,25 @@ struct filter_map {
 };
 
 /* The new policy of an old one: the same filter in the new table, or the
- * old one itself. old_items is the old table's array, map its mapping. */
-static const struct dlq_policy *relink(const struct dlq_policy *p, const struct dlq_policy *old_items,
-		size_t old_count, const struct filter_map *map)
-{
-	if(p == NULL || p < old_items || p >= old_items + old_count) return p;
-	const struct dlq_policy *to = map[p - old_items].to;
-	return to ? to : p;
-}
-
-static void relink_list(struct dlq_envelope_list *l, const struct dlq_policy *old_items, size_t old_count,
+ * old one itself. map is the old table's mapping. */
+static const struct dlq_policy *relink(const struct dlq_policy *p, const struct dlq_policy_table *old,
 		const struct filter_map *map)
 {
+	long i = policy__index_in(old, p);
+	if(i < 0) return p;
+	return map[i].to ? map[i].to : p;
+}
+
+static void relink_list(struct dlq_envelope_list *l, const struct dlq_policy_table *old, const struct filter_map *map)
+{
 	for(struct dlq_envelope *e = l->head; e; e = e->next){
-		e->policy = relink(e->policy, old_items, old_count, map);
+		e->policy = relink(e->policy, old, map);
 	}
 }
 
 static bool in_table(const struct dlq_policy_table *t, const struct dlq_policy *p)
 {
-	return p && p >= t->items && p < t->items + t->count;
+	return policy__index_in(t, p) >= 0;
 }
 
 static bool list_uses(const struct dlq_envelope_list *l, const struct dlq_policy_table *t)
@@ -112,13 +111,13 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 	}
 
 	for(struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
-		r->policy = relink(r->policy, old->items, old->count, map);
+		r->policy = relink(r->policy, old, map);
 	}
-	relink_list(&d->outbox.owed, old->items, old->count, map);
-	relink_list(&d->outbox.sent, old->items, old->count, map);
-	relink_list(&d->outbox.settling, old->items, old->count, map);
+	relink_list(&d->outbox.owed, old, map);
+	relink_list(&d->outbox.sent, old, map);
+	relink_list(&d->outbox.settling, old, map);
 	for(size_t i = 0; i < d->delayed.count; i++){
-		d->delayed.heap[i]->policy = relink(d->delayed.heap[i]->policy, old->items, old->count, map);
+		d->delayed.heap[i]->policy = relink(d->delayed.heap[i]->policy, old, map);
 	}
 
 	/* Swap: the old table is kept for the chains that still use it. */

@@ -10,9 +10,7 @@
 /* The index of a policy of the current table, or -1. */
 static long policy_index(const struct dlq *d, const struct dlq_policy *p)
 {
-	const struct dlq_policy_table *t = &d->cfg.policies;
-	if(p == NULL || p < t->items || p >= t->items + t->count) return -1;
-	return p - t->items;
+	return policy__index_in(&d->cfg.policies, p);
 }
 
 static void add_envelope(const struct dlq *d, const struct dlq_envelope *e, bool delayed,
