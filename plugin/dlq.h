@@ -132,6 +132,12 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
  * (a chain that began under a policy since removed by a reload). */
 struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p);
 
+/* How many envelopes the plugin owes: outbox and delayed copies. */
+static inline size_t dlq__owed_count(const struct dlq *d)
+{
+	return d->outbox.owed.count + d->outbox.sent.count + d->outbox.settling.count + d->delayed.count;
+}
+
 /* Bytes of everything the plugin owes: outbox and delayed copies. */
 static inline uint64_t dlq__owed_bytes(const struct dlq *d)
 {

@@ -271,7 +271,7 @@ void persist__tick(struct dlq *d)
 
 size_t persist__close(struct dlq *d)
 {
-	size_t owed = d->outbox.owed.count + d->outbox.sent.count + d->outbox.settling.count + d->delayed.count;
+	size_t owed = dlq__owed_count(d);
 	if(enabled(d)){
 		if(save_snapshot(d) == 0){
 			port__log(DLQ_LOG_NOTICE, "state saved to %s: %zu NACKable deliveries, %zu retry copies or dead letters",

@@ -186,8 +186,7 @@ int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_
 	for(size_t i = 0; i < d->delayed.count; i++){
 		if(state__encode_add(d->delayed.heap[i], mono_now, wall_now, out)) return ENOMEM;
 	}
-	uint64_t entries = d->ledger.count + d->outbox.owed.count + d->outbox.sent.count
-			+ d->outbox.settling.count + d->delayed.count;
+	uint64_t entries = d->ledger.count + dlq__owed_count(d);
 	int rc;
 	size_t at = entry_begin(out, ENTRY_END, &rc);
 	if(rc == 0) rc = put_u(out, entries, 8);
