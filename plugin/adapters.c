@@ -54,6 +54,7 @@ int adapter__message(int event, void *event_data, void *userdata)
 	struct dlq_plugin *pl = userdata;
 	(void)event;
 
+	dlq__event(&pl->engine);
 	const struct dlq_policy *policy = dlq__policy_for(&pl->engine, ed->topic);
 	if(policy == NULL) return MOSQ_ERR_SUCCESS;
 	check_ticks(pl);
@@ -108,6 +109,7 @@ int adapter__control(int event, void *event_data, void *userdata)
 	struct dlq_control_reply reply;
 	(void)event;
 
+	dlq__event(&pl->engine);
 	const char *client = mosquitto_client_id(ed->client);
 	if(client == NULL) return MOSQ_ERR_SUCCESS;
 
@@ -147,6 +149,7 @@ int adapter__tick(int event, void *event_data, void *userdata)
 	(void)event_data;
 
 	pl->last_tick_ms = port__now_ms();
+	dlq__event(&pl->engine);
 	dlq__tick(&pl->engine);
 	return MOSQ_ERR_SUCCESS;
 }
@@ -157,8 +160,10 @@ int adapter__disconnect(int event, void *event_data, void *userdata)
 	struct dlq_plugin *pl = userdata;
 	(void)event;
 
+	dlq__event(&pl->engine);
 	const char *client = mosquitto_client_id(ed->client);
 	if(client == NULL) return MOSQ_ERR_SUCCESS;
+	dlq__client_left(&pl->engine, client, (uintptr_t)ed->client);
 	dlq__client_gone(&pl->engine, client);
 	return MOSQ_ERR_SUCCESS;
 }
@@ -170,6 +175,7 @@ int adapter__reload(int event, void *event_data, void *userdata)
 	(void)event;
 	(void)event_data;
 
+	dlq__event(&pl->engine);
 	if(pl->engine.cfg.policy_file == NULL){
 		port__log(DLQ_LOG_NOTICE, "reload: policies unchanged (they come from plugin_opt_policy lines only, "
 				"which Mosquitto does not pass again; use plugin_opt_policy_file for policies that reload)");
@@ -182,4 +188,38 @@ int adapter__reload(int event, void *event_data, void *userdata)
 	/* Any other answer would stop the broker from reloading the plugins
 	 * after this one (src/security.c). */
 	return MOSQ_ERR_PLUGIN_DEFER;
+}
+
+/* The broker's access check. The answer is a decision, not an observation
+ * (shared/MOSQUITTO-NOTES.md): where the plugin has no opinion it answers
+ * as the operator chose, "no opinion" (defer: acl_file or a later plugin
+ * decides) or "allowed" (allow: there is no other ACL source, which the
+ * plugin checked at startup). It denies only a READ check for a message it
+ * removes from a session (see redelivery.h). */
+int adapter__acl_check(int event, void *event_data, void *userdata)
+{
+	struct mosquitto_evt_acl_check *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+	(void)event;
+
+	int no_opinion = pl->engine.cfg.redelivery == DLQ_REDELIVERY_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
+	const char *client = mosquitto_client_id(ed->client);
+	if(client == NULL || ed->topic == NULL){
+		dlq__event(&pl->engine);
+		return no_opinion;
+	}
+	if(ed->access != MOSQ_ACL_READ){
+		/* Publishing and subscribing need a live connection. */
+		dlq__client_active(&pl->engine, client, (uintptr_t)ed->client);
+		return no_opinion;
+	}
+	struct dlq_read_check c = {
+		.client = client,
+		.conn = (uintptr_t)ed->client,
+		.topic = ed->topic,
+		.payload = ed->payload,
+		.payload_len = ed->payloadlen,
+		.qos = ed->qos,
+	};
+	return dlq__read_check(&pl->engine, &c) ? MOSQ_ERR_ACL_DENIED : no_opinion;
 }

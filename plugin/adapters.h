@@ -26,5 +26,7 @@ int adapter__control(int event, void *event_data, void *userdata);
 int adapter__tick(int event, void *event_data, void *userdata);
 int adapter__disconnect(int event, void *event_data, void *userdata);
 int adapter__reload(int event, void *event_data, void *userdata);
+/* Registered only with plugin_opt_redelivery_tracking defer or allow. */
+int adapter__acl_check(int event, void *event_data, void *userdata);
 
 #endif

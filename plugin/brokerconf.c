@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Reading the broker's own configuration (see brokerconf.h). Only the two
- * keys the plugin needs are looked at; the last occurrence wins, as in
- * Mosquitto. include_dir files are read in name order after the main file,
+ * Reading the broker's own configuration (see brokerconf.h). Only the keys
+ * the plugin needs are looked at; for settings the last occurrence wins, as
+ * in Mosquitto, and plugin lines are kept in order. include_dir files are read in name order after the main file,
  * as Mosquitto does.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,17 @@ static void scan_line(struct broker_facts *f, char *line, char *incdir, size_t i
 
 	if(!strcmp(key, "include_dir")){
 		if(incdir) snprintf(incdir, incdir_size, "%s", value);
+		return;
+	}
+	if(!strcmp(key, "acl_file")){
+		f->acl_file = n > 0;
+		return;
+	}
+	if(!strcmp(key, "plugin") || !strcmp(key, "auth_plugin")){
+		if(f->plugin_count < BROKERCONF_MAX_PLUGINS){
+			snprintf(f->plugins[f->plugin_count], sizeof(f->plugins[0]), "%s", value);
+		}
+		f->plugin_count++;
 		return;
 	}
 	/* Booleans are the first word, "true"/"1" or "false"/"0", as
@@ -126,6 +139,50 @@ static bool config_path(char *out, size_t size)
 	}
 	free(args);
 	return found;
+}
+
+int brokerconf__plugin_index(const struct broker_facts *f, const char *path)
+{
+	char want[PATH_MAX], have[PATH_MAX];
+	if(path == NULL || realpath(path, want) == NULL) return -1;
+	for(unsigned i = 0; i < f->plugin_count && i < BROKERCONF_MAX_PLUGINS; i++){
+		if(realpath(f->plugins[i], have) && !strcmp(want, have)) return (int)i;
+	}
+	return -1;
+}
+
+int brokerconf__check_redelivery(enum dlq_redelivery_mode mode, const struct broker_facts *f, int self,
+		char *err, size_t errlen, char *warn, size_t warnlen)
+{
+	warn[0] = '\0';
+	if(mode == DLQ_REDELIVERY_OFF) return 0;
+	if(!f->known){
+		snprintf(err, errlen, "plugin_opt_redelivery_tracking %s: the broker's configuration file could not be "
+				"read, so its other access-control sources are unknown", mode == DLQ_REDELIVERY_ALLOW ? "allow" : "defer");
+		return EINVAL;
+	}
+	unsigned others = f->plugin_count - (self >= 0 ? 1u : 0u);
+	if(mode == DLQ_REDELIVERY_ALLOW && (f->acl_file || others)){
+		snprintf(err, errlen, "plugin_opt_redelivery_tracking allow would answer every access check before %s%s%s "
+				"and so bypass it; use plugin_opt_redelivery_tracking defer (in %s)",
+				f->acl_file ? "acl_file" : "", f->acl_file && others ? " and " : "",
+				others ? "the other plugins" : "", f->path);
+		return EINVAL;
+	}
+	if(mode == DLQ_REDELIVERY_DEFER && !f->acl_file && others == 0){
+		snprintf(err, errlen, "plugin_opt_redelivery_tracking defer leaves every access decision to acl_file or "
+				"another plugin, and %s has neither: the broker would deny every publish and subscription; "
+				"use plugin_opt_redelivery_tracking allow", f->path);
+		return EINVAL;
+	}
+	if(self > 0){
+		snprintf(warn, warnlen, "plugin %s is loaded before this one: it sees every access check first, "
+				"and where it answers, redeliveries are not counted (put this plugin's line first)", f->plugins[0]);
+	}else if(self < 0 && others){
+		snprintf(warn, warnlen, "this plugin's line was not found in %s: if another plugin is loaded before it "
+				"and answers access checks, redeliveries are not counted", f->path);
+	}
+	return 0;
 }
 
 void brokerconf__read(struct broker_facts *f)

@@ -11,12 +11,35 @@
 
 #include <stdbool.h>
 
+#define BROKERCONF_MAX_PLUGINS 16
+
 struct broker_facts {
 	bool known;                 /* a configuration file was found and read */
 	bool persistence;
 	bool per_listener_settings;
+	bool acl_file;              /* an acl_file line: the broker's own ACL check */
+	unsigned plugin_count;      /* plugin and auth_plugin lines, this plugin's included */
+	char plugins[BROKERCONF_MAX_PLUGINS][1024]; /* their paths, in load order (the first ones) */
 	char path[4096];            /* the file, for messages */
 };
+
+#include "config.h"
+
+/* Whether plugin_opt_redelivery_tracking (mode) can run safely with the
+ * broker's other access-control sources: `allow` answers every access check
+ * first, so it is refused beside acl_file or any other plugin; `defer`
+ * leaves every decision to them, so it is refused without any (the broker
+ * would deny everything). self is the index of this plugin among
+ * f->plugins (-1: not found). Returns 0, or EINVAL with the reason in err.
+ * A plugin loaded before this one is reported in warn (it sees the checks
+ * first, and when it answers, this plugin counts nothing), warn[0] == '\0'
+ * otherwise. */
+int brokerconf__check_redelivery(enum dlq_redelivery_mode mode, const struct broker_facts *f, int self,
+		char *err, size_t errlen, char *warn, size_t warnlen);
+
+/* The index among f->plugins of the module at path (compared after
+ * resolving both), or -1. */
+int brokerconf__plugin_index(const struct broker_facts *f, const char *path);
 
 /* Fills *f from the running broker's configuration. Never fails: when the
  * file cannot be found, known is false and the facts are the broker's

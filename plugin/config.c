@@ -290,6 +290,30 @@ static int set_v5_sessions_persist(struct dlq_config *c, const char *v, char *er
 	return set_bool(&c->v5_sessions_persist, "v5_sessions_persist", v, err, errlen);
 }
 
+static const char *const redelivery_modes[] = {
+	[DLQ_REDELIVERY_OFF] = "off",
+	[DLQ_REDELIVERY_DEFER] = "defer",
+	[DLQ_REDELIVERY_ALLOW] = "allow",
+};
+
+const char *config__redelivery_mode_name(enum dlq_redelivery_mode m)
+{
+	return (unsigned)m < sizeof(redelivery_modes) / sizeof(redelivery_modes[0]) ? redelivery_modes[m] : "?";
+}
+
+static int set_redelivery(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	for(size_t i = 0; i < sizeof(redelivery_modes) / sizeof(redelivery_modes[0]); i++){
+		if(!strcmp(v, redelivery_modes[i])){
+			c->redelivery = (enum dlq_redelivery_mode)i;
+			return 0;
+		}
+	}
+	errtext__set(err, errlen, "plugin_opt_redelivery_tracking " QFMT ": expected off, defer (access checks go on "
+			"to acl_file or a plugin loaded after this one) or allow (a broker with no ACL source)", Q(v));
+	return EINVAL;
+}
+
 static int set_sys_interval(struct dlq_config *c, const char *v, char *err, size_t errlen)
 {
 	if(config__parse_delay_ms(v, &c->sys_interval_ms) || (c->sys_interval_ms && c->sys_interval_ms < 1000)){
@@ -313,6 +337,7 @@ static const struct {
 	{"state_save_on_change", set_state_save_on_change},
 	{"v5_sessions_persist", set_v5_sessions_persist},
 	{"sys_interval", set_sys_interval},
+	{"redelivery_tracking", set_redelivery},
 };
 #define SINGLE_COUNT (sizeof(single_options) / sizeof(single_options[0]))
 

@@ -13,6 +13,18 @@
 
 #include "policy.h"
 
+/* plugin_opt_redelivery_tracking: whether redeliveries count as attempts,
+ * and how the plugin answers the broker's access checks where it has no
+ * opinion (see redelivery.h). */
+enum dlq_redelivery_mode {
+	DLQ_REDELIVERY_OFF,   /* no access-check callback at all */
+	DLQ_REDELIVERY_DEFER, /* no opinion: an ACL source loaded after the plugin decides */
+	DLQ_REDELIVERY_ALLOW, /* allowed: for brokers with no ACL source */
+};
+
+/* "off", "defer", "allow". */
+const char *config__redelivery_mode_name(enum dlq_redelivery_mode m);
+
 struct dlq_option {
 	const char *key;   /* without the plugin_opt_ prefix */
 	const char *value;
@@ -28,6 +40,7 @@ struct dlq_config {
 	bool state_save_on_change;        /* plugin_opt_state_save_on_change: journal every change */
 	uint64_t sys_interval_ms;         /* plugin_opt_sys_interval; 0: no $SYS topics */
 	bool v5_sessions_persist;         /* plugin_opt_v5_sessions_persist: v5 clean_start=false clients set an expiry */
+	enum dlq_redelivery_mode redelivery; /* plugin_opt_redelivery_tracking */
 	/* Facts about the broker, filled in by the adapter layer (brokerconf.c),
 	 * not options. */
 	bool broker_persistence;          /* persistence true: sessions survive a restart */

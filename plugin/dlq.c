@@ -34,9 +34,10 @@ struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy
 	return &d->policy_counters[i];
 }
 
-static void record_dropped(void *ctx, const struct dlq_record *r, bool expired)
+static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
 {
 	struct dlq *d = ctx;
+	redelivery__record_gone(&d->redelivery, &d->ledger, r);
 	if(expired){
 		COUNT(d, r->policy, expired, 1);
 	}else{
@@ -55,7 +56,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 	d->next_seq = 1;
 	d->persist.journal_fd = -1;
 	d->policy_counters = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*d->policy_counters));
-	if(d->policy_counters == NULL || ledger__init(&d->ledger)){
+	if(d->policy_counters == NULL || ledger__init(&d->ledger) || redelivery__init(&d->redelivery)){
 		snprintf(err, errlen, "out of memory");
 		return ENOMEM;
 	}
@@ -134,6 +135,8 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 	}
 	if(rc) return rc;
 	persist__note_record(d, r);
+	/* The payload is the broker's stored message: READ checks carry it. */
+	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF) redelivery__bind_payload(&d->redelivery, r, payload);
 	id__encode(&id, id_out);
 	COUNT(d, policy, tracked, 1);
 	return 0;
@@ -160,6 +163,10 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e)
 		return;
 	}
 	persist__note_record(d, copy);
+	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF
+			&& redelivery__note_copy(&d->redelivery, &d->ledger, copy, e->target_client)){
+		port__log(DLQ_LOG_ERR, "out of memory: redeliveries of the retry copy on \"%s\" are not counted", e->topic);
+	}
 }
 
 /* Hands e to the broker. Accepted: e waits in "sent" until the broker has
@@ -205,6 +212,14 @@ static bool fits_owed(const struct dlq *d, const struct dlq_envelope *e)
 	return dlq__owed_bytes(d) + e->bytes <= d->cfg.max_pending_bytes;
 }
 
+/* Deliveries of r's chain to client so far: r's attempt, plus the
+ * redeliveries to that client counted since. */
+static unsigned attempts_of(const struct dlq *d, const struct dlq_record *r, const char *client)
+{
+	const struct dlq_delivery *dv = client ? redelivery__find(&d->redelivery, r, client) : NULL;
+	return (unsigned)r->attempt + (dv ? dv->redeliveries : 0u);
+}
+
 static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nack *n, struct dlq_nack_result *res)
 {
 	struct dlq_id copy_id;
@@ -227,9 +242,10 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 		return;
 	}
 	e->seq = d->next_seq++;
+	e->retry_count = (uint16_t)res->attempt;
 	e->target_persists = target && n->client_persists;
 	int64_t requested = n->delay_requested ? (int64_t)(n->delay_ms > INT64_MAX ? INT64_MAX : n->delay_ms) : -1;
-	e->delay_ms = policy__retry_delay_ms(p, r->attempt, requested, jitter);
+	e->delay_ms = policy__retry_delay_ms(p, res->attempt, requested, jitter);
 	res->delay_ms = e->delay_ms;
 	if(e->delay_ms == 0){
 		res->status = DLQ_NACK_RETRIED;
@@ -258,6 +274,7 @@ static void nack_dead_letter(struct dlq *d, struct dlq_record *r, const struct d
 		return;
 	}
 	e->seq = d->next_seq++;
+	e->retry_count = (uint16_t)res->attempt;
 	res->status = DLQ_NACK_DEAD_LETTERED;
 	persist__note_add(d, e, false);
 	send_envelope(d, e);
@@ -280,7 +297,7 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 		goto refused;
 	}
 	policy = r->policy;
-	res->attempt = r->attempt;
+	res->attempt = attempts_of(d, r, n->client);
 	res->max_attempts = r->policy->max_attempts;
 	if(dlq__owed_bytes(d) >= d->cfg.max_pending_bytes){
 		res->status = DLQ_NACK_FULL;
@@ -297,7 +314,7 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 
 	/* On failure nothing was published or recorded, so r is still there
 	 * and the nacker is undone: the NACK may be made again. */
-	if(r->attempt < r->policy->max_attempts){
+	if(res->attempt < r->policy->max_attempts){
 		nack_retry(d, r, n, res);
 	}else{
 		nack_dead_letter(d, r, n, res);
@@ -331,6 +348,23 @@ const char *dlq__nack_status_text(enum dlq_nack_status s)
 	return "unknown status";
 }
 
+/* Mosquitto 2.0.x does not give back the in-flight slot of a message
+ * removed when a session reconnects (src/handle_connect.c,
+ * connection_check_acl): with a window of one, nothing more would be sent
+ * to that client. Disconnected once, it reconnects to a recounted window. */
+static void kick_clients(struct dlq *d)
+{
+	struct dlq_kick *k = redelivery__take_kicks(&d->redelivery);
+	while(k){
+		struct dlq_kick *next = k->next;
+		int rc = port__kick(k->client);
+		port__log(DLQ_LOG_NOTICE, "disconnected " QFMT " once so that the broker recounts its in-flight window "
+				"after a diverted message%s%s", Q(k->client), rc ? ": " : "", rc ? strerror(rc) : "");
+		free(k);
+		k = next;
+	}
+}
+
 void dlq__tick(struct dlq *d)
 {
 	uint64_t now = port__now_ms();
@@ -362,6 +396,7 @@ void dlq__tick(struct dlq *d)
 
 	/* Everything accepted so far is taken at the top of the next pass. */
 	outbox__move_all(&d->outbox.settling, &d->outbox.sent);
+	kick_clients(d);
 	persist__tick(d);
 	systopics__tick(d);
 }
@@ -455,6 +490,70 @@ void dlq__client_gone(struct dlq *d, const char *client)
 	free(found);
 }
 
+void dlq__client_active(struct dlq *d, const char *client, uintptr_t conn)
+{
+	redelivery__connected(&d->redelivery, client, conn);
+}
+
+void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn)
+{
+	redelivery__disconnected(&d->redelivery, client, conn);
+}
+
+/* Dead-letters a message redelivered once too often to client, as a NACK
+ * at its last allowed attempt would. Returns whether the dead letter was
+ * made (if not, the message must stay in the session). */
+static bool divert_redelivered(struct dlq *d, struct dlq_delivery *dv, const char *client, unsigned delivered)
+{
+	struct dlq_record *r = dv->record;
+	char reason[512];
+	snprintf(reason, sizeof(reason), "delivered %u times to " QFMT " without acknowledgement (max_attempts %u): "
+			"removed from its session", delivered, Q(client), (unsigned)r->policy->max_attempts);
+	struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
+	if(e == NULL || !fits_owed(d, e)){
+		port__log(DLQ_LOG_ERR, "message on " QFMT " delivered %u times to " QFMT " is redelivered once more: "
+				"its dead letter %s", Q(record__topic(r)), delivered, Q(client),
+				e ? "does not fit max_pending_bytes" : "could not be made (out of memory)");
+		envelope__free(e);
+		return false;
+	}
+	e->seq = d->next_seq++;
+	e->retry_count = (uint16_t)delivered;
+	persist__note_add(d, e, false);
+	COUNT(d, r->policy, diverted, 1);
+	send_envelope(d, e);
+	return true;
+}
+
+bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
+{
+	struct dlq_read_verdict v;
+	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF) return false;
+	if(redelivery__read_check(&d->redelivery, &d->ledger, c, &v)){
+		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(c->topic), Q(c->client));
+		return false;
+	}
+	struct dlq_delivery *dv = v.delivery;
+	if(dv == NULL) return false;
+	/* Another copy (an overlapping subscription) of a message just removed
+	 * from this session goes too: its dead letter is made. */
+	if(dv->diverted) return v.in_burst;
+	if(!v.redelivery) return false;
+
+	const struct dlq_policy *p = dv->record->policy;
+	unsigned delivered = (unsigned)dv->record->attempt + dv->redeliveries;
+	if(delivered < p->max_attempts || !divert_redelivered(d, dv, c->client, delivered)){
+		dv->redeliveries++;
+		COUNT(d, p, redeliveries, 1);
+		return false;
+	}
+	dv->diverted = true;
+	if(v.first_in_burst && redelivery__queue_kick(&d->redelivery, dv->client)){
+		port__log(DLQ_LOG_ERR, "out of memory: " QFMT " may receive nothing more until it reconnects", Q(c->client));
+	}
+	return true;
+}
+
 void dlq__cleanup(struct dlq *d)
 {
 	/* Publishing now would be in vain: Mosquitto 2.0 closes its message
@@ -467,6 +566,7 @@ void dlq__cleanup(struct dlq *d)
 	}
 	schedule__cleanup(&d->delayed);
 	outbox__cleanup(&d->outbox);
+	redelivery__cleanup(&d->redelivery, &d->ledger);
 	ledger__cleanup(&d->ledger);
 	free(d->policy_counters);
 	d->policy_counters = NULL;

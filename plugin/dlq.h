@@ -17,6 +17,7 @@
 #include "ledger.h"
 #include "outbox.h"
 #include "persist.h"
+#include "redelivery.h"
 #include "schedule.h"
 #include "systopics.h"
 
@@ -32,6 +33,8 @@ struct dlq_counters {
 	uint64_t publish_failures; /* broker refused a publish (kept and retried) */
 	uint64_t expired;          /* records that left the NACK window */
 	uint64_t evicted;          /* records evicted for the memory bound */
+	uint64_t redeliveries;     /* redeliveries after a reconnect counted as attempts */
+	uint64_t diverted;         /* redelivered messages removed from a session and dead-lettered */
 };
 
 struct dlq {
@@ -44,6 +47,7 @@ struct dlq {
 	uint64_t changes;         /* bumped on every change of what is owed (state saving) */
 	struct dlq_persist persist; /* owned: state file and journal */
 	struct dlq_sys sys;         /* owned: $SYS/broker/dlq/... */
+	struct dlq_redelivery redelivery; /* owned: used with cfg.redelivery on */
 	struct dlq_policy_table *retired; /* owned: tables replaced by reloads, kept while chains use them */
 	size_t retired_count;
 	unsigned policy_generation;       /* bumped by every reload */
@@ -119,6 +123,26 @@ void dlq__tick(struct dlq *d);
  * (struct dlq_nack.client_persists). What the broker says at disconnect is
  * not used: on a takeover it marks even a persistent session clean. */
 void dlq__client_gone(struct dlq *d, const char *client);
+
+/* ---- redelivery tracking (cfg.redelivery on; see redelivery.h) ----
+ * Connections are the broker's context pointers, as opaque numbers. */
+
+/* Any broker event other than those below: it ends a reconnect's run of
+ * access checks. */
+static inline void dlq__event(struct dlq *d){ redelivery__event(&d->redelivery); }
+
+/* client showed it is connected on conn (it published, subscribed, sent a
+ * control message, or was checked for writing). */
+void dlq__client_active(struct dlq *d, const char *client, uintptr_t conn);
+
+/* client's connection conn ended (before dlq__client_gone). */
+void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn);
+
+/* One READ access check. Returns true when the plugin removes this message
+ * from the client's session (the answer must then be a denial): it was
+ * redelivered after a reconnect as often as its policy allows, and its dead
+ * letter is made. Otherwise the plugin has no opinion. */
+bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c);
 
 /* Re-reads the policies from opts (the options the plugin was started
  * with; plugin_opt_policy_file is read again) and, when the whole new table

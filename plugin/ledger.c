@@ -55,6 +55,12 @@ struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *ori
 	r->newer = NULL;
 	r->nackers = NULL;
 	r->policy = policy;
+	r->deliveries = NULL;
+	r->payload_next = NULL;
+	r->content_next = NULL;
+	r->payload_ref = 0;
+	r->content_hash = 0;
+	r->extra_bytes = 0;
 	r->created_ms = now_ms;
 	r->first_nack_ms = 0;
 	r->id = *id;
@@ -101,7 +107,7 @@ size_t record__bytes(const struct dlq_record *r)
 	/* The allocation, plus one hash bucket slot: the table keeps about one
 	 * bucket per record. */
 	size_t bytes = sizeof(*r) + r->topic_len + 1 + (r->origin_topic_len ? r->origin_topic_len + 1u : 0u)
-			+ r->payload_len + r->headers_len + sizeof(struct dlq_record *);
+			+ r->payload_len + r->headers_len + sizeof(struct dlq_record *) + r->extra_bytes;
 	for(const struct dlq_nacker *n = r->nackers; n; n = n->next){
 		bytes += nacker_bytes(n);
 	}

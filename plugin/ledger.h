@@ -22,12 +22,21 @@ struct dlq_nacker {
 	char client[]; /* NUL-terminated */
 };
 
+struct dlq_delivery;
+
 struct dlq_record {
 	struct dlq_record *hnext;  /* hash chain */
 	struct dlq_record *older;  /* age list */
 	struct dlq_record *newer;
 	struct dlq_nacker *nackers;/* owned list */
 	const struct dlq_policy *policy; /* borrowed from the policy table */
+	/* Redelivery tracking (redelivery.h), which owns these: */
+	struct dlq_delivery *deliveries; /* to the clients that received it */
+	struct dlq_record *payload_next; /* chain of the by-payload index */
+	struct dlq_record *content_next; /* chain of the by-content index (retry copies) */
+	uintptr_t payload_ref;     /* the broker's stored payload; 0: not bound */
+	uint64_t content_hash;     /* retry copies: hash of topic and payload; 0: not indexed */
+	uint32_t extra_bytes;      /* bytes of the deliveries, counted in record__bytes */
 	uint64_t created_ms;
 	int64_t first_nack_ms;     /* wall clock of the chain's first NACK; 0: none yet */
 	struct dlq_id id;
@@ -50,7 +59,7 @@ struct dlq_ledger {
 	struct dlq_record *newest;
 	/* Called for each record expiry or eviction drops, before it is freed
 	 * (optional; the engine counts them per policy). */
-	void (*on_drop)(void *ctx, const struct dlq_record *r, bool expired);
+	void (*on_drop)(void *ctx, struct dlq_record *r, bool expired);
 	void *on_drop_ctx;
 };
 

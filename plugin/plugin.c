@@ -5,6 +5,7 @@
  * create the instance, and register the callbacks. One table drives both
  * registering and unregistering, so the two cannot drift apart.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -26,20 +27,55 @@ static const struct {
 	int event;
 	MOSQ_FUNC_generic_callback cb;
 	const char *topic; /* control events only */
+	bool redelivery;   /* only with plugin_opt_redelivery_tracking on */
 } callbacks[] = {
-	{ MOSQ_EVT_MESSAGE, adapter__message, NULL },
-	{ MOSQ_EVT_CONTROL, adapter__control, DLQ_CONTROL_TOPIC },
-	{ MOSQ_EVT_CONTROL, adapter__control, DLQ_NACK_TOPIC },
-	{ MOSQ_EVT_TICK, adapter__tick, NULL },
-	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL },
-	{ MOSQ_EVT_RELOAD, adapter__reload, NULL },
+	{ MOSQ_EVT_MESSAGE, adapter__message, NULL, false },
+	{ MOSQ_EVT_CONTROL, adapter__control, DLQ_CONTROL_TOPIC, false },
+	{ MOSQ_EVT_CONTROL, adapter__control, DLQ_NACK_TOPIC, false },
+	{ MOSQ_EVT_TICK, adapter__tick, NULL, false },
+	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL, false },
+	{ MOSQ_EVT_RELOAD, adapter__reload, NULL, false },
+	{ MOSQ_EVT_ACL_CHECK, adapter__acl_check, NULL, true },
 };
 #define CALLBACK_COUNT (sizeof(callbacks) / sizeof(callbacks[0]))
+
+static bool wanted(const struct dlq_plugin *pl, size_t i)
+{
+	return !callbacks[i].redelivery || pl->engine.cfg.redelivery != DLQ_REDELIVERY_OFF;
+}
 
 static void unregister_first(struct dlq_plugin *pl, size_t count)
 {
 	for(size_t i = 0; i < count; i++){
+		if(!wanted(pl, i)) continue;
 		mosquitto_callback_unregister(pl->identifier, callbacks[i].event, callbacks[i].cb, callbacks[i].topic);
+	}
+}
+
+/* The file this module was loaded from, or NULL. */
+static const char *self_path(void)
+{
+	Dl_info info;
+	if(dladdr((void *)mosquitto_plugin_version, &info) == 0) return NULL;
+	return info.dli_fname;
+}
+
+/* The one startup line about access control. */
+static void log_access_mode(enum dlq_redelivery_mode mode)
+{
+	switch(mode){
+		case DLQ_REDELIVERY_OFF:
+			port__log(DLQ_LOG_NOTICE, "redelivery tracking: off; access control unchanged (no access-check callback)");
+			break;
+		case DLQ_REDELIVERY_DEFER:
+			port__log(DLQ_LOG_NOTICE, "redelivery tracking: defer; access checks are left to acl_file and the plugins "
+					"loaded after this one, except that a message redelivered max_attempts times is removed "
+					"from its session");
+			break;
+		case DLQ_REDELIVERY_ALLOW:
+			port__log(DLQ_LOG_NOTICE, "redelivery tracking: allow; every access check is allowed (there is no other "
+					"ACL source), except that a message redelivered max_attempts times is removed from its session");
+			break;
 	}
 }
 
@@ -104,6 +140,15 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		free_options(opts, count);
 		return MOSQ_ERR_INVAL;
 	}
+	char warn[1024];
+	if(brokerconf__check_redelivery(cfg.redelivery, &facts, brokerconf__plugin_index(&facts, self_path()),
+			err, sizeof(err), warn, sizeof(warn))){
+		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
+		config__free(&cfg);
+		free_options(opts, count);
+		return MOSQ_ERR_INVAL;
+	}
+	if(warn[0]) port__log(DLQ_LOG_WARNING, "%s", warn);
 	cfg.broker_persistence = facts.persistence;
 	cfg.per_listener_settings = facts.per_listener_settings;
 	if(cfg.state_file && !facts.persistence){
@@ -122,6 +167,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	pl->options = opts;
 	pl->option_count = count;
 	size_t policy_count = cfg.policies.count;
+	enum dlq_redelivery_mode mode = cfg.redelivery;
 	uint64_t window = cfg.nack_window_ms;
 	uint64_t bound = cfg.max_pending_bytes;
 	rc = dlq__init(&pl->engine, &cfg, err, sizeof(err));
@@ -134,6 +180,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	}
 
 	for(size_t i = 0; i < CALLBACK_COUNT; i++){
+		if(!wanted(pl, i)) continue;
 		rc = mosquitto_callback_register(identifier, callbacks[i].event, callbacks[i].cb, callbacks[i].topic, pl);
 		if(rc != MOSQ_ERR_SUCCESS){
 			port__log(DLQ_LOG_ERR, "could not register callback %zu (event %d%s%s): %s", i, callbacks[i].event,
@@ -148,7 +195,8 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	}
 	*userdata = pl;
 	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
-			"max_pending_bytes %" PRIu64 ", access control unchanged", DLQ_VERSION, policy_count, window, bound);
+			"max_pending_bytes %" PRIu64, DLQ_VERSION, policy_count, window, bound);
+	log_access_mode(mode);
 	return MOSQ_ERR_SUCCESS;
 
 nomem:

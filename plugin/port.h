@@ -27,6 +27,10 @@ enum dlq_log_level {
 int port__publish(const char *client, const char *topic, uint8_t qos, bool retain,
 		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len);
 
+/* Disconnects a client (its session stays). Returns 0, or ENOENT when no
+ * client has that id. */
+int port__kick(const char *client);
+
 /* Frees memory that the broker's mosquitto_property_read_* functions
  * allocated (the broker's allocator; libc's in unit tests). */
 void port__free(void *p);

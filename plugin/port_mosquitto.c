@@ -37,6 +37,11 @@ static bool fail_this_publish(void)
 }
 #endif
 
+int port__kick(const char *client)
+{
+	return mosquitto_kick_client_by_clientid(client, false) == MOSQ_ERR_SUCCESS ? 0 : ENOENT;
+}
+
 int port__publish(const char *client, const char *topic, uint8_t qos, bool retain,
 		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len)
 {

@@ -88,7 +88,9 @@ static bool add_counters(cJSON *o, const struct dlq_counters *c)
 			&& add_num(o, "deadLetters", (double)c->dead_letters)
 			&& add_num(o, "publishFailures", (double)c->publish_failures)
 			&& add_num(o, "expired", (double)c->expired)
-			&& add_num(o, "evicted", (double)c->evicted);
+			&& add_num(o, "evicted", (double)c->evicted)
+			&& add_num(o, "redeliveries", (double)c->redeliveries)
+			&& add_num(o, "diverted", (double)c->diverted);
 }
 
 static bool add_gauges(cJSON *o, const struct dlq_gauges *g)

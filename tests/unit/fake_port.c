@@ -33,6 +33,9 @@ void fake_reset(void)
 	for(size_t i = 0; i < fake.log_count; i++){
 		free(fake.logs[i]);
 	}
+	for(size_t i = 0; i < fake.kick_count; i++){
+		free(fake.kicks[i]);
+	}
 	memset(&fake, 0, sizeof(fake));
 	fake.now_ms = 1000000;
 	fake.random_used = 8;
@@ -57,6 +60,14 @@ bool fake_logged(const char *text)
 		if(strstr(fake.logs[i], text)) return true;
 	}
 	return false;
+}
+
+int port__kick(const char *client)
+{
+	if(fake.kick_count < FAKE_MAX_LOGS){
+		fake.kicks[fake.kick_count++] = strdup(client);
+	}
+	return 0;
 }
 
 int port__publish(const char *client, const char *topic, uint8_t qos, bool retain,

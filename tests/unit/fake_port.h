@@ -40,6 +40,8 @@ struct fake_port {
 	bool use_os_random;    /* else a seeded generator: deterministic, distinct */
 	bool record_sys;       /* record $SYS/... publishes too (else only counted) */
 	size_t sys_publish_count;
+	char *kicks[FAKE_MAX_LOGS]; /* clients disconnected, in order */
+	size_t kick_count;
 	uint64_t random_state;
 	uint64_t random_word;
 	unsigned random_used;

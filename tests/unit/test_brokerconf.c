@@ -7,6 +7,8 @@
  * or "1"/"0" (src/conf.c, conf__parse_bool).
  */
 #include <check.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,6 +114,80 @@ END_TEST
 
 /* ------------------------------------------------------------------ */
 
+/* ---- plugin_opt_redelivery_tracking beside other ACL sources ---- */
+
+static int check_mode(enum dlq_redelivery_mode mode, int self, char *err, char *warn)
+{
+	f.known = true;
+	snprintf(f.path, sizeof(f.path), "/etc/mosquitto/mosquitto.conf");
+	return brokerconf__check_redelivery(mode, &f, self, err, 512, warn, 512);
+}
+
+START_TEST(acl_file_and_plugin_lines_are_read)
+{
+	char err[512], warn[512];
+	scan("plugin /usr/lib/dlq.so\nacl_file /etc/mosquitto/acl\nauth_plugin /usr/lib/dynsec.so\n# plugin /x.so\n");
+	ck_assert(f.acl_file);
+	ck_assert_uint_eq(f.plugin_count, 2);
+	ck_assert_str_eq(f.plugins[0], "/usr/lib/dlq.so");
+	ck_assert_str_eq(f.plugins[1], "/usr/lib/dynsec.so");
+	/* off needs nothing. */
+	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_OFF, 0, err, warn), 0);
+}
+END_TEST
+
+START_TEST(allow_is_refused_beside_another_acl_source)
+{
+	char err[512], warn[512];
+	scan("plugin /usr/lib/dlq.so\n");
+	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_ALLOW, 0, err, warn), 0);
+	ck_assert_str_eq(warn, "");
+
+	scan("plugin /usr/lib/dlq.so\nacl_file /etc/mosquitto/acl\n");
+	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_ALLOW, 0, err, warn), EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "acl_file"));
+	ck_assert_ptr_nonnull(strstr(err, "redelivery_tracking defer"));
+
+	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/dynsec.so\n");
+	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_ALLOW, 0, err, warn), EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "other plugins"));
+}
+END_TEST
+
+START_TEST(defer_is_refused_without_another_acl_source)
+{
+	char err[512], warn[512];
+	scan("plugin /usr/lib/dlq.so\n");
+	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "deny every publish"));
+
+	scan("plugin /usr/lib/dlq.so\nacl_file /etc/mosquitto/acl\n");
+	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
+	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/dynsec.so\n");
+	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
+	ck_assert_str_eq(warn, "");
+}
+END_TEST
+
+START_TEST(a_plugin_loaded_first_is_warned_about)
+{
+	char err[512], warn[512];
+	scan("plugin /usr/lib/dynsec.so\nplugin /usr/lib/dlq.so\n");
+	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 1, err, warn), 0);
+	ck_assert_ptr_nonnull(strstr(warn, "/usr/lib/dynsec.so is loaded before this one"));
+}
+END_TEST
+
+START_TEST(an_unread_configuration_is_refused)
+{
+	char err[512], warn[512];
+	scan("");
+	f.known = false;
+	ck_assert_int_eq(brokerconf__check_redelivery(DLQ_REDELIVERY_ALLOW, &f, -1, err, sizeof(err), warn, sizeof(warn)), EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "could not be read"));
+}
+END_TEST
+
 static Suite *brokerconf_suite(void)
 {
 	Suite *s = suite_create("brokerconf");
@@ -122,6 +198,11 @@ static Suite *brokerconf_suite(void)
 	tcase_add_test(tc, comments_and_similar_keys_are_ignored);
 	tcase_add_test(tc, per_listener_settings);
 	tcase_add_test(tc, booleans_are_read_as_mosquitto_reads_them);
+	tcase_add_test(tc, acl_file_and_plugin_lines_are_read);
+	tcase_add_test(tc, allow_is_refused_beside_another_acl_source);
+	tcase_add_test(tc, defer_is_refused_without_another_acl_source);
+	tcase_add_test(tc, a_plugin_loaded_first_is_warned_about);
+	tcase_add_test(tc, an_unread_configuration_is_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

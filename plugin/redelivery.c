@@ -1,0 +1,497 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Redelivery tracking (see redelivery.h): which client holds which tracked
+ * record, whether it held it while connected, and which READ checks come
+ * from a reconnecting session.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redelivery.h"
+
+#define INITIAL_SIZE 256
+
+/* ---- hashing ---- */
+
+static uint64_t fnv(uint64_t h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	for(size_t i = 0; i < len; i++){
+		h ^= p[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+#define FNV_START 14695981039346656037ull
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+static uint64_t hash_client_id(const char *id)
+{
+	return fnv(FNV_START, id, strlen(id));
+}
+
+static uint64_t hash_pair(const struct dlq_record *r, const struct dlq_rclient *c)
+{
+	return mix((uint64_t)(uintptr_t)r * 31u + (uint64_t)(uintptr_t)c);
+}
+
+static uint64_t hash_content(const char *topic, const void *payload, uint32_t len)
+{
+	uint64_t h = fnv(FNV_START, topic, strlen(topic) + 1);
+	h = fnv(h, payload, len);
+	return h ? h : 1; /* 0 means "not indexed" */
+}
+
+/* ---- chained tables that grow ----
+ * Every table here chains through a pointer field of its items; next_off is
+ * that field's offset, key() an item's hash. */
+
+typedef uint64_t (*key_fn)(const void *item);
+
+#define NEXT(item, off) (*(void **)((char *)(item) + (off)))
+
+static int table_grow(void ***table, size_t *size, size_t count, size_t next_off, key_fn key)
+{
+	if(*table && count < *size) return 0;
+	size_t n = *table ? *size * 2 : INITIAL_SIZE;
+	void **t = calloc(n, sizeof(*t));
+	if(t == NULL) return *table ? 0 : ENOMEM; /* a full table only gets slower */
+	for(size_t i = 0; *table && i < *size; i++){
+		void *item = (*table)[i];
+		while(item){
+			void *next = NEXT(item, next_off);
+			size_t k = (size_t)(key(item) & (n - 1));
+			NEXT(item, next_off) = t[k];
+			t[k] = item;
+			item = next;
+		}
+	}
+	free(*table);
+	*table = t;
+	*size = n;
+	return 0;
+}
+
+static void table_unlink(void **table, size_t size, void *item, size_t next_off, uint64_t key)
+{
+	if(table == NULL) return;
+	void **pp = &table[key & (size - 1)];
+	while(*pp && *pp != item) pp = &NEXT(*pp, next_off);
+	if(*pp) *pp = NEXT(item, next_off);
+}
+
+static uint64_t delivery_key(const void *item)
+{
+	const struct dlq_delivery *d = item;
+	return hash_pair(d->record, d->client);
+}
+
+static uint64_t client_key(const void *item)
+{
+	return hash_client_id(((const struct dlq_rclient *)item)->id);
+}
+
+static uint64_t payload_key(const void *item)
+{
+	return mix(((const struct dlq_record *)item)->payload_ref);
+}
+
+static uint64_t content_key(const void *item)
+{
+	return ((const struct dlq_record *)item)->content_hash;
+}
+
+/* ---- lifetime ---- */
+
+int redelivery__init(struct dlq_redelivery *t)
+{
+	memset(t, 0, sizeof(*t));
+	return 0;
+}
+
+void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
+{
+	for(struct dlq_record *r = l ? l->oldest : NULL; r; r = r->newer){
+		l->bytes -= r->extra_bytes;
+		r->extra_bytes = 0;
+		r->deliveries = NULL;
+		r->payload_next = NULL;
+		r->content_next = NULL;
+		r->payload_ref = 0;
+		r->content_hash = 0;
+	}
+	for(size_t i = 0; t->table && i < t->table_size; i++){
+		struct dlq_delivery *d = t->table[i];
+		while(d){
+			struct dlq_delivery *next = d->hnext;
+			free(d);
+			d = next;
+		}
+	}
+	for(size_t i = 0; t->clients && i < t->clients_size; i++){
+		struct dlq_rclient *c = t->clients[i];
+		while(c){
+			struct dlq_rclient *next = c->hnext;
+			free(c);
+			c = next;
+		}
+	}
+	struct dlq_kick *k = t->kicks;
+	while(k){
+		struct dlq_kick *next = k->next;
+		free(k);
+		k = next;
+	}
+	free(t->table);
+	free(t->clients);
+	free(t->by_payload);
+	free(t->by_content);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ---- clients ---- */
+
+static struct dlq_rclient *client_find(const struct dlq_redelivery *t, const char *id)
+{
+	if(t->clients == NULL) return NULL;
+	for(struct dlq_rclient *c = t->clients[hash_client_id(id) & (t->clients_size - 1)]; c; c = c->hnext){
+		if(!strcmp(c->id, id)) return c;
+	}
+	return NULL;
+}
+
+static struct dlq_rclient *client_get(struct dlq_redelivery *t, const char *id)
+{
+	struct dlq_rclient *c = client_find(t, id);
+	if(c) return c;
+	if(table_grow((void ***)&t->clients, &t->clients_size, t->client_count, offsetof(struct dlq_rclient, hnext), client_key)){
+		return NULL;
+	}
+	size_t len = strlen(id);
+	c = calloc(1, sizeof(*c) + len + 1);
+	if(c == NULL) return NULL;
+	memcpy(c->id, id, len + 1);
+	size_t k = hash_client_id(id) & (t->clients_size - 1);
+	c->hnext = t->clients[k];
+	t->clients[k] = c;
+	t->client_count++;
+	return c;
+}
+
+/* A client is kept while deliveries reference it or while it is known to
+ * be connected (a sign worth keeping); otherwise it is forgotten. */
+static void client_release_if_unused(struct dlq_redelivery *t, struct dlq_rclient *c)
+{
+	if(c->deliveries || c->online || c->skip_next_burst) return;
+	table_unlink((void **)t->clients, t->clients_size, c, offsetof(struct dlq_rclient, hnext), hash_client_id(c->id));
+	t->client_count--;
+	free(c);
+}
+
+void redelivery__connected(struct dlq_redelivery *t, const char *client, uintptr_t conn)
+{
+	t->event++;
+	struct dlq_rclient *c = client_find(t, client);
+	/* The connection that just ended is still checked for its will. */
+	if(c && c->offline == conn) return;
+	if(c == NULL) c = client_get(t, client);
+	if(c == NULL) return; /* out of memory: the client stays unknown, which only counts less */
+	c->online = conn;
+	c->offline = 0;
+}
+
+void redelivery__disconnected(struct dlq_redelivery *t, const char *client, uintptr_t conn)
+{
+	t->event++;
+	struct dlq_rclient *c = client_find(t, client);
+	if(c == NULL) return;
+	/* A DISCONNECT for an older connection than the one known (a takeover
+	 * reports the old one after the new one was seen) changes nothing. */
+	if(c->online && c->online != conn) return;
+	c->online = 0;
+	c->offline = conn;
+	client_release_if_unused(t, c);
+}
+
+/* ---- deliveries ---- */
+
+struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client)
+{
+	struct dlq_rclient *c = client_find(t, client);
+	if(c == NULL || t->table == NULL) return NULL;
+	for(struct dlq_delivery *d = t->table[hash_pair(r, c) & (t->table_size - 1)]; d; d = d->hnext){
+		if(d->record == r && d->client == c) return d;
+	}
+	return NULL;
+}
+
+static struct dlq_delivery *delivery_find(const struct dlq_redelivery *t, const struct dlq_record *r,
+		const struct dlq_rclient *c)
+{
+	if(t->table == NULL) return NULL;
+	for(struct dlq_delivery *d = t->table[hash_pair(r, c) & (t->table_size - 1)]; d; d = d->hnext){
+		if(d->record == r && d->client == c) return d;
+	}
+	return NULL;
+}
+
+static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
+		struct dlq_rclient *c)
+{
+	if(table_grow((void ***)&t->table, &t->table_size, t->count, offsetof(struct dlq_delivery, hnext), delivery_key)){
+		return NULL;
+	}
+	struct dlq_delivery *d = calloc(1, sizeof(*d));
+	if(d == NULL) return NULL;
+	d->record = r;
+	d->client = c;
+	size_t k = hash_pair(r, c) & (t->table_size - 1);
+	d->hnext = t->table[k];
+	t->table[k] = d;
+	d->rnext = r->deliveries;
+	r->deliveries = d;
+	r->extra_bytes += DLQ_DELIVERY_BYTES;
+	l->bytes += DLQ_DELIVERY_BYTES;
+	c->deliveries++;
+	t->count++;
+	return d;
+}
+
+/* ---- the indexes ---- */
+
+static void unbind_payload(struct dlq_redelivery *t, struct dlq_record *r)
+{
+	if(r->payload_ref == 0) return;
+	table_unlink((void **)t->by_payload, t->by_payload_size, r, offsetof(struct dlq_record, payload_next), mix(r->payload_ref));
+	r->payload_ref = 0;
+	r->payload_next = NULL;
+	t->bound--;
+}
+
+static void unindex_content(struct dlq_redelivery *t, struct dlq_record *r)
+{
+	if(r->content_hash == 0) return;
+	table_unlink((void **)t->by_content, t->by_content_size, r, offsetof(struct dlq_record, content_next), r->content_hash);
+	r->content_hash = 0;
+	r->content_next = NULL;
+	t->indexed--;
+}
+
+static void bind(struct dlq_redelivery *t, struct dlq_record *r, uintptr_t ref)
+{
+	if(ref == 0) return;
+	/* The broker frees stored messages and reuses their addresses: a newer
+	 * message at the same address replaces the older binding. */
+	if(t->by_payload){
+		for(struct dlq_record *o = t->by_payload[mix(ref) & (t->by_payload_size - 1)]; o; o = o->payload_next){
+			if(o->payload_ref == ref){
+				unbind_payload(t, o);
+				break;
+			}
+		}
+	}
+	unbind_payload(t, r);
+	if(table_grow((void ***)&t->by_payload, &t->by_payload_size, t->bound, offsetof(struct dlq_record, payload_next), payload_key)){
+		return;
+	}
+	r->payload_ref = ref;
+	size_t k = mix(ref) & (t->by_payload_size - 1);
+	r->payload_next = t->by_payload[k];
+	t->by_payload[k] = r;
+	t->bound++;
+}
+
+void redelivery__bind_payload(struct dlq_redelivery *t, struct dlq_record *r, const void *payload)
+{
+	t->event++;
+	/* An empty payload has no address (the broker stores NULL): such
+	 * messages are not counted. */
+	bind(t, r, (uintptr_t)payload);
+}
+
+/* Whether r is the message the broker stored with this topic and payload. */
+static bool same_message(const struct dlq_record *r, const char *topic, const void *payload, uint32_t len)
+{
+	return r->payload_len == len && !strcmp(record__topic(r), topic)
+			&& (len == 0 || !memcmp(record__payload(r), payload, len));
+}
+
+static struct dlq_record *by_content(const struct dlq_redelivery *t, const char *topic, const void *payload, uint32_t len)
+{
+	if(t->by_content == NULL) return NULL;
+	uint64_t h = hash_content(topic, payload, len);
+	for(struct dlq_record *r = t->by_content[h & (t->by_content_size - 1)]; r; r = r->content_next){
+		if(r->content_hash == h && same_message(r, topic, payload, len)) return r;
+	}
+	return NULL;
+}
+
+int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client)
+{
+	t->event++;
+	if(r->payload_len == 0) return 0; /* no address to find it by later */
+	uint64_t h = hash_content(record__topic(r), record__payload(r), r->payload_len);
+	/* The newest copy with this content is the one the broker will store
+	 * next: it replaces an older one in the index. */
+	struct dlq_record *old = by_content(t, record__topic(r), record__payload(r), r->payload_len);
+	if(old) unindex_content(t, old);
+	if(table_grow((void ***)&t->by_content, &t->by_content_size, t->indexed, offsetof(struct dlq_record, content_next), content_key)){
+		return ENOMEM;
+	}
+	r->content_hash = h;
+	size_t k = h & (t->by_content_size - 1);
+	r->content_next = t->by_content[k];
+	t->by_content[k] = r;
+	t->indexed++;
+
+	if(client == NULL) return 0;
+	/* A copy for one client gets no READ check when the broker hands it
+	 * over, so its delivery is made now. */
+	struct dlq_rclient *c = client_get(t, client);
+	if(c == NULL) return ENOMEM;
+	struct dlq_delivery *d = delivery_find(t, r, c);
+	if(d == NULL) d = delivery_new(t, l, r, c);
+	if(d == NULL){
+		client_release_if_unused(t, c);
+		return ENOMEM;
+	}
+	d->held_connected = c->online != 0;
+	return 0;
+}
+
+void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r)
+{
+	unbind_payload(t, r);
+	unindex_content(t, r);
+	struct dlq_delivery *d = r->deliveries;
+	while(d){
+		struct dlq_delivery *next = d->rnext;
+		table_unlink((void **)t->table, t->table_size, d, offsetof(struct dlq_delivery, hnext), hash_pair(r, d->client));
+		t->count--;
+		d->client->deliveries--;
+		client_release_if_unused(t, d->client);
+		free(d);
+		d = next;
+	}
+	r->deliveries = NULL;
+	l->bytes -= r->extra_bytes;
+	r->extra_bytes = 0;
+}
+
+/* ---- READ checks ---- */
+
+static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq_read_check *c)
+{
+	uintptr_t ref = (uintptr_t)c->payload;
+	if(ref == 0 || c->payload_len == 0) return NULL;
+	if(t->by_payload){
+		for(struct dlq_record *r = t->by_payload[mix(ref) & (t->by_payload_size - 1)]; r; r = r->payload_next){
+			if(r->payload_ref == ref){
+				/* An address reused by a message not seen being tracked
+				 * (a will, another plugin's publish) is not this record. */
+				return same_message(r, c->topic, c->payload, c->payload_len) ? r : NULL;
+			}
+		}
+	}
+	/* A retry copy: the broker stored its own copy of our payload. */
+	struct dlq_record *r = by_content(t, c->topic, c->payload, c->payload_len);
+	if(r) bind(t, r, ref);
+	return r;
+}
+
+int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const struct dlq_read_check *c,
+		struct dlq_read_verdict *v)
+{
+	memset(v, 0, sizeof(*v));
+	uint64_t event = ++t->event;
+	struct dlq_rclient *cl = client_find(t, c->client);
+
+	if(cl && cl->offline && c->conn != cl->offline){
+		/* A check from a connection other than the session object the
+		 * client left behind: it has reconnected, and this is the first
+		 * check of the run the broker makes for what its session holds. */
+		cl->online = c->conn;
+		cl->offline = 0;
+		cl->burst_event = event;
+		cl->burst_pos = 0;
+		cl->burst_counts = !cl->skip_next_burst;
+		cl->skip_next_burst = false;
+		v->in_burst = true;
+	}else if(cl && cl->burst_event && cl->burst_event == event - 1 && cl->online == c->conn){
+		/* The run goes on: nothing else happened in between. */
+		cl->burst_event = event;
+		v->in_burst = true;
+	}else if(cl){
+		cl->burst_event = 0;
+	}
+	if(v->in_burst && c->qos > 0){
+		v->first_in_burst = cl->burst_pos == 0 && cl->burst_counts;
+		cl->burst_pos++;
+	}
+
+	if(c->qos == 0) return 0; /* never redelivered */
+	struct dlq_record *r = find_record(t, c);
+	if(r == NULL) return 0;
+	if(cl == NULL){
+		cl = client_get(t, c->client);
+		if(cl == NULL) return ENOMEM;
+		/* Nothing says whether this connection is live or a session
+		 * left behind (restored at startup, or offline since before the
+		 * client was known): taken as left behind, a reconnect from
+		 * elsewhere is then seen, and nothing is counted that was not
+		 * sent. */
+		cl->offline = c->conn;
+	}
+	struct dlq_delivery *d = delivery_find(t, r, cl);
+	if(d == NULL){
+		d = delivery_new(t, l, r, cl);
+		if(d == NULL){
+			client_release_if_unused(t, cl);
+			return ENOMEM;
+		}
+	}else if(v->first_in_burst && d->held_connected){
+		/* The oldest message in flight when the client left, sent to it
+		 * while connected: the broker is about to send it again. */
+		v->redelivery = true;
+	}
+	/* In a reconnecting session, or routed to a client known to be on
+	 * this connection, it is now held while connected. */
+	if(v->in_burst || (cl->online && cl->online == c->conn)) d->held_connected = true;
+	v->delivery = d;
+	return 0;
+}
+
+/* ---- kicks ---- */
+
+int redelivery__queue_kick(struct dlq_redelivery *t, struct dlq_rclient *c)
+{
+	for(struct dlq_kick *k = t->kicks; k; k = k->next){
+		if(!strcmp(k->client, c->id)) return 0;
+	}
+	size_t len = strlen(c->id);
+	struct dlq_kick *k = malloc(sizeof(*k) + len + 1);
+	if(k == NULL) return ENOMEM;
+	memcpy(k->client, c->id, len + 1);
+	k->next = t->kicks;
+	t->kicks = k;
+	c->skip_next_burst = true;
+	return 0;
+}
+
+struct dlq_kick *redelivery__take_kicks(struct dlq_redelivery *t)
+{
+	struct dlq_kick *k = t->kicks;
+	t->kicks = NULL;
+	return k;
+}

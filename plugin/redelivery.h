@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Redelivery tracking (plugin_opt_redelivery_tracking): counting, as
+ * attempts, the deliveries the broker repeats because a subscriber with a
+ * persistent session went away without acknowledging them.
+ *
+ * What Mosquitto 2.0.11 shows a plugin (shared/MOSQUITTO-NOTES.md): a READ
+ * access check for every message routed to a subscriber, and again, when a
+ * persistent session reconnects, for every message still in that session:
+ * first those that were in flight, then those queued and never sent, in one
+ * uninterrupted run of checks (a "burst") from the new connection, before
+ * anything else happens. The check carries the stored message's payload
+ * pointer, not its properties, and no DUP flag.
+ *
+ * So this module keeps, per tracked record and client, a delivery: whether
+ * the message reached the client while it was known to be connected, and
+ * how many redeliveries were counted. At a burst, the first QoS>0 message
+ * of the run is the oldest one in flight, and it was sent before if the
+ * client ever held it while connected: that one, and only that one, counts
+ * as a redelivery. This is exact with an in-flight window of 1, and may
+ * count too few (never too many) with a larger window: messages in flight
+ * behind the first are redelivered uncounted.
+ *
+ * Identities: a connection is the broker's context pointer, an opaque
+ * number here; a message is found by the payload pointer bound when it was
+ * tracked, or, for the plugin's own retry copies (whose stored copy the
+ * broker makes), by topic and payload content.
+ *
+ * Owned by the engine (struct dlq); the functions below are called by the
+ * broker adapters through dlq.h.
+ */
+#ifndef DLQ_REDELIVERY_H
+#define DLQ_REDELIVERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ledger.h"
+
+/* One tracked record delivered to one client. Owned by the tracker; the
+ * record's list (dlq_record.deliveries) and the tracker's table borrow it. */
+struct dlq_delivery {
+	struct dlq_delivery *hnext;   /* table chain, by (record, client) */
+	struct dlq_delivery *rnext;   /* the record's list */
+	struct dlq_record *record;    /* borrowed */
+	struct dlq_rclient *client;   /* borrowed; holds a reference */
+	uint16_t redeliveries;        /* counted so far */
+	bool held_connected;          /* the client held it while connected */
+	bool diverted;                /* removed from the session and dead-lettered */
+};
+
+/* A client the tracker knows: one with deliveries, or one known to be
+ * connected. */
+struct dlq_rclient {
+	struct dlq_rclient *hnext;
+	uintptr_t online;             /* its connection, when known to be connected; else 0 */
+	uintptr_t offline;            /* the session object it left behind; else 0 */
+	uint64_t burst_event;         /* the event number of its latest burst check */
+	unsigned burst_pos;           /* QoS>0 checks seen in that burst */
+	size_t deliveries;            /* how many deliveries reference it */
+	bool burst_counts;            /* this burst may count (not right after a kick) */
+	bool skip_next_burst;         /* it was kicked: its next burst counts nothing */
+	char id[];
+};
+
+struct dlq_kick {
+	struct dlq_kick *next;
+	char client[];
+};
+
+struct dlq_redelivery {
+	struct dlq_delivery **table;  /* owned; chains of deliveries */
+	size_t table_size;            /* a power of two */
+	size_t count;                 /* deliveries */
+	struct dlq_rclient **clients; /* owned; chains */
+	size_t clients_size;          /* a power of two */
+	size_t client_count;
+	struct dlq_record **by_payload; /* owned; chains through dlq_record.payload_next */
+	size_t by_payload_size;
+	size_t bound;                 /* records in by_payload */
+	struct dlq_record **by_content; /* owned; retry copies, chains through content_next */
+	size_t by_content_size;
+	size_t indexed;               /* records in by_content */
+	struct dlq_kick *kicks;       /* owned: clients to disconnect at the next tick */
+	uint64_t event;               /* numbers every broker event, to see bursts end */
+};
+
+/* The upper bound on how deliveries add to a record's accounted bytes. */
+#define DLQ_DELIVERY_BYTES (sizeof(struct dlq_delivery) + 2 * sizeof(void *))
+
+int redelivery__init(struct dlq_redelivery *t);
+/* Frees every delivery and client; the records stay (their lists are
+ * emptied). */
+void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l);
+
+/* Every broker event that is not an access check ends a burst. */
+static inline void redelivery__event(struct dlq_redelivery *t){ t->event++; }
+
+/* Binds the broker's stored payload to r, just tracked. */
+void redelivery__bind_payload(struct dlq_redelivery *t, struct dlq_record *r, const void *payload);
+/* Indexes a retry copy by content, and, for a copy to one client, makes its
+ * delivery (held while connected when that client is). */
+int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client);
+/* Forgets r (it leaves the ledger): its deliveries, its index entries. */
+void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r);
+
+/* A sign that client is connected on conn: it published, subscribed or
+ * sent a control message. */
+void redelivery__connected(struct dlq_redelivery *t, const char *client, uintptr_t conn);
+/* client's connection conn ended. */
+void redelivery__disconnected(struct dlq_redelivery *t, const char *client, uintptr_t conn);
+
+/* A READ access check, as the broker gives it. */
+struct dlq_read_check {
+	const char *client;
+	uintptr_t conn;
+	const char *topic;
+	const void *payload;
+	uint32_t payload_len;
+	uint8_t qos;
+};
+
+/* What a READ check is, for the engine to act on. */
+struct dlq_read_verdict {
+	struct dlq_delivery *delivery; /* borrowed; NULL: not a tracked delivery */
+	bool redelivery;               /* the delivery about to be made again was sent before */
+	bool in_burst;                 /* the check came from a reconnecting session */
+	bool first_in_burst;           /* the oldest message in flight at that reconnect */
+};
+
+/* Classifies one READ check and records the delivery (ENOMEM: none made,
+ * the check is then answered as if untracked). The engine decides whether
+ * to count or divert (dlq__read_check). */
+int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const struct dlq_read_check *c,
+		struct dlq_read_verdict *v);
+
+/* The delivery of r to client, or NULL. */
+struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client);
+
+/* Queues client to be disconnected at the next tick (the 2.0.x in-flight
+ * slot workaround); its next burst then counts nothing. */
+int redelivery__queue_kick(struct dlq_redelivery *t, struct dlq_rclient *c);
+/* Takes the list of clients to disconnect; the caller frees it. */
+struct dlq_kick *redelivery__take_kicks(struct dlq_redelivery *t);
+
+#endif
