@@ -35,7 +35,7 @@ struct dlq_record {
 	struct dlq_record *payload_next; /* chain of the by-payload index */
 	struct dlq_record *content_next; /* chain of the by-content index (retry copies) */
 	uintptr_t payload_ref;     /* the broker's stored payload; 0: not bound */
-	uint64_t content_hash;     /* retry copies: hash of topic and length; 0: not indexed */
+	uint64_t content_hash;     /* retry copies: hash of topic, length and payload ends; 0: not indexed */
 	uint32_t extra_bytes;      /* bytes of the deliveries, counted in record__bytes */
 	uint64_t created_ms;
 	int64_t first_nack_ms;     /* wall clock of the chain's first NACK; 0: none yet */

@@ -46,12 +46,24 @@ static uint64_t hash_pair(const struct dlq_record *r, const struct dlq_rclient *
 	return mix((uint64_t)(uintptr_t)r * 31u + (uint64_t)(uintptr_t)c);
 }
 
-/* Retry copies are indexed by topic and length only: hashing every payload
- * the broker checks would cost as much as the delivery. Candidates are then
- * compared byte for byte. */
-static uint64_t hash_content(const char *topic, uint32_t len)
+/* Retry copies are indexed by topic, length and up to CONTENT_EDGE bytes at
+ * each end of the payload: hashing every payload the broker checks would
+ * cost as much as the delivery. Candidates are then compared byte for
+ * byte, so payloads that differ only in the middle share a chain (slower,
+ * still right). */
+#define CONTENT_EDGE 64
+
+static uint64_t hash_content(const char *topic, const void *payload, uint32_t len)
 {
-	uint64_t h = mix(fnv(FNV_START, topic, strlen(topic)) + len);
+	uint64_t h = fnv(FNV_START, topic, strlen(topic) + 1);
+	h = fnv(h, &len, sizeof(len));
+	if(len <= 2 * CONTENT_EDGE){
+		h = fnv(h, payload, len);
+	}else{
+		h = fnv(h, payload, CONTENT_EDGE);
+		h = fnv(h, (const char *)payload + len - CONTENT_EDGE, CONTENT_EDGE);
+	}
+	h = mix(h);
 	return h ? h : 1; /* 0 means "not indexed" */
 }
 
@@ -332,7 +344,7 @@ static bool same_message(const struct dlq_record *r, const char *topic, const vo
 static struct dlq_record *by_content(const struct dlq_redelivery *t, const char *topic, const void *payload, uint32_t len)
 {
 	if(t->by_content == NULL) return NULL;
-	uint64_t h = hash_content(topic, len);
+	uint64_t h = hash_content(topic, payload, len);
 	for(struct dlq_record *r = t->by_content[h & (t->by_content_size - 1)]; r; r = r->content_next){
 		if(r->content_hash == h && same_message(r, topic, payload, len)) return r;
 	}
@@ -343,7 +355,7 @@ int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct
 {
 	t->event++;
 	if(r->payload_len == 0) return 0; /* no address to find it by later */
-	uint64_t h = hash_content(record__topic(r), r->payload_len);
+	uint64_t h = hash_content(record__topic(r), record__payload(r), r->payload_len);
 	/* The newest copy with this content is the one the broker will store
 	 * next: it replaces an older one in the index. */
 	struct dlq_record *old = by_content(t, record__topic(r), record__payload(r), r->payload_len);
