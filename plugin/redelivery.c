@@ -431,6 +431,17 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 	uint64_t event = ++t->event;
 	struct dlq_rclient *cl = client_find(t, c->client);
 
+	/* The QoS is the stored message's. 2.0.11 stores a plugin's publish to
+	 * one client with QoS 0 whatever it is delivered with (src/loop.c,
+	 * single_publish), so a retry copy's own QoS is taken from its record.
+	 * A copy's client is known to the tracker (redelivery__note_copy). */
+	uint8_t qos = c->qos;
+	struct dlq_record *r = NULL;
+	if(qos > 0 || cl){
+		r = find_record(t, c);
+		if(qos == 0 && r) qos = r->qos;
+	}
+
 	if(cl && cl->offline && c->conn != cl->offline){
 		/* A check from a connection other than the session object the
 		 * client left behind: it has reconnected, and this is the first
@@ -449,14 +460,12 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 	}else if(cl){
 		cl->burst_event = 0;
 	}
-	if(v->in_burst && c->qos > 0){
+	if(v->in_burst && qos > 0){
 		v->first_in_burst = cl->burst_pos == 0 && cl->burst_counts;
 		cl->burst_pos++;
 	}
 
-	if(c->qos == 0) return 0; /* never redelivered */
-	struct dlq_record *r = find_record(t, c);
-	if(r == NULL) return 0;
+	if(qos == 0 || r == NULL) return 0; /* QoS 0 is never redelivered */
 	if(cl == NULL){
 		cl = client_get(t, c->client);
 		if(cl == NULL) return ENOMEM;
