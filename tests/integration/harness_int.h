@@ -50,6 +50,10 @@ void client__free_all(void);
 void proc__reset(void);
 void proc__free_all(void);
 
+/* flood.c: the same for the test's flooding clients (flood_free). */
+void flood__reset(void);
+void flood__free_all(void);
+
 /* message.c: a received message, decoded and copied; msg__free frees it. */
 struct it_msg *msg__decode(const struct mosquitto_message *mm, const mosquitto_property *props);
 void msg__free(struct it_msg *m);
