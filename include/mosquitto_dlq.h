@@ -63,6 +63,9 @@
 #define DLQ_REASON_MAX_BYTES 1024
 /* At most this many commands in one $CONTROL/dlq/v1 message. */
 #define DLQ_MAX_COMMANDS 1000
+/* At most this many bytes in one $CONTROL/dlq/v1 message: parsed, a JSON
+ * document takes up to about 40 times its size in memory. */
+#define DLQ_MAX_CONTROL_BYTES (1024 * 1024)
 
 /* Retry delays. */
 #define DLQ_RETRY_BACKOFF_MAX 100.0

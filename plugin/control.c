@@ -315,6 +315,14 @@ static int handle_command(struct dlq *d, const struct dlq_control_request *req, 
 
 static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJSON *responses, unsigned *errors)
 {
+	/* Refused before parsing: cJSON spends about 64 bytes on a value that
+	 * can take 2 bytes of text, so a large document would cost the broker
+	 * some 40 times its size. */
+	if(req->payload_len > DLQ_MAX_CONTROL_BYTES){
+		char msg[80];
+		snprintf(msg, sizeof(msg), "payload larger than %d bytes", DLQ_MAX_CONTROL_BYTES);
+		return command_error(responses, NULL, NULL, msg, errors);
+	}
 	cJSON *doc = cJSON_ParseWithLength(req->payload, req->payload_len);
 	if(doc == NULL){
 		return command_error(responses, NULL, NULL, "payload is not valid JSON", errors);

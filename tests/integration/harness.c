@@ -228,6 +228,8 @@ static void harness_setup(void)
 {
 	broker__reset();
 	client__reset();
+	proc__reset();
+	flood__reset();
 }
 
 /* Runs only when the test passed (in fork mode a failed test's process
@@ -236,6 +238,8 @@ static void harness_setup(void)
 static void harness_teardown(void)
 {
 	char problems[2048] = "";
+	proc__free_all();
+	flood__free_all();
 	client__free_all();
 	bool ok = broker__stop_all(problems, sizeof(problems));
 	ck_assert_msg(ok, "%s", problems);

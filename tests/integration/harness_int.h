@@ -45,6 +45,15 @@ void client__reset(void);
 /* Disconnects and frees every client of the test. */
 void client__free_all(void);
 
+/* proc.c: forget the processes of a previous test (fixture setup); kill
+ * and free every process record of the test (proc_free). */
+void proc__reset(void);
+void proc__free_all(void);
+
+/* flood.c: the same for the test's flooding clients (flood_free). */
+void flood__reset(void);
+void flood__free_all(void);
+
 /* message.c: a received message, decoded and copied; msg__free frees it. */
 struct it_msg *msg__decode(const struct mosquitto_message *mm, const mosquitto_property *props);
 void msg__free(struct it_msg *m);

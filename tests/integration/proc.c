@@ -3,6 +3,8 @@
  * Child processes and broker-side helpers for the tool and bridge tests
  * (see proc.h). A child's standard output and error go to pipes that are
  * read whenever the test waits on it, so a chatty child never blocks.
+ * Every record is on the test's list from its spawn until proc_free, which
+ * the checked fixture calls for whatever the test left (proc__free_all).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,6 +34,7 @@ struct buf {
 };
 
 struct proc {
+	struct proc *next;    /* the test's list of processes */
 	pid_t pid;
 	int fd[2];            /* stdout, stderr; -1 once at EOF */
 	struct buf out[2];
@@ -39,6 +42,21 @@ struct proc {
 	int status;           /* exit status, or 128 + signal */
 	char cmdline[1024];
 };
+
+/* The current test's processes, newest first; each is freed by proc_free. */
+static struct proc *procs;
+
+void proc__reset(void)
+{
+	procs = NULL;
+}
+
+void proc__free_all(void)
+{
+	while(procs){
+		proc_free(procs);
+	}
+}
 
 static void buf_add(struct buf *b, const char *s, size_t n)
 {
@@ -140,6 +158,9 @@ static struct proc *spawn_v(const char *file, int line, struct broker *b, va_lis
 	if(!p){
 		abort();
 	}
+	p->fd[0] = p->fd[1] = -1;
+	p->next = procs;
+	procs = p;
 	size_t used = 0;
 	for(size_t i = 0; i < argc && used < sizeof(p->cmdline) - 1; i++){
 		int n = snprintf(p->cmdline + used, sizeof(p->cmdline) - used, "%s%s", i ? " " : "", argv[i]);
@@ -256,6 +277,30 @@ void proc_kill(struct proc *p, int sig)
 	if(!p->reaped){
 		kill(p->pid, sig);
 	}
+}
+
+void proc_free(struct proc *p)
+{
+	if(!p){
+		return;
+	}
+	for(struct proc **pp = &procs; *pp; pp = &(*pp)->next){
+		if(*pp == p){
+			*pp = p->next;
+			break;
+		}
+	}
+	if(p->pid > 0 && !p->reaped){
+		kill(p->pid, SIGKILL);
+		waitpid(p->pid, NULL, 0);
+	}
+	for(int i = 0; i < 2; i++){
+		if(p->fd[i] >= 0){
+			close(p->fd[i]);
+		}
+		free(p->out[i].data);
+	}
+	free(p);
 }
 
 int proc_status(const struct proc *p)

@@ -15,6 +15,10 @@
 
 #include "harness.h"
 
+/* A process record belongs to the test that started it: proc_free frees it
+ * (killing the process if it still runs), and the checked fixture frees
+ * every record the test did not, so tests need not. Pointers returned by
+ * proc_out and proc_err are valid until then. */
 struct proc;
 
 /* Starts "$DLQCTL --unix <b's socket> args..." in the background. */
@@ -49,6 +53,10 @@ void proc_kill(struct proc *p, int sig);
 int proc_status(const struct proc *p);
 const char *proc_out(struct proc *p);
 const char *proc_err(struct proc *p);
+
+/* Kills the process if it still runs, reaps it and frees its record and
+ * output. NULL is ignored. */
+void proc_free(struct proc *p);
 
 /* Prints the command line and output to stderr, for failure messages. */
 void proc_dump(struct proc *p);

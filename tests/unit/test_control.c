@@ -403,6 +403,32 @@ START_TEST(too_many_commands_are_refused_as_a_whole)
 }
 END_TEST
 
+/* A document over DLQ_MAX_CONTROL_BYTES is refused unparsed, whatever it
+ * holds; one of exactly that size is carried out. */
+START_TEST(an_oversized_document_is_refused_before_parsing)
+{
+	char id[DLQ_ID_LEN + 1];
+	track("numbers", "42", id);
+	char *doc_text = malloc(DLQ_MAX_CONTROL_BYTES + 2);
+	ck_assert_ptr_nonnull(doc_text);
+	int n = snprintf(doc_text, DLQ_MAX_CONTROL_BYTES + 2, "{\"commands\":[{\"command\":\"nack\",\"id\":\"%s\"}]}", id);
+	/* Padded with white space, which JSON allows after the value. */
+	memset(doc_text + n, ' ', DLQ_MAX_CONTROL_BYTES + 1 - (size_t)n);
+	doc_text[DLQ_MAX_CONTROL_BYTES + 1] = '\0';
+	const cJSON *r = json(doc_text, "sub1");
+	ck_assert_int_eq(cJSON_GetArraySize(r), 1);
+	expect_error(entry(r, 0), NULL, NULL, "payload larger than 1048576 bytes");
+	ck_assert_uint_eq(fake.publish_count, 0);
+
+	doc_text[DLQ_MAX_CONTROL_BYTES] = '\0';
+	r = json(doc_text, "sub1");
+	ck_assert_int_eq(cJSON_GetArraySize(r), 1);
+	expect_result(entry(r, 0), id, "retried", 1, 3);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	free(doc_text);
+}
+END_TEST
+
 START_TEST(the_most_commands_allowed_are_all_answered)
 {
 	size_t cap = 64 + DLQ_MAX_COMMANDS * 128;
@@ -695,6 +721,7 @@ static Suite *control_suite(void)
 	tcase_add_test(tc, an_empty_command_list_gets_an_empty_reply);
 	tcase_add_test(tc, too_many_commands_are_refused_as_a_whole);
 	tcase_add_test(tc, the_most_commands_allowed_are_all_answered);
+	tcase_add_test(tc, an_oversized_document_is_refused_before_parsing);
 	tcase_add_test(tc, the_sender_is_the_nacking_client);
 	suite_add_tcase(s, tc);
 

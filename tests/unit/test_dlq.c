@@ -580,6 +580,65 @@ START_TEST(a_message_larger_than_the_bound_is_not_tracked)
 }
 END_TEST
 
+/* MQTT's longest topic, 65,535 bytes: tracked, copied and dead-lettered
+ * whole, its origin-topic property 65,535 bytes too. */
+START_TEST(a_topic_of_65535_bytes_goes_through_its_chain)
+{
+	static const struct dlq_option opts[] = {
+		{"policy", "long/# max_attempts=2 dead_letter=dead/long"},
+	};
+	start(opts, ARRAY_LEN(opts));
+	static char topic[65536];
+	memcpy(topic, "long/", 5);
+	memset(topic + 5, 'x', 65530);
+	topic[65535] = '\0';
+	char id0[DLQ_ID_LEN + 1], id1[DLQ_ID_LEN + 1];
+	track(topic, "p", 1, id0);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	expect_publish(0, "sub1", topic, 1, "p");
+	expect_hdr(0, DLQ_PROP_ORIGIN_TOPIC, topic);
+	copy_id(0, id1);
+	dlq__tick(&d);
+	ck_assert_int_eq(nack(id1, "sub1"), DLQ_NACK_DEAD_LETTERED);
+	expect_publish(1, NULL, "dead/long", 1, "p");
+	expect_hdr(1, DLQ_PROP_ORIGIN_TOPIC, topic);
+	expect_hdr(1, DLQ_PROP_ORIGIN_ID, id0);
+	expect_hdr(1, DLQ_PROP_DEAD_LETTER_FILTER, "long/#");
+	expect_user_names(1, dead_letter_names, ARRAY_LEN(dead_letter_names));
+	ck_assert_uint_eq(d.counters.nacks_refused, 0);
+}
+END_TEST
+
+/* A flood of NACKs of ids never issued is refused and counted, one by one,
+ * and leaves nothing behind: no record, no envelope, no byte, no publish
+ * (the replies are control.c's), and no log line a client could flood. */
+START_TEST(ten_thousand_unknown_nacks_leave_nothing_behind)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track("numbers", "42", 1, id0);
+	size_t records = d.ledger.count;
+	uint64_t bytes = d.ledger.bytes;
+	size_t logs = fake.log_count;
+	for(unsigned i = 0; i < 10000; i++){
+		char id[DLQ_ID_LEN + 1];
+		snprintf(id, sizeof(id), "Unknown-%08u", i);
+		ck_assert_int_eq(nack(id, "flooder"), DLQ_NACK_UNKNOWN_ID);
+	}
+	ck_assert_uint_eq(d.counters.nacks_refused, 10000);
+	ck_assert_uint_eq(d.counters.unknown_ids, 10000);
+	ck_assert_uint_eq(d.counters.nacks, 0);
+	ck_assert_uint_eq(d.ledger.count, records);
+	ck_assert_uint_eq(d.ledger.bytes, bytes);
+	ck_assert_uint_eq(dlq__owed_count(&d), 0);
+	ck_assert_uint_eq(dlq__owed_bytes(&d), 0);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(fake.log_count, logs);
+	/* The real id is still there for its subscriber. */
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+}
+END_TEST
+
 START_TEST(owed_envelopes_count_against_the_bound_with_the_records)
 {
 	/* design.md: records stay NACKable "within max_pending_bytes counted
@@ -1321,6 +1380,12 @@ static Suite *dlq_suite(void)
 	tcase_add_test(tc, a_message_larger_than_the_bound_is_not_tracked);
 	tcase_add_test(tc, owed_envelopes_filling_the_bound_refuse_nacks);
 	tcase_add_test(tc, owed_envelopes_count_against_the_bound_with_the_records);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("limits");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_topic_of_65535_bytes_goes_through_its_chain);
+	tcase_add_test(tc, ten_thousand_unknown_nacks_leave_nothing_behind);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("publish failures");
