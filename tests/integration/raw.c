@@ -293,9 +293,11 @@ static void record_publish(const char *file, int line, struct raw *r, const stru
 /* Reads the next whole packet, waiting until deadline (monotonic ms). */
 static enum read_result read_packet(const char *file, int line, struct raw *r, uint64_t deadline, struct packet *p)
 {
-	memmove(r->in, r->in + r->consumed, r->inlen - r->consumed);
-	r->inlen -= r->consumed;
-	r->consumed = 0;
+	if(r->consumed){
+		memmove(r->in, r->in + r->consumed, r->inlen - r->consumed);
+		r->inlen -= r->consumed;
+		r->consumed = 0;
+	}
 	for(;;){
 		if(r->fd < 0){
 			return READ_CLOSED;
