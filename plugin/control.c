@@ -323,9 +323,12 @@ static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJS
 		snprintf(msg, sizeof(msg), "payload larger than %d bytes", DLQ_MAX_CONTROL_BYTES);
 		return command_error(responses, NULL, NULL, msg, errors);
 	}
+	/* cJSON says only "no document"; an allocator that failed says ENOMEM
+	 * (glibc's does), and then the document may well be valid. */
+	errno = 0;
 	cJSON *doc = cJSON_ParseWithLength(req->payload, req->payload_len);
 	if(doc == NULL){
-		return command_error(responses, NULL, NULL, "payload is not valid JSON", errors);
+		return command_error(responses, NULL, NULL, errno == ENOMEM ? "out of memory" : "payload is not valid JSON", errors);
 	}
 	int rc = 0;
 	const cJSON *commands = cJSON_GetObjectItemCaseSensitive(doc, "commands");

@@ -142,21 +142,25 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 	return 0;
 }
 
-/* A retry copy the broker has accepted becomes NACKable in turn. Its
- * record is made now, not at the NACK, so that a delay does not eat its
- * NACK window. */
-static void record_copy(struct dlq *d, struct dlq_envelope *e)
+/* The record that makes a retry copy NACKable once the broker accepts it,
+ * allocated before the copy is handed over: a copy must not go out that
+ * could not be NACKed for want of memory. NULL when out of memory. */
+static struct dlq_record *copy_record_new(const struct dlq_envelope *e)
 {
-	e->recorded = true;
-	if(e->policy == NULL) return;
 	struct dlq_record *copy = record__new(&e->id, &e->origin_id, e->topic, e->origin_topic,
 			e->payload, e->payload_len, e->headers, e->headers_len, e->policy,
 			(uint16_t)(e->retry_count + 1), e->qos, port__now_ms());
-	if(copy == NULL){
-		port__log(DLQ_LOG_ERR, "out of memory: retry copy on \"%s\" is sent, but it cannot be NACKed", e->topic);
-		return;
-	}
-	copy->first_nack_ms = e->first_nack_ms;
+	if(copy) copy->first_nack_ms = e->first_nack_ms;
+	return copy;
+}
+
+/* A retry copy the broker has accepted becomes NACKable in turn. Its
+ * record is made now, not at the NACK, so that a delay does not eat its
+ * NACK window. Takes copy. */
+static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record *copy)
+{
+	e->recorded = true;
+	copy->created_ms = port__now_ms();
 	if(remember(d, copy)){
 		port__log(DLQ_LOG_WARNING, "retry copy on \"%s\" does not fit max_pending_bytes: it is sent, "
 				"but it cannot be NACKed", e->topic);
@@ -170,11 +174,18 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e)
 }
 
 /* Hands e to the broker. Accepted: e waits in "sent" until the broker has
- * taken it. Refused: e waits in "owed". Takes e either way. */
+ * taken it. Refused (or no memory for a copy's record): e waits in "owed".
+ * Takes e either way. */
 static void send_envelope(struct dlq *d, struct dlq_envelope *e)
 {
 	struct dlq_headers h = {0};
-	int rc = envelope__headers(e, &h);
+	struct dlq_record *copy = NULL;
+	int rc = 0;
+	if(e->kind == DLQ_ENV_RETRY_COPY && !e->recorded && e->policy){
+		copy = copy_record_new(e);
+		if(copy == NULL) rc = ENOMEM;
+	}
+	if(rc == 0) rc = envelope__headers(e, &h);
 	if(rc == 0){
 		rc = port__publish(e->target_client, e->topic, envelope__qos(e), false,
 				e->payload, e->payload_len, h.data, h.len);
@@ -191,12 +202,14 @@ static void send_envelope(struct dlq *d, struct dlq_envelope *e)
 					e->origin_topic, origin, e->topic, (unsigned)e->retry_count, e->reason);
 		}else{
 			COUNT(d, e->policy, retry_copies, 1);
-			if(!e->recorded) record_copy(d, e);
+			if(copy) record_copy(d, e, copy);
+			else e->recorded = true;
 		}
 		outbox__push(&d->outbox, &d->outbox.sent, e);
 		return;
 	}
 
+	record__free(copy);
 	COUNT(d, e->policy, publish_failures, 1);
 	if(e->failures++ == 0){
 		port__log(DLQ_LOG_ERR, "failed to publish %s to \"%s\": %s; kept, retrying every tick",

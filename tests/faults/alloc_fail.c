@@ -5,6 +5,7 @@
  * __wrap_malloc, and __real_malloc the C library's (or the sanitizer's, or
  * valgrind's, which therefore still see every block).
  */
+#include <errno.h>
 #include <execinfo.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -111,6 +112,7 @@ static bool fail_now(void)
 	if(af.count != af.fail_at) return false;
 	af.injected = true;
 	describe_site(af.site, sizeof(af.site));
+	errno = ENOMEM; /* as glibc's allocator does */
 	return true;
 }
 

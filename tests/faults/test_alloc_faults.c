@@ -35,9 +35,11 @@
 /* ---- Known findings (handed to the lead; set to 0 once fixed) ---- */
 
 /* dlq.c record_copy: when the record of a retry copy cannot be allocated,
- * the copy is published but cannot be NACKed ("unknown or expired dlq-id"):
- * its chain can never reach the dead-letter topic. Logged at ERR. */
-#define KNOWN_COPY_NOT_NACKABLE 1
+ * the copy was published but could not be NACKed ("unknown or expired
+ * dlq-id"): its chain could never reach the dead-letter topic. Fixed: the
+ * record is allocated before the copy is handed over, and a copy without
+ * one waits in the outbox like a refused publish. */
+#define KNOWN_COPY_NOT_NACKABLE 0
 
 /* state.c decode_record: a record that cannot be allocated is counted as
  * skipped (as if expired) and the decode goes on: it is dropped without an
@@ -49,7 +51,7 @@
 /* control.c handle_json: when cJSON_ParseWithLength fails for want of
  * memory, the reply says "payload is not valid JSON": the request is
  * refused, but the client is told its valid document is invalid. */
-#define KNOWN_PARSE_OOM_AS_INVALID_JSON 1
+#define KNOWN_PARSE_OOM_AS_INVALID_JSON 0
 
 /* control.c: cJSON_AddItemToObject's result is not checked where a built
  * item is attached (add_response's and data_response's "correlationData",
