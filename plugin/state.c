@@ -199,6 +199,7 @@ struct reader {
 	const uint8_t *p;
 	size_t left;
 	bool bad;
+	bool nomem;      /* an allocation failed: the entry is whole, the plugin is not */
 };
 
 static uint64_t get_u(struct reader *r, int bytes)
@@ -242,6 +243,7 @@ static char *get_str(struct reader *r, bool empty_is_null)
 	char *s = malloc(n + 1);
 	if(s == NULL){
 		r->bad = true;
+		r->nomem = true;
 		return NULL;
 	}
 	memcpy(s, p, n);
@@ -319,11 +321,12 @@ static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, in
 	struct dlq_record *rec = NULL;
 	if(ok && policy && mono_now - created_mono <= d->cfg.nack_window_ms && ledger__find(&d->ledger, &id) == NULL){
 		rec = record__new(&id, &origin, topic, origin_topic, payload, plen, headers, hlen, policy, attempt, qos, created_mono);
+		if(rec == NULL) r->bad = r->nomem = true;
 	}
 	if(rec) rec->first_nack_ms = first_nack;
 	for(uint16_t i = 0; i < n && !r->bad; i++){
 		char *c = get_str(r, false);
-		if(rec && c) ledger__add_nacker(NULL, rec, c);
+		if(rec && c && ledger__add_nacker(NULL, rec, c) == ENOMEM) r->bad = r->nomem = true;
 		free(c);
 	}
 	free(filter);
@@ -396,6 +399,7 @@ static bool decode_envelope(struct dlq *d, struct reader *r, uint64_t mono_now, 
 		e = envelope__new((enum dlq_envelope_kind)kind, s[0], s[1], s[2], s[3], s[4], s[5], s[6],
 				payload, plen, headers, hlen);
 		ok = e != NULL;
+		if(e == NULL) r->nomem = true;
 	}
 	for(int i = 0; i < 7; i++){
 		free(s[i]);
@@ -421,7 +425,7 @@ static bool decode_envelope(struct dlq *d, struct reader *r, uint64_t mono_now, 
 		e->due_ms = mono_now + (uint64_t)(due - wall_now);
 		if(schedule__push(&d->delayed, e)){
 			envelope__free(e);
-			r->bad = true;
+			r->bad = r->nomem = true;
 			return false;
 		}
 	}else{
@@ -455,7 +459,7 @@ static void decode_nacker(struct dlq *d, struct reader *r)
 		memcpy(id.raw, p, DLQ_ID_RAW_LEN);
 		struct dlq_record *rec = ledger__find(&d->ledger, &id);
 		/* Gone (expired) or already there: nothing to do. */
-		if(rec) (void)ledger__add_nacker(&d->ledger, rec, client);
+		if(rec && ledger__add_nacker(&d->ledger, rec, client) == ENOMEM) r->bad = r->nomem = true;
 	}
 	free(client);
 }
@@ -514,6 +518,9 @@ static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t
 		}else{
 			ok = false;
 		}
+		/* Out of memory is not damage: the file stays as it is, and the
+		 * caller refuses to start rather than lose what it holds. */
+		if(r.nomem) return ENOMEM;
 		if(!ok || r.left != 0){
 			damaged(rep, pos, "malformed entry");
 			return 0;

@@ -46,7 +46,7 @@
  * error. decode_envelope / get_str: an allocation failure marks the entry
  * "malformed": the rest of the file is not restored and the file is set
  * aside as damaged. Either way state__decode_* returns 0, not ENOMEM. */
-#define KNOWN_DECODE_OOM_NOT_REPORTED 1
+#define KNOWN_DECODE_OOM_NOT_REPORTED 0
 
 /* control.c handle_json: when cJSON_ParseWithLength fails for want of
  * memory, the reply says "payload is not valid JSON": the request is
