@@ -5,6 +5,7 @@
  * MESSAGE or CONTROL callback would disconnect the client that sent it,
  * and no client is to blame for the plugin's troubles.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
 
@@ -97,6 +98,28 @@ static void send_reply(const char *client, const char *topic, const char *json,
 	headers__free(&h);
 }
 
+void adapter__find_acl_check(struct dlq_plugin *pl)
+{
+	*(void **)&pl->acl_check = dlsym(RTLD_DEFAULT, "mosquitto_acl_check");
+}
+
+struct read_probe {
+	struct dlq_plugin *pl;
+	struct mosquitto *client;
+};
+
+/* The broker's own answer to "may this client read that message", as it
+ * would give it for a delivery: every ACL source in order, this plugin's
+ * callback staying out of it. */
+static int may_read(void *ctx, const char *topic, const void *payload, uint32_t len, uint8_t qos)
+{
+	struct read_probe *p = ctx;
+	p->pl->own_check = true;
+	int rc = p->pl->acl_check(p->client, topic, len, (void *)payload, qos, false, MOSQ_ACL_READ);
+	p->pl->own_check = false;
+	return rc == MOSQ_ERR_SUCCESS ? 0 : EACCES;
+}
+
 int adapter__control(int event, void *event_data, void *userdata)
 {
 	struct mosquitto_evt_control *ed = event_data;
@@ -129,6 +152,11 @@ int adapter__control(int event, void *event_data, void *userdata)
 	mosquitto_property_read_string(ed->properties, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false);
 	mosquitto_property_read_binary(ed->properties, MQTT_PROP_CORRELATION_DATA, &correlation, &correlation_len, false);
 	req.reply_wanted = response_topic != NULL;
+	struct read_probe probe = { .pl = pl, .client = ed->client };
+	if(pl->acl_check){
+		req.may_read = may_read;
+		req.may_read_ctx = &probe;
+	}
 
 	if(control__handle(&pl->engine, &req, &reply)){
 		port__log(DLQ_LOG_ERR, "out of memory handling a control message from \"%s\"", client);
@@ -203,6 +231,7 @@ int adapter__acl_check(int event, void *event_data, void *userdata)
 	(void)event;
 
 	int no_opinion = pl->engine.cfg.redelivery == DLQ_REDELIVERY_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
+	if(pl->own_check) return no_opinion; /* the plugin asking, for a NACK: no delivery */
 	const char *client = mosquitto_client_id(ed->client);
 	if(client == NULL || ed->topic == NULL){
 		dlq__event(&pl->engine);

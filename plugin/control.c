@@ -135,6 +135,8 @@ static int run_nack(struct dlq *d, const struct dlq_control_request *req, const 
 		.client_persists = req->client_persists,
 		.delay_requested = delay_ms >= 0,
 		.delay_ms = delay_ms >= 0 ? (uint64_t)delay_ms : 0,
+		.may_read = req->may_read,
+		.may_read_ctx = req->may_read_ctx,
 	};
 	struct dlq_nack_result res;
 	dlq__nack(d, &n, &res);

@@ -22,6 +22,8 @@ struct dlq_control_request {
 	const char *reason;      /* borrowed: compact form's "reason" user property, or NULL */
 	const char *delay_ms;    /* borrowed: compact form's "delay-ms" user property, or NULL */
 	bool reply_wanted;       /* a reply goes out whatever happens (the request has a response topic) */
+	dlq_may_read_fn may_read;/* the sender's read permission, for NACKs (NULL: not checked) */
+	void *may_read_ctx;
 };
 
 struct dlq_control_reply {

@@ -310,6 +310,13 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 		goto refused;
 	}
 	policy = r->policy;
+	/* A retry copy for the delivery topic goes to this client alone, and
+	 * the broker makes no read check on such a publish: a client may NACK
+	 * only what it may read, whoever gave it the id. */
+	if(n->may_read && n->may_read(n->may_read_ctx, record__topic(r), record__payload(r), r->payload_len, r->qos)){
+		res->status = DLQ_NACK_NOT_PERMITTED;
+		goto refused;
+	}
 	res->attempt = attempts_of(d, r, n->client);
 	res->max_attempts = r->policy->max_attempts;
 	if(dlq__owed_bytes(d) >= d->cfg.max_pending_bytes){
@@ -357,6 +364,7 @@ const char *dlq__nack_status_text(enum dlq_nack_status s)
 		case DLQ_NACK_FULL: return "refused: retry copies and dead letters not yet published fill max_pending_bytes";
 		case DLQ_NACK_NOMEM: return "out of memory";
 		case DLQ_NACK_RANDOM_FAILED: return "the random source failed: no dlq-id for the retry copy";
+		case DLQ_NACK_NOT_PERMITTED: return "refused: this client may not read the message";
 	}
 	return "unknown status";
 }

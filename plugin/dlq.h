@@ -87,7 +87,12 @@ enum dlq_nack_status {
 	DLQ_NACK_FULL,           /* owed copies and dead letters fill the bound */
 	DLQ_NACK_NOMEM,
 	DLQ_NACK_RANDOM_FAILED,  /* no fresh dlq-id could be drawn */
+	DLQ_NACK_NOT_PERMITTED,  /* the broker's access control does not let this client read the message */
 };
+
+/* Asks the broker's access control whether the NACKing client may read a
+ * message (topic, payload, QoS): 0 yes, EACCES no. */
+typedef int (*dlq_may_read_fn)(void *ctx, const char *topic, const void *payload, uint32_t payload_len, uint8_t qos);
 
 struct dlq_nack {
 	const char *id;          /* borrowed; id_len bytes, not NUL-terminated */
@@ -97,6 +102,8 @@ struct dlq_nack {
 	bool client_persists;    /* the client's session outlives its connection */
 	bool delay_requested;    /* the NACK asks for its own delay ... */
 	uint64_t delay_ms;       /* ... of this many milliseconds (capped by the policy) */
+	dlq_may_read_fn may_read;/* NULL: no check (a dlq-id is then a bearer handle) */
+	void *may_read_ctx;
 };
 
 struct dlq_nack_result {

@@ -164,6 +164,11 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		goto nomem;
 	}
 	pl->identifier = identifier;
+	adapter__find_acl_check(pl);
+	if(pl->acl_check == NULL){
+		port__log(DLQ_LOG_WARNING, "this broker does not export mosquitto_acl_check: NACKs are not checked against "
+				"read access, so a client that is given another's dlq-id can NACK it and receive its retry copy");
+	}
 	pl->options = opts;
 	pl->option_count = count;
 	size_t policy_count = cfg.policies.count;

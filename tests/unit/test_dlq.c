@@ -178,6 +178,43 @@ static void now_time(char out[32])
 
 /* ------------------------------------------------------------------ */
 
+/* The broker's access check, played: only "reader" may read "numbers". */
+static int only_reader(void *ctx, const char *topic, const void *payload, uint32_t len, uint8_t qos)
+{
+	(void)payload;
+	(void)len;
+	(void)qos;
+	return !strcmp((const char *)ctx, "reader") && !strcmp(topic, "numbers") ? 0 : EACCES;
+}
+
+static enum dlq_nack_status nack_checked(const char *id, const char *client)
+{
+	struct dlq_nack n = {.id = id, .id_len = strlen(id), .client = client,
+		.may_read = only_reader, .may_read_ctx = (void *)client};
+	struct dlq_nack_result res;
+	dlq__nack(&d, &n, &res);
+	return res.status;
+}
+
+/* A client the broker would not let read the message cannot NACK it, even
+ * with its id: nothing is published, the refusal is counted, and a client
+ * that may read it still can. */
+START_TEST(a_nack_needs_read_access)
+{
+	char id[DLQ_ID_LEN + 1];
+	start(standard, ARRAY_LEN(standard));
+	track("numbers", "7", 1, id);
+	ck_assert_int_eq(nack_checked(id, "stranger"), DLQ_NACK_NOT_PERMITTED);
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(d.counters.nacks_refused, 1);
+	ck_assert_uint_eq(d.counters.nacks, 0);
+	ck_assert_str_eq(dlq__nack_status_text(DLQ_NACK_NOT_PERMITTED), "refused: this client may not read the message");
+	ck_assert_int_eq(nack_checked(id, "reader"), DLQ_NACK_RETRIED);
+	expect_publish(0, "reader", "numbers", 1, "7");
+	stop();
+}
+END_TEST
+
 START_TEST(policies_are_found_by_topic)
 {
 	start(standard, ARRAY_LEN(standard));
@@ -1361,6 +1398,7 @@ static Suite *dlq_suite(void)
 	TCase *tc = tcase_create("chains");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, policies_are_found_by_topic);
+	tcase_add_test(tc, a_nack_needs_read_access);
 	tcase_add_test(tc, tracking_stamps_distinct_ids_and_publishes_nothing);
 	tcase_add_test(tc, a_delivery_chain_ends_in_a_dead_letter_after_max_attempts);
 	tcase_add_test(tc, a_fixed_chain_goes_through_retry_to);
