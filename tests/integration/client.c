@@ -156,25 +156,11 @@ static void on_message(struct mosquitto *mosq, void *obj, const struct mosquitto
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Waits on c->cond until deadline (monotonic ms); false on timeout. Called
- * with c->lock held. */
+/* Waits on c->cond until deadline (monotonic ms); false once it passed.
+ * Called with c->lock held. */
 static bool wait_until(struct client *c, uint64_t deadline)
 {
-	uint64_t now = it_now_ms();
-	if(now >= deadline){
-		return false;
-	}
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t left = deadline - now;
-	ts.tv_sec += (time_t)(left / 1000);
-	ts.tv_nsec += (long)(left % 1000) * 1000000L;
-	if(ts.tv_nsec >= 1000000000L){
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(&c->cond, &c->lock, &ts);
-	return true;
+	return it__cond_wait_until(&c->cond, &c->lock, deadline);
 }
 
 /* Waits for the completion of mid; true and *rc when it came in time. */
@@ -559,4 +545,18 @@ const struct it_msg *client_find_payload(struct client *c, const char *filter, c
 	}
 	pthread_mutex_unlock(&c->lock);
 	return found;
+}
+
+void client_expect_dropped(struct client *c, size_t want)
+{
+	char text[32];
+	snprintf(text, sizeof(text), "%zu", want);
+	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
+	while(client_find_payload(c, BROKER_DROPPED_TOPIC, text, 0) == NULL){
+		if(it_now_ms() > deadline){
+			client_dump(c, BROKER_DROPPED_TOPIC);
+			ck_abort_msg("the broker did not report %s dropped messages", text);
+		}
+		client_wait(c, BROKER_DROPPED_TOPIC, client_count(c, BROKER_DROPPED_TOPIC) + 1, 100);
+	}
 }

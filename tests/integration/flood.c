@@ -139,21 +139,7 @@ static void on_message(struct mosquitto *mosq, void *obj, const struct mosquitto
  * Called with f->lock held. */
 static bool wait_until(struct flood *f, uint64_t deadline)
 {
-	uint64_t now = it_now_ms();
-	if(now >= deadline){
-		return false;
-	}
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t left = deadline - now;
-	ts.tv_sec += (time_t)(left / 1000);
-	ts.tv_nsec += (long)(left % 1000) * 1000000L;
-	if(ts.tv_nsec >= 1000000000L){
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(&f->cond, &f->lock, &ts);
-	return true;
+	return it__cond_wait_until(&f->cond, &f->lock, deadline);
 }
 
 struct flood *flood_new_at(const char *file, int line, struct broker *b, const char *name)

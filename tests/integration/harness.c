@@ -31,6 +31,25 @@ uint64_t it_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+bool it__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t deadline)
+{
+	uint64_t now = it_now_ms();
+	if(now >= deadline){
+		return false;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t left = deadline - now;
+	ts.tv_sec += (time_t)(left / 1000);
+	ts.tv_nsec += (long)(left % 1000) * 1000000L;
+	if(ts.tv_nsec >= 1000000000L){
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cond, mutex, &ts);
+	return true;
+}
+
 int64_t it_wall_ms(void)
 {
 	struct timespec ts;

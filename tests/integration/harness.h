@@ -230,6 +230,14 @@ void clients_settle_at(const char *file, int line, ...);
 bool client_connected(struct client *c);
 unsigned client_disconnects(struct client *c);
 
+/* The broker's count of messages it dropped because a client's queue was
+ * full. c must subscribe to it, and the broker run with sys_interval 1. */
+#define BROKER_DROPPED_TOPIC "$SYS/broker/publish/messages/dropped"
+
+/* Waits until the broker's dropped count (BROKER_DROPPED_TOPIC, to which c
+ * subscribed) says want; fails the test after HARNESS_WAIT_MS. */
+void client_expect_dropped(struct client *c, size_t want);
+
 /* Prints what the client received (matching filter, NULL: all) to stderr. */
 void client_dump(struct client *c, const char *filter);
 

@@ -7,6 +7,7 @@
 #ifndef DLQ_IT_HARNESS_INT_H
 #define DLQ_IT_HARNESS_INT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -53,6 +54,10 @@ void proc__free_all(void);
 /* flood.c: the same for the test's flooding clients (flood_free). */
 void flood__reset(void);
 void flood__free_all(void);
+
+/* harness.c: waits on cond (mutex held) until deadline (monotonic ms);
+ * false once the deadline has passed. */
+bool it__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t deadline);
 
 /* message.c: a received message, decoded and copied; msg__free frees it. */
 struct it_msg *msg__decode(const struct mosquitto_message *mm, const mosquitto_property *props);

@@ -24,7 +24,6 @@
 #include "proc.h"
 
 #define REPLY_TOPIC "faults/reply"
-#define DROPPED_TOPIC "$SYS/broker/publish/messages/dropped"
 
 /* A broker with the test build of the plugin, whose first fail_publishes
  * publishes fail, and one plugin_opt_<opt> line per further argument. */
@@ -261,22 +260,6 @@ static struct client *dead_letters_while_away(struct broker *b, size_t n, const 
 	return insp;
 }
 
-/* Waits until $SYS says the broker dropped want messages (c subscribes to
- * DROPPED_TOPIC; the broker publishes it every second when it changed). */
-static void expect_dropped(struct client *c, size_t want)
-{
-	char text[32];
-	snprintf(text, sizeof(text), "%zu", want);
-	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
-	while(client_find_payload(c, DROPPED_TOPIC, text, 0) == NULL){
-		if(it_now_ms() > deadline){
-			client_dump(c, DROPPED_TOPIC);
-			ck_abort_msg("the broker did not report %s dropped messages", text);
-		}
-		client_wait(c, DROPPED_TOPIC, client_count(c, DROPPED_TOPIC) + 1, 100);
-	}
-}
-
 /* 30 dead letters while the inspector is away, its queue limited to 5: the
  * broker keeps what fits (measured on 2.0.11: the first 5) and drops the
  * rest, counting them in $SYS. The plugin handed over, counted and logged
@@ -289,7 +272,7 @@ START_TEST(test_offline_inspector_with_a_full_queue)
 	snprintf(id, sizeof(id), "inspector-%ld", (long)getpid());
 	struct broker *b = queue_broker("limited-queue", 5, 5);
 	struct client *watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(watch, DROPPED_TOPIC, 0);
+	client_subscribe(watch, BROKER_DROPPED_TOPIC, 0);
 	size_t got;
 	struct client *insp = dead_letters_while_away(b, N, id, &got);
 	fprintf(stderr, "faults: an offline inspector with max_queued_messages 5 and max_inflight_messages 5 "
@@ -302,7 +285,7 @@ START_TEST(test_offline_inspector_with_a_full_queue)
 		snprintf(payload, sizeof(payload), "p%zu", i);
 		ck_assert_msg(client_find_payload(insp, "dlq/#", payload, 0), "dead letter %s is missing", payload);
 	}
-	expect_dropped(watch, N - got);
+	client_expect_dropped(watch, N - got);
 
 	struct broker *unlimited = queue_broker("unlimited-queue", 0, 20);
 	dead_letters_while_away(unlimited, N, id, &got);

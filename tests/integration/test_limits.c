@@ -497,24 +497,6 @@ static uint64_t serve_during(struct client *pub, struct client *worker, struct c
 	return slowest;
 }
 
-/* The broker's count of messages it dropped (for clients whose queues were
- * full), from $SYS, once it equals want; fails after HARNESS_WAIT_MS. c
- * subscribes to DROPPED_TOPIC, and the broker has sys_interval 1. */
-#define DROPPED_TOPIC "$SYS/broker/publish/messages/dropped"
-static void expect_dropped(struct client *c, size_t want)
-{
-	char text[32];
-	snprintf(text, sizeof(text), "%zu", want);
-	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
-	while(client_find_payload(c, DROPPED_TOPIC, text, 0) == NULL){
-		if(it_now_ms() > deadline){
-			client_dump(c, DROPPED_TOPIC);
-			ck_abort_msg("the broker did not report %s dropped messages", text);
-		}
-		client_wait(c, DROPPED_TOPIC, client_count(c, DROPPED_TOPIC) + 1, 100);
-	}
-}
-
 START_TEST(test_nack_flood)
 {
 	struct broker *b = broker_new(__func__);
@@ -527,7 +509,7 @@ START_TEST(test_nack_flood)
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
 	struct client *dead = client_new(b, "dead", MQTT_PROTOCOL_V5);
 	struct client *ops = client_new(b, "ops", MQTT_PROTOCOL_V5);
-	client_subscribe(ops, DROPPED_TOPIC, 0);
+	client_subscribe(ops, BROKER_DROPPED_TOPIC, 0);
 	client_subscribe(worker, "jobs", 1);
 	client_subscribe(dead, "dlq/#", 1);
 	uint64_t quiet_ms;
@@ -558,7 +540,7 @@ START_TEST(test_nack_flood)
 	}while(flood_wait(f, got + 1, 1000));
 	long rss_after = broker_rss_kib(b);
 	ck_assert_uint_le(got, FLOOD_N);
-	expect_dropped(ops, FLOOD_N - got);
+	client_expect_dropped(ops, FLOOD_N - got);
 
 	ck_assert_msg(flood_connected(f) && flood_disconnects(f) == 0, "the flooder was disconnected");
 	ck_assert_msg(flood_hits(f, unknown) == got, "%zu of %zu replies were not \"unknown\" refusals",
