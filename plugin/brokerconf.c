@@ -151,6 +151,16 @@ int brokerconf__plugin_index(const struct broker_facts *f, const char *path)
 	return -1;
 }
 
+/* Whether a plugin line other than self's names Mosquitto's
+ * dynamic-security plugin, the ACL plugin Debian ships. */
+static bool has_acl_plugin(const struct broker_facts *f, int self)
+{
+	for(unsigned i = 0; i < f->plugin_count && i < BROKERCONF_MAX_PLUGINS; i++){
+		if((int)i != self && strstr(f->plugins[i], "dynamic_security")) return true;
+	}
+	return false;
+}
+
 int brokerconf__check_redelivery(enum dlq_redelivery_mode mode, const struct broker_facts *f, int self,
 		char *err, size_t errlen, char *warn, size_t warnlen)
 {
@@ -178,6 +188,10 @@ int brokerconf__check_redelivery(enum dlq_redelivery_mode mode, const struct bro
 	if(self > 0){
 		snprintf(warn, warnlen, "plugin %s is loaded before this one: it sees every access check first, "
 				"and where it answers, redeliveries are not counted (put this plugin's line first)", f->plugins[0]);
+	}else if(mode == DLQ_REDELIVERY_DEFER && !f->acl_file && !has_acl_plugin(f, self)){
+		snprintf(warn, warnlen, "plugin_opt_redelivery_tracking defer: no acl_file, and no plugin known to answer "
+				"access checks (dynamic-security) is loaded after this one; if %s only authenticates, the broker "
+				"denies every publish and subscription", f->plugins[self == 0 ? 1 : 0]);
 	}else if(self < 0 && others){
 		snprintf(warn, warnlen, "this plugin's line was not found in %s: if another plugin is loaded before it "
 				"and answers access checks, redeliveries are not counted", f->path);

@@ -163,9 +163,13 @@ START_TEST(defer_is_refused_without_another_acl_source)
 
 	scan("plugin /usr/lib/dlq.so\nacl_file /etc/mosquitto/acl\n");
 	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
-	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/dynsec.so\n");
+	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so\n");
 	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
 	ck_assert_str_eq(warn, "");
+	/* A plugin not known to answer access checks: allowed, with a warning. */
+	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/auth-only.so\n");
+	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
+	ck_assert_ptr_nonnull(strstr(warn, "/usr/lib/auth-only.so only authenticates"));
 }
 END_TEST
 
