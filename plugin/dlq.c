@@ -548,7 +548,7 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
 		return false;
 	}
 	dv->diverted = true;
-	if(v.first_in_burst && redelivery__queue_kick(&d->redelivery, dv->client)){
+	if(v.first_in_burst && redelivery__queue_kick(&d->redelivery, dv->client, c->conn)){
 		port__log(DLQ_LOG_ERR, "out of memory: " QFMT " may receive nothing more until it reconnects", Q(c->client));
 	}
 	return true;

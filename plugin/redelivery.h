@@ -66,6 +66,7 @@ struct dlq_rclient {
 
 struct dlq_kick {
 	struct dlq_kick *next;
+	uintptr_t conn;               /* the connection to end: the one whose burst diverted */
 	char client[];
 };
 
@@ -138,9 +139,12 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 /* The delivery of r to client, or NULL. */
 struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client);
 
-/* Queues client to be disconnected at the next tick (the 2.0.x in-flight
- * slot workaround); its next burst then counts nothing. */
-int redelivery__queue_kick(struct dlq_redelivery *t, struct dlq_rclient *c);
+/* Queues client's connection conn to be disconnected at the next tick (the
+ * 2.0.x in-flight slot workaround); its next burst then counts nothing. A
+ * kick is dropped when that connection ends first (redelivery__disconnected):
+ * 2.0.11 would "disconnect" the offline session, adding it to its session
+ * expiry list a second time, and free it later with an entry still there. */
+int redelivery__queue_kick(struct dlq_redelivery *t, struct dlq_rclient *c, uintptr_t conn);
 /* Takes the list of clients to disconnect; the caller frees it. */
 struct dlq_kick *redelivery__take_kicks(struct dlq_redelivery *t);
 
