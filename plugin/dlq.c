@@ -45,6 +45,22 @@ static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
 	}
 }
 
+/* Records restored from the state file have lost the stored payload they
+ * were bound to: the broker restored its own copy of each message from its
+ * persistence file, at another address. Indexed by content, as retry copies
+ * are, they are found by the READ checks of the restored sessions, so that a
+ * message still in a session across a restart is counted (and a poison one
+ * diverted) instead of being redelivered forever. Oldest first: of equal
+ * messages the newest is found, as for copies. */
+static void index_restored(struct dlq *d)
+{
+	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF) return;
+	for(struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
+		/* Out of memory: the rest are not counted, which only counts less. */
+		if(redelivery__note_copy(&d->redelivery, &d->ledger, r, NULL)) break;
+	}
+}
+
 int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 {
 	memset(d, 0, sizeof(*d));
@@ -62,7 +78,9 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 	}
 	d->ledger.on_drop = record_dropped;
 	d->ledger.on_drop_ctx = d;
-	return persist__open(d, err, errlen);
+	int rc = persist__open(d, err, errlen);
+	if(rc == 0) index_restored(d);
+	return rc;
 }
 
 const struct dlq_policy *dlq__policy_for(const struct dlq *d, const char *topic)
@@ -569,7 +587,7 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
 		return false;
 	}
 	dv->diverted = true;
-	if(v.first_in_burst && redelivery__queue_kick(&d->redelivery, dv->client)){
+	if(v.first_in_burst && redelivery__queue_kick(&d->redelivery, dv->client, c->conn)){
 		port__log(DLQ_LOG_ERR, "out of memory: " QFMT " may receive nothing more until it reconnects", Q(c->client));
 	}
 	return true;

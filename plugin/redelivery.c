@@ -225,9 +225,24 @@ void redelivery__connected(struct dlq_redelivery *t, const char *client, uintptr
 	c->offline = 0;
 }
 
+/* The connection a queued kick was for has ended: the kick must not reach
+ * the session it left (see redelivery__queue_kick). */
+static void drop_kick(struct dlq_redelivery *t, const char *client, uintptr_t conn)
+{
+	for(struct dlq_kick **pk = &t->kicks; *pk; pk = &(*pk)->next){
+		struct dlq_kick *k = *pk;
+		if(k->conn == conn && !strcmp(k->client, client)){
+			*pk = k->next;
+			free(k);
+			return;
+		}
+	}
+}
+
 void redelivery__disconnected(struct dlq_redelivery *t, const char *client, uintptr_t conn)
 {
 	t->event++;
+	drop_kick(t, client, conn);
 	struct dlq_rclient *c = client_find(t, client);
 	if(c == NULL) return;
 	/* A DISCONNECT for an older connection than the one known (a takeover
@@ -497,7 +512,7 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 
 /* ---- kicks ---- */
 
-int redelivery__queue_kick(struct dlq_redelivery *t, struct dlq_rclient *c)
+int redelivery__queue_kick(struct dlq_redelivery *t, struct dlq_rclient *c, uintptr_t conn)
 {
 	for(struct dlq_kick *k = t->kicks; k; k = k->next){
 		if(!strcmp(k->client, c->id)) return 0;
@@ -505,6 +520,7 @@ int redelivery__queue_kick(struct dlq_redelivery *t, struct dlq_rclient *c)
 	size_t len = strlen(c->id);
 	struct dlq_kick *k = malloc(sizeof(*k) + len + 1);
 	if(k == NULL) return ENOMEM;
+	k->conn = conn;
 	memcpy(k->client, c->id, len + 1);
 	k->next = t->kicks;
 	t->kicks = k;

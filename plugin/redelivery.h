@@ -24,7 +24,8 @@
  * Identities: a connection is the broker's context pointer, an opaque
  * number here; a message is found by the payload pointer bound when it was
  * tracked, or, for the plugin's own retry copies (whose stored copy the
- * broker makes), by topic and payload content.
+ * broker makes) and for records restored after a restart, by topic and
+ * payload content.
  *
  * Owned by the engine (struct dlq); the functions below are called by the
  * broker adapters through dlq.h.
@@ -66,6 +67,7 @@ struct dlq_rclient {
 
 struct dlq_kick {
 	struct dlq_kick *next;
+	uintptr_t conn;               /* the connection to end: the one whose burst diverted */
 	char client[];
 };
 
@@ -100,7 +102,9 @@ static inline void redelivery__event(struct dlq_redelivery *t){ t->event++; }
 /* Binds the broker's stored payload to r, just tracked. */
 void redelivery__bind_payload(struct dlq_redelivery *t, struct dlq_record *r, const void *payload);
 /* Indexes a retry copy by content, and, for a copy to one client, makes its
- * delivery (held while connected when that client is). */
+ * delivery (held while connected when that client is). Also used, with
+ * client NULL, for records restored from the state file (their stored
+ * payload's address is gone with the broker that stored it). */
 int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client);
 /* Forgets r (it leaves the ledger): its deliveries, its index entries. */
 void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r);
@@ -138,9 +142,12 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 /* The delivery of r to client, or NULL. */
 struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client);
 
-/* Queues client to be disconnected at the next tick (the 2.0.x in-flight
- * slot workaround); its next burst then counts nothing. */
-int redelivery__queue_kick(struct dlq_redelivery *t, struct dlq_rclient *c);
+/* Queues client's connection conn to be disconnected at the next tick (the
+ * 2.0.x in-flight slot workaround); its next burst then counts nothing. A
+ * kick is dropped when that connection ends first (redelivery__disconnected):
+ * 2.0.11 would "disconnect" the offline session, adding it to its session
+ * expiry list a second time, and free it later with an entry still there. */
+int redelivery__queue_kick(struct dlq_redelivery *t, struct dlq_rclient *c, uintptr_t conn);
 /* Takes the list of clients to disconnect; the caller frees it. */
 struct dlq_kick *redelivery__take_kicks(struct dlq_redelivery *t);
 

@@ -22,12 +22,14 @@
  * not see), "pub" publishes.
  */
 #include <glob.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "proc.h"
 #include "raw.h"
 
 #define POLICY "plugin_opt_policy jobs/# max_attempts=3 dead_letter=dead/jobs"
@@ -365,6 +367,58 @@ START_TEST(test_other_subscriber_unaffected)
 	expect_received(w, "next", 1);
 	raw_free(w);
 	raw_free(good);
+}
+END_TEST
+
+/* ---- 3b: gone before the kick ---- */
+
+/* The reconnection that diverts "poison" ends before the broker's next tick:
+ * the subscriber sent CONNECT and closed its socket at once (the broker,
+ * stopped meanwhile, finds the CONNECT and then a closed socket when it
+ * answers). The plugin must not kick the session left behind: Mosquitto
+ * 2.0.11 would "disconnect" the offline session again, put it on its
+ * session expiry list a second time, and later free it with an entry still
+ * there (the soak found this as a crash at shutdown; valgrind shows the
+ * use-after-free). The subscriber then comes back and gets "next". */
+START_TEST(test_gone_before_the_kick)
+{
+	struct scene s;
+	scene_start(&s, tracking_broker(__func__, "allow", true));
+	struct raw *w = persistent(s.b, "worker", MQTT_PROTOCOL_V5, NULL);
+	join(w, FILTER);
+	client_publish_str(s.pub, TOPIC, "poison", 1);
+	client_publish_str(s.pub, TOPIC, "next", 1);
+	const char *id = original_id(&s, "poison", 0);
+	struct crash_loop cl = { .r = w, .crash_on = "poison", .max_crashes = MAX_ATTEMPTS, .dlq_id = id };
+	crash_loop(&cl);
+
+	it_signal_broker(s.b, SIGSTOP);
+	raw_open(w);
+	bool sent = raw_send_connect(w);
+	raw_close(w);
+	it_signal_broker(s.b, SIGCONT);
+	ck_assert(sent);
+	expect_tracking_dead_letter(client_expect(s.watch, DEAD, 1), "poison", id, "worker");
+	expect_dead_letters(&s, 1);
+
+	/* It comes back (taking over the session left behind), gets "next",
+	 * and leaves again: with the session listed twice for expiry, the
+	 * takeover frees it while one entry still points to it. */
+	ck_assert_msg(raw_connect(w), "the worker found no session");
+	const struct raw_msg *m = raw_expect(w);
+	ck_assert_str_eq(m->payload, "next");
+	ck_assert(raw_puback(w, m->mid));
+	ck_assert(raw_disconnect(w));
+	ck_assert_msg(raw_connect(w), "the worker found no session");
+	ck_assert(raw_disconnect(w));
+	expect_dead_letters(&s, 1);
+	expect_received(w, "poison", MAX_ATTEMPTS);
+	expect_received(w, "next", 1);
+	char *log = broker_log(s.b);
+	size_t kicks = lines_with(log, RECOUNT_LOG);
+	free(log);
+	ck_assert_msg(kicks == 0, "the plugin disconnected a client whose connection had already ended");
+	raw_free(w);
 }
 END_TEST
 
@@ -786,6 +840,7 @@ static Suite *redelivery_suite(void)
 	tcase_add_test(tc, test_window1_v5);
 	tcase_add_test(tc, test_default_window_v311);
 	tcase_add_test(tc, test_other_subscriber_unaffected);
+	tcase_add_test(tc, test_gone_before_the_kick);
 	tcase_add_test(tc, test_queued_messages_not_counted);
 	tcase_add_test(tc, test_nack_then_redeliveries);
 	tcase_add_test(tc, test_acl_file_defer);

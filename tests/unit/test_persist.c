@@ -332,6 +332,47 @@ START_TEST(a_targeted_copy_reaches_a_persisting_session_after_a_restart)
 }
 END_TEST
 
+/* Redelivery tracking across a restart: the broker restores a session's
+ * message from its own persistence file, at another address than the one
+ * the plugin bound when it tracked it. The restored record is found by its
+ * content, so a subscriber that keeps crashing on it is still stopped: after
+ * the restart the plugin first sees the client as a session left behind
+ * (connection 2, not counted) and then holding the message (3, not counted:
+ * it was not known to be sent), then counts 4 and 5, and diverts it at 6. */
+START_TEST(a_message_in_a_session_across_a_restart_is_still_counted)
+{
+	static const struct extra tracking[] = { {"redelivery_tracking", "allow"} };
+	static char before[] = "poison", after[] = "poison";
+	start_with(tracking, 1, true);
+	char id[DLQ_ID_LEN + 1];
+	dlq__client_active(&d, "s", 1);
+	const struct dlq_policy *p = dlq__policy_for(&d, "numbers");
+	ck_assert_int_eq(dlq__track(&d, p, "numbers", before, (uint32_t)strlen(before), 1, NULL, 0, id), 0);
+	struct dlq_read_check c = { .client = "s", .conn = 1, .topic = "numbers", .payload = before,
+		.payload_len = (uint32_t)strlen(before), .qos = 1 };
+	ck_assert(!dlq__read_check(&d, &c));
+	dlq__event(&d);
+	dlq__client_left(&d, "s", 1);
+	restart_with(tracking, 1, true, 1000);
+
+	c.payload = after;
+	for(uintptr_t conn = 2; conn <= 5; conn++){
+		c.conn = conn;
+		ck_assert_msg(!dlq__read_check(&d, &c), "removed at connection %u", (unsigned)conn);
+		dlq__event(&d);
+		dlq__client_left(&d, "s", conn);
+	}
+	ck_assert_uint_eq(d.counters.redeliveries, 2);
+	c.conn = 6;
+	ck_assert(dlq__read_check(&d, &c));
+	ck_assert_uint_eq(d.counters.diverted, 1);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_str_eq(pub(0)->topic, "dead/numbers");
+	ck_assert_str_eq(hdr(0, DLQ_PROP_ORIGIN_ID), id);
+	ck_assert_str_eq(hdr(0, DLQ_PROP_RETRY_COUNT), "3");
+}
+END_TEST
+
 START_TEST(without_broker_persistence_a_restored_targeted_copy_becomes_a_dead_letter)
 {
 	start();
@@ -767,6 +808,7 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, without_broker_persistence_a_restored_targeted_copy_becomes_a_dead_letter);
 	tcase_add_test(tc, a_v5_subscriber_has_no_session_after_a_restart);
 	tcase_add_test(tc, a_dead_letter_not_yet_published_survives_a_restart);
+	tcase_add_test(tc, a_message_in_a_session_across_a_restart_is_still_counted);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("damage");

@@ -177,6 +177,52 @@ START_TEST(window_one_crash_loop)
 }
 END_TEST
 
+/* A client whose connection ends between the divert and the next tick is
+ * not kicked: 2.0.11 would "disconnect" its offline session a second time,
+ * putting it on the session expiry list twice, and later free it with one
+ * entry left (a use-after-free the soak found). The DISCONNECT of an older
+ * connection of the same client (a takeover reports it late) does not
+ * cancel the kick. */
+START_TEST(no_kick_after_the_connection_ended)
+{
+	char id[DLQ_ID_LEN + 1];
+	start();
+	subscribe("s", 1);
+	publish("jobs/a", poison, id);
+	ck_assert(!check("s", 1, poison));
+	leave("s", 1);
+	for(uintptr_t conn = 2; conn <= 3; conn++){
+		ck_assert(!check("s", conn, poison));
+		leave("s", conn);
+	}
+	ck_assert(check("s", 4, poison));
+	ck_assert_uint_eq(d.counters.diverted, 1);
+	leave("s", 4);
+	dlq__event(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.kick_count, 0);
+
+	/* Another client: diverted on connection 14; a DISCONNECT of its
+	 * connection 13 reported again after that leaves the kick queued. */
+	subscribe("t", 11);
+	publish("jobs/a", other, id);
+	ck_assert(!check("t", 11, other));
+	leave("t", 11);
+	ck_assert(!check("t", 12, other));
+	leave("t", 12);
+	ck_assert(!check("t", 13, other));
+	leave("t", 13);
+	ck_assert(check("t", 14, other));
+	dlq__event(&d);
+	dlq__client_left(&d, "t", 13);
+	dlq__event(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.kick_count, 1);
+	ck_assert_str_eq(fake.kicks[0], "t");
+	stop();
+}
+END_TEST
+
 /* Messages routed to a session while its client is away were never sent:
  * at the reconnect they are checked like the rest but never counted. */
 START_TEST(queued_while_offline_is_not_counted)
@@ -469,6 +515,7 @@ static Suite *redelivery_suite(void)
 	Suite *s = suite_create("redelivery");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, window_one_crash_loop);
+	tcase_add_test(tc, no_kick_after_the_connection_ended);
 	tcase_add_test(tc, queued_while_offline_is_not_counted);
 	tcase_add_test(tc, unknown_client_is_not_assumed_connected);
 	tcase_add_test(tc, only_the_head_of_the_run_counts);
