@@ -57,6 +57,16 @@ struct broker_opts {
 	const char *const *plugin_opts;
 	const char *const *suite_opts;
 	int ready_timeout_ms;
+	/* For other programs that start brokers this way (the soak,
+	 * tests/soak): NULL-terminated plugin_opt_policy values written instead
+	 * of the benchmark's BENCH_POLICIES, or NULL; more broker configuration
+	 * lines (before the plugin line), or NULL; the broker's persistence in
+	 * its directory instead of "persistence false"; the directory's name
+	 * before its random suffix (NULL: "dlq-bench"). */
+	const char *const *policies;
+	const char *const *broker_conf;
+	bool persistence;
+	const char *dir_name;
 };
 
 struct broker {
@@ -73,6 +83,9 @@ struct broker {
 	char watch_file[64];
 	double stop_ms;
 	long long watch_bytes;
+	/* Where this start's lines begin in the log file: a broker started
+	 * again by broker__restart goes on in the same file. */
+	long log_offset;
 };
 
 /* Creates a private directory, writes the configuration and starts the
@@ -82,6 +95,19 @@ int broker__start(struct broker *b, const struct broker_opts *o);
 /* SIGTERM, wait (bounded), SIGKILL if needed; removes the directory.
  * Returns the exit status from waitpid, or -1. */
 int broker__stop(struct broker *b);
+/* Sends sig (SIGTERM: then as broker__stop, SIGKILL if it does not exit
+ * in time; SIGKILL: at once) and reaps the broker, keeping its directory
+ * (configuration, log, persistence, state files) for broker__restart or
+ * for inspection. Sets stop_ms. Returns the exit status from waitpid, or
+ * -1 if it was not running. */
+int broker__halt(struct broker *b, int sig);
+/* Starts a halted broker again in the same directory with the same
+ * configuration, and waits for its "running" line as broker__start does
+ * (o gives the binary, CPU and timeout; its configuration fields are not
+ * used again). Returns 0, or -1 (logged, the directory kept). */
+int broker__restart(struct broker *b, const struct broker_opts *o);
+/* Removes a halted broker's directory. */
+void broker__remove_dir(struct broker *b);
 /* Resident set size in KiB, or -1. */
 long broker__rss_kib(const struct broker *b);
 /* CPU time used by the broker so far, in nanoseconds (schedstat, else

@@ -5,6 +5,8 @@
  * port the kernel chose), and a log file; it is ready when its log says
  * "mosquitto version ... running", and it is stopped by PID. A broker dies
  * with the benchmark (PR_SET_PDEATHSIG), so an interrupted run leaves none.
+ * The soak (tests/soak) starts its broker here too, with its own policies
+ * and persistence, and halts and restarts it in the same directory.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -36,10 +38,16 @@
 static struct broker *live[MAX_LIVE];
 static bool live_valgrind[MAX_LIVE];
 
-static char *slurp(const char *path)
+/* The file from byte offset on, NUL-terminated (the caller frees it), or
+ * NULL. */
+static char *slurp_from(const char *path, long offset)
 {
 	FILE *f = fopen(path, "rb");
 	if(f == NULL) return NULL;
+	if(offset > 0 && fseek(f, offset, SEEK_SET)){
+		fclose(f);
+		return NULL;
+	}
 	size_t cap = 8192, len = 0;
 	char *buf = malloc(cap);
 	while(buf){
@@ -64,9 +72,21 @@ static char *slurp(const char *path)
 	return buf;
 }
 
-static bool log_says_running(const char *path)
+static char *slurp(const char *path)
 {
-	char *log = slurp(path);
+	return slurp_from(path, 0);
+}
+
+/* The size of a file, or 0 if it does not exist. */
+static long file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+static bool log_says_running(const char *path, long offset)
+{
+	char *log = slurp_from(path, offset);
 	bool ready = false;
 	for(char *line = log; line && *line && !ready;){
 		char *eol = strchr(line, '\n');
@@ -99,8 +119,14 @@ static int free_port(void)
 	return port;
 }
 
-static void write_policies(FILE *f)
+static void write_policies(FILE *f, const struct broker_opts *o)
 {
+	if(o->policies){
+		for(int i = 0; o->policies[i]; i++){
+			fprintf(f, "plugin_opt_policy %s\n", o->policies[i]);
+		}
+		return;
+	}
 	/* Decoys shaped like real deployments: literal prefixes that share the
 	 * first level with the benchmark topics, '#' subtrees, and '+' at the
 	 * first level, so that matching an untracked topic walks the trie. */
@@ -161,14 +187,22 @@ static int write_config(struct broker *b, const struct broker_opts *o)
 		snprintf(b->host, sizeof(b->host), "%s/mqtt.sock", b->dir);
 		fprintf(f, "listener 0 %s\n", b->host);
 	}
-	fprintf(f, "allow_anonymous true\npersistence false\n");
+	fprintf(f, "allow_anonymous true\n");
+	if(o->persistence){
+		fprintf(f, "persistence true\npersistence_location %s/\n", b->dir);
+	}else{
+		fprintf(f, "persistence false\n");
+	}
 	/* As Debian ships it: a log file, default log types. */
 	fprintf(f, "log_dest file %s\n", b->log_path);
 	if(geteuid() == 0) fprintf(f, "user root\n");
 	if(o->no_sys_topics) fprintf(f, "sys_interval 0\n");
+	for(int i = 0; o->broker_conf && o->broker_conf[i]; i++){
+		fprintf(f, "%s\n", o->broker_conf[i]);
+	}
 	if(o->kind == BROKER_PLUGIN){
 		fprintf(f, "plugin %s\n", o->plugin_path);
-		write_policies(f);
+		write_policies(f, o);
 		if(o->nack_window) fprintf(f, "plugin_opt_nack_window %s\n", o->nack_window);
 		if(o->max_pending) fprintf(f, "plugin_opt_max_pending_bytes %s\n", o->max_pending);
 		if(o->no_sys_topics) fprintf(f, "plugin_opt_sys_interval 0s\n");
@@ -222,21 +256,10 @@ static void remove_dir(const char *dir)
 	rmdir(dir);
 }
 
-int broker__start(struct broker *b, const struct broker_opts *o)
+/* Forks and execs the broker on the configuration in b->dir and waits for
+ * the "running" line it writes after b->log_offset. */
+static int spawn(struct broker *b, const struct broker_opts *o)
 {
-	memset(b, 0, sizeof(*b));
-	snprintf(b->dir, sizeof(b->dir), "/tmp/dlq-bench-XXXXXX");
-	if(mkdtemp(b->dir) == NULL){
-		perror("dlq_bench: mkdtemp");
-		return -1;
-	}
-	snprintf(b->conf_path, sizeof(b->conf_path), "%s/mosquitto.conf", b->dir);
-	snprintf(b->log_path, sizeof(b->log_path), "%s/broker.log", b->dir);
-	if(write_config(b, o)){
-		fprintf(stderr, "dlq_bench: cannot write %s\n", b->conf_path);
-		remove_dir(b->dir);
-		return -1;
-	}
 	const char *bin = o->mosquitto_bin ? o->mosquitto_bin : "/usr/sbin/mosquitto";
 	char out_path[256], cg_arg[320];
 	snprintf(out_path, sizeof(out_path), "%s/stdout.log", b->dir);
@@ -254,7 +277,7 @@ int broker__start(struct broker *b, const struct broker_opts *o)
 			CPU_SET(o->cpu, &set);
 			sched_setaffinity(0, sizeof(set), &set);
 		}
-		int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		if(fd >= 0){
 			dup2(fd, STDOUT_FILENO);
 			dup2(fd, STDERR_FILENO);
@@ -291,14 +314,13 @@ int broker__start(struct broker *b, const struct broker_opts *o)
 
 	uint64_t deadline = bench__now_ns() + (uint64_t)o->ready_timeout_ms * 1000000u;
 	while(bench__now_ns() < deadline && !bench__interrupted()){
-		if(log_says_running(b->log_path)) return 0;
+		if(log_says_running(b->log_path, b->log_offset)) return 0;
 		int status;
 		if(waitpid(pid, &status, WNOHANG) == pid){
 			b->running = false;
 			untrack(b);
 			fprintf(stderr, "dlq_bench: broker exited during startup (status 0x%x)\n", status);
 			broker__print_log(b);
-			remove_dir(b->dir);
 			return -1;
 		}
 		bench__sleep_ms(10);
@@ -307,17 +329,47 @@ int broker__start(struct broker *b, const struct broker_opts *o)
 		fprintf(stderr, "dlq_bench: broker not ready within %d ms\n", o->ready_timeout_ms);
 		broker__print_log(b);
 	}
-	broker__stop(b);
+	broker__halt(b, SIGKILL);
 	return -1;
 }
 
-int broker__stop(struct broker *b)
+int broker__start(struct broker *b, const struct broker_opts *o)
+{
+	memset(b, 0, sizeof(*b));
+	snprintf(b->dir, sizeof(b->dir), "/tmp/%s-XXXXXX", o->dir_name ? o->dir_name : "dlq-bench");
+	if(mkdtemp(b->dir) == NULL){
+		perror("dlq_bench: mkdtemp");
+		return -1;
+	}
+	snprintf(b->conf_path, sizeof(b->conf_path), "%s/mosquitto.conf", b->dir);
+	snprintf(b->log_path, sizeof(b->log_path), "%s/broker.log", b->dir);
+	if(write_config(b, o)){
+		fprintf(stderr, "dlq_bench: cannot write %s\n", b->conf_path);
+		remove_dir(b->dir);
+		return -1;
+	}
+	b->log_offset = 0;
+	if(spawn(b, o)){
+		remove_dir(b->dir);
+		return -1;
+	}
+	return 0;
+}
+
+int broker__restart(struct broker *b, const struct broker_opts *o)
+{
+	if(b->running) return -1;
+	b->log_offset = file_size(b->log_path);
+	return spawn(b, o);
+}
+
+int broker__halt(struct broker *b, int sig)
 {
 	int status = -1;
 	if(b->running){
 		bool valgrind = untrack(b);
 		uint64_t t0 = bench__now_ns();
-		kill(b->pid, SIGTERM);
+		kill(b->pid, sig);
 		uint64_t deadline = t0 + (uint64_t)(valgrind ? STOP_TIMEOUT_VALGRIND_MS : STOP_TIMEOUT_MS) * 1000000u;
 		bool reaped = false;
 		/* Polled every millisecond: the stop time is reported. */
@@ -336,6 +388,17 @@ int broker__stop(struct broker *b)
 		}
 		b->running = false;
 	}
+	return status;
+}
+
+void broker__remove_dir(struct broker *b)
+{
+	remove_dir(b->dir);
+}
+
+int broker__stop(struct broker *b)
+{
+	int status = broker__halt(b, SIGTERM);
 	b->watch_bytes = -1;
 	if(b->watch_file[0]){
 		char path[256];

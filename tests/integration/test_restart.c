@@ -2,12 +2,17 @@
 /*
  * The plugin's durable state (plugin_opt_state_file) across real broker
  * restarts: a held-back retry copy and a dead letter the broker had refused
- * survive a SIGTERM and come out once; a delivery made before a restart can
- * be NACKed after it; with plugin_opt_state_save_on_change a SIGKILL loses
+ * survive a SIGTERM and come out once (also to an inspector connected when
+ * the broker stops, and for a message diverted in the broker's last loop
+ * pass); a delivery made before a restart can be NACKed after it;
+ * Mosquitto 2.0.11 saves no session that started with clean_start=1 (which
+ * the README tells dead-letter readers); with
+ * plugin_opt_state_save_on_change a SIGKILL loses
  * no NACK, without it a SIGKILL loses what changed since the last snapshot;
  * a damaged state file is reported and kept aside and the broker serves;
  * without broker persistence a restored copy for one subscriber is
- * dead-lettered; per_listener_settings true is refused.
+ * dead-lettered; per_listener_settings true is refused. (A SIGKILL in the
+ * middle of a NACK storm: test_storm.c.)
  *
  * The broker is stopped and started again in the same directory, with the
  * same configuration and socket. Subscribers that must get something after
@@ -22,6 +27,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +37,8 @@
 
 #include "delay_checks.h"
 #include "harness.h"
+#include "proc.h"
+#include "raw.h"
 
 #define WORKER "worker"
 #define INSPECTOR "inspector"
@@ -304,6 +312,131 @@ START_TEST(test_unpublished_dead_letter_survives_sigterm)
 	it_sleep_ms(500);
 	clients_settle(insp);
 	client_expect_exactly(insp, NULL, 0);
+}
+END_TEST
+
+/* (3b) As (3), but the inspector's persistent session is connected when
+ * the broker stops (as the soak's inspector is), and redelivery tracking is
+ * on: after the restart it receives the saved dead letter. */
+START_TEST(test_saved_dead_letter_reaches_a_session_connected_at_sigterm)
+{
+	struct durable d = durable_broker(__func__, true, true, "sys_interval 0s", "redelivery_tracking allow",
+			"v5_sessions_persist true", "policy jobs max_attempts=1 dead_letter=dlq/jobs", (const char *)NULL);
+	broker_setenv(d.b, "DLQ_TEST_FAIL_PUBLISHES", "1000000");
+	broker_start(d.b);
+	struct client *insp = client_new_session(d.b, INSPECTOR, MQTT_PROTOCOL_V5, EXPIRY_S);
+	struct client *w = client_new(d.b, "w", MQTT_PROTOCOL_V5);
+	client_subscribe(w, "jobs", 1);
+	client_subscribe(insp, "dlq/#", 1);
+	client_publish_str(w, "jobs", "owed", 1);
+	char id[32];
+	keep(id, sizeof(id), expect_original(client_expect(w, "jobs", 1)));
+	client_nack(w, id, NULL);
+	wait_log(d.b, "failed to publish dead letter to \"dlq/jobs\"");
+	broker_shutdown(d.b);
+	client_free(w);
+	client_free(insp);
+
+	broker_setenv(d.b, "DLQ_TEST_FAIL_PUBLISHES", NULL);
+	broker_start(d.b);
+	print_plugin_log(d.b, "at the restart");
+	insp = client_new_session(d.b, INSPECTOR, MQTT_PROTOCOL_V5, EXPIRY_S);
+	ck_assert_msg(client_session_present(insp), "the broker did not restore the inspector's session");
+	const struct it_msg *dl = client_expect(insp, "dlq/jobs", 1);
+	ck_assert_str_eq(dl->payload, "owed");
+	clients_settle(insp);
+	client_expect_exactly(insp, NULL, 1);
+}
+END_TEST
+
+/* (3c) A message diverted by redelivery tracking in the broker's last loop
+ * pass (the subscriber's reconnection is read together with the SIGTERM):
+ * its dead letter is handed to a broker that never processes it, so the
+ * plugin saves it, and after the restart the inspector, whose persistent
+ * session was connected when the broker stopped, receives it once. */
+START_TEST(test_last_pass_divert_survives_sigterm)
+{
+	struct durable d = durable_broker(__func__, true, false, "sys_interval 0s", "redelivery_tracking allow",
+			"v5_sessions_persist true", "policy jobs max_attempts=3 dead_letter=dlq/jobs", (const char *)NULL);
+	broker_conf(d.b, "max_inflight_messages 1");
+	broker_start(d.b);
+	struct client *insp = client_new_session(d.b, INSPECTOR, MQTT_PROTOCOL_V5, EXPIRY_S);
+	struct client *pub = client_new(d.b, "pub", MQTT_PROTOCOL_V5);
+	client_subscribe(insp, "dlq/#", 1);
+	struct raw_options o = { .id = WORKER, .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = EXPIRY_S };
+	struct raw *w = raw_new(d.b, &o);
+	raw_connect(w);
+	ck_assert_uint_eq(raw_subscribe(w, "jobs", 1), 1);
+	client_publish_str(pub, "jobs", "poison", 1);
+	/* Delivered three times, each time the subscriber dies before PUBACK. */
+	for(int i = 0; i < 3; i++){
+		if(i > 0) ck_assert_msg(raw_connect(w), "no session at reconnection %d", i);
+		const struct raw_msg *m = raw_expect(w);
+		ck_assert_str_eq(m->payload, "poison");
+		raw_close(w);
+	}
+	/* The fourth connection is diverted in the pass that ends the broker:
+	 * the socket is accepted first (a loop pass of its own), then its
+	 * CONNECT and the SIGTERM arrive together. */
+	raw_open(w);
+	it_sleep_ms(HARNESS_SETTLE_MS);
+	ck_assert(raw_send_connect(w));
+	it_signal_broker(d.b, SIGTERM);
+	broker_shutdown(d.b);
+	print_plugin_log(d.b, "of the first run");
+	raw_free(w);
+	client_free(pub);
+	client_free(insp);
+	char *log = broker_log_since_start(d.b);
+	bool last_pass = strstr(log, "without acknowledgement") && strstr(log, "1 retry copies or dead letters");
+	free(log);
+	if(!last_pass){
+		fprintf(stderr, "the divert did not fall in the last loop pass: nothing to check\n");
+		return;
+	}
+
+	broker_start(d.b);
+	print_plugin_log(d.b, "at the restart");
+	insp = client_new_session(d.b, INSPECTOR, MQTT_PROTOCOL_V5, EXPIRY_S);
+	ck_assert_msg(client_session_present(insp), "the broker did not restore the inspector's session");
+	const struct it_msg *dl = client_expect(insp, "dlq/jobs", 1);
+	ck_assert_str_eq(dl->payload, "poison");
+	clients_settle(insp);
+	client_expect_exactly(insp, NULL, 1);
+}
+END_TEST
+
+/* (3d) What the README tells dead-letter readers, as Mosquitto 2.0.11 does
+ * it: a v5 session whose connection said clean_start=1 is not saved in the
+ * broker's persistence file, whatever its session expiry interval (the
+ * broker saves only clean_start=0 sessions), so after a restart it and its
+ * subscriptions are gone, and dead letters published before the reader
+ * subscribes again reach nobody; a session started with clean_start=0 is
+ * restored. */
+START_TEST(test_clean_start_session_not_saved)
+{
+	struct durable d = durable_broker(__func__, true, false,
+			"policy jobs max_attempts=1 dead_letter=dlq/jobs", (const char *)NULL);
+	broker_start(d.b);
+	struct raw_options fresh = { .id = "fresh", .protocol = MQTT_PROTOCOL_V5, .clean = true, .expiry_s = EXPIRY_S };
+	struct raw_options kept = { .id = "kept", .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = EXPIRY_S };
+	struct raw *a = raw_new(d.b, &fresh), *k = raw_new(d.b, &kept);
+	raw_connect(a);
+	raw_connect(k);
+	ck_assert_uint_eq(raw_subscribe(a, "dlq/#", 1), 1);
+	ck_assert_uint_eq(raw_subscribe(k, "dlq/#", 1), 1);
+	ck_assert(raw_disconnect(a));
+	ck_assert(raw_disconnect(k));
+	broker_shutdown(d.b);
+	broker_start(d.b);
+	struct raw_options again = fresh;
+	again.clean = false;
+	struct raw *a2 = raw_new(d.b, &again);
+	ck_assert_msg(!raw_connect(a2), "2.0.11 restored a session that started with clean_start=1: update the README");
+	ck_assert_msg(raw_connect(k), "the clean_start=0 session was not restored");
+	raw_free(a);
+	raw_free(a2);
+	raw_free(k);
 }
 END_TEST
 
@@ -597,6 +730,9 @@ static Suite *restart_suite(void)
 	tcase_add_test(tc, test_delayed_copy_survives_sigterm);
 	tcase_add_test(tc, test_ledger_survives_sigterm);
 	tcase_add_test(tc, test_unpublished_dead_letter_survives_sigterm);
+	tcase_add_test(tc, test_saved_dead_letter_reaches_a_session_connected_at_sigterm);
+	tcase_add_test(tc, test_last_pass_divert_survives_sigterm);
+	tcase_add_test(tc, test_clean_start_session_not_saved);
 	tcase_add_test(tc, test_save_on_change_survives_sigkill);
 	tcase_add_test(tc, test_sigkill_loses_changes_since_last_snapshot);
 	tcase_add_test(tc, test_truncated_state_file);
