@@ -6,9 +6,9 @@
  * the broker stops, and for a message diverted in the broker's last loop
  * pass); a delivery made before a restart can be NACKed after it;
  * Mosquitto 2.0.11 saves no session that started with clean_start=1 (which
- * the README tells dead-letter readers); with
- * plugin_opt_state_save_on_change a SIGKILL loses
- * no NACK, without it a SIGKILL loses what changed since the last snapshot;
+ * the README tells dead-letter readers); with plugin_opt_state_save_on_change
+ * a SIGKILL loses no NACK, without it a SIGKILL loses what changed since the
+ * last snapshot;
  * a damaged state file is reported and kept aside and the broker serves;
  * without broker persistence a restored copy for one subscriber is
  * dead-lettered; per_listener_settings true is refused. (A SIGKILL in the

@@ -249,6 +249,11 @@ uint64_t ledger__tally(const struct ledger *l, const struct tally_context *t)
 	ROW("connections the broker closed", c->broker_closes);
 	ROW("dead letters received", c->dead_letters);
 #undef ROW
+	printf("\nPublisher reconnections %llu, publishes the broker refused %llu; inspector reconnections %llu; "
+			"bytes a crash discarded before they were written %llu; control replies other than NACK refusals %llu.\n",
+			(unsigned long long)c->pub_reconnects, (unsigned long long)c->pub_refused,
+			(unsigned long long)c->inspector_reconnects, (unsigned long long)c->dropped_out,
+			(unsigned long long)c->replies_other);
 	printf("\nFinal sweep (every subscriber reconnected once after everything had settled): %llu deliveries and "
 			"%llu dead letters arrived only then.\n", (unsigned long long)t->sweep_deliveries,
 			(unsigned long long)t->sweep_dead_letters);

@@ -57,7 +57,8 @@ void setup__usage(FILE *f)
 		"  --retry-delay-fixed D   the fixed-topic policy's retry_delay (default 100ms)\n"
 		"  --seed N              the workers' random choices (default: from the clock)\n"
 		"  --share-retry         the fixed retry topic's copies to the $share group, not to worker 0\n"
-		"                        (Mosquitto 2.0.11 then loses those published as the broker restarts)\n"
+		"                        (on 2.0.11 a copy published after a restart before the workers have\n"
+		"                        subscribed again reaches nobody)\n"
 		"  --trace FILE          write every publish, delivery, decision, NACK and dead letter to FILE\n"
 		"  --log-all             the broker logs every packet (log_type all): for diagnosis, slow\n"
 		"  --keep                keep the broker's directory (kept anyway when the soak fails)\n");
