@@ -97,6 +97,16 @@ static void leave(const char *client, uintptr_t conn)
 	dlq__client_gone(&d, client);
 }
 
+/* The common start: tracking on, "s" subscribed on connection 1, and
+ * "poison" published and routed to it there. */
+static void deliver_poison(char id[DLQ_ID_LEN + 1])
+{
+	start();
+	subscribe("s", 1);
+	publish("jobs/a", poison, id);
+	ck_assert(!check("s", 1, poison));
+}
+
 static size_t dead_letters(const char *payload)
 {
 	size_t n = 0;
@@ -131,10 +141,7 @@ static const struct fake_publish *dead_letter(const char *payload)
 START_TEST(window_one_crash_loop)
 {
 	char id[DLQ_ID_LEN + 1], id2[DLQ_ID_LEN + 1];
-	start();
-	subscribe("s", 1);
-	publish("jobs/a", poison, id);
-	ck_assert(!check("s", 1, poison));
+	deliver_poison(id);
 	publish("jobs/a", next_msg, id2);
 	ck_assert(!check("s", 1, next_msg));
 	leave("s", 1);
@@ -186,10 +193,7 @@ END_TEST
 START_TEST(no_kick_after_the_connection_ended)
 {
 	char id[DLQ_ID_LEN + 1];
-	start();
-	subscribe("s", 1);
-	publish("jobs/a", poison, id);
-	ck_assert(!check("s", 1, poison));
+	deliver_poison(id);
 	leave("s", 1);
 	for(uintptr_t conn = 2; conn <= 3; conn++){
 		ck_assert(!check("s", conn, poison));
@@ -276,10 +280,7 @@ END_TEST
 START_TEST(only_the_head_of_the_run_counts)
 {
 	char id[DLQ_ID_LEN + 1];
-	start();
-	subscribe("s", 1);
-	publish("jobs/a", poison, id);
-	ck_assert(!check("s", 1, poison));
+	deliver_poison(id);
 	publish("jobs/a", next_msg, id);
 	ck_assert(!check("s", 1, next_msg));
 	leave("s", 1);
@@ -352,10 +353,7 @@ END_TEST
 START_TEST(a_will_after_disconnect_is_not_a_connection)
 {
 	char id[DLQ_ID_LEN + 1];
-	start();
-	subscribe("s", 1);
-	publish("jobs/a", poison, id);
-	ck_assert(!check("s", 1, poison));
+	deliver_poison(id);
 	leave("s", 1);
 	dlq__client_active(&d, "s", 1);
 	ck_assert(!check("s", 2, poison));
@@ -369,10 +367,7 @@ END_TEST
 START_TEST(every_copy_in_the_run_goes_with_the_diverted_one)
 {
 	char id[DLQ_ID_LEN + 1];
-	start();
-	subscribe("s", 1);
-	publish("jobs/a", poison, id);
-	ck_assert(!check("s", 1, poison));
+	deliver_poison(id);
 	ck_assert(!check("s", 1, poison));
 	for(uintptr_t conn = 2; conn <= 3; conn++){
 		leave("s", conn - 1);
@@ -393,10 +388,7 @@ END_TEST
 START_TEST(nacks_and_redeliveries_share_the_limit)
 {
 	char id[DLQ_ID_LEN + 1];
-	start();
-	subscribe("s", 1);
-	publish("jobs/a", poison, id);
-	ck_assert(!check("s", 1, poison));
+	deliver_poison(id);
 	struct dlq_nack_result res;
 	struct dlq_nack n = {.id = id, .id_len = strlen(id), .client = "s", .client_persists = true};
 	dlq__event(&d);
