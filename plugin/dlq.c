@@ -296,19 +296,29 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 	res->status = DLQ_NACK_RETRIED;
 }
 
-static void nack_dead_letter(struct dlq *d, struct dlq_record *r, const struct dlq_nack *n, struct dlq_nack_result *res)
+/* Makes and sends the dead letter of r for client after `delivered`
+ * deliveries: 0, ENOSPC (what is owed would pass max_pending_bytes) or
+ * ENOMEM; on failure nothing was published or recorded. */
+static int dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
+		unsigned delivered)
 {
-	struct dlq_envelope *e = envelope__dead_letter(r, n->client, n->reason, port__wall_ms());
+	struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
 	if(e == NULL || !fits_owed(d, e)){
-		res->status = e ? DLQ_NACK_FULL : DLQ_NACK_NOMEM;
+		int rc = e ? ENOSPC : ENOMEM;
 		envelope__free(e);
-		return;
+		return rc;
 	}
 	e->seq = d->next_seq++;
-	e->retry_count = (uint16_t)res->attempt;
-	res->status = DLQ_NACK_DEAD_LETTERED;
+	e->retry_count = (uint16_t)delivered;
 	persist__note_add(d, e, false);
 	send_envelope(d, e);
+	return 0;
+}
+
+static void nack_dead_letter(struct dlq *d, struct dlq_record *r, const struct dlq_nack *n, struct dlq_nack_result *res)
+{
+	int rc = dead_letter_of(d, r, n->client, n->reason, res->attempt);
+	res->status = rc == 0 ? DLQ_NACK_DEAD_LETTERED : rc == ENOSPC ? DLQ_NACK_FULL : DLQ_NACK_NOMEM;
 }
 
 void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *res)
@@ -548,19 +558,14 @@ static bool divert_redelivered(struct dlq *d, struct dlq_delivery *dv, const cha
 	char reason[512];
 	snprintf(reason, sizeof(reason), "delivered %u times to " QFMT " without acknowledgement (max_attempts %u): "
 			"removed from its session", delivered, Q(client), (unsigned)r->policy->max_attempts);
-	struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
-	if(e == NULL || !fits_owed(d, e)){
+	int rc = dead_letter_of(d, r, client, reason, delivered);
+	if(rc){
 		port__log(DLQ_LOG_ERR, "message on " QFMT " delivered %u times to " QFMT " is redelivered once more: "
 				"its dead letter %s", Q(record__topic(r)), delivered, Q(client),
-				e ? "does not fit max_pending_bytes" : "could not be made (out of memory)");
-		envelope__free(e);
+				rc == ENOSPC ? "does not fit max_pending_bytes" : "could not be made (out of memory)");
 		return false;
 	}
-	e->seq = d->next_seq++;
-	e->retry_count = (uint16_t)delivered;
-	persist__note_add(d, e, false);
 	COUNT(d, r->policy, diverted, 1);
-	send_envelope(d, e);
 	return true;
 }
 
