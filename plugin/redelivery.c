@@ -255,16 +255,6 @@ void redelivery__disconnected(struct dlq_redelivery *t, const char *client, uint
 
 /* ---- deliveries ---- */
 
-struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client)
-{
-	struct dlq_rclient *c = client_find(t, client);
-	if(c == NULL || t->table == NULL) return NULL;
-	for(struct dlq_delivery *d = t->table[hash_pair(r, c) & (t->table_size - 1)]; d; d = d->hnext){
-		if(d->record == r && d->client == c) return d;
-	}
-	return NULL;
-}
-
 static struct dlq_delivery *delivery_find(const struct dlq_redelivery *t, const struct dlq_record *r,
 		const struct dlq_rclient *c)
 {
@@ -273,6 +263,12 @@ static struct dlq_delivery *delivery_find(const struct dlq_redelivery *t, const 
 		if(d->record == r && d->client == c) return d;
 	}
 	return NULL;
+}
+
+struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client)
+{
+	struct dlq_rclient *c = client_find(t, client);
+	return c ? delivery_find(t, r, c) : NULL;
 }
 
 static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
