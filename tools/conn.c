@@ -16,12 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <mqtt_protocol.h>
 
 #include "dlqctl.h"
+
+/* How long closing waits for the last bytes to leave and the broker to
+ * close its end. */
+#define CONN_CLOSE_WAIT_MS 1000
 
 uint64_t dlqctl_now_ms(void)
 {
@@ -268,13 +273,46 @@ int conn__publish(struct conn *c, const char *topic, const void *payload, int le
 	return rc;
 }
 
+/* Reads and discards what the broker still sends on fd until it closes its
+ * end or timeout_ms pass. We have shut our writing side, so the broker
+ * reads everything we wrote, then the end of the stream, then closes. */
+static void drain_until_closed(int fd, int timeout_ms)
+{
+	uint64_t deadline = dlqctl_now_ms() + (uint64_t)timeout_ms;
+	char buf[4096];
+	for(;;){
+		uint64_t now = dlqctl_now_ms();
+		if(now >= deadline) return;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int n = poll(&p, 1, (int)(deadline - now));
+		if(n < 0 && errno != EINTR) return;
+		if(n <= 0) continue;
+		ssize_t got = recv(fd, buf, sizeof(buf), 0);
+		if(got == 0) return;
+		if(got < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) return;
+	}
+}
+
 void conn__close(struct conn *c, bool graceful)
 {
 	if(c->mosq == NULL) return;
+	/* A manual connection's last acknowledgements must reach the broker.
+	 * Closing the socket right after writing them races it: Mosquitto
+	 * 2.0.11 writes to a client as soon as it has something for it, and
+	 * when that write finds the socket closed it drops the connection
+	 * without reading what the client wrote last, so an acknowledged dead
+	 * letter stayed in the session and was redriven twice (seen in CI).
+	 * So we keep our own descriptor of the socket, let libmosquitto close
+	 * its one (it does after writing a DISCONNECT), shut our writing side
+	 * and wait for the broker to close its end. */
+	int keep = -1;
+	if(c->manual && c->connack && !c->lost && mosquitto_socket(c->mosq) >= 0){
+		keep = dup(mosquitto_socket(c->mosq));
+	}
 	if(graceful && c->connack && !c->lost){
 		if(mosquitto_disconnect_v5(c->mosq, MQTT_RC_NORMAL_DISCONNECTION, NULL) == MOSQ_ERR_SUCCESS){
 			if(c->manual){
-				conn__flush(c, 1000);
+				conn__flush(c, CONN_CLOSE_WAIT_MS);
 			}else{
 				/* Outside a callback and unthreaded, libmosquitto wrote
 				 * it already; one pass lets it notice the close. */
@@ -282,6 +320,12 @@ void conn__close(struct conn *c, bool graceful)
 			}
 		}
 	}
+	/* Not graceful: the acknowledgement libmosquitto queued for a message
+	 * still in hand is never written, and the message stays in the session. */
 	mosquitto_destroy(c->mosq);
 	c->mosq = NULL;
+	if(keep >= 0){
+		if(shutdown(keep, SHUT_WR) == 0) drain_until_closed(keep, CONN_CLOSE_WAIT_MS);
+		close(keep);
+	}
 }

@@ -130,7 +130,9 @@ int conn__publish(struct conn *c, const char *topic, const void *payload, int le
 /* Ends the connection: with graceful, a DISCONNECT is sent first (on a
  * manual connection it would carry every queued acknowledgement with it);
  * otherwise the socket is just closed, and whatever we read but did not
- * acknowledge stays in our session. Frees the client. */
+ * acknowledge stays in our session. A manual connection then waits (up to
+ * a second) for the broker to close its end, so that it has read what we
+ * wrote last. Frees the client. */
 void conn__close(struct conn *c, bool graceful);
 
 /* Random bytes as lowercase hex, 2*n characters and a NUL into out. */
