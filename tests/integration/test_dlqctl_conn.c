@@ -11,7 +11,7 @@
  * without reading what the client wrote last. For dlqctl redrive that meant
  * a dead letter redriven and acknowledged came back to the next run and was
  * redriven twice (seen in CI). Measured before the fix with this test's
- * traffic: 25 of 3,000 such closes lost the acknowledgement.
+ * traffic: 2 to 25 of 3,000 such closes lost the acknowledgement.
  *
  * Each round: read dead letter A and write its PUBACK; read B and close
  * without acknowledging it (as redrive does when it stops with a letter in
@@ -34,6 +34,10 @@
 #include "mosquitto_dlq.h"
 
 #define ROUNDS 3000
+/* ...or as many as fit in this many milliseconds (a sanitizer build or a
+ * busy machine does fewer; without the fix one close in 100 to 700 lost
+ * its acknowledgement, so a few hundred rounds still show it). */
+#define BUDGET_MS 15000
 /* Microseconds between two messages of the stream. */
 #define FEED_GAP_US 100
 
@@ -142,9 +146,10 @@ START_TEST(test_last_acknowledgement_survives_a_close)
 	atomic_init(&f.stop, false);
 	ck_assert_int_eq(pthread_create(&f.thread, NULL, feed, &f), 0);
 
-	int lost = 0;
+	int lost = 0, rounds = 0;
 	char first_lost[128] = "";
-	for(int round = 0; round < ROUNDS; round++){
+	uint64_t until = it_now_ms() + BUDGET_MS;
+	for(int round = 0; round < ROUNDS && it_now_ms() < until; round++, rounds++){
 		read_until(&c, &s, 1);
 		long acked = s.seq[0];
 		ck_assert_int_eq(conn__flush(&c, HARNESS_WAIT_MS), MOSQ_ERR_SUCCESS);
@@ -172,8 +177,8 @@ START_TEST(test_last_acknowledgement_survives_a_close)
 	atomic_store(&f.stop, true);
 	pthread_join(f.thread, NULL);
 	conn__close(&c, true);
-	printf("dlqctl-conn: %d closes, %d lost acknowledgements\n", ROUNDS, lost);
-	ck_assert_msg(lost == 0, "%d of %d closes lost the last acknowledgement; first: %s", lost, ROUNDS, first_lost);
+	printf("dlqctl-conn: %d closes, %d lost acknowledgements\n", rounds, lost);
+	ck_assert_msg(lost == 0, "%d of %d closes lost the last acknowledgement; first: %s", lost, rounds, first_lost);
 
 	disconnect_raw(f.mosq);
 	disconnect_raw(nacker);
@@ -184,6 +189,7 @@ static Suite *conn_suite(void)
 {
 	Suite *s = suite_create("dlqctl-conn");
 	TCase *tc = harness_tcase("close");
+	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_last_acknowledgement_survives_a_close);
 	suite_add_tcase(s, tc);
 	return s;
