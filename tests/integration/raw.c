@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * The raw MQTT client of raw.h: packets built and parsed by hand over a
- * blocking unix socket, read with poll() deadlines. Only what tests need:
- * CONNECT, SUBSCRIBE, PUBLISH at QoS 0/1, PUBACK and DISCONNECT going out;
- * CONNACK, SUBACK, PUBLISH, PUBACK and DISCONNECT coming in. A packet a
- * server may never send, or one that does not parse, fails the test.
+ * The raw MQTT client of raw.h: its connections over a blocking unix
+ * socket, read with poll() deadlines, and what it received. Packets are
+ * built and parsed by raw_packet.c; only what tests need goes out (CONNECT,
+ * SUBSCRIBE, PUBLISH at QoS 0/1, PUBACK and DISCONNECT) and is awaited
+ * (CONNACK, SUBACK, PUBACK; PUBLISH and DISCONNECT are taken at any time).
+ * A packet a server may never send, or one that does not parse, fails the
+ * test.
  */
 #include <errno.h>
 #include <poll.h>
@@ -18,13 +20,7 @@
 
 #include "harness_int.h"
 #include "raw.h"
-
-/* MQTT control packet types (the high nibble of the first byte). */
-enum {
-	PKT_CONNECT = 1, PKT_CONNACK = 2, PKT_PUBLISH = 3, PKT_PUBACK = 4,
-	PKT_SUBSCRIBE = 8, PKT_SUBACK = 9, PKT_UNSUBSCRIBE = 10, PKT_PINGREQ = 12,
-	PKT_DISCONNECT = 14,
-};
+#include "raw_packet.h"
 
 struct raw {
 	struct broker *broker;
@@ -41,57 +37,11 @@ struct raw {
 	size_t next;                /* the first one raw_next has not handed out */
 };
 
-/* A received packet; body points into r->in until the next read. */
-struct packet {
-	unsigned type, flags;
-	const unsigned char *body;
-	size_t len;
-};
-
 enum read_result { READ_PACKET, READ_TIMEOUT, READ_CLOSED };
 
-#define fail_raw(file, line, r, fmt, ...) \
-	fail_at((file), (line), "raw client %s: " fmt, (r)->o.id, __VA_ARGS__)
+#define fail_raw(file, line, r, fmt, ...) fail_raw_id((file), (line), (r)->o.id, fmt, __VA_ARGS__)
 
-/* ---- building packets ---- */
-
-struct body {
-	unsigned char b[4096];
-	size_t n;
-};
-
-static void put8(struct body *p, unsigned v)
-{
-	ck_assert_msg(p->n < sizeof(p->b), "raw client: packet too large");
-	p->b[p->n++] = (unsigned char)v;
-}
-
-static void put16(struct body *p, unsigned v)
-{
-	put8(p, (v >> 8) & 0xFF);
-	put8(p, v & 0xFF);
-}
-
-static void put32(struct body *p, uint32_t v)
-{
-	put16(p, v >> 16);
-	put16(p, v & 0xFFFF);
-}
-
-static void put_bytes(struct body *p, const void *data, size_t len)
-{
-	ck_assert_msg(p->n + len <= sizeof(p->b), "raw client: packet too large");
-	if(len){
-		memcpy(p->b + p->n, data, len);
-	}
-	p->n += len;
-}
-
-static void put_str(struct body *p, const char *s)
-{
-	put16(p, (unsigned)strlen(s));
-	put_bytes(p, s, strlen(s));
-}
+/* ---- sending ---- */
 
 static uint16_t next_mid(struct raw *r)
 {
@@ -104,19 +54,11 @@ static uint16_t next_mid(struct raw *r)
 /* Writes one packet; false if the socket is closed or refuses it. */
 static bool send_packet(struct raw *r, unsigned first, const struct body *body)
 {
-	unsigned char pkt[sizeof(body->b) + 5];
-	size_t n = 0, len = body->n;
+	unsigned char pkt[PACKET_MAX];
 	if(r->fd < 0){
 		return false;
 	}
-	pkt[n++] = (unsigned char)first;
-	do{
-		unsigned char d = len % 128;
-		len /= 128;
-		pkt[n++] = (unsigned char)(len ? d | 0x80 : d);
-	}while(len);
-	memcpy(pkt + n, body->b, body->n);
-	n += body->n;
+	size_t n = packet__frame(first, body, pkt);
 	for(size_t off = 0; off < n;){
 		ssize_t w = send(r->fd, pkt + off, n - off, MSG_NOSIGNAL);
 		if(w < 0 && errno == EINTR){
@@ -130,156 +72,13 @@ static bool send_packet(struct raw *r, unsigned first, const struct body *body)
 	return true;
 }
 
-/* ---- parsing ---- */
-
-/* A variable byte integer at *pos in buf[0..len): 1 read, 0 incomplete,
- * -1 malformed (more than four bytes). */
-static int get_varint(const unsigned char *buf, size_t len, size_t *pos, size_t *value)
-{
-	size_t v = 0;
-	for(unsigned shift = 0; shift < 28; shift += 7){
-		if(*pos >= len){
-			return 0;
-		}
-		unsigned char d = buf[(*pos)++];
-		v |= (size_t)(d & 0x7F) << shift;
-		if(!(d & 0x80)){
-			*value = v;
-			return 1;
-		}
-	}
-	return -1;
-}
-
-static bool get16(const unsigned char *buf, size_t len, size_t *pos, unsigned *v)
-{
-	if(*pos + 2 > len){
-		return false;
-	}
-	*v = (unsigned)buf[*pos] << 8 | buf[*pos + 1];
-	*pos += 2;
-	return true;
-}
-
-/* A length-prefixed string or binary datum, borrowed from buf. */
-static bool get_str(const unsigned char *buf, size_t len, size_t *pos, const unsigned char **s, size_t *slen)
-{
-	unsigned n;
-	if(!get16(buf, len, pos, &n) || *pos + n > len){
-		return false;
-	}
-	*s = buf + *pos;
-	*slen = n;
-	*pos += n;
-	return true;
-}
-
-static char *dup_bytes(const unsigned char *s, size_t len)
-{
-	char *d = harness__xmalloc(len + 1);
-	if(len){
-		memcpy(d, s, len);
-	}
-	d[len] = '\0';
-	return d;
-}
-
-/* Skips a v5 property list at *pos, copying user properties into m (NULL:
- * dropped). False if malformed or of an unknown property. */
-static bool get_properties(const unsigned char *buf, size_t len, size_t *pos, struct raw_msg *m)
-{
-	size_t plen, id;
-	if(get_varint(buf, len, pos, &plen) != 1 || *pos + plen > len){
-		return false;
-	}
-	size_t end = *pos + plen;
-	while(*pos < end){
-		const unsigned char *k, *v;
-		size_t klen, vlen, n, fixed = 0;
-		if(get_varint(buf, end, pos, &id) != 1){
-			return false;
-		}
-		switch(id){
-			case 0x01: case 0x17: case 0x19: case 0x24: case 0x25: case 0x28: case 0x29: case 0x2A:
-				fixed = 1;
-				break;
-			case 0x13: case 0x21: case 0x22: case 0x23:
-				fixed = 2;
-				break;
-			case 0x02: case 0x11: case 0x18: case 0x27:
-				fixed = 4;
-				break;
-			case 0x0B: /* subscription identifier */
-				if(get_varint(buf, end, pos, &n) != 1){
-					return false;
-				}
-				break;
-			case 0x03: case 0x08: case 0x09: case 0x12: case 0x15: case 0x16: case 0x1A: case 0x1C: case 0x1F:
-				if(!get_str(buf, end, pos, &v, &vlen)){
-					return false;
-				}
-				break;
-			case 0x26: /* user property */
-				if(!get_str(buf, end, pos, &k, &klen) || !get_str(buf, end, pos, &v, &vlen)){
-					return false;
-				}
-				if(m){
-					m->users = realloc(m->users, (m->nusers + 1) * sizeof(*m->users));
-					ck_assert_ptr_nonnull(m->users);
-					m->users[m->nusers].name = dup_bytes(k, klen);
-					m->users[m->nusers].value = dup_bytes(v, vlen);
-					m->nusers++;
-				}
-				break;
-			default:
-				return false;
-		}
-		if(*pos + fixed > end){
-			return false;
-		}
-		*pos += fixed;
-	}
-	return true;
-}
-
-static void msg_free(struct raw_msg *m)
-{
-	free(m->topic);
-	free(m->payload);
-	for(size_t i = 0; i < m->nusers; i++){
-		free(m->users[i].name);
-		free(m->users[i].value);
-	}
-	free(m->users);
-	free(m);
-}
+/* ---- reading ---- */
 
 /* Decodes a PUBLISH and keeps it. */
 static void record_publish(const char *file, int line, struct raw *r, const struct packet *p)
 {
-	struct raw_msg *m = calloc(1, sizeof(*m));
-	ck_assert_ptr_nonnull(m);
-	m->qos = (int)(p->flags >> 1) & 3;
-	m->dup = p->flags & 8;
-	m->retain = p->flags & 1;
+	struct raw_msg *m = packet__decode_publish(file, line, r->o.id, r->o.protocol == MQTT_PROTOCOL_V5, p);
 	m->connection = r->connections;
-	const unsigned char *topic;
-	size_t tlen, pos = 0;
-	if(!get_str(p->body, p->len, &pos, &topic, &tlen) || tlen == 0 || m->qos == 3){
-		fail_raw(file, line, r, "malformed PUBLISH (flags 0x%x, %zu bytes)", p->flags, p->len);
-	}
-	if(m->qos == 0 && m->dup){
-		fail_raw(file, line, r, "PUBLISH at QoS 0 with DUP set on %.*s", (int)tlen, topic);
-	}
-	m->topic = dup_bytes(topic, tlen);
-	if(m->qos > 0 && (!get16(p->body, p->len, &pos, &m->mid) || m->mid == 0)){
-		fail_raw(file, line, r, "PUBLISH on %s without a packet id", m->topic);
-	}
-	if(r->o.protocol == MQTT_PROTOCOL_V5 && !get_properties(p->body, p->len, &pos, m)){
-		fail_raw(file, line, r, "PUBLISH on %s with malformed properties", m->topic);
-	}
-	m->payloadlen = p->len - pos;
-	m->payload = dup_bytes(p->body + pos, m->payloadlen);
 	if(r->nmsgs == r->capmsgs){
 		r->capmsgs = r->capmsgs ? r->capmsgs * 2 : 16;
 		r->msgs = realloc(r->msgs, r->capmsgs * sizeof(*r->msgs));
@@ -287,8 +86,6 @@ static void record_publish(const char *file, int line, struct raw *r, const stru
 	}
 	r->msgs[r->nmsgs++] = m;
 }
-
-/* ---- reading ---- */
 
 /* Reads the next whole packet, waiting until deadline (monotonic ms). */
 static enum read_result read_packet(const char *file, int line, struct raw *r, uint64_t deadline, struct packet *p)
@@ -302,17 +99,11 @@ static enum read_result read_packet(const char *file, int line, struct raw *r, u
 		if(r->fd < 0){
 			return READ_CLOSED;
 		}
-		size_t pos = 1, len = 0;
-		int v = r->inlen >= 2 ? get_varint(r->in, r->inlen, &pos, &len) : 0;
+		int v = packet__unframe(r->in, r->inlen, p, &r->consumed);
 		if(v < 0){
 			fail_raw(file, line, r, "malformed packet length (first byte 0x%02x)", r->in[0]);
 		}
-		if(v > 0 && pos + len <= r->inlen){
-			p->type = r->in[0] >> 4;
-			p->flags = r->in[0] & 0x0F;
-			p->body = r->in + pos;
-			p->len = len;
-			r->consumed = pos + len;
+		if(v > 0){
 			return READ_PACKET;
 		}
 		if(r->eof){
@@ -399,7 +190,7 @@ void raw_free(struct raw *r)
 	}
 	raw_close(r);
 	for(size_t i = 0; i < r->nmsgs; i++){
-		msg_free(r->msgs[i]);
+		packet__msg_free(r->msgs[i]);
 	}
 	free(r->msgs);
 	free(r->in);
@@ -434,28 +225,7 @@ void raw_open_at(const char *file, int line, struct raw *r)
 bool raw_send_connect(struct raw *r)
 {
 	struct body p = {0};
-	bool v5 = r->o.protocol == MQTT_PROTOCOL_V5;
-	put_str(&p, "MQTT");
-	put8(&p, v5 ? 5 : 4);
-	put8(&p, (r->o.username ? 0x80 : 0) | (r->o.clean ? 0x02 : 0));
-	put16(&p, 60); /* keep alive */
-	if(v5){
-		struct body props = {0};
-		if(r->o.expiry_s){
-			put8(&props, 0x11);
-			put32(&props, r->o.expiry_s);
-		}
-		if(r->o.receive_max){
-			put8(&props, 0x21);
-			put16(&props, r->o.receive_max);
-		}
-		put8(&p, (unsigned)props.n); /* fits one byte */
-		put_bytes(&p, props.b, props.n);
-	}
-	put_str(&p, r->o.id);
-	if(r->o.username){
-		put_str(&p, r->o.username);
-	}
+	packet__connect(&p, &r->o);
 	return send_packet(r, 0x10, &p);
 }
 
@@ -496,12 +266,7 @@ unsigned raw_subscribe_at(const char *file, int line, struct raw *r, const char 
 {
 	struct body p = {0};
 	unsigned mid = next_mid(r), got_mid = 0;
-	put16(&p, mid);
-	if(r->o.protocol == MQTT_PROTOCOL_V5){
-		put8(&p, 0);
-	}
-	put_str(&p, filter);
-	put8(&p, (unsigned)qos);
+	packet__subscribe(&p, r->o.protocol == MQTT_PROTOCOL_V5, mid, filter, qos);
 	if(!send_packet(r, 0x82, &p)){
 		fail_raw(file, line, r, "sending SUBSCRIBE %s: %s", filter, strerror(errno));
 	}
@@ -511,14 +276,14 @@ unsigned raw_subscribe_at(const char *file, int line, struct raw *r, const char 
 	size_t pos = 0;
 	while((res = pump(file, line, r, deadline, &k)) == READ_PACKET){
 		pos = 0;
-		if(k.type == PKT_SUBACK && get16(k.body, k.len, &pos, &got_mid) && got_mid == mid){
+		if(k.type == PKT_SUBACK && packet__get16(k.body, k.len, &pos, &got_mid) && got_mid == mid){
 			break;
 		}
 	}
 	if(res != READ_PACKET){
 		fail_raw(file, line, r, "no SUBACK for %s: %s", filter, why_not(res));
 	}
-	if(r->o.protocol == MQTT_PROTOCOL_V5 && !get_properties(k.body, k.len, &pos, NULL)){
+	if(r->o.protocol == MQTT_PROTOCOL_V5 && !packet__get_properties(k.body, k.len, &pos, NULL)){
 		fail_raw(file, line, r, "SUBACK for %s with malformed properties", filter);
 	}
 	if(k.len - pos != 1){
@@ -564,7 +329,7 @@ void raw_drain_at(const char *file, int line, struct raw *r, int ms)
 bool raw_puback(struct raw *r, unsigned mid)
 {
 	struct body p = {0};
-	put16(&p, mid);
+	packet__puback(&p, mid);
 	return send_packet(r, 0x40, &p);
 }
 
@@ -572,14 +337,7 @@ bool raw_puback(struct raw *r, unsigned mid)
 static bool send_publish(struct raw *r, const char *topic, const void *payload, size_t len, int qos, unsigned mid)
 {
 	struct body p = {0};
-	put_str(&p, topic);
-	if(qos > 0){
-		put16(&p, mid);
-	}
-	if(r->o.protocol == MQTT_PROTOCOL_V5){
-		put8(&p, 0);
-	}
-	put_bytes(&p, payload, len);
+	packet__publish(&p, r->o.protocol == MQTT_PROTOCOL_V5, topic, payload, len, qos, mid);
 	return send_packet(r, 0x30 | (unsigned)qos << 1, &p);
 }
 
@@ -607,7 +365,7 @@ unsigned raw_publish_at(const char *file, int line, struct raw *r, const char *t
 	size_t pos = 0;
 	while((res = pump(file, line, r, deadline, &p)) == READ_PACKET){
 		pos = 0;
-		if(p.type == PKT_PUBACK && get16(p.body, p.len, &pos, &got_mid) && got_mid == mid){
+		if(p.type == PKT_PUBACK && packet__get16(p.body, p.len, &pos, &got_mid) && got_mid == mid){
 			break;
 		}
 	}
@@ -647,16 +405,6 @@ size_t raw_count(const struct raw *r, const char *topic, const char *payload)
 				&& (!payload || (m->payloadlen == strlen(payload) && !memcmp(m->payload, payload, m->payloadlen)));
 	}
 	return n;
-}
-
-const char *raw_user(const struct raw_msg *m, const char *name)
-{
-	for(size_t i = 0; i < m->nusers; i++){
-		if(!strcmp(m->users[i].name, name)){
-			return m->users[i].value;
-		}
-	}
-	return NULL;
 }
 
 const char *raw_event_name(enum raw_event e)
