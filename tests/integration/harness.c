@@ -238,6 +238,17 @@ int harness_finish(void)
 	return left;
 }
 
+int harness_run(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	harness_init(sr);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	failed += harness_finish();
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
 const char *harness__run_dir(void)
 {
 	return run_dir;

@@ -47,6 +47,10 @@ void harness_init(SRunner *sr);
  * directory. Returns how many such brokers there were. */
 int harness_finish(void);
 
+/* A suite's whole main(): runs s with the harness (harness_init, every
+ * test, harness_finish), frees it, and returns the exit status. */
+int harness_run(Suite *s);
+
 /* A TCase with the harness's checked fixture and timeout. */
 TCase *harness_tcase(const char *name);
 

@@ -309,11 +309,5 @@ static Suite *faults_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(faults_suite());
-	harness_init(sr);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	failed += harness_finish();
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return harness_run(faults_suite());
 }

@@ -307,11 +307,5 @@ static Suite *harness_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(harness_suite());
-	harness_init(sr);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	failed += harness_finish();
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return harness_run(harness_suite());
 }

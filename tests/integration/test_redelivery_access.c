@@ -269,11 +269,5 @@ static Suite *redelivery_access_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(redelivery_access_suite());
-	harness_init(sr);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	failed += harness_finish();
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return harness_run(redelivery_access_suite());
 }

@@ -362,11 +362,5 @@ static Suite *storm_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(storm_suite());
-	harness_init(sr);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	failed += harness_finish();
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return harness_run(storm_suite());
 }
