@@ -298,10 +298,12 @@ void conn__close(struct conn *c, bool graceful)
 	if(c->mosq == NULL) return;
 	/* A manual connection's last acknowledgements must reach the broker.
 	 * Closing the socket right after writing them races it: Mosquitto
-	 * 2.0.11 writes to a client as soon as it has something for it, and
-	 * when that write finds the socket closed it drops the connection
-	 * without reading what the client wrote last, so an acknowledged dead
-	 * letter stayed in the session and was redriven twice (seen in CI).
+	 * 2.0.11 writes what plugins published (dead letters) at the top of
+	 * its next loop pass, before it reads its clients, and when that write
+	 * finds the socket closed it drops the connection without reading what
+	 * the client wrote last, so an acknowledged dead letter stayed in the
+	 * session and was redriven twice (seen in CI; tests/integration/
+	 * test_dlqctl_conn.c measures it).
 	 * So we keep our own descriptor of the socket, let libmosquitto close
 	 * its one (it does after writing a DISCONNECT), shut our writing side
 	 * and wait for the broker to close its end. */
