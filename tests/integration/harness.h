@@ -252,6 +252,11 @@ void client_free(struct client *c);
 
 /* The value of the first user property called name, or NULL. */
 const char *msg_user(const struct it_msg *m, const char *name);
+
+/* For clients of a test's own (libmosquitto callbacks): the value of the
+ * first user property called name in props, copied into buf; NULL if
+ * there is none. */
+const char *props_user(const mosquitto_property *props, const char *name, char *buf, size_t size);
 /* How many user properties are called name. */
 size_t msg_user_count(const struct it_msg *m, const char *name);
 /* The payload parsed as JSON, or NULL; the caller frees it. */

@@ -152,6 +152,23 @@ const char *msg_user(const struct it_msg *m, const char *name)
 	return NULL;
 }
 
+const char *props_user(const mosquitto_property *props, const char *name, char *buf, size_t size)
+{
+	for(const mosquitto_property *p = props; p; p = mosquitto_property_next(p)){
+		char *k = NULL, *v = NULL;
+		if(mosquitto_property_identifier(p) != MQTT_PROP_USER_PROPERTY
+				|| !mosquitto_property_read_string_pair(p, MQTT_PROP_USER_PROPERTY, &k, &v, false)){
+			continue;
+		}
+		bool match = !strcmp(k, name);
+		if(match) snprintf(buf, size, "%s", v);
+		free(k);
+		free(v);
+		if(match) return buf;
+	}
+	return NULL;
+}
+
 size_t msg_user_count(const struct it_msg *m, const char *name)
 {
 	size_t n = 0;

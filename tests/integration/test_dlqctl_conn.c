@@ -63,18 +63,11 @@ static void on_letter(void *arg, const struct mosquitto_message *m, const mosqui
 static void nack_all(struct mosquitto *mosq, void *obj, const struct mosquitto_message *m,
 		const mosquitto_property *props)
 {
-	char *name = NULL, *value = NULL;
+	char id[DLQ_ID_LEN + 1];
 	(void)obj;
 	(void)m;
-	for(const mosquitto_property *p = props; p; p = mosquitto_property_next(p)){
-		if(mosquitto_property_identifier(p) != MQTT_PROP_USER_PROPERTY) continue;
-		if(mosquitto_property_read_string_pair(p, MQTT_PROP_USER_PROPERTY, &name, &value, false) == NULL) continue;
-		if(!strcmp(name, DLQ_PROP_ID)){
-			mosquitto_publish_v5(mosq, NULL, DLQ_NACK_TOPIC, (int)strlen(value), value, 1, false, NULL);
-		}
-		free(name);
-		free(value);
-		name = value = NULL;
+	if(props_user(props, DLQ_PROP_ID, id, sizeof(id))){
+		mosquitto_publish_v5(mosq, NULL, DLQ_NACK_TOPIC, (int)strlen(id), id, 1, false, NULL);
 	}
 }
 

@@ -66,32 +66,15 @@ struct stormer {
 	unsigned refused;                 /* NACKs the broker refused (PUBACK >= 0x80) */
 };
 
-static const char *user_prop(const mosquitto_property *props, const char *name, char *buf, size_t size)
-{
-	for(const mosquitto_property *p = props; p; p = mosquitto_property_next(p)){
-		char *k = NULL, *v = NULL;
-		if(mosquitto_property_identifier(p) != MQTT_PROP_USER_PROPERTY
-				|| !mosquitto_property_read_string_pair(p, MQTT_PROP_USER_PROPERTY, &k, &v, false)){
-			continue;
-		}
-		bool match = !strcmp(k, name);
-		if(match) snprintf(buf, size, "%s", v);
-		free(k);
-		free(v);
-		if(match) return buf;
-	}
-	return NULL;
-}
-
 static void storm_on_message(struct mosquitto *mosq, void *obj, const struct mosquitto_message *mm,
 		const mosquitto_property *props)
 {
 	struct stormer *st = obj;
 	char id[64], rc[16], origin[64];
 	if(strncmp(mm->topic, "storm/", 6)) return; /* a reply */
-	const char *dlq_id = user_prop(props, DLQ_PROP_ID, id, sizeof(id));
-	const char *count = user_prop(props, DLQ_PROP_RETRY_COUNT, rc, sizeof(rc));
-	const char *chain = count ? user_prop(props, DLQ_PROP_ORIGIN_ID, origin, sizeof(origin)) : dlq_id;
+	const char *dlq_id = props_user(props, DLQ_PROP_ID, id, sizeof(id));
+	const char *count = props_user(props, DLQ_PROP_RETRY_COUNT, rc, sizeof(rc));
+	const char *chain = count ? props_user(props, DLQ_PROP_ORIGIN_ID, origin, sizeof(origin)) : dlq_id;
 	if(dlq_id == NULL || chain == NULL || strlen(dlq_id) != DLQ_ID_LEN || strlen(chain) != DLQ_ID_LEN) return;
 	unsigned attempt = count ? (unsigned)strtoul(count, NULL, 10) + 1 : 1;
 
