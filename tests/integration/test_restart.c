@@ -131,6 +131,22 @@ static void print_plugin_log(struct broker *b, const char *when)
 	free(log);
 }
 
+/* Starts b again and resumes the inspector's persistent session, which
+ * must then receive exactly one dead letter, with this payload; returns
+ * the inspector. */
+static struct client *inspector_after_restart(struct broker *b, const char *payload)
+{
+	broker_start(b);
+	print_plugin_log(b, "at the restart");
+	struct client *insp = client_new_session(b, INSPECTOR, MQTT_PROTOCOL_V5, EXPIRY_S);
+	ck_assert_msg(client_session_present(insp), "the broker did not restore the inspector's session");
+	const struct it_msg *dl = client_expect(insp, "dlq/jobs", 1);
+	ck_assert_str_eq(dl->payload, payload);
+	clients_settle(insp);
+	client_expect_exactly(insp, NULL, 1);
+	return insp;
+}
+
 static ino_t inode_of(const char *path)
 {
 	struct stat st;
@@ -292,15 +308,8 @@ START_TEST(test_unpublished_dead_letter_survives_sigterm)
 	broker_shutdown(d.b);
 	print_plugin_log(d.b, "of the first run");
 	broker_setenv(d.b, "DLQ_TEST_FAIL_PUBLISHES", NULL);
-	broker_start(d.b);
-	print_plugin_log(d.b, "at the restart");
-	insp = client_new_session(d.b, INSPECTOR, MQTT_PROTOCOL_V5, EXPIRY_S);
-	ck_assert_msg(client_session_present(insp), "the broker did not restore the inspector's session");
-	const struct it_msg *dl = client_expect(insp, "dlq/jobs", 1);
-	ck_assert_str_eq(dl->payload, "poison");
-	expect_dead_letter(dl, "jobs", id, 1, wid, "jobs", "cannot digest");
-	clients_settle(insp);
-	client_expect_exactly(insp, NULL, 1);
+	insp = inspector_after_restart(d.b, "poison");
+	expect_dead_letter(client_msg(insp, "dlq/jobs", 0), "jobs", id, 1, wid, "jobs", "cannot digest");
 	client_free(insp);
 
 	/* Published means done: not again after another restart. */
@@ -338,14 +347,7 @@ START_TEST(test_saved_dead_letter_reaches_a_session_connected_at_sigterm)
 	client_free(insp);
 
 	broker_setenv(d.b, "DLQ_TEST_FAIL_PUBLISHES", NULL);
-	broker_start(d.b);
-	print_plugin_log(d.b, "at the restart");
-	insp = client_new_session(d.b, INSPECTOR, MQTT_PROTOCOL_V5, EXPIRY_S);
-	ck_assert_msg(client_session_present(insp), "the broker did not restore the inspector's session");
-	const struct it_msg *dl = client_expect(insp, "dlq/jobs", 1);
-	ck_assert_str_eq(dl->payload, "owed");
-	clients_settle(insp);
-	client_expect_exactly(insp, NULL, 1);
+	inspector_after_restart(d.b, "owed");
 }
 END_TEST
 
@@ -395,14 +397,7 @@ START_TEST(test_last_pass_divert_survives_sigterm)
 		return;
 	}
 
-	broker_start(d.b);
-	print_plugin_log(d.b, "at the restart");
-	insp = client_new_session(d.b, INSPECTOR, MQTT_PROTOCOL_V5, EXPIRY_S);
-	ck_assert_msg(client_session_present(insp), "the broker did not restore the inspector's session");
-	const struct it_msg *dl = client_expect(insp, "dlq/jobs", 1);
-	ck_assert_str_eq(dl->payload, "poison");
-	clients_settle(insp);
-	client_expect_exactly(insp, NULL, 1);
+	inspector_after_restart(d.b, "poison");
 }
 END_TEST
 
