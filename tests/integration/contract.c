@@ -146,6 +146,26 @@ const char *json_str(const cJSON *e, const char *name)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+double json_num(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	ck_assert_msg(cJSON_IsNumber(v), "no number \"%s\"", name);
+	return v->valuedouble;
+}
+
+const cJSON *status_policy(const cJSON *data, const char *filter)
+{
+	const cJSON *p;
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(data, "policies")){
+		const char *f = json_str(p, "filter");
+		if(f && !strcmp(f, filter)){
+			return p;
+		}
+	}
+	ck_abort_msg("no policy %s in the status", filter);
+	return NULL;
+}
+
 static char *json_text(const cJSON *e)
 {
 	char *t = cJSON_PrintUnformatted(e);

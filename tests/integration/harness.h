@@ -324,6 +324,13 @@ void expect_reply_error_at(const char *file, int line, const cJSON *e, const cha
 /* The string member name of e, or NULL. */
 const char *json_str(const cJSON *e, const char *name);
 
+/* The number member name of o; fails the test if there is none. */
+double json_num(const cJSON *o, const char *name);
+
+/* The entry of filter among a getStatus reply's "policies"; fails the
+ * test if there is none. */
+const cJSON *status_policy(const cJSON *data, const char *filter);
+
 /* True if s is a dlq-id: 16 characters of base64url. */
 bool it_is_dlq_id(const char *s);
 /* True if s is an RFC 3339 UTC time ("...Z") within slack_s seconds of

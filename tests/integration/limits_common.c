@@ -40,13 +40,6 @@ cJSON *status(struct client *c)
 	return command(c, DLQ_COMMAND_GET_STATUS, NULL);
 }
 
-double num(const cJSON *o, const char *name)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-	ck_assert_msg(cJSON_IsNumber(v), "no number \"%s\"", name);
-	return v->valuedouble;
-}
-
 const cJSON *totals(const cJSON *data)
 {
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(data, "totals");

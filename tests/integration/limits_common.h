@@ -22,9 +22,6 @@ cJSON *command(struct client *c, const char *name, size_t *bytes);
  * frees it). */
 cJSON *status(struct client *c);
 
-/* The number called name in o; fails the test if there is none. */
-double num(const cJSON *o, const char *name);
-
 /* The "totals" object of a status, borrowed from data; fails the test if
  * there is none. */
 const cJSON *totals(const cJSON *data);

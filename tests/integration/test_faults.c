@@ -76,13 +76,6 @@ static cJSON *status_totals(struct client *c)
 	return totals;
 }
 
-static double num(const cJSON *o, const char *name)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-	ck_assert_msg(cJSON_IsNumber(v), "no number \"%s\"", name);
-	return v->valuedouble;
-}
-
 static void keep(char *dst, size_t size, const char *src)
 {
 	ck_assert_ptr_nonnull(src);
@@ -113,10 +106,10 @@ START_TEST(test_refused_retry_copy_arrives_once)
 	client_expect_exactly(worker, NULL, 2);
 	ck_assert_uint_eq(log_lines(b, "failed to publish retry copy"), 1);
 	cJSON *t = status_totals(client_new(b, "ops", MQTT_PROTOCOL_V5));
-	ck_assert_msg(num(t, "publishFailures") == 20 && num(t, "retryCopies") == 1 && num(t, "nacks") == 1
-			&& num(t, "pending") == 0 && num(t, "owedBytes") == 0,
-			"publishFailures %g retryCopies %g nacks %g pending %g owedBytes %g", num(t, "publishFailures"),
-			num(t, "retryCopies"), num(t, "nacks"), num(t, "pending"), num(t, "owedBytes"));
+	ck_assert_msg(json_num(t, "publishFailures") == 20 && json_num(t, "retryCopies") == 1 && json_num(t, "nacks") == 1
+			&& json_num(t, "pending") == 0 && json_num(t, "owedBytes") == 0,
+			"publishFailures %g retryCopies %g nacks %g pending %g owedBytes %g", json_num(t, "publishFailures"),
+			json_num(t, "retryCopies"), json_num(t, "nacks"), json_num(t, "pending"), json_num(t, "owedBytes"));
 	cJSON_Delete(t);
 	fprintf(stderr, "faults: a retry copy refused 20 times arrived %llu ms after its NACK\n", (unsigned long long)ms);
 }
@@ -143,9 +136,9 @@ START_TEST(test_refused_dead_letter_arrives_once)
 	ck_assert_uint_eq(log_lines(b, "failed to publish dead letter"), 1);
 	ck_assert_uint_eq(log_lines(b, "dead-lettered message from \"jobs\""), 1);
 	cJSON *t = status_totals(client_new(b, "ops", MQTT_PROTOCOL_V5));
-	ck_assert_msg(num(t, "publishFailures") == 20 && num(t, "deadLetters") == 1 && num(t, "pending") == 0,
-			"publishFailures %g deadLetters %g pending %g", num(t, "publishFailures"), num(t, "deadLetters"),
-			num(t, "pending"));
+	ck_assert_msg(json_num(t, "publishFailures") == 20 && json_num(t, "deadLetters") == 1 && json_num(t, "pending") == 0,
+			"publishFailures %g deadLetters %g pending %g", json_num(t, "publishFailures"), json_num(t, "deadLetters"),
+			json_num(t, "pending"));
 	cJSON_Delete(t);
 }
 END_TEST
@@ -175,10 +168,10 @@ START_TEST(test_refused_copy_of_a_client_that_left_is_dead_lettered)
 	clients_settle(inspector);
 	client_expect_exactly(inspector, NULL, 1);
 	cJSON *t = status_totals(client_new(b, "ops", MQTT_PROTOCOL_V5));
-	ck_assert_msg(num(t, "publishFailures") == 30 && num(t, "deadLetters") == 1 && num(t, "retryCopies") == 0
-			&& num(t, "pending") == 0,
-			"publishFailures %g deadLetters %g retryCopies %g pending %g", num(t, "publishFailures"),
-			num(t, "deadLetters"), num(t, "retryCopies"), num(t, "pending"));
+	ck_assert_msg(json_num(t, "publishFailures") == 30 && json_num(t, "deadLetters") == 1 && json_num(t, "retryCopies") == 0
+			&& json_num(t, "pending") == 0,
+			"publishFailures %g deadLetters %g retryCopies %g pending %g", json_num(t, "publishFailures"),
+			json_num(t, "deadLetters"), json_num(t, "retryCopies"), json_num(t, "pending"));
 	cJSON_Delete(t);
 }
 END_TEST
@@ -198,8 +191,8 @@ START_TEST(test_refused_reply_is_lost_but_counted)
 	expect_reply_error(reply_entry(doc, 0), "unknown or expired dlq-id");
 	cJSON_Delete(doc);
 	cJSON *t = status_totals(worker);
-	ck_assert_msg(num(t, "unknownIds") == 2 && num(t, "nacksRefused") == 2, "unknownIds %g nacksRefused %g",
-			num(t, "unknownIds"), num(t, "nacksRefused"));
+	ck_assert_msg(json_num(t, "unknownIds") == 2 && json_num(t, "nacksRefused") == 2, "unknownIds %g nacksRefused %g",
+			json_num(t, "unknownIds"), json_num(t, "nacksRefused"));
 	cJSON_Delete(t);
 	ck_assert_uint_eq(log_lines(b, "reply to \""), 1);
 }
@@ -243,7 +236,7 @@ static struct client *dead_letters_while_away(struct broker *b, size_t n, const 
 	}
 	struct client *ops = client_new(b, "ops", MQTT_PROTOCOL_V5);
 	cJSON *t = status_totals(ops);
-	ck_assert_msg(num(t, "deadLetters") == (double)n, "deadLetters %g, expected %zu", num(t, "deadLetters"), n);
+	ck_assert_msg(json_num(t, "deadLetters") == (double)n, "deadLetters %g, expected %zu", json_num(t, "deadLetters"), n);
 	cJSON_Delete(t);
 	ck_assert_uint_eq(log_lines(b, "dead-lettered message from \"jobs\""), n);
 

@@ -24,28 +24,14 @@
 
 /* ---- helpers ---- */
 
-/* The status entry of filter among data's policies. */
-static const cJSON *policy_status(const cJSON *data, const char *filter)
-{
-	const cJSON *p;
-	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(data, "policies")){
-		const char *f = json_str(p, "filter");
-		if(f && !strcmp(f, filter)){
-			return p;
-		}
-	}
-	ck_abort_msg("no policy %s in the status", filter);
-	return NULL;
-}
-
 /* The gauges of a status object must be those of an empty ledger and
  * outbox. */
 static void expect_empty_gauges(const cJSON *o, const char *what)
 {
-	ck_assert_msg(num(o, "records") == 0 && num(o, "ledgerBytes") == 0 && num(o, "pending") == 0
-			&& num(o, "delayed") == 0 && num(o, "owedBytes") == 0,
+	ck_assert_msg(json_num(o, "records") == 0 && json_num(o, "ledgerBytes") == 0 && json_num(o, "pending") == 0
+			&& json_num(o, "delayed") == 0 && json_num(o, "owedBytes") == 0,
 			"%s: records %g ledgerBytes %g pending %g delayed %g owedBytes %g, expected all 0", what,
-			num(o, "records"), num(o, "ledgerBytes"), num(o, "pending"), num(o, "delayed"), num(o, "owedBytes"));
+			json_num(o, "records"), json_num(o, "ledgerBytes"), json_num(o, "pending"), json_num(o, "delayed"), json_num(o, "owedBytes"));
 }
 
 /* ---- 10,000 filters ---- */
@@ -172,7 +158,7 @@ START_TEST(test_ten_thousand_filters)
 	data = command(ops, DLQ_COMMAND_GET_STATUS, &status_bytes);
 	uint64_t status_ms = it_now_ms() - t0;
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(data, "policies")), 10000);
-	ck_assert_int_eq(num(totals(data), "deadLetters"), sizeof(picks) / sizeof(picks[0]));
+	ck_assert_int_eq(json_num(totals(data), "deadLetters"), sizeof(picks) / sizeof(picks[0]));
 	cJSON_Delete(data);
 	fprintf(stderr, "limits: with 10000 policies, listPolicies replies %zu bytes in %llu ms, getStatus %zu bytes in %llu ms "
 			"(round trips)\n", bytes, (unsigned long long)list_ms, status_bytes, (unsigned long long)status_ms);
@@ -201,7 +187,7 @@ START_TEST(test_ten_thousand_filters)
 			"%.1f us with 3 policies, %.1f us with 10000 (same topics), %.1f us with 10000 (topics spread over the table)\n",
 			ROUNDS, ROUND, (double)us_small / ROUND, (double)us_big_same / ROUND, (double)us_big_spread / ROUND);
 	data = status(ops);
-	ck_assert_int_eq(num(totals(data), "tracked"), sizeof(picks) / sizeof(picks[0]) + 2 * ROUNDS * ROUND);
+	ck_assert_int_eq(json_num(totals(data), "tracked"), sizeof(picks) / sizeof(picks[0]) + 2 * ROUNDS * ROUND);
 	cJSON_Delete(data);
 }
 END_TEST
@@ -287,8 +273,8 @@ START_TEST(test_longest_topics)
 
 	cJSON *data = status(client_new(b, "ops", MQTT_PROTOCOL_V5));
 	const cJSON *t = totals(data);
-	ck_assert_msg(num(t, "tracked") == 2 && num(t, "nacks") == 4 && num(t, "retryCopies") == 2
-			&& num(t, "deadLetters") == 2 && num(t, "nacksRefused") == 0 && num(t, "untrackedFull") == 0,
+	ck_assert_msg(json_num(t, "tracked") == 2 && json_num(t, "nacks") == 4 && json_num(t, "retryCopies") == 2
+			&& json_num(t, "deadLetters") == 2 && json_num(t, "nacksRefused") == 0 && json_num(t, "untrackedFull") == 0,
 			"unexpected counters for two long chains");
 	cJSON_Delete(data);
 }
@@ -320,9 +306,9 @@ START_TEST(test_oversized_payload_is_counted)
 	}
 	cJSON *data = status(ops);
 	const cJSON *t = totals(data);
-	ck_assert_msg(num(t, "untrackedFull") == 2 && num(t, "tracked") == 0, "untrackedFull %g tracked %g",
-			num(t, "untrackedFull"), num(t, "tracked"));
-	ck_assert_int_eq(num(policy_status(data, "big"), "untrackedFull"), 2);
+	ck_assert_msg(json_num(t, "untrackedFull") == 2 && json_num(t, "tracked") == 0, "untrackedFull %g tracked %g",
+			json_num(t, "untrackedFull"), json_num(t, "tracked"));
+	ck_assert_int_eq(json_num(status_policy(data, "big"), "untrackedFull"), 2);
 	expect_empty_gauges(t, "totals");
 	cJSON_Delete(data);
 
@@ -345,13 +331,13 @@ START_TEST(test_oversized_payload_is_counted)
 
 	data = status(ops);
 	t = totals(data);
-	ck_assert_msg(num(t, "untrackedFull") == 2 && num(t, "tracked") == 2 && num(t, "evicted") == 2
-			&& num(t, "unknownIds") == 1 && num(t, "nacksRefused") == 1 && num(t, "deadLetters") == 1,
+	ck_assert_msg(json_num(t, "untrackedFull") == 2 && json_num(t, "tracked") == 2 && json_num(t, "evicted") == 2
+			&& json_num(t, "unknownIds") == 1 && json_num(t, "nacksRefused") == 1 && json_num(t, "deadLetters") == 1,
 			"untrackedFull %g tracked %g evicted %g unknownIds %g nacksRefused %g deadLetters %g",
-			num(t, "untrackedFull"), num(t, "tracked"), num(t, "evicted"), num(t, "unknownIds"),
-			num(t, "nacksRefused"), num(t, "deadLetters"));
-	ck_assert_msg(num(t, "ledgerBytes") + num(t, "owedBytes") <= 4096, "the bound was exceeded: ledgerBytes %g owedBytes %g",
-			num(t, "ledgerBytes"), num(t, "owedBytes"));
+			json_num(t, "untrackedFull"), json_num(t, "tracked"), json_num(t, "evicted"), json_num(t, "unknownIds"),
+			json_num(t, "nacksRefused"), json_num(t, "deadLetters"));
+	ck_assert_msg(json_num(t, "ledgerBytes") + json_num(t, "owedBytes") <= 4096, "the bound was exceeded: ledgerBytes %g owedBytes %g",
+			json_num(t, "ledgerBytes"), json_num(t, "owedBytes"));
 	cJSON_Delete(data);
 	clients_settle(worker, watcher, ops);
 	client_expect_exactly(worker, "big", 4);

@@ -134,14 +134,14 @@ START_TEST(test_nack_flood)
 			got - flood_hits(f, unknown), got);
 	cJSON *data = status(ops);
 	const cJSON *t = totals(data);
-	ck_assert_msg(num(t, "unknownIds") == FLOOD_N && num(t, "nacksRefused") == FLOOD_N,
-			"unknownIds %g nacksRefused %g, expected %d each", num(t, "unknownIds"), num(t, "nacksRefused"), FLOOD_N);
-	ck_assert_msg(num(t, "nacks") == 2 * 8 && num(t, "deadLetters") == 8, "the other client's chains: nacks %g deadLetters %g",
-			num(t, "nacks"), num(t, "deadLetters"));
+	ck_assert_msg(json_num(t, "unknownIds") == FLOOD_N && json_num(t, "nacksRefused") == FLOOD_N,
+			"unknownIds %g nacksRefused %g, expected %d each", json_num(t, "unknownIds"), json_num(t, "nacksRefused"), FLOOD_N);
+	ck_assert_msg(json_num(t, "nacks") == 2 * 8 && json_num(t, "deadLetters") == 8, "the other client's chains: nacks %g deadLetters %g",
+			json_num(t, "nacks"), json_num(t, "deadLetters"));
 	/* The refused NACKs left nothing behind: 8 chains, 2 records each. */
-	ck_assert_msg(num(t, "records") == 16 && num(t, "pending") == 0 && num(t, "delayed") == 0 && num(t, "owedBytes") == 0,
-			"records %g pending %g delayed %g owedBytes %g", num(t, "records"), num(t, "pending"),
-			num(t, "delayed"), num(t, "owedBytes"));
+	ck_assert_msg(json_num(t, "records") == 16 && json_num(t, "pending") == 0 && json_num(t, "delayed") == 0 && json_num(t, "owedBytes") == 0,
+			"records %g pending %g delayed %g owedBytes %g", json_num(t, "records"), json_num(t, "pending"),
+			json_num(t, "delayed"), json_num(t, "owedBytes"));
 	cJSON_Delete(data);
 	fprintf(stderr, "limits: 10000 compact NACKs of unknown ids (QoS 0) handled in %llu ms; %zu replies reached the "
 			"flooder, the broker dropped the rest (max_queued_messages); all %d counted in unknownIds; "
@@ -180,7 +180,7 @@ START_TEST(test_control_flood)
 	uint64_t t1 = it_now_ms();
 	cJSON *data = status(ops);
 	uint64_t one_status_ms = it_now_ms() - t1;
-	ck_assert_int_eq(num(totals(data), "records"), BULK + 6);
+	ck_assert_int_eq(json_num(totals(data), "records"), BULK + 6);
 	cJSON_Delete(data);
 	long rss_before = broker_rss_kib(b);
 
@@ -223,10 +223,10 @@ START_TEST(test_control_flood)
 	ck_assert_uint_eq(flood_hits(f, statuses), FLOOD_N / 4);
 	data = status(ops);
 	const cJSON *t = totals(data);
-	ck_assert_msg(num(t, "unknownIds") == FLOOD_N / 4 && num(t, "nacksRefused") == FLOOD_N / 4,
-			"unknownIds %g nacksRefused %g", num(t, "unknownIds"), num(t, "nacksRefused"));
-	ck_assert_msg(num(t, "records") == BULK + 16 && num(t, "pending") == 0 && num(t, "owedBytes") == 0,
-			"records %g pending %g owedBytes %g", num(t, "records"), num(t, "pending"), num(t, "owedBytes"));
+	ck_assert_msg(json_num(t, "unknownIds") == FLOOD_N / 4 && json_num(t, "nacksRefused") == FLOOD_N / 4,
+			"unknownIds %g nacksRefused %g", json_num(t, "unknownIds"), json_num(t, "nacksRefused"));
+	ck_assert_msg(json_num(t, "records") == BULK + 16 && json_num(t, "pending") == 0 && json_num(t, "owedBytes") == 0,
+			"records %g pending %g owedBytes %g", json_num(t, "records"), json_num(t, "pending"), json_num(t, "owedBytes"));
 	cJSON_Delete(data);
 	fprintf(stderr, "limits: with %d records in the ledger, one getStatus round trip took %llu ms; "
 			"10000 control commands (2500 of them getStatus; QoS 1, one per message) were answered in %llu ms, every one; "

@@ -59,34 +59,13 @@ static cJSON *command(struct client *c, const char *name, const cJSON **data)
 	return doc;
 }
 
-static double num(const cJSON *o, const char *name)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-	ck_assert_msg(cJSON_IsNumber(v), "no number \"%s\"", name);
-	return v->valuedouble;
-}
-
-/* The status entry of filter among data's policies. */
-static const cJSON *policy_status(const cJSON *data, const char *filter)
-{
-	const cJSON *p;
-	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(data, "policies")){
-		const char *f = json_str(p, "filter");
-		if(f && !strcmp(f, filter)){
-			return p;
-		}
-	}
-	ck_abort_msg("no policy %s in the status", filter);
-	return NULL;
-}
-
 static void expect_counts(const cJSON *o, const char *what, double tracked, double nacks, double retry, double dead)
 {
-	ck_assert_msg(num(o, "tracked") == tracked && num(o, "nacks") == nacks && num(o, "retryCopies") == retry
-			&& num(o, "deadLetters") == dead && num(o, "publishFailures") == 0 && num(o, "nacksRefused") == 0,
+	ck_assert_msg(json_num(o, "tracked") == tracked && json_num(o, "nacks") == nacks && json_num(o, "retryCopies") == retry
+			&& json_num(o, "deadLetters") == dead && json_num(o, "publishFailures") == 0 && json_num(o, "nacksRefused") == 0,
 			"%s: tracked %g nacks %g retryCopies %g deadLetters %g publishFailures %g nacksRefused %g; "
-			"expected %g %g %g %g 0 0", what, num(o, "tracked"), num(o, "nacks"), num(o, "retryCopies"),
-			num(o, "deadLetters"), num(o, "publishFailures"), num(o, "nacksRefused"), tracked, nacks, retry, dead);
+			"expected %g %g %g %g 0 0", what, json_num(o, "tracked"), json_num(o, "nacks"), json_num(o, "retryCopies"),
+			json_num(o, "deadLetters"), json_num(o, "publishFailures"), json_num(o, "nacksRefused"), tracked, nacks, retry, dead);
 }
 
 /* The known flow: two messages on alpha (max 2), the first NACKed twice
@@ -126,19 +105,19 @@ START_TEST(test_get_status_counters)
 	const cJSON *data;
 	cJSON *doc = command(pub, DLQ_COMMAND_GET_STATUS, &data);
 	const cJSON *totals = cJSON_GetObjectItemCaseSensitive(data, "totals");
-	expect_counts(policy_status(data, "alpha"), "alpha", 2, 2, 1, 1);
-	expect_counts(policy_status(data, "beta/#"), "beta/#", 1, 1, 1, 0);
+	expect_counts(status_policy(data, "alpha"), "alpha", 2, 2, 1, 1);
+	expect_counts(status_policy(data, "beta/#"), "beta/#", 1, 1, 1, 0);
 	expect_counts(totals, "totals", 3, 3, 2, 1);
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(data, "policies")), 2);
 	/* Records: the three originals and the two retry copies stay NACKable
 	 * for the window; nothing is owed or delayed once the broker took it. */
-	ck_assert_msg(num(totals, "records") == 5, "records %g, expected 5", num(totals, "records"));
-	ck_assert_msg(num(policy_status(data, "alpha"), "records") == 3, "alpha records");
-	ck_assert_msg(num(totals, "ledgerBytes") > 0, "ledgerBytes");
-	ck_assert_msg(num(totals, "pending") == 0 && num(totals, "delayed") == 0 && num(totals, "evicted") == 0
-			&& num(totals, "unknownIds") == 0, "pending/delayed/evicted/unknownIds not 0");
-	ck_assert_msg(num(data, "nackWindowMs") == DLQ_DEFAULT_NACK_WINDOW_MS, "nackWindowMs");
-	ck_assert_msg(num(data, "maxPendingBytes") == (double)DLQ_DEFAULT_MAX_PENDING_BYTES, "maxPendingBytes");
+	ck_assert_msg(json_num(totals, "records") == 5, "records %g, expected 5", json_num(totals, "records"));
+	ck_assert_msg(json_num(status_policy(data, "alpha"), "records") == 3, "alpha records");
+	ck_assert_msg(json_num(totals, "ledgerBytes") > 0, "ledgerBytes");
+	ck_assert_msg(json_num(totals, "pending") == 0 && json_num(totals, "delayed") == 0 && json_num(totals, "evicted") == 0
+			&& json_num(totals, "unknownIds") == 0, "pending/delayed/evicted/unknownIds not 0");
+	ck_assert_msg(json_num(data, "nackWindowMs") == DLQ_DEFAULT_NACK_WINDOW_MS, "nackWindowMs");
+	ck_assert_msg(json_num(data, "maxPendingBytes") == (double)DLQ_DEFAULT_MAX_PENDING_BYTES, "maxPendingBytes");
 	cJSON_Delete(doc);
 }
 END_TEST
@@ -155,13 +134,13 @@ START_TEST(test_list_policies)
 	const cJSON *a = cJSON_GetArrayItem(list, 0);
 	const cJSON *p = cJSON_GetArrayItem(list, 1);
 	ck_assert_str_eq(json_str(a, "filter"), "alpha");
-	ck_assert_msg(num(a, "maxAttempts") == 2, "alpha maxAttempts");
+	ck_assert_msg(json_num(a, "maxAttempts") == 2, "alpha maxAttempts");
 	ck_assert_str_eq(json_str(a, "deadLetter"), "dlq/alpha");
 	ck_assert_str_eq(json_str(a, "retryTo"), DLQ_RETRY_TO_DELIVERY);
 	ck_assert_str_eq(json_str(p, "filter"), "beta/#");
-	ck_assert_msg(num(p, "maxAttempts") == 3, "beta maxAttempts");
+	ck_assert_msg(json_num(p, "maxAttempts") == 3, "beta maxAttempts");
 	ck_assert_str_eq(json_str(p, "retryTo"), "beta/retry");
-	ck_assert_msg(num(p, "retryDelayMs") == 2000 && num(p, "retryBackoff") == 2, "beta delay/backoff");
+	ck_assert_msg(json_num(p, "retryDelayMs") == 2000 && json_num(p, "retryBackoff") == 2, "beta delay/backoff");
 	ck_assert_msg(json_str(p, "source") != NULL, "source");
 	cJSON_Delete(doc);
 }
@@ -181,10 +160,10 @@ START_TEST(test_reset_counters)
 	const cJSON *data;
 	doc = command(pub, DLQ_COMMAND_GET_STATUS, &data);
 	expect_counts(cJSON_GetObjectItemCaseSensitive(data, "totals"), "totals", 0, 0, 0, 0);
-	expect_counts(policy_status(data, "alpha"), "alpha", 0, 0, 0, 0);
-	expect_counts(policy_status(data, "beta/#"), "beta/#", 0, 0, 0, 0);
+	expect_counts(status_policy(data, "alpha"), "alpha", 0, 0, 0, 0);
+	expect_counts(status_policy(data, "beta/#"), "beta/#", 0, 0, 0, 0);
 	/* Gauges are not counters: the records are still there. */
-	ck_assert_msg(num(cJSON_GetObjectItemCaseSensitive(data, "totals"), "records") == 5, "records after reset");
+	ck_assert_msg(json_num(cJSON_GetObjectItemCaseSensitive(data, "totals"), "records") == 5, "records after reset");
 	cJSON_Delete(doc);
 	char *log = broker_log(b);
 	ck_assert_msg(strstr(log, "counters reset by \"") != NULL, "no \"counters reset by\" in the log");
@@ -194,7 +173,7 @@ START_TEST(test_reset_counters)
 	client_publish_str(pub, "alpha", "a3", 1);
 	client_expect(worker, "alpha", 4);
 	doc = command(pub, DLQ_COMMAND_GET_STATUS, &data);
-	expect_counts(policy_status(data, "alpha"), "alpha after reset", 1, 0, 0, 0);
+	expect_counts(status_policy(data, "alpha"), "alpha after reset", 1, 0, 0, 0);
 	cJSON_Delete(doc);
 }
 END_TEST
@@ -223,7 +202,7 @@ START_TEST(test_bad_requests_get_error_replies)
 		ck_assert_msg(cJSON_GetObjectItemCaseSensitive(e, "data") == NULL, "an error entry with data");
 		if(i == 0){
 			ck_assert_str_eq(json_str(e, "command"), "frobnicate");
-			ck_assert_msg(num(e, "correlationData") == 7, "correlationData not echoed");
+			ck_assert_msg(json_num(e, "correlationData") == 7, "correlationData not echoed");
 		}
 		cJSON_Delete(doc);
 		ck_assert_msg(client_connected(c) && client_disconnects(c) == 0, "disconnected after %s", bad[i].payload);
