@@ -78,6 +78,11 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 	}
 	d->ledger.on_drop = record_dropped;
 	d->ledger.on_drop_ctx = d;
+	if(gauges__init(&d->gauges, &d->cfg.policies)){
+		snprintf(err, errlen, "out of memory");
+		return ENOMEM;
+	}
+	d->ledger.book = d->outbox.book = d->delayed.book = &d->gauges;
 	int rc = persist__open(d, err, errlen);
 	if(rc == 0) index_restored(d);
 	return rc;
@@ -612,6 +617,7 @@ void dlq__cleanup(struct dlq *d)
 	outbox__cleanup(&d->outbox);
 	redelivery__cleanup(&d->redelivery, &d->ledger);
 	ledger__cleanup(&d->ledger);
+	gauges__cleanup(&d->gauges);
 	free(d->policy_counters);
 	d->policy_counters = NULL;
 	systopics__cleanup(&d->sys);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "gauges.h"
 #include "id.h"
 #include "ledger.h"
 #include "outbox.h"
@@ -53,6 +54,7 @@ struct dlq {
 	unsigned policy_generation;       /* bumped by every reload */
 	struct dlq_counters counters;          /* totals */
 	struct dlq_counters *policy_counters;  /* owned: one per policy of cfg.policies, by index */
+	struct dlq_gauge_book gauges;          /* owned: running gauges of ledger, outbox and schedule */
 	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */
 };
 

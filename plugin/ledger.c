@@ -127,6 +127,7 @@ int ledger__add_nacker(struct dlq_ledger *l, struct dlq_record *r, const char *c
 	r->nackers = n;
 	if(l && ledger__find(l, &r->id) == r){
 		l->bytes += nacker_bytes(n);
+		gauges__record_bytes(l->book, r->policy, +1, nacker_bytes(n));
 	}
 	return 0;
 }
@@ -137,6 +138,7 @@ void ledger__drop_last_nacker(struct dlq_ledger *l, struct dlq_record *r)
 	if(n == NULL) return;
 	if(l && ledger__find(l, &r->id) == r){
 		l->bytes -= nacker_bytes(n);
+		gauges__record_bytes(l->book, r->policy, -1, nacker_bytes(n));
 	}
 	r->nackers = n->next;
 	free(n);
@@ -187,7 +189,18 @@ int ledger__insert(struct dlq_ledger *l, struct dlq_record *r)
 	l->newest = r;
 	l->count++;
 	l->bytes += record__bytes(r);
+	gauges__record(l->book, r->policy, +1, record__bytes(r));
 	return 0;
+}
+
+void ledger__adjust_bytes(struct dlq_ledger *l, struct dlq_record *r, int sign, uint32_t bytes)
+{
+	if(sign > 0){
+		l->bytes += bytes;
+	}else{
+		l->bytes -= bytes;
+	}
+	gauges__record_bytes(l->book, r->policy, sign, bytes);
 }
 
 struct dlq_record *ledger__find(const struct dlq_ledger *l, const struct dlq_id *id)
@@ -217,6 +230,7 @@ static void drop_oldest(struct dlq_ledger *l, bool expired)
 	}
 	l->count--;
 	l->bytes -= record__bytes(r);
+	gauges__record(l->book, r->policy, -1, record__bytes(r));
 	record__free(r);
 }
 

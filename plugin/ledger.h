@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gauges.h"
 #include "id.h"
 #include "policy.h"
 
@@ -61,6 +62,9 @@ struct dlq_ledger {
 	 * (optional; the engine counts them per policy). */
 	void (*on_drop)(void *ctx, struct dlq_record *r, bool expired);
 	void *on_drop_ctx;
+	/* Borrowed, optional: the running gauges every change of records or
+	 * bytes here is counted in (set after ledger__init). */
+	struct dlq_gauge_book *book;
 };
 
 int ledger__init(struct dlq_ledger *l);
@@ -102,6 +106,11 @@ int ledger__add_nacker(struct dlq_ledger *l, struct dlq_record *r, const char *c
 /* Forgets the most recent nacker of r (the undo of a successful
  * ledger__add_nacker when the NACK could not be carried out). */
 void ledger__drop_last_nacker(struct dlq_ledger *l, struct dlq_record *r);
+
+/* Adds (sign +1) or takes away (-1) bytes of r's accounted size that
+ * live outside the record (redelivery tracking's deliveries, counted in
+ * r->extra_bytes, which the caller changes); r is in l. */
+void ledger__adjust_bytes(struct dlq_ledger *l, struct dlq_record *r, int sign, uint32_t bytes);
 
 /* Takes ownership of r; r must be the newest (created_ms not older than any
  * record already in). Returns 0 or ENOMEM (then r is still the caller's). */

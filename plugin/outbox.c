@@ -18,6 +18,7 @@ void outbox__free_list(struct dlq_outbox *o, struct dlq_envelope_list *list)
 	while(e){
 		struct dlq_envelope *next = e->next;
 		o->bytes -= e->bytes;
+		gauges__envelope(o->book, e->policy, false, -1, e->bytes);
 		envelope__free(e);
 		e = next;
 	}
@@ -58,6 +59,7 @@ void outbox__push(struct dlq_outbox *o, struct dlq_envelope_list *list, struct d
 	list->tail = e;
 	list->count++;
 	o->bytes += e->bytes;
+	gauges__envelope(o->book, e->policy, false, +1, e->bytes);
 }
 
 void outbox__unlink(struct dlq_outbox *o, struct dlq_envelope_list *list, struct dlq_envelope *e)
@@ -76,4 +78,5 @@ void outbox__unlink(struct dlq_outbox *o, struct dlq_envelope_list *list, struct
 	e->prev = NULL;
 	list->count--;
 	o->bytes -= e->bytes;
+	gauges__envelope(o->book, e->policy, false, -1, e->bytes);
 }

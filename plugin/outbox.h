@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "envelope.h"
+#include "gauges.h"
 
 struct dlq_envelope_list {
 	struct dlq_envelope *head;
@@ -30,6 +31,10 @@ struct dlq_outbox {
 	struct dlq_envelope_list sent;
 	struct dlq_envelope_list settling;
 	uint64_t bytes; /* all three lists */
+	/* Borrowed, optional: the running gauges envelopes coming and going
+	 * are counted in (set after outbox__init). Moving between lists
+	 * changes nothing there. */
+	struct dlq_gauge_book *book;
 };
 
 void outbox__init(struct dlq_outbox *o);

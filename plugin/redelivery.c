@@ -137,7 +137,7 @@ int redelivery__init(struct dlq_redelivery *t)
 void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 {
 	for(struct dlq_record *r = l ? l->oldest : NULL; r; r = r->newer){
-		l->bytes -= r->extra_bytes;
+		ledger__adjust_bytes(l, r, -1, r->extra_bytes);
 		r->extra_bytes = 0;
 		r->deliveries = NULL;
 		r->payload_next = NULL;
@@ -287,7 +287,7 @@ static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_le
 	d->rnext = r->deliveries;
 	r->deliveries = d;
 	r->extra_bytes += DLQ_DELIVERY_BYTES;
-	l->bytes += DLQ_DELIVERY_BYTES;
+	ledger__adjust_bytes(l, r, +1, DLQ_DELIVERY_BYTES);
 	c->deliveries++;
 	t->count++;
 	return d;
@@ -410,7 +410,7 @@ void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, str
 		d = next;
 	}
 	r->deliveries = NULL;
-	l->bytes -= r->extra_bytes;
+	ledger__adjust_bytes(l, r, -1, r->extra_bytes);
 	r->extra_bytes = 0;
 }
 

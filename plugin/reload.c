@@ -14,6 +14,7 @@
 
 #include "dlq.h"
 #include "port.h"
+#include "status.h"
 
 struct filter_map {
 	const char *filter;             /* borrowed from the old table */
@@ -87,10 +88,12 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 	size_t n = fresh.policies.count;
 	struct filter_map *map = calloc(old->count ? old->count : 1, sizeof(*map));
 	struct dlq_counters *counters = calloc(n ? n : 1, sizeof(*counters));
+	struct dlq_gauges *gauges = calloc(n ? n : 1, sizeof(*gauges));
 	struct dlq_policy_table *retired = realloc(d->retired, (d->retired_count + 1) * sizeof(*retired));
-	if(map == NULL || counters == NULL || retired == NULL){
+	if(map == NULL || counters == NULL || gauges == NULL || retired == NULL){
 		free(map);
 		free(counters);
+		free(gauges);
 		if(retired) d->retired = retired;
 		config__free(&fresh);
 		snprintf(err, errlen, "out of memory");
@@ -127,6 +130,11 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 	config__free(&fresh);
 	free(d->policy_counters);
 	d->policy_counters = counters;
+	/* Records and envelopes now belong to other policies: the running
+	 * gauges are counted afresh, once per reload (which walks them all
+	 * anyway). */
+	gauges__replace(&d->gauges, gauges, n);
+	status__count(d, d->gauges.per, &d->gauges.total);
 	free(map);
 	free_unused_retired(d);
 	d->policy_generation++;

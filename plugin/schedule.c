@@ -74,6 +74,7 @@ int schedule__push(struct dlq_schedule *s, struct dlq_envelope *e)
 	place(s, s->count++, e);
 	sift_up(s, s->count - 1);
 	s->bytes += e->bytes;
+	gauges__envelope(s->book, e->policy, true, +1, e->bytes);
 	return 0;
 }
 
@@ -87,6 +88,7 @@ void schedule__remove(struct dlq_schedule *s, struct dlq_envelope *e)
 	size_t i = e->heap_index;
 	struct dlq_envelope *last = s->heap[--s->count];
 	s->bytes -= e->bytes;
+	gauges__envelope(s->book, e->policy, true, -1, e->bytes);
 	if(i < s->count){
 		place(s, i, last);
 		/* The moved one may belong above or below its new slot. */

@@ -11,12 +11,14 @@
 #include <stdint.h>
 
 #include "envelope.h"
+#include "gauges.h"
 
 struct dlq_schedule {
 	struct dlq_envelope **heap; /* owned array; the envelopes are owned too */
 	size_t count;
 	size_t capacity;
 	uint64_t bytes;             /* sum of the envelopes' bytes */
+	struct dlq_gauge_book *book;/* borrowed, optional: running gauges (set after schedule__init) */
 };
 
 void schedule__init(struct dlq_schedule *s);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Status reports (see status.h), rendered with cJSON.
+ * Status reports (see status.h), rendered with cJSON. The gauges come from
+ * the running totals (gauges.h); status__count is the walk that checks them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,15 @@ static void add_list(const struct dlq *d, const struct dlq_envelope_list *l,
 }
 
 void status__gauges(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total)
+{
+	*total = d->gauges.total;
+	if(per_policy == NULL) return;
+	size_t n = d->cfg.policies.count;
+	memset(per_policy, 0, n * sizeof(*per_policy));
+	memcpy(per_policy, d->gauges.per, (n < d->gauges.count ? n : d->gauges.count) * sizeof(*per_policy));
+}
+
+void status__count(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total)
 {
 	memset(total, 0, sizeof(*total));
 	if(per_policy) memset(per_policy, 0, d->cfg.policies.count * sizeof(*per_policy));

@@ -14,18 +14,16 @@
 #include <cjson/cJSON.h>
 
 #include "dlq.h"
-
-struct dlq_gauges {
-	uint64_t records;       /* NACKable deliveries kept */
-	uint64_t ledger_bytes;  /* their bytes in the bound */
-	uint64_t pending;       /* retry copies and dead letters the broker has not taken */
-	uint64_t delayed;       /* retry copies waiting for their delay */
-	uint64_t owed_bytes;    /* bytes of both */
-};
+#include "gauges.h"
 
 /* Gauges per policy (out[i] for policy i; cfg.policies.count entries) and
- * in total. One pass over the ledger and the outbox: O(records). */
+ * in total, from the running gauges (gauges.h): O(policies). */
 void status__gauges(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total);
+
+/* The same, counted afresh by a pass over the ledger, the outbox and the
+ * schedule: O(records). For a reload (records change policy) and for tests
+ * that check the running gauges. per_policy may be NULL. */
+void status__count(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total);
 
 /* {"policies":[{"filter":…,"maxAttempts":…,…}]}-style array of the policies. */
 cJSON *status__policies(const struct dlq *d);
