@@ -66,6 +66,11 @@
 /* At most this many bytes in one $CONTROL/dlq/v1 message: parsed, a JSON
  * document takes up to about 40 times its size in memory. */
 #define DLQ_MAX_CONTROL_BYTES (1024 * 1024)
+/* Policy entries the status commands (getStatus, listPolicies,
+ * resetCounters) of one JSON message may return together, each costing one
+ * per policy plus one; those beyond are answered with an error, except the
+ * first, which always runs. */
+#define DLQ_MAX_STATUS_ENTRIES 1000
 
 /* Retry delays. */
 #define DLQ_RETRY_BACKOFF_MAX 100.0

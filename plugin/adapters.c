@@ -149,9 +149,11 @@ int adapter__control(int event, void *event_data, void *userdata)
 		req.reason = props__user_value(ed->properties, DLQ_PROP_NACK_REASON, reason, sizeof(reason));
 		req.delay_ms = props__user_value(ed->properties, DLQ_PROP_NACK_DELAY_MS, delay, sizeof(delay));
 	}
-	mosquitto_property_read_string(ed->properties, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false);
+	/* 2.1 reads an empty response topic as NULL: it is "" all the same. */
+	bool has_rt = mosquitto_property_read_string(ed->properties, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false) != NULL;
 	mosquitto_property_read_binary(ed->properties, MQTT_PROP_CORRELATION_DATA, &correlation, &correlation_len, false);
-	req.reply_wanted = response_topic != NULL;
+	req.reply_wanted = has_rt;
+	req.response_topic = has_rt ? (response_topic ? response_topic : "") : NULL;
 	struct read_probe probe = { .pl = pl, .client = ed->client };
 	if(pl->acl_check){
 		req.may_read = may_read;
@@ -161,8 +163,7 @@ int adapter__control(int event, void *event_data, void *userdata)
 	if(control__handle(&pl->engine, &req, &reply)){
 		port__log(DLQ_LOG_ERR, "out of memory handling a control message from \"%s\"", client);
 	}else if(reply.must_send){
-		send_reply(client, response_topic ? response_topic : DLQ_RESPONSE_TOPIC, reply.json,
-				response_topic ? correlation : NULL, correlation_len);
+		send_reply(client, reply.topic, reply.json, has_rt ? correlation : NULL, correlation_len);
 	}
 	control__reply_free(&reply);
 	port__free(response_topic);

@@ -14,71 +14,26 @@
 
 #include "config.h"
 #include "control.h"
+#include "control_input.h"
+#include "errtext.h"
 #include "mosquitto_dlq.h"
 #include "port.h"
 #include "status.h"
 
-/* Length of the valid UTF-8 character at s (at most n bytes), by MQTT's
- * rules (no NUL, surrogates, overlong forms or non-characters), or 0. Sets
- * *control when it is a control character. */
-static size_t utf8_char(const unsigned char *s, size_t n, bool *control)
-{
-	size_t len;
-	uint32_t cp;
+/* How much of a client's text (a command name, a response topic) a reply
+ * quotes. */
+#define ECHO_MAX_BYTES 64
 
-	*control = false;
-	if(s[0] < 0x80){
-		len = 1;
-		cp = s[0];
-	}else if(s[0] >= 0xC2 && s[0] <= 0xDF){
-		len = 2;
-		cp = s[0] & 0x1F;
-	}else if((s[0] & 0xF0) == 0xE0){
-		len = 3;
-		cp = s[0] & 0x0F;
-	}else if(s[0] >= 0xF0 && s[0] <= 0xF4){
-		len = 4;
-		cp = s[0] & 0x07;
-	}else{
-		return 0;
-	}
-	if(len > n) return 0;
-	for(size_t i = 1; i < len; i++){
-		if((s[i] & 0xC0) != 0x80) return 0;
-		cp = (cp << 6) | (s[i] & 0x3F);
-	}
-	if((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
-	if(cp >= 0xD800 && cp <= 0xDFFF) return 0;
-	if((cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFF) >= 0xFFFE) return 0;
-	if(cp <= 0x1F || (cp >= 0x7F && cp <= 0x9F)) *control = true;
-	return len;
-}
+#define DLQ_STR_(x) #x
+#define DLQ_STR(x) DLQ_STR_(x)
 
 /* Copies a reason into out (DLQ_REASON_MAX_BYTES + 1 bytes) as text a
- * broker and every client will accept in a user property: invalid UTF-8
- * becomes '?', control characters become ' ', and it is cut at a character
- * boundary. Returns out, or NULL for a NULL or empty reason. */
+ * broker and every client will accept in a user property (errtext__clean).
+ * Returns out, or NULL for a NULL or empty reason. */
 static const char *clean_reason(const char *in, size_t len, char out[DLQ_REASON_MAX_BYTES + 1])
 {
 	if(in == NULL || len == 0) return NULL;
-	const unsigned char *s = (const unsigned char *)in;
-	size_t o = 0;
-	size_t i = 0;
-	while(i < len){
-		bool control;
-		size_t n = utf8_char(s + i, len - i, &control);
-		if(n == 0 || control){
-			if(o + 1 > DLQ_REASON_MAX_BYTES) break;
-			out[o++] = n == 0 ? '?' : ' ';
-			i += n ? n : 1;
-		}else{
-			if(o + n > DLQ_REASON_MAX_BYTES) break;
-			memcpy(out + o, s + i, n);
-			o += n;
-			i += n;
-		}
-	}
-	out[o] = '\0';
+	errtext__clean(in, len, out, DLQ_REASON_MAX_BYTES);
 	return out;
 }
 
@@ -285,17 +240,25 @@ static int command_reset_counters(struct dlq *d, const struct dlq_control_reques
 typedef int (*command_fn)(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd,
 		const cJSON *correlation, cJSON *responses, unsigned *errors);
 
+/* The commands; "lists" marks those whose cost grows with the policies
+ * (a reply entry each, or a counter block each), which one message may run
+ * only as far as DLQ_MAX_STATUS_ENTRIES allows: a document of a thousand of
+ * them would otherwise hold the broker for a thousand reports. */
 static const struct {
 	const char *name;
 	command_fn run;
+	bool lists;
 } commands[] = {
-	{ DLQ_COMMAND_NACK, command_nack },
-	{ DLQ_COMMAND_LIST_POLICIES, command_list_policies },
-	{ DLQ_COMMAND_GET_STATUS, command_get_status },
-	{ DLQ_COMMAND_RESET_COUNTERS, command_reset_counters },
+	{ DLQ_COMMAND_NACK, command_nack, false },
+	{ DLQ_COMMAND_LIST_POLICIES, command_list_policies, true },
+	{ DLQ_COMMAND_GET_STATUS, command_get_status, true },
+	{ DLQ_COMMAND_RESET_COUNTERS, command_reset_counters, true },
 };
 
-static int handle_command(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd, cJSON *responses, unsigned *errors)
+/* listed: the policy entries this message's status commands returned so
+ * far. */
+static int handle_command(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd, cJSON *responses,
+		size_t *listed, unsigned *errors)
 {
 	if(!cJSON_IsObject(cmd)){
 		return command_error(responses, NULL, NULL, "each command must be a JSON object", errors);
@@ -306,13 +269,29 @@ static int handle_command(struct dlq *d, const struct dlq_control_request *req, 
 		return command_error(responses, NULL, correlation, "missing or non-string \"command\"", errors);
 	}
 	for(size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++){
-		if(!strcmp(name->valuestring, commands[i].name)){
-			return commands[i].run(d, req, cmd, correlation, responses, errors);
+		if(strcmp(name->valuestring, commands[i].name)) continue;
+		if(commands[i].lists){
+			/* A listing costs one entry per policy and one for the
+			 * totals; the first one always runs. */
+			size_t cost = d->cfg.policies.count + 1;
+			if(*listed && *listed + cost > DLQ_MAX_STATUS_ENTRIES){
+				return command_error(responses, commands[i].name, correlation, "not run: the status commands of one message "
+						"may return at most " DLQ_STR(DLQ_MAX_STATUS_ENTRIES) " policy entries together; "
+						"send the rest in another message", errors);
+			}
+			*listed += cost;
 		}
+		return commands[i].run(d, req, cmd, correlation, responses, errors);
 	}
-	char msg[160];
-	snprintf(msg, sizeof(msg), "unknown command \"%.64s\" (known: nack, listPolicies, getStatus, resetCounters)", name->valuestring);
-	return command_error(responses, name->valuestring, correlation, msg, errors);
+	/* The name is echoed, cut at a character boundary: the reply must be
+	 * valid UTF-8 for a strict JSON parser. */
+	char shown[ECHO_MAX_BYTES + 1];
+	size_t len = strlen(name->valuestring);
+	bool cut = errtext__clean(name->valuestring, len, shown, ECHO_MAX_BYTES) < len;
+	char msg[ECHO_MAX_BYTES + 120];
+	snprintf(msg, sizeof(msg), "unknown command \"%s%s\" (known: nack, listPolicies, getStatus, resetCounters)",
+			shown, cut ? "..." : "");
+	return command_error(responses, shown, correlation, msg, errors);
 }
 
 static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJSON *responses, unsigned *errors)
@@ -324,6 +303,13 @@ static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJS
 		char msg[80];
 		snprintf(msg, sizeof(msg), "payload larger than %d bytes", DLQ_MAX_CONTROL_BYTES);
 		return command_error(responses, NULL, NULL, msg, errors);
+	}
+	/* Text cJSON would take but a reply could not echo faithfully:
+	 * ill-formed UTF-8 (RFC 8259 wants UTF-8), and strings holding U+0000,
+	 * which cJSON's NUL-terminated strings silently cut. */
+	char why[160];
+	if(!control_input__check_json(req->payload, req->payload_len, why, sizeof(why))){
+		return command_error(responses, NULL, NULL, why, errors);
 	}
 	/* cJSON says only "no document"; an allocator that failed says ENOMEM
 	 * (glibc's does), and then the document may well be valid. */
@@ -340,8 +326,9 @@ static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJS
 		rc = command_error(responses, NULL, NULL, "too many commands in one message", errors);
 	}else{
 		const cJSON *cmd;
+		size_t listed = 0;
 		cJSON_ArrayForEach(cmd, commands){
-			rc = handle_command(d, req, cmd, responses, errors);
+			rc = handle_command(d, req, cmd, responses, &listed, errors);
 			if(rc) break;
 		}
 	}
@@ -357,6 +344,23 @@ int control__handle(struct dlq *d, const struct dlq_control_request *req, struct
 	if(responses == NULL){
 		cJSON_Delete(root);
 		return ENOMEM;
+	}
+	/* A response topic the reply cannot go to: the default topic instead,
+	 * and the reply says why. */
+	reply->topic = req->response_topic ? req->response_topic : DLQ_RESPONSE_TOPIC;
+	const char *problem = req->response_topic ? control_input__topic_problem(req->response_topic) : NULL;
+	if(problem){
+		char shown[ECHO_MAX_BYTES + 1];
+		size_t len = strlen(req->response_topic);
+		bool cut = errtext__clean(req->response_topic, len, shown, ECHO_MAX_BYTES) < len;
+		char msg[ECHO_MAX_BYTES + 160];
+		snprintf(msg, sizeof(msg), "response topic \"%s%s\" %s: replied on " DLQ_RESPONSE_TOPIC " instead",
+				shown, cut ? "..." : "", problem);
+		reply->topic = DLQ_RESPONSE_TOPIC;
+		if(cJSON_AddStringToObject(root, "responseTopicError", msg) == NULL){
+			cJSON_Delete(root);
+			return ENOMEM;
+		}
 	}
 	int rc;
 	if(req->compact){

@@ -22,6 +22,8 @@ struct dlq_control_request {
 	const char *reason;      /* borrowed: compact form's "reason" user property, or NULL */
 	const char *delay_ms;    /* borrowed: compact form's "delay-ms" user property, or NULL */
 	bool reply_wanted;       /* a reply goes out whatever happens (the request has a response topic) */
+	const char *response_topic; /* borrowed: the request's v5 response topic as read ("" for an
+	                          * empty one, which 2.1 hands over as NULL), or NULL: none */
 	dlq_may_read_fn may_read;/* the sender's read permission, for NACKs (NULL: not checked) */
 	void *may_read_ctx;
 };
@@ -32,6 +34,10 @@ struct dlq_control_reply {
 	                          * no reply: the hot path, so nothing is built for it) */
 	unsigned errors;         /* how many commands failed */
 	bool must_send;          /* JSON commands and errors always get a reply */
+	const char *topic;       /* borrowed (req->response_topic or a constant): where the reply
+	                          * goes; the default topic when the response topic is not a
+	                          * valid topic name, and the reply then says so in
+	                          * "responseTopicError" */
 };
 
 /* Returns 0 or ENOMEM (then reply->json is NULL). reply->must_send is true
