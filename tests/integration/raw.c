@@ -35,6 +35,7 @@ struct raw {
 	struct raw_msg **msgs;      /* every PUBLISH received */
 	size_t nmsgs, capmsgs;
 	size_t next;                /* the first one raw_next has not handed out */
+	const char *response_topic; /* borrowed: what v5 publishes carry, or NULL */
 };
 
 enum read_result { READ_PACKET, READ_TIMEOUT, READ_CLOSED };
@@ -337,7 +338,7 @@ bool raw_puback(struct raw *r, unsigned mid)
 static bool send_publish(struct raw *r, const char *topic, const void *payload, size_t len, int qos, unsigned mid)
 {
 	struct body p = {0};
-	packet__publish(&p, r->o.protocol == MQTT_PROTOCOL_V5, topic, payload, len, qos, mid);
+	packet__publish(&p, r->o.protocol == MQTT_PROTOCOL_V5, topic, payload, len, qos, mid, r->response_topic);
 	return send_packet(r, 0x30 | (unsigned)qos << 1, &p);
 }
 
@@ -373,6 +374,25 @@ unsigned raw_publish_at(const char *file, int line, struct raw *r, const char *t
 		fail_raw(file, line, r, "no PUBACK for the PUBLISH to %s: %s", topic, why_not(res));
 	}
 	return pos < p.len ? p.body[pos] : 0; /* v5 omits a success code */
+}
+
+void raw_set_response_topic(struct raw *r, const char *topic)
+{
+	r->response_topic = topic;
+}
+
+bool raw_ping_at(const char *file, int line, struct raw *r, int timeout_ms)
+{
+	struct body b = {0};
+	if(!send_packet(r, 0xC0, &b)){
+		return false;
+	}
+	uint64_t deadline = it_now_ms() + (uint64_t)timeout_ms;
+	struct packet p;
+	enum read_result res;
+	while((res = pump(file, line, r, deadline, &p)) == READ_PACKET && p.type != PKT_PINGRESP){
+	}
+	return res == READ_PACKET;
 }
 
 void raw_close(struct raw *r)

@@ -117,6 +117,16 @@ bool raw_send_publish(struct raw *r, const char *topic, const void *payload, siz
 unsigned raw_publish_at(const char *file, int line, struct raw *r, const char *topic,
 		const void *payload, size_t len, int qos);
 
+/* The response topic its v5 PUBLISHes carry from now on (borrowed; NULL:
+ * none). Any text is sent as it is, "" and wildcards too, which
+ * libmosquitto's property functions will not all send. */
+void raw_set_response_topic(struct raw *r, const char *topic);
+
+/* Sends PINGREQ and waits up to timeout_ms for the PINGRESP; returns
+ * whether it came (PUBLISHes meanwhile are kept). */
+#define raw_ping(r, timeout_ms) raw_ping_at(__FILE__, __LINE__, (r), (timeout_ms))
+bool raw_ping_at(const char *file, int line, struct raw *r, int timeout_ms);
+
 /* Closes the socket abruptly: no DISCONNECT, nothing acknowledged. */
 void raw_close(struct raw *r);
 

@@ -83,13 +83,19 @@ void packet__subscribe(struct body *p, bool v5, unsigned mid, const char *filter
 }
 
 void packet__publish(struct body *p, bool v5, const char *topic, const void *payload, size_t len, int qos,
-		unsigned mid)
+		unsigned mid, const char *response_topic)
 {
 	put_str(p, topic);
 	if(qos > 0){
 		put16(p, mid);
 	}
-	if(v5){
+	if(v5 && response_topic){
+		/* One property: its length fits the one-byte form. */
+		ck_assert_msg(strlen(response_topic) < 100, "raw client: response topic too long");
+		put8(p, 3 + (unsigned)strlen(response_topic));
+		put8(p, MQTT_PROP_RESPONSE_TOPIC);
+		put_str(p, response_topic);
+	}else if(v5){
 		put8(p, 0);
 	}
 	put_bytes(p, payload, len);

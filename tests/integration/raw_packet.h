@@ -17,7 +17,7 @@
 /* MQTT control packet types (the high nibble of the first byte). */
 enum {
 	PKT_CONNECT = 1, PKT_CONNACK = 2, PKT_PUBLISH = 3, PKT_PUBACK = 4,
-	PKT_SUBSCRIBE = 8, PKT_SUBACK = 9, PKT_UNSUBSCRIBE = 10, PKT_PINGREQ = 12,
+	PKT_SUBSCRIBE = 8, PKT_SUBACK = 9, PKT_UNSUBSCRIBE = 10, PKT_PINGREQ = 12, PKT_PINGRESP = 13,
 	PKT_DISCONNECT = 14,
 };
 
@@ -48,9 +48,10 @@ struct packet {
 void packet__connect(struct body *p, const struct raw_options *o);
 /* A SUBSCRIBE body: one filter at qos, packet id mid. */
 void packet__subscribe(struct body *p, bool v5, unsigned mid, const char *filter, int qos);
-/* A PUBLISH body with packet id mid (ignored at QoS 0). */
+/* A PUBLISH body with packet id mid (ignored at QoS 0) and, in v5, a
+ * response topic when response_topic is not NULL (any bytes, "" too). */
 void packet__publish(struct body *p, bool v5, const char *topic, const void *payload, size_t len, int qos,
-		unsigned mid);
+		unsigned mid, const char *response_topic);
 /* A PUBACK body for packet id mid. */
 void packet__puback(struct body *p, unsigned mid);
 
