@@ -68,9 +68,9 @@
 #define DLQ_MAX_CONTROL_BYTES (1024 * 1024)
 /* Policy entries the status commands (getStatus, listPolicies,
  * resetCounters) of one JSON message may return together, each costing one
- * per policy plus one; those beyond are answered with an error, except the
- * first, which always runs. */
-#define DLQ_MAX_STATUS_ENTRIES 1000
+ * per policy plus one; a repeated command beyond that is answered with an
+ * error (the first of each always runs). */
+#define DLQ_MAX_STATUS_ENTRIES 100
 
 /* Retry delays. */
 #define DLQ_RETRY_BACKOFF_MAX 100.0

@@ -241,9 +241,11 @@ typedef int (*command_fn)(struct dlq *d, const struct dlq_control_request *req, 
 		const cJSON *correlation, cJSON *responses, unsigned *errors);
 
 /* The commands; "lists" marks those whose cost grows with the policies
- * (a reply entry each, or a counter block each), which one message may run
- * only as far as DLQ_MAX_STATUS_ENTRIES allows: a document of a thousand of
- * them would otherwise hold the broker for a thousand reports. */
+ * (a reply entry each, or a counter block each), which one message may
+ * repeat only as far as DLQ_MAX_STATUS_ENTRIES allows: a document of a
+ * thousand of them would otherwise hold the broker for a thousand reports
+ * (cJSON prints a number in about a microsecond, and a getStatus has 18 a
+ * policy). */
 static const struct {
 	const char *name;
 	command_fn run;
@@ -256,9 +258,9 @@ static const struct {
 };
 
 /* listed: the policy entries this message's status commands returned so
- * far. */
+ * far; ran: which commands of the table ran in it, one bit each. */
 static int handle_command(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd, cJSON *responses,
-		size_t *listed, unsigned *errors)
+		size_t *listed, unsigned *ran, unsigned *errors)
 {
 	if(!cJSON_IsObject(cmd)){
 		return command_error(responses, NULL, NULL, "each command must be a JSON object", errors);
@@ -272,9 +274,12 @@ static int handle_command(struct dlq *d, const struct dlq_control_request *req, 
 		if(strcmp(name->valuestring, commands[i].name)) continue;
 		if(commands[i].lists){
 			/* A listing costs one entry per policy and one for the
-			 * totals; the first one always runs. */
+			 * totals; the first of each command always runs, so that
+			 * a broker with many policies can still be asked. */
 			size_t cost = d->cfg.policies.count + 1;
-			if(*listed && *listed + cost > DLQ_MAX_STATUS_ENTRIES){
+			bool repeat = *ran & (1u << i);
+			*ran |= 1u << i;
+			if(repeat && *listed + cost > DLQ_MAX_STATUS_ENTRIES){
 				return command_error(responses, commands[i].name, correlation, "not run: the status commands of one message "
 						"may return at most " DLQ_STR(DLQ_MAX_STATUS_ENTRIES) " policy entries together; "
 						"send the rest in another message", errors);
@@ -327,8 +332,9 @@ static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJS
 	}else{
 		const cJSON *cmd;
 		size_t listed = 0;
+		unsigned ran = 0;
 		cJSON_ArrayForEach(cmd, commands){
-			rc = handle_command(d, req, cmd, responses, &listed, errors);
+			rc = handle_command(d, req, cmd, responses, &listed, &ran, errors);
 			if(rc) break;
 		}
 	}

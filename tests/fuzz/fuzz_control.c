@@ -12,6 +12,7 @@
  *   P                      toggle: that client's session persists
  *   R <reason>             "reason" user property of the next compact NACK
  *   D <delay-ms>           "delay-ms" user property of the next compact NACK
+ *   W[ <topic>]            v5 response topic of the next request ("W" alone: an empty one)
  *   N <payload>            a compact NACK ($CONTROL/dlq/v1/nack)
  *   J <json>               a JSON command document ($CONTROL/dlq/v1)
  *   n / j                  the same, with the rest of the input (raw bytes,
@@ -25,7 +26,8 @@
  * dlq-id the engine handed out (tracked messages and retry copies).
  *
  * After every operation the target checks what a client and an operator rely
- * on: every request gets a well-formed reply with one response per command,
+ * on: every request gets a well-formed reply, valid UTF-8 (by the client
+ * library's rules), on a valid topic name, with one response per command,
  * the counters agree with the replies and with what was published, and no
  * accepted NACK is lost: each made exactly one envelope that is either
  * published or still owed (unless a client left, when a dead letter may
@@ -38,6 +40,8 @@
 #include <mosquitto.h>
 
 #include "control.h"
+#include "control_input.h"
+#include "errtext.h"
 #include "fake_port.h"
 #include "fuzz.h"
 #include "mosquitto_dlq.h"
@@ -55,6 +59,7 @@ struct run {
 	uint8_t qos;
 	char *reason;     /* owned, for the next compact NACK */
 	char *delay;      /* owned, for the next compact NACK */
+	char *response_topic; /* owned, for the next request */
 	uint64_t accepted;  /* NACKs the replies said were accepted */
 	uint64_t published; /* envelopes the fake broker took */
 	bool gone;          /* a client left: diverted copies may add dead letters */
@@ -121,6 +126,9 @@ static char *substitute(const struct run *r, const char *in, size_t len, size_t 
  * error for the document as a whole. */
 static int expected_responses(const char *payload, size_t len)
 {
+	char why[160];
+	/* Text that is not UTF-8 or holds \u0000 is refused as a whole. */
+	if(!control_input__check_json(payload, len, why, sizeof(why))) return 1;
 	cJSON *doc = cJSON_ParseWithLength(payload, len);
 	int n = 1;
 	const cJSON *commands = cJSON_GetObjectItemCaseSensitive(doc, "commands");
@@ -146,6 +154,7 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 		.delay_ms = compact ? r->delay : NULL,
 		/* Every reply is built, so that every one is checked. */
 		.reply_wanted = true,
+		.response_topic = r->response_topic,
 	};
 	struct dlq_control_reply reply;
 	struct dlq_counters before = r->d.counters;
@@ -155,8 +164,21 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 	FUZZ_CHECK(rc == 0, "control__handle: %d", rc);
 	FUZZ_CHECK(reply.json != NULL, "no reply");
 	FUZZ_CHECK(reply.must_send, "must_send");
+	/* The client library checks at most an MQTT string's 65535 bytes. */
+	size_t reply_len = strlen(reply.json);
+	FUZZ_CHECK(reply_len > 65535 ? errtext__utf8_check(reply.json, reply_len) == reply_len
+			: mosquitto_validate_utf8(reply.json, (int)reply_len) == MOSQ_ERR_SUCCESS,
+			"reply is not valid UTF-8: %.300s", reply.json);
+	FUZZ_CHECK(reply.topic && mosquitto_pub_topic_check(reply.topic) == MOSQ_ERR_SUCCESS && reply.topic[0],
+			"reply on an invalid topic name \"%s\"", reply.topic ? reply.topic : "(null)");
 	cJSON *doc = cJSON_Parse(reply.json);
-	FUZZ_CHECK(cJSON_IsObject(doc) && cJSON_GetArraySize(doc) == 1, "reply %s", reply.json);
+	/* A response topic the reply cannot go to is named in the reply. */
+	bool bad_topic = r->response_topic && (!r->response_topic[0]
+			|| mosquitto_validate_utf8(r->response_topic, (int)strlen(r->response_topic)) != MOSQ_ERR_SUCCESS
+			|| mosquitto_pub_topic_check(r->response_topic) != MOSQ_ERR_SUCCESS);
+	FUZZ_CHECK(cJSON_IsObject(doc) && cJSON_GetArraySize(doc) == 1 + bad_topic, "reply %s", reply.json);
+	FUZZ_CHECK(!bad_topic || cJSON_IsString(cJSON_GetObjectItemCaseSensitive(doc, "responseTopicError")),
+			"no responseTopicError for \"%s\": %s", r->response_topic, reply.json);
 	const cJSON *responses = cJSON_GetObjectItemCaseSensitive(doc, "responses");
 	FUZZ_CHECK(cJSON_IsArray(responses), "reply %s", reply.json);
 	FUZZ_CHECK(cJSON_GetArraySize(responses) == want, "%d responses, expected %d: %.300s",
@@ -190,8 +212,10 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 	}
 	free(r->reason);
 	free(r->delay);
+	free(r->response_topic);
 	r->reason = NULL;
 	r->delay = NULL;
+	r->response_topic = NULL;
 }
 
 /* No accepted NACK is lost: its envelope was published or is still owed. */
@@ -295,6 +319,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			case 'D':
 				set_string(&r.delay, arg, arg_len);
 				break;
+			case 'W':
+				set_string(&r.response_topic, arg, arg_len);
+				break;
 			case 'N':
 			case 'J':
 				request(&r, line[0] == 'N', arg, arg_len);
@@ -340,6 +367,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_conservation(&r);
 	FUZZ_CHECK(fuzz_owed_count(&r.d) == 0, "%zu envelopes still owed after flushing", fuzz_owed_count(&r.d));
 	free(r.reason);
+	free(r.response_topic);
 	free(r.delay);
 	fuzz_engine_fini(&r.d);
 	return 0;

@@ -104,8 +104,8 @@ START_TEST(test_status_documents_do_not_stall_the_broker)
 			RECORDS, DOCS, PER_DOC, DOCS, (unsigned long long)answered_ms, (unsigned long long)worst_connect,
 			(unsigned long long)worst_ping, probes, (unsigned long long)idle_connect, (unsigned long long)idle_ping);
 
-	/* One policy: each getStatus costs 2 entries of the 1000 a message may
-	 * return, so 500 ran in each document and 500 were refused. */
+	/* One policy: each getStatus costs 2 entries of the 100 a message may
+	 * return, so 50 ran in each document and the rest were refused. */
 	size_t ran = DLQ_MAX_STATUS_ENTRIES / 2;
 	for(int i = 0; i < DOCS; i++){
 		cJSON *reply = expect_reply(client_msg(ops[i], DLQ_RESPONSE_TOPIC, 0), PER_DOC);
