@@ -104,7 +104,12 @@ provision_chroot() {
 	local line=$1 root=$store/$1
 	[ -f "$root/.provisioned" ] && return 0
 	[ "$(id -u)" -eq 0 ] || die "provisioning $line needs root (debootstrap, chroot)"
-	command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+	if ! command -v debootstrap >/dev/null; then
+		# shellcheck source=scripts/install-deps.sh
+		. "$here/scripts/install-deps.sh"
+		DLQ_PACKAGES=(debootstrap)
+		install_missing_packages brokers.sh >&2
+	fi
 	echo "== provisioning mosquitto $line into $root (debootstrap of Debian testing; a few minutes)" >&2
 	# A half-made root is started again from scratch, its mounts undone first.
 	if [ -d "$root" ]; then
