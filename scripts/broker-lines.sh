@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
+# shellcheck shell=bash
 #
 # What run-tests.sh, scripts/sanitize.sh and run-bench.sh share to run on a
 # broker line other than the host's (sourced, from the project folder):
