@@ -10,27 +10,62 @@
 #   ./run-bench.sh --quick         about a minute
 #   ./run-bench.sh --only memory   one suite (throughput, durability, memory, callgrind)
 #   ./run-bench.sh --plugin-opt 'KEY VALUE'   one more option for every plugin broker
+#   ./run-bench.sh --broker LINE  on another broker line (2.0.11, 2.0.21, 2.1;
+#                  see run-tests.sh), bare and with the plugin: 2.0.21's build is
+#                  against its own headers, in build-bench-2.0.21/; 2.1's broker
+#                  runs in its root (scripts/mosquitto-chroot.sh) with the host's
+#                  build, and without the callgrind suite (valgrind would trace
+#                  the wrapper, not the broker).
 # Other arguments are passed to dlq_bench (./run-bench.sh --help lists them).
 # Exits non-zero if a broker or a phase failed, never because of a figure.
 set -euo pipefail
 
 cd "$(dirname "$0")"
-BUILD=${DLQ_BENCH_BUILD:-build-bench}
+
+line="" args=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--broker)
+		[ $# -ge 2 ] || { echo "run-bench.sh: --broker needs a line (2.0.11, 2.0.21, 2.1)" >&2; exit 2; }
+		line=$2
+		shift 2
+		;;
+	--broker=*) line=${1#*=}; shift ;;
+	*) args+=("$1"); shift ;;
+	esac
+done
+set -- "${args[@]}"
 
 # shellcheck source=scripts/install-deps.sh
 . scripts/install-deps.sh
+# shellcheck source=scripts/broker-lines.sh
+. scripts/broker-lines.sh
 # The callgrind suite needs valgrind besides what everything else needs, and
 # the durability suite strace (to count fdatasync calls; skipped without it).
 DLQ_PACKAGES+=(valgrind strace)
 # Its progress goes to stderr: stdout is the benchmark's Markdown.
 install_missing_packages run-bench.sh >&2
 
+BUILD=${DLQ_BENCH_BUILD:-build-bench}
+broker_args=() broker_opts=()
+if [ -n "$line" ]; then
+	broker_use "$line" >&2
+	broker_args=(--mosquitto "$BROKER_BIN")
+	if [ "$BROKER_KIND" = extracted ]; then
+		BUILD=${DLQ_BENCH_BUILD:-build-bench-$line}
+		mapfile -t broker_opts < <(broker_meson_args)
+		export LD_LIBRARY_PATH=$BROKER_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	elif [ "$BROKER_KIND" = chroot ]; then
+		broker_args+=(--no-callgrind)
+	fi
+fi
+
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log"; broker_release' EXIT
 if [ -f "$BUILD/meson-private/coredata.dat" ]; then
-	setup=(meson setup --reconfigure "$BUILD" -Dtests=false)
+	setup=(meson setup --reconfigure "$BUILD" -Dtests=false "${broker_opts[@]}")
 else
-	setup=(meson setup "$BUILD" -Dtests=false --buildtype=debugoptimized)
+	setup=(meson setup "$BUILD" -Dtests=false --buildtype=debugoptimized "${broker_opts[@]}")
 fi
 if ! "${setup[@]}" >"$log" 2>&1 || ! ninja -C "$BUILD" mosquitto_dlq.so >>"$log" 2>&1; then
 	cat "$log" >&2
@@ -51,7 +86,9 @@ else
 fi
 
 extra=()
-if ! command -v valgrind >/dev/null 2>&1 || ! command -v callgrind_annotate >/dev/null 2>&1; then
+if [[ " ${broker_args[*]} " == *" --no-callgrind "* ]]; then
+	:
+elif ! command -v valgrind >/dev/null 2>&1 || ! command -v callgrind_annotate >/dev/null 2>&1; then
 	echo "run-bench.sh: valgrind not found: skipping the callgrind suite" >&2
 	extra+=(--no-callgrind)
 fi
@@ -61,6 +98,11 @@ fi
 sources=$(cat plugin/*.c plugin/*.h include/*.h | sha256sum | cut -c1-12)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "no commit")
 rm -rf "$BUILD/callgrind" "$log"
-trap - EXIT
-exec "$bench" --revision "git $commit, plugin sources sha256 $sources" --plugin "$BUILD/mosquitto_dlq.so" \
-	--callgrind-dir "$BUILD/callgrind" "${extra[@]}" "$@"
+run=("$bench" --revision "git $commit, plugin sources sha256 $sources" --plugin "$BUILD/mosquitto_dlq.so"
+	--callgrind-dir "$BUILD/callgrind" "${broker_args[@]}" "${extra[@]}" "$@")
+if ! $broker_mounted_here; then
+	trap - EXIT
+	exec "${run[@]}"
+fi
+# The chroot's mounts are undone when the benchmark ends (the EXIT trap).
+"${run[@]}"

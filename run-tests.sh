@@ -6,34 +6,84 @@
 # suite (unit tests and integration tests against the real broker), and ends
 # with one line summing the Check results of all suites:
 #   tests: N passed, M failed
-# Exits with meson test's status. Arguments are passed to `meson test`
+# Exits with meson test's status. Other arguments are passed to `meson test`
 # (e.g. ./run-tests.sh --suite unit).
+#   --broker LINE   run on another broker line: 2.0.11 (Debian 12), 2.0.21
+#                   (Debian 13, Debian 12's backports) or 2.1 (Debian
+#                   testing); default the host's own. scripts/brokers.sh
+#                   provisions it into .brokers/ on first use (2.1: a
+#                   debootstrapped root, a few minutes, as root). The plugin
+#                   and the tests are built against that line's own headers
+#                   and client library, in build-LINE/: 2.0.21's unpacked
+#                   packages on the host; for 2.1 the whole build and run
+#                   happen inside its root, whose system broker it is.
+#   --host-build    with --broker: build on the host against the host's own
+#                   headers, in build/, and run that against the line's
+#                   broker (a broker upgraded under a plugin not rebuilt);
+#                   its log is build/meson-logs/testlog-on-LINE.txt.
+# DLQ_BUILD_DIR overrides build/ for the host's own line.
 set -euo pipefail
 
 cd "$(dirname "$0")"
 
 # shellcheck source=scripts/install-deps.sh
 . scripts/install-deps.sh
+# shellcheck source=scripts/broker-lines.sh
+. scripts/broker-lines.sh
+
+line="" host_build=false args=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--broker)
+		[ $# -ge 2 ] || { echo "run-tests.sh: --broker needs a line (2.0.11, 2.0.21, 2.1)" >&2; exit 2; }
+		line=$2
+		shift 2
+		;;
+	--broker=*) line=${1#*=}; shift ;;
+	--host-build) host_build=true; shift ;;
+	*) args+=("$1"); shift ;;
+	esac
+done
 
 install_missing_packages run-tests.sh
-
-if [ -f build/meson-private/coredata.dat ]; then
-	meson setup --reconfigure build -Dtests=true
-else
-	meson setup build -Dtests=true
+host=$(scripts/brokers.sh host)
+line=${line:-$host}
+if $host_build && [ "$line" = "$host" ]; then
+	host_build=false
 fi
-meson compile -C build
+broker_use "$line"
+
+build=${DLQ_BUILD_DIR:-build} logbase=testlog setup=() test_env=()
+if $host_build; then
+	logbase=testlog-on-$line
+	# The host's client library, as a host that upgraded only its broker has.
+	test_env=("MOSQUITTO_BIN=$BROKER_BIN")
+elif [ "$BROKER_KIND" = chroot ]; then
+	# The root's own compiler, headers, libraries and broker: this script again, inside.
+	echo "== mosquitto $line: building and testing inside $BROKER_ROOT"
+	rc=0
+	broker_chroot DLQ_BUILD_DIR="build-$line" -- ./run-tests.sh "${args[@]}" || rc=$?
+	exit "$rc"
+elif [ "$BROKER_KIND" = extracted ]; then
+	build=build-$line
+	mapfile -t setup < <(broker_meson_args)
+	mapfile -t test_env < <(broker_test_env)
+fi
+echo "== mosquitto $line ($BROKER_KIND): $BROKER_BIN; plugin built in $build/"
+
+if [ -f "$build/meson-private/coredata.dat" ]; then
+	meson setup --reconfigure "$build" -Dtests=true "${setup[@]}"
+else
+	meson setup "$build" -Dtests=true "${setup[@]}"
+fi
+meson compile -C "$build"
 
 # Counts come from this run's log only.
-rm -f build/meson-logs/testlog.txt
+rm -f "$build/meson-logs/$logbase.txt"
 rc=0
-meson test -C build --print-errorlogs "$@" || rc=$?
+env "${test_env[@]}" meson test -C "$build" --print-errorlogs --logbase "$logbase" "${args[@]}" || rc=$?
 
-# Each Check suite ends its output with "NN%: Checks: X, Failures: Y, Errors: Z".
-read -r passed failed < <(
-	grep -oE '[0-9]+%: Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' build/meson-logs/testlog.txt 2>/dev/null |
-	awk -F'[:,] *' '{ checks += $3; bad += $5 + $7 } END { printf "%d %d\n", checks - bad, bad }'
-)
+read -r passed failed < <(scripts/test-counts.sh "$build/meson-logs/$logbase.txt")
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
 	# A test that crashed, timed out or is not a Check suite failed without
 	# a Check summary line: the counts below do not show it.

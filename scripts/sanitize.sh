@@ -14,11 +14,51 @@
 # whatever the tests said.
 # SANITIZE_KNOWN=1 steps over the UBSan reports already handed on
 # (tests/fuzz/ubsan.supp), to look for new ones.
+# --broker 2.1 runs all of it inside the 2.1 root (scripts/brokers.sh), in
+# build-asan-2.1/: the ASan runtime preloaded into a broker must be its own
+# root's, so the instrumented plugin is built there with the root's gcc.
+# Deadlines in the tests are scaled by DLQ_TEST_SLOWDOWN (default here 3) and
+# Check's per-test timeouts by CK_TIMEOUT_MULTIPLIER (likewise): everything
+# runs several times slower under the sanitizers, on a busy machine more so.
+# Ends, like run-tests.sh, with "tests: N passed, M failed".
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-build=build-asan
+# shellcheck source=scripts/broker-lines.sh
+. scripts/broker-lines.sh
+
+line="" args=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--broker)
+		[ $# -ge 2 ] || { echo "sanitize.sh: --broker needs a line (2.0.11, 2.1)" >&2; exit 2; }
+		line=$2
+		shift 2
+		;;
+	--broker=*) line=${1#*=}; shift ;;
+	*) args+=("$1"); shift ;;
+	esac
+done
+if [ -n "$line" ]; then
+	broker_use "$line"
+	case $BROKER_KIND in
+	chroot)
+		echo "== sanitize.sh on mosquitto $line: inside $BROKER_ROOT"
+		rc=0
+		broker_chroot SANITIZE_BUILD="build-asan-$line" -- scripts/sanitize.sh "${args[@]}" || rc=$?
+		exit "$rc"
+		;;
+	extracted)
+		echo "sanitize.sh: --broker $line is not supported (2.0.11 and 2.1 are)" >&2
+		exit 2
+		;;
+	esac
+fi
+
+build=${SANITIZE_BUILD:-build-asan}
 logs=$PWD/$build/sanitizer-logs
+export DLQ_TEST_SLOWDOWN=${DLQ_TEST_SLOWDOWN:-3}
+export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-3}
 
 if [ ! -f "$build/meson-private/coredata.dat" ]; then
 	meson setup "$build" -Dtests=true -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
@@ -38,7 +78,7 @@ export MOSQUITTO_BIN=$PWD/scripts/mosquitto-asan.sh
 start=$(date +%s)
 rc=0
 # Integration tests start brokers under ASan: fewer at once, more time each.
-meson test -C "$build" --print-errorlogs --num-processes 2 --timeout-multiplier 3 "$@" || rc=$?
+meson test -C "$build" --print-errorlogs --num-processes 2 --timeout-multiplier 3 "${args[@]}" || rc=$?
 elapsed=$(( $(date +%s) - start ))
 
 reports=$(find "$logs" -type f -size +0 | sort)
@@ -55,5 +95,10 @@ fi
 if [ -n "$reports" ] || [ "$in_log" -gt 0 ]; then
 	[ "$rc" -eq 0 ] && rc=1
 fi
+read -r passed failed < <(scripts/test-counts.sh "$testlog")
+if [ "$rc" -eq 0 ] && [ "$failed" -ne 0 ]; then
+	rc=1
+fi
 echo "sanitize.sh: $(echo -n "$reports" | grep -c . || true) report files, $in_log reports in the test log, meson test status $rc, ${elapsed}s"
+echo "tests: $passed passed, $failed failed"
 exit "$rc"

@@ -10,7 +10,9 @@
 # scripts/mosquitto-valgrind.sh. A memory error or a definite leak makes the
 # process exit with status 99, which fails its test; every report is also
 # written under build-valgrind/valgrind-logs/, and the run fails if any file
-# there is not empty, whatever the tests said.
+# there is not empty, whatever the tests said. The tests' deadlines
+# (DLQ_TEST_SLOWDOWN) and Check's per-test timeouts (CK_TIMEOUT_MULTIPLIER)
+# are scaled by 5 unless set: a broker under memcheck is that much slower.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -30,6 +32,8 @@ rm -rf "$logs"
 mkdir -p "$logs"
 export SANITIZE_LOG_DIR=$logs
 export MOSQUITTO_BIN=$PWD/scripts/mosquitto-valgrind.sh
+export DLQ_TEST_SLOWDOWN=${DLQ_TEST_SLOWDOWN:-5}
+export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-5}
 memcheck="valgrind --quiet --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite --error-exitcode=99 --log-file=$logs/test.%p"
 
 start=$(date +%s)

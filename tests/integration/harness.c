@@ -275,6 +275,37 @@ static void harness_teardown(void)
 	ck_assert_msg(ok, "%s", problems);
 }
 
+/* DLQ_TEST_SLOWDOWN, read once per process; a value that is not a whole
+ * factor from 1 to 20 is refused loudly rather than ignored. */
+static int slowdown(void)
+{
+	static int factor;
+	if(factor == 0){
+		const char *s = getenv("DLQ_TEST_SLOWDOWN");
+		factor = 1;
+		if(s && *s){
+			char *end = NULL;
+			long v = strtol(s, &end, 10);
+			if(*end != '\0' || v < 1 || v > 20){
+				fprintf(stderr, "harness: DLQ_TEST_SLOWDOWN=\"%s\" is not a whole factor from 1 to 20\n", s);
+				exit(2);
+			}
+			factor = (int)v;
+		}
+	}
+	return factor;
+}
+
+int harness_deadline_ms(int ms)
+{
+	return ms * slowdown();
+}
+
+int harness_wait_ms(void)
+{
+	return harness_deadline_ms(10000);
+}
+
 TCase *harness_tcase(const char *name)
 {
 	TCase *tc = tcase_create(name);

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
+#
+# The Mosquitto lines the plugin is tested on, provisioned from Debian's own
+# archive into .brokers/ (gitignored), on demand and idempotently:
+#   scripts/brokers.sh env LINE      provision LINE, print shell assignments
+#   scripts/brokers.sh mount LINE    provision, and for 2.1 mount what the chroot needs
+#   scripts/brokers.sh unmount LINE  undo what mount did (2.1)
+#   scripts/brokers.sh host          print the host's own line
+# LINE is 2.0.11 (Debian 12), 2.0.21 (Debian 13; Debian 12's backports) or
+# 2.1 (Debian testing: 2.1.x). The host's own system broker serves its own
+# line; 2.0.21 on a Debian 12 host is the backports' packages unpacked with
+# dpkg -x (its broker runs on the host: it needs only Debian 12 libraries);
+# 2.1 needs glibc 2.38, so it is a debootstrapped Debian testing root with
+# its own compiler, run with chroot as root (scripts/mosquitto-chroot.sh).
+# The printed assignments (BROKER_LINE, BROKER_KIND=system|extracted|chroot,
+# BROKER_ROOT, BROKER_BIN, BROKER_INCLUDE, BROKER_LIBDIR) say where the
+# broker, its headers and its client library are.
+# The archive's URL is read from the machine's own apt sources at run time;
+# apt runs with private lists and caches, so the machine's apt configuration
+# and state are left as they were.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+store=${DLQ_BROKERS_DIR:-$here/.brokers}
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+
+die() {
+	echo "brokers.sh: $*" >&2
+	exit 1
+}
+
+# A version such as 2.0.11-1.2+deb12u2 or 2.1.2-1 as its line: 2.0.x keeps
+# its patch level (2.0.11 and 2.0.21 differ in what they export), 2.1.x is 2.1.
+line_of() {
+	local v=${1%%-*}
+	case $v in
+	2.0.*) echo "$v" ;;
+	2.1*) echo 2.1 ;;
+	*) echo "$v" ;;
+	esac
+}
+
+host_line() {
+	local v
+	v=$(dpkg-query -W -f='${Version}' mosquitto 2>/dev/null) || v=""
+	[ -n "$v" ] || die "the system mosquitto package is not installed (run-tests.sh installs it)"
+	line_of "$v"
+}
+
+# The first Debian archive URL of the machine's own apt sources.
+archive_url() {
+	local url=""
+	if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+		url=$(awk '/^URIs:/ { for(i = 2; i <= NF; i++) if($i !~ /security/){ print $i; exit } }' \
+			/etc/apt/sources.list.d/debian.sources)
+	fi
+	if [ -z "$url" ] && [ -f /etc/apt/sources.list ]; then
+		url=$(awk '$1 == "deb" { for(i = 2; i <= NF; i++) if($i ~ /^[a-z]+:\/\//){ if($i !~ /security/){ print $i; exit } break } }' \
+			/etc/apt/sources.list)
+	fi
+	[ -n "$url" ] || die "no Debian archive URL in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
+	echo "${url%/}"
+}
+
+# apt with its own source list, lists and caches under $1.
+private_apt() {
+	local dir=$1
+	shift
+	apt-get -q -o Dir::Etc::sourcelist="$dir/sources.list" -o Dir::Etc::sourceparts=- \
+		-o Dir::State::Lists="$dir/lists" -o Dir::Cache="$dir/cache" \
+		-o APT::Sandbox::User=root "$@"
+}
+
+# 2.0.21 on a Debian 12 host: the bookworm-backports packages, unpacked.
+provision_extracted() {
+	local line=$1 root=$store/$1 apt=$store/apt-$1
+	[ -x "$root/usr/sbin/mosquitto" ] && [ -f "$root/usr/include/mosquitto_broker.h" ] && return 0
+	local codename
+	codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	[ "$codename" = bookworm ] || die "$line on this host ($codename): only Debian 12's backports are known to carry it"
+	echo "== provisioning mosquitto $line into $root (Debian $codename-backports)" >&2
+	rm -rf "$apt" "$root.tmp"
+	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/dl" "$root.tmp"
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(archive_url) $codename-backports main" >"$apt/sources.list"
+	private_apt "$apt" update >&2 </dev/null
+	local p pkgs=()
+	for p in mosquitto libmosquitto1 mosquitto-dev libmosquitto-dev mosquitto-clients; do
+		pkgs+=("$p/$codename-backports")
+	done
+	(cd "$apt/dl" && private_apt "$apt" download "${pkgs[@]}" >&2 </dev/null)
+	local v
+	v=$(dpkg-deb -f "$apt"/dl/mosquitto_*.deb Version)
+	[ "$(line_of "$v")" = "$line" ] || die "$codename-backports has mosquitto $v, not $line"
+	for p in "$apt"/dl/*.deb; do
+		dpkg-deb -x "$p" "$root.tmp"
+	done
+	rm -rf "$root"
+	mv "$root.tmp" "$root"
+}
+
+# 2.1: a Debian testing root with the broker, its headers and a compiler.
+provision_chroot() {
+	local line=$1 root=$store/$1
+	[ -f "$root/.provisioned" ] && return 0
+	[ "$(id -u)" -eq 0 ] || die "provisioning $line needs root (debootstrap, chroot)"
+	if ! command -v debootstrap >/dev/null; then
+		# shellcheck source=scripts/install-deps.sh
+		. "$here/scripts/install-deps.sh"
+		DLQ_PACKAGES=(debootstrap)
+		install_missing_packages brokers.sh >&2
+	fi
+	echo "== provisioning mosquitto $line into $root (debootstrap of Debian testing; a few minutes)" >&2
+	# A half-made root is started again from scratch, its mounts undone first.
+	if [ -d "$root" ]; then
+		unmount_chroot "$line"
+		rm -rf --one-file-system "$root"
+	fi
+	mkdir -p "$store"
+	local log=$store/debootstrap-$line.log
+	if ! debootstrap --variant=minbase \
+			--include=mosquitto,mosquitto-dev,libmosquitto-dev,libcjson-dev,gcc,libc6-dev,pkg-config,meson,ninja-build,check,mosquitto-clients \
+			testing "$root" "$(archive_url)" >"$log" 2>&1 </dev/null; then
+		tail -20 "$log" >&2
+		die "debootstrap failed; its log: $log"
+	fi
+	local v
+	v=$(chroot "$root" dpkg-query -W -f='${Version}' mosquitto)
+	[ "$(line_of "$v")" = "$line" ] || die "Debian testing has mosquitto $v, not $line"
+	echo "$v" >"$root/.provisioned"
+}
+
+# The folders the tests use, at the same paths inside the root as outside:
+# /tmp (brokers' directories, sockets, logs) and the project (the plugin,
+# the build trees). Each is mounted only if it is not already, so a second
+# call, or a run beside another one, reuses the mounts.
+chroot_mounts() {
+	echo "proc /proc"
+	echo "bind /tmp"
+	echo "bind $here"
+}
+
+mount_chroot() {
+	local root=$store/$1 kind path target
+	while read -r kind path; do
+		target=$root$path
+		mkdir -p "$target"
+		mountpoint -q "$target" && continue
+		if [ "$kind" = proc ]; then
+			mount -t proc proc "$target"
+		else
+			mount --bind "$path" "$target"
+		fi
+	done < <(chroot_mounts)
+}
+
+# Undoes mount_chroot, last mount first. A mount still in use (a broker left
+# running) is detached lazily rather than left behind.
+unmount_chroot() {
+	local root=$store/$1 kind path target
+	[ -d "$root" ] || return 0
+	while read -r kind path; do
+		target=$root$path
+		if mountpoint -q "$target"; then
+			umount "$target" 2>/dev/null || umount -l "$target"
+		fi
+	done < <(chroot_mounts | tac)
+}
+
+provision() {
+	local line=$1
+	case $line in
+	2.0.11 | 2.0.21 | 2.1) ;;
+	*) die "unknown broker line \"$line\" (known: 2.0.11, 2.0.21, 2.1)" ;;
+	esac
+	if [ "$line" = "$(host_line)" ]; then
+		echo "BROKER_KIND=system"
+		echo "BROKER_ROOT=/"
+		echo "BROKER_BIN=/usr/sbin/mosquitto"
+		echo "BROKER_INCLUDE=/usr/include"
+		echo "BROKER_LIBDIR=/usr/lib/$multiarch"
+	elif [ "$line" = 2.1 ]; then
+		provision_chroot "$line"
+		echo "BROKER_KIND=chroot"
+		echo "BROKER_ROOT=$store/$line"
+		echo "BROKER_BIN=$here/scripts/mosquitto-chroot.sh"
+		echo "BROKER_INCLUDE=$store/$line/usr/include"
+		echo "BROKER_LIBDIR=$store/$line/usr/lib/$multiarch"
+	elif [ "$line" = 2.0.21 ]; then
+		provision_extracted "$line"
+		echo "BROKER_KIND=extracted"
+		echo "BROKER_ROOT=$store/$line"
+		echo "BROKER_BIN=$store/$line/usr/sbin/mosquitto"
+		echo "BROKER_INCLUDE=$store/$line/usr/include"
+		echo "BROKER_LIBDIR=$store/$line/usr/lib/$multiarch"
+	else
+		die "$line is neither this host's line ($(host_line)) nor one this script can provision here"
+	fi
+	echo "BROKER_LINE=$line"
+}
+
+cmd=${1:-}
+case $cmd in
+host)
+	host_line
+	;;
+env)
+	[ $# -eq 2 ] || die "usage: brokers.sh env LINE"
+	provision "$2"
+	;;
+mount)
+	[ $# -eq 2 ] || die "usage: brokers.sh mount LINE"
+	out=$(provision "$2")
+	echo "$out"
+	if grep -qx BROKER_KIND=chroot <<<"$out"; then
+		mount_chroot "$2"
+	fi
+	;;
+unmount)
+	[ $# -eq 2 ] || die "usage: brokers.sh unmount LINE"
+	[ "$2" = 2.1 ] && unmount_chroot "$2"
+	;;
+*)
+	die "usage: brokers.sh env|mount|unmount LINE, or brokers.sh host"
+	;;
+esac
