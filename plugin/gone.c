@@ -22,10 +22,10 @@
 
 /* The hold of r for client is over: client counts as one of r's nackers,
  * so that a journal replay after a restart does not hold it again (and a
- * late NACK of it by client is refused rather than start a second chain). */
+ * late NACK of it by client is refused rather than start a second chain).
+ * client may be the holder's own id, freed with the hold: released last. */
 static void let_go(struct dlq *d, struct dlq_record *r, const char *client)
 {
-	holds__release(&d->holds, r);
 	int rc = ledger__add_nacker(&d->ledger, r, client);
 	if(rc == ENOMEM){
 		port__log(DLQ_LOG_ERR, "out of memory: after a restart the retry copy on " QFMT " for " QFMT
@@ -33,6 +33,7 @@ static void let_go(struct dlq *d, struct dlq_record *r, const char *client)
 	}else if(rc == 0){
 		persist__note_nacker(d, r, client);
 	}
+	holds__release(&d->holds, r);
 }
 
 void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy)
@@ -91,9 +92,8 @@ void engine__settle_restored_holds(struct dlq *d)
 		while((k = d->holds.table[i]) != NULL){
 			while(k->records){
 				struct dlq_record *r = k->records;
-				bool last = k->count == 1;
-				char client[sizeof(reason)];
-				snprintf(client, sizeof(client), "%s", k->client);
+				bool last = k->count == 1; /* let_go frees k, and client, with its last record */
+				const char *client = k->client;
 				snprintf(reason, sizeof(reason), "the broker restarted before subscriber " QFMT
 						", whose session does not survive a restart, confirmed its retry copy", Q(client));
 				struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
