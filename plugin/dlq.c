@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dlq.h"
+#include "engine.h"
 #include "envelope.h"
 #include "errtext.h"
 #include "headers.h"
@@ -19,13 +20,6 @@
 
 /* At most one "evicting" warning per this many milliseconds. */
 #define EVICT_LOG_INTERVAL_MS 60000
-
-/* Counts an event in the totals and in the counters of its policy. */
-#define COUNT(d, policy, field, n) do{ \
-		struct dlq_counters *pc_ = dlq__policy_counters((d), (policy)); \
-		(d)->counters.field += (n); \
-		if(pc_) pc_->field += (n); \
-	}while(0)
 
 struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p)
 {
@@ -37,6 +31,9 @@ struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy
 static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
 {
 	struct dlq *d = ctx;
+	/* A held copy whose record leaves is let go: past its NACK window the
+	 * client had the time to NACK it (see holds.h). */
+	holds__release(&d->holds, r);
 	redelivery__record_gone(&d->redelivery, &d->ledger, r);
 	if(expired){
 		COUNT(d, r->policy, expired, 1);
@@ -72,7 +69,8 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 	d->next_seq = 1;
 	d->persist.journal_fd = -1;
 	d->policy_counters = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*d->policy_counters));
-	if(d->policy_counters == NULL || ledger__init(&d->ledger) || redelivery__init(&d->redelivery)){
+	if(d->policy_counters == NULL || ledger__init(&d->ledger) || redelivery__init(&d->redelivery)
+			|| holds__init(&d->holds)){
 		snprintf(err, errlen, "out of memory");
 		return ENOMEM;
 	}
@@ -84,7 +82,10 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 	}
 	d->ledger.book = d->outbox.book = d->delayed.book = &d->gauges;
 	int rc = persist__open(d, err, errlen);
-	if(rc == 0) index_restored(d);
+	if(rc == 0){
+		index_restored(d);
+		engine__settle_restored_holds(d);
+	}
 	return rc;
 }
 
@@ -190,16 +191,14 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record
 		return;
 	}
 	persist__note_record(d, copy);
+	if(e->target_client && !e->target_persists) engine__hold(d, e, copy);
 	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF
 			&& redelivery__note_copy(&d->redelivery, &d->ledger, copy, e->target_client)){
 		port__log(DLQ_LOG_ERR, "out of memory: redeliveries of the retry copy on \"%s\" are not counted", e->topic);
 	}
 }
 
-/* Hands e to the broker. Accepted: e waits in "sent" until the broker has
- * taken it. Refused (or no memory for a copy's record): e waits in "owed".
- * Takes e either way. */
-static void send_envelope(struct dlq *d, struct dlq_envelope *e)
+void engine__send(struct dlq *d, struct dlq_envelope *e)
 {
 	struct dlq_headers h = {0};
 	struct dlq_record *copy = NULL;
@@ -280,13 +279,17 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 	e->seq = d->next_seq++;
 	e->retry_count = (uint16_t)res->attempt;
 	e->target_persists = target && n->client_persists;
+	/* Mosquitto drops a QoS 0 message for an offline session (unless
+	 * queue_qos0_messages), and one in a session when it reconnects: a copy
+	 * that is to wait for a persistent session goes out at QoS 1. */
+	if(e->target_persists && e->qos < 1) e->qos = 1;
 	int64_t requested = n->delay_requested ? (int64_t)(n->delay_ms > INT64_MAX ? INT64_MAX : n->delay_ms) : -1;
 	e->delay_ms = policy__retry_delay_ms(p, res->attempt, requested, jitter);
 	res->delay_ms = e->delay_ms;
 	if(e->delay_ms == 0){
 		res->status = DLQ_NACK_RETRIED;
 		persist__note_add(d, e, false);
-		send_envelope(d, e);
+		engine__send(d, e);
 		return;
 	}
 	e->due_ms = port__now_ms() + e->delay_ms;
@@ -301,14 +304,11 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 	res->status = DLQ_NACK_RETRIED;
 }
 
-/* Makes and sends the dead letter of r for client after `delivered`
- * deliveries: 0, ENOSPC (what is owed would pass max_pending_bytes) or
- * ENOMEM; on failure nothing was published or recorded. */
-static int dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
-		unsigned delivered)
+int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
+		unsigned delivered, bool bounded)
 {
 	struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
-	if(e == NULL || !fits_owed(d, e)){
+	if(e == NULL || (bounded && !fits_owed(d, e))){
 		int rc = e ? ENOSPC : ENOMEM;
 		envelope__free(e);
 		return rc;
@@ -316,13 +316,13 @@ static int dead_letter_of(struct dlq *d, struct dlq_record *r, const char *clien
 	e->seq = d->next_seq++;
 	e->retry_count = (uint16_t)delivered;
 	persist__note_add(d, e, false);
-	send_envelope(d, e);
+	engine__send(d, e);
 	return 0;
 }
 
 static void nack_dead_letter(struct dlq *d, struct dlq_record *r, const struct dlq_nack *n, struct dlq_nack_result *res)
 {
-	int rc = dead_letter_of(d, r, n->client, n->reason, res->attempt);
+	int rc = engine__dead_letter_of(d, r, n->client, n->reason, res->attempt, true);
 	res->status = rc == 0 ? DLQ_NACK_DEAD_LETTERED : rc == ENOSPC ? DLQ_NACK_FULL : DLQ_NACK_NOMEM;
 }
 
@@ -377,6 +377,7 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 		goto refused;
 	}
 	persist__note_nacker(d, r, n->client);
+	engine__nacked(d, r, n->client);
 	COUNT(d, policy, nacks, 1);
 	/* The envelope and the nacker took room: the ledger gives it back. */
 	make_room(d, 0);
@@ -437,7 +438,7 @@ void dlq__tick(struct dlq *d)
 	struct dlq_envelope *e;
 	while((e = schedule__peek(&d->delayed)) != NULL && e->due_ms <= now){
 		schedule__remove(&d->delayed, e);
-		send_envelope(d, e);
+		engine__send(d, e);
 	}
 
 	/* Try everything owed once; what fails again goes back in order. */
@@ -445,7 +446,7 @@ void dlq__tick(struct dlq *d)
 	while(n-- > 0){
 		e = d->outbox.owed.head;
 		outbox__unlink(&d->outbox, &d->outbox.owed, e);
-		send_envelope(d, e);
+		engine__send(d, e);
 	}
 
 	/* Everything accepted so far is taken at the top of the next pass. */
@@ -453,95 +454,6 @@ void dlq__tick(struct dlq *d)
 	kick_clients(d);
 	persist__tick(d);
 	systopics__tick(d);
-}
-
-/* A retry copy for client that would be lost with its session. */
-static bool is_copy_for(const struct dlq_envelope *e, const char *client)
-{
-	return e->kind == DLQ_ENV_RETRY_COPY && e->target_client && !e->target_persists
-			&& !strcmp(e->target_client, client);
-}
-
-static const char *gone_reason(const char *client, char *buf, size_t size)
-{
-	/* The client id is cut at a character boundary: the reason becomes a
-	 * user property, and a cut inside a character would be invalid UTF-8. */
-	snprintf(buf, size, "subscriber " QFMT " left without a session before its retry copy was delivered", Q(client));
-	return buf;
-}
-
-/* The dead letter for copy e, sent; NULL if it could not be made (then e
- * stays where it is, and the caller must leave it there). */
-static bool divert(struct dlq *d, const struct dlq_envelope *e, const char *reason)
-{
-	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
-	if(dl == NULL){
-		port__log(DLQ_LOG_ERR, "out of memory: retry copy for \"%s\" on \"%s\" may be lost with its session",
-				e->target_client, e->topic);
-		return false;
-	}
-	dl->seq = d->next_seq++;
-	persist__note_add(d, dl, true);
-	persist__note_remove(d, e->seq);
-	send_envelope(d, dl);
-	return true;
-}
-
-/* Replaces every retry copy for client in list with its dead letter. */
-static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const char *client, const char *reason)
-{
-	struct dlq_envelope *e = list->head;
-	while(e){
-		struct dlq_envelope *next = e->next;
-		if(is_copy_for(e, client)){
-			/* Unlinked first: divert may push onto this very list. */
-			outbox__unlink(&d->outbox, list, e);
-			if(divert(d, e, reason)){
-				envelope__free(e);
-			}else{
-				outbox__push(&d->outbox, list, e);
-			}
-		}
-		e = next;
-	}
-}
-
-void dlq__client_gone(struct dlq *d, const char *client)
-{
-	char reason[512];
-
-	if(client == NULL) return;
-	gone_reason(client, reason, sizeof(reason));
-	divert_list(d, &d->outbox.sent, client, reason);
-	divert_list(d, &d->outbox.owed, client, reason);
-
-	/* Delayed copies for the client: collected first, since removing one
-	 * reorders the heap. */
-	size_t n = 0;
-	for(size_t i = 0; i < d->delayed.count; i++){
-		if(is_copy_for(d->delayed.heap[i], client)) n++;
-	}
-	if(n == 0) return;
-	struct dlq_envelope **found = malloc(n * sizeof(*found));
-	if(found == NULL){
-		port__log(DLQ_LOG_ERR, "out of memory: %zu delayed retry copies for \"%s\" stay scheduled for a client that has gone",
-				n, client);
-		return;
-	}
-	n = 0;
-	for(size_t i = 0; i < d->delayed.count; i++){
-		if(is_copy_for(d->delayed.heap[i], client)) found[n++] = d->delayed.heap[i];
-	}
-	for(size_t i = 0; i < n; i++){
-		schedule__remove(&d->delayed, found[i]);
-		if(divert(d, found[i], reason)){
-			envelope__free(found[i]);
-		}else if(schedule__push(&d->delayed, found[i])){
-			/* The heap only shrank, so this cannot fail; free rather than leak. */
-			envelope__free(found[i]);
-		}
-	}
-	free(found);
 }
 
 void dlq__client_active(struct dlq *d, const char *client, uintptr_t conn)
@@ -563,7 +475,7 @@ static bool divert_redelivered(struct dlq *d, struct dlq_delivery *dv, const cha
 	char reason[512];
 	snprintf(reason, sizeof(reason), "delivered %u times to " QFMT " without acknowledgement (max_attempts %u): "
 			"removed from its session", delivered, Q(client), (unsigned)r->policy->max_attempts);
-	int rc = dead_letter_of(d, r, client, reason, delivered);
+	int rc = engine__dead_letter_of(d, r, client, reason, delivered, true);
 	if(rc){
 		port__log(DLQ_LOG_ERR, "message on " QFMT " delivered %u times to " QFMT " is redelivered once more: "
 				"its dead letter %s", Q(record__topic(r)), delivered, Q(client),
@@ -616,6 +528,7 @@ void dlq__cleanup(struct dlq *d)
 	schedule__cleanup(&d->delayed);
 	outbox__cleanup(&d->outbox);
 	redelivery__cleanup(&d->redelivery, &d->ledger);
+	holds__cleanup(&d->holds);
 	ledger__cleanup(&d->ledger);
 	gauges__cleanup(&d->gauges);
 	free(d->policy_counters);

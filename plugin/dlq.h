@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "gauges.h"
+#include "holds.h"
 #include "id.h"
 #include "ledger.h"
 #include "outbox.h"
@@ -49,6 +50,7 @@ struct dlq {
 	struct dlq_persist persist; /* owned: state file and journal */
 	struct dlq_sys sys;         /* owned: $SYS/broker/dlq/... */
 	struct dlq_redelivery redelivery; /* owned: used with cfg.redelivery on */
+	struct dlq_holds holds;     /* owned: retry copies held for clients whose session does not persist */
 	struct dlq_policy_table *retired; /* owned: tables replaced by reloads, kept while chains use them */
 	size_t retired_count;
 	unsigned policy_generation;       /* bumped by every reload */
@@ -129,8 +131,10 @@ void dlq__tick(struct dlq *d);
 /* A client's connection ended. Retry copies for it that are owed, delayed,
  * or were sent in this loop pass (the broker has not taken them yet) become
  * dead letters, unless its session was known to persist when it NACKed
- * (struct dlq_nack.client_persists). What the broker says at disconnect is
- * not used: on a takeover it marks even a persistent session clean. */
+ * (struct dlq_nack.client_persists); so do the copies the broker took but
+ * the client did not NACK within their NACK window (held, holds.h). What
+ * the broker says at disconnect is not used: on a takeover it marks even a
+ * persistent session clean. */
 void dlq__client_gone(struct dlq *d, const char *client);
 
 /* ---- redelivery tracking (cfg.redelivery on; see redelivery.h) ----

@@ -61,6 +61,9 @@ struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *ori
 	r->payload_ref = 0;
 	r->content_hash = 0;
 	r->extra_bytes = 0;
+	r->holder = NULL;
+	r->hold_next = NULL;
+	r->hold_prev = NULL;
 	r->created_ms = now_ms;
 	r->first_nack_ms = 0;
 	r->id = *id;

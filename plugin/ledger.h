@@ -24,6 +24,7 @@ struct dlq_nacker {
 };
 
 struct dlq_delivery;
+struct dlq_holder;
 
 struct dlq_record {
 	struct dlq_record *hnext;  /* hash chain */
@@ -38,6 +39,10 @@ struct dlq_record {
 	uintptr_t payload_ref;     /* the broker's stored payload; 0: not bound */
 	uint64_t content_hash;     /* retry copies: hash of topic, length and payload ends; 0: not indexed */
 	uint32_t extra_bytes;      /* bytes of the deliveries, counted in record__bytes */
+	/* Held retry copies (holds.h), which owns these: */
+	struct dlq_holder *holder; /* the client it is held for; NULL: not held */
+	struct dlq_record *hold_next;
+	struct dlq_record *hold_prev;
 	uint64_t created_ms;
 	int64_t first_nack_ms;     /* wall clock of the chain's first NACK; 0: none yet */
 	struct dlq_id id;

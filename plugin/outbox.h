@@ -6,7 +6,9 @@
  * loop pass. Until then it waits in "sent" (accepted since the last tick) and
  * then in "settling" (accepted before the last tick, taken at the top of this
  * pass): a retry copy in "sent" whose client leaves is made a dead letter,
- * because the broker drops a message for a client id that has gone; and what
+ * because the broker drops a message for a client id that has gone (once
+ * taken, a copy for a session that does not persist is held on its ledger
+ * record instead, holds.h); and what
  * is still in either list when the broker stops was never taken, so it is
  * saved as owed. The outbox is never evicted; its bytes count against the
  * memory bound.

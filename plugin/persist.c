@@ -231,6 +231,15 @@ void persist__note_nacker(struct dlq *d, const struct dlq_record *r, const char 
 	headers__free(&h);
 }
 
+void persist__note_hold(struct dlq *d, const struct dlq_record *r, const char *client)
+{
+	if(d->persist.journal_fd < 0) return;
+	struct dlq_headers h = {0};
+	int rc = state__encode_hold(r, client, &h);
+	journal_write(d, &h, rc, false);
+	headers__free(&h);
+}
+
 void persist__note_remove(struct dlq *d, uint64_t seq)
 {
 	if(d->persist.journal_fd < 0) return;

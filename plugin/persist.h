@@ -49,6 +49,12 @@ void persist__note_record(struct dlq *d, const struct dlq_record *r);
  * NACK and its envelope are durable before the broker acknowledges it. */
 void persist__note_nacker(struct dlq *d, const struct dlq_record *r, const char *client);
 
+/* The retry copy r was taken by the broker for client, whose session does
+ * not persist, and is held for it (holds.h). Not synced: the next synced
+ * entry makes it durable, and until then the copy's record is the same
+ * whether or not it is held. */
+void persist__note_hold(struct dlq *d, const struct dlq_record *r, const char *client);
+
 /* The broker took the envelope with seq (or it was replaced). */
 void persist__note_remove(struct dlq *d, uint64_t seq);
 

@@ -7,7 +7,9 @@
  * (type 4) holding how many came before it, so that a file cut between two
  * entries is known to be cut. Journal header
  * "DLQJRNL1"; entries add an envelope (type 2) or remove one by its
- * sequence number (type 3). Times are saved as wall-clock milliseconds and
+ * sequence number (type 3). A record held for a client (type 6, holds.h)
+ * follows its record in a snapshot and is journaled as it happens; a hold
+ * whose client is among the record's nackers is over. Times are saved as wall-clock milliseconds and
  * turned back into the monotonic clock on restore.
  */
 #include <errno.h>
@@ -24,7 +26,7 @@
 #define JOURNAL_MAGIC "DLQJRNL1"
 #define MAGIC_LEN 8
 
-enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_NACKER = 5 };
+enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_NACKER = 5, ENTRY_HOLD = 6 };
 
 uint32_t state__crc32(const uint8_t *data, size_t len)
 {
@@ -159,6 +161,14 @@ int state__encode_nacker(const struct dlq_record *r, const char *client, struct 
 	return entry_end(b, at, rc);
 }
 
+int state__encode_hold(const struct dlq_record *r, const char *client, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_HOLD, &rc);
+	if(rc == 0) rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_str(b, client) ? ENOMEM : 0;
+	return entry_end(b, at, rc);
+}
+
 int state__encode_journal_header(struct dlq_headers *out)
 {
 	return put_raw(out, JOURNAL_MAGIC, MAGIC_LEN);
@@ -177,6 +187,7 @@ int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_
 	if(put_raw(out, SNAPSHOT_MAGIC, MAGIC_LEN) || put_u(out, d->next_seq, 8)) return ENOMEM;
 	for(const struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
 		if(state__encode_record(r, mono_now, wall_now, out)) return ENOMEM;
+		if(r->holder && state__encode_hold(r, holds__client(r), out)) return ENOMEM;
 	}
 	if(encode_list(&d->outbox.owed, mono_now, wall_now, out)
 			|| encode_list(&d->outbox.sent, mono_now, wall_now, out)
@@ -186,7 +197,7 @@ int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_
 	for(size_t i = 0; i < d->delayed.count; i++){
 		if(state__encode_add(d->delayed.heap[i], mono_now, wall_now, out)) return ENOMEM;
 	}
-	uint64_t entries = d->ledger.count + dlq__owed_count(d);
+	uint64_t entries = d->ledger.count + d->holds.records + dlq__owed_count(d);
 	int rc;
 	size_t at = entry_begin(out, ENTRY_END, &rc);
 	if(rc == 0) rc = put_u(out, entries, 8);
@@ -460,6 +471,34 @@ static void decode_nacker(struct dlq *d, struct reader *r)
 		struct dlq_record *rec = ledger__find(&d->ledger, &id);
 		/* Gone (expired) or already there: nothing to do. */
 		if(rec && ledger__add_nacker(&d->ledger, rec, client) == ENOMEM) r->bad = r->nomem = true;
+		/* A NACK by the client a copy is held for ends the hold. */
+		const char *holder = rec ? holds__client(rec) : NULL;
+		if(holder && !strcmp(holder, client)) holds__release(&d->holds, rec);
+	}
+	free(client);
+}
+
+static bool has_nacker(const struct dlq_record *rec, const char *client)
+{
+	for(const struct dlq_nacker *k = rec->nackers; k; k = k->next){
+		if(!strcmp(k->client, client)) return true;
+	}
+	return false;
+}
+
+static void decode_hold(struct dlq *d, struct reader *r)
+{
+	struct dlq_id id;
+	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
+	char *client = get_str(r, false);
+	if(p && client){
+		memcpy(id.raw, p, DLQ_ID_RAW_LEN);
+		struct dlq_record *rec = ledger__find(&d->ledger, &id);
+		/* Gone (expired), already held, or over (NACKed by its client). */
+		if(rec && rec->holder == NULL && !has_nacker(rec, client)
+				&& holds__add(&d->holds, rec, client) == ENOMEM){
+			r->bad = r->nomem = true;
+		}
 	}
 	free(client);
 }
@@ -506,6 +545,9 @@ static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t
 			ok = decode_record(d, &r, mono_now, wall_now, rep);
 		}else if(type == ENTRY_NACKER && journal){
 			decode_nacker(d, &r);
+			ok = !r.bad;
+		}else if(type == ENTRY_HOLD){
+			decode_hold(d, &r);
 			ok = !r.bad;
 		}else if(type == ENTRY_ENVELOPE){
 			ok = decode_envelope(d, &r, mono_now, wall_now, rep);

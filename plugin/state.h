@@ -43,12 +43,15 @@ int state__decode_snapshot(struct dlq *d, const uint8_t *data, size_t len, uint6
 		struct state_report *rep);
 
 /* Journal entries: an envelope added, the envelope with seq removed, a
- * ledger record added, or a client that NACKed a record. Appended to out. */
+ * ledger record added, a client that NACKed a record, or a record held for
+ * a client. Appended to out. */
 int state__encode_journal_header(struct dlq_headers *out);
 int state__encode_add(const struct dlq_envelope *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
 int state__encode_remove(uint64_t seq, struct dlq_headers *out);
 int state__encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
 int state__encode_nacker(const struct dlq_record *r, const char *client, struct dlq_headers *out);
+/* The retry copy r is held for client (holds.h); in a snapshot, after r. */
+int state__encode_hold(const struct dlq_record *r, const char *client, struct dlq_headers *out);
 
 /* Applies a journal to d after its snapshot: adds envelopes and records not
  * yet there, removes the envelopes named, adds nackers. Same damage rules

@@ -345,6 +345,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				char *client = strndup(arg, arg_len);
 				if(client && client[0] && mosquitto_validate_utf8(client, (int)strlen(client)) == MOSQ_ERR_SUCCESS){
 					dlq__client_gone(&r.d, client);
+					/* Every copy held for it became a dead letter (issue 11). */
+					FUZZ_CHECK(holds__find(&r.d.holds, client) == NULL, "copies still held for a client that left");
 					r.gone = true;
 				}
 				free(client);

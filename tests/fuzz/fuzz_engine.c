@@ -132,6 +132,15 @@ static void make_state(struct dlq_headers *snap, struct dlq_headers *journal)
 		FUZZ_CHECK(state__encode_add(added, fake.now_ms, fake.wall_ms, journal) == 0, "add");
 		FUZZ_CHECK(state__encode_remove(removed, journal) == 0, "remove");
 		FUZZ_CHECK(state__encode_remove(999, journal) == 0, "remove");
+		/* A copy held for a client that NACKed it since (the hold is
+		 * over), and one for a record that is not there. */
+		struct dlq_id id;
+		FUZZ_CHECK(id__decode(b, DLQ_ID_LEN, &id), "id");
+		const struct dlq_record *rb = ledger__find(&d.ledger, &id);
+		FUZZ_CHECK(rb != NULL, "no record");
+		FUZZ_CHECK(state__encode_hold(rb, "c2", journal) == 0, "hold");
+		FUZZ_CHECK(state__encode_nacker(rb, "c2", journal) == 0, "nacker");
+		FUZZ_CHECK(state__encode_hold(rb, "c8", journal) == 0, "hold");
 	}
 	fuzz_engine_fini(&d);
 }

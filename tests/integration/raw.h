@@ -32,6 +32,7 @@ struct raw_options {
 	bool clean;                 /* clean_session (v3.1.1), clean_start (v5) */
 	uint32_t expiry_s;          /* v5 session expiry interval; 0: not sent */
 	uint16_t receive_max;       /* v5 receive maximum; 0: not sent */
+	uint32_t max_packet_size;   /* v5 maximum packet size; 0: not sent */
 	const char *username;       /* NULL: none (copied) */
 };
 

@@ -63,6 +63,10 @@ void packet__connect(struct body *p, const struct raw_options *o)
 			put8(&props, 0x21);
 			put16(&props, o->receive_max);
 		}
+		if(o->max_packet_size){
+			put8(&props, 0x27);
+			put32(&props, o->max_packet_size);
+		}
 		put8(p, (unsigned)props.n); /* fits one byte */
 		put_bytes(p, props.b, props.n);
 	}

@@ -225,7 +225,12 @@ END_TEST
 START_TEST(test_nack_then_redeliveries)
 {
 	struct scene s;
-	scene_start(&s, tracking_broker(__func__, "allow", true));
+	struct broker *b = tracking_broker(__func__, "allow", true);
+	/* The worker's v5 session persists: said so, its copy is the session's
+	 * (otherwise the plugin holds it and dead-letters it at the first
+	 * crash, README "A retry copy whose subscriber has gone"). */
+	broker_conf(b, "plugin_opt_v5_sessions_persist true");
+	scene_start(&s, b);
 	struct raw *w = persistent(s.b, "worker", MQTT_PROTOCOL_V5, NULL);
 	join(w, FILTER);
 	client_publish_str(s.pub, TOPIC, "poison", 1);

@@ -869,17 +869,123 @@ START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 }
 END_TEST
 
-START_TEST(after_a_tick_the_copy_is_handed_over)
+/* After a tick the broker has taken the copy and handed it to the client's
+ * session; 2.0.11 reads a DISCONNECT sent right after the NACK only then
+ * (one packet per connection per loop pass). The copy's record is held for
+ * the client until it NACKs it or its window ends: leaving first makes the
+ * dead letter, once. */
+START_TEST(a_copy_taken_by_the_broker_is_held_until_its_client_leaves)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track("numbers", "42", 1, id0);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	char copy[DLQ_ID_LEN + 1];
+	snprintf(copy, sizeof(copy), "%s", hdr(0, DLQ_PROP_ID));
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(dlq__owed_count(&d), 0);
+	ck_assert_uint_eq(d.holds.records, 1);
+
+	dlq__client_gone(&d, "sub2");
+	ck_assert_uint_eq(fake.publish_count, 1);
+	dlq__client_gone(&d, "sub1");
+	ck_assert_uint_eq(fake.publish_count, 2);
+	expect_publish(1, NULL, "dead/numbers", 1, "42");
+	expect_user_names(1, dead_letter_names, ARRAY_LEN(dead_letter_names));
+	expect_hdr(1, DLQ_PROP_RETRY_COUNT, "1");
+	expect_hdr(1, DLQ_PROP_ORIGIN_TOPIC, "numbers");
+	expect_hdr(1, DLQ_PROP_ORIGIN_ID, id0);
+	expect_hdr(1, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	const char *reason = hdr(1, DLQ_PROP_DEAD_LETTER_REASON);
+	ck_assert_msg(strstr(reason, "\"sub1\" left without a session before confirming its retry copy"),
+			"reason \"%s\"", reason);
+	ck_assert_uint_eq(d.counters.dead_letters, 1);
+	ck_assert_uint_eq(d.holds.records, 0);
+	ck_assert_uint_eq(d.holds.holders, 0);
+
+	/* Once: leaving again makes nothing, and a late NACK of the copy by
+	 * the client would start a second chain of a dead-lettered message. */
+	dlq__client_gone(&d, "sub1");
+	ck_assert_uint_eq(fake.publish_count, 2);
+	ck_assert_int_eq(nack(copy, "sub1"), DLQ_NACK_DUPLICATE);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 2);
+}
+END_TEST
+
+/* The client NACKed its copy: that copy is settled (the NACK made the next
+ * one, itself held); only the newest is dead-lettered when it leaves. */
+START_TEST(a_held_copy_nacked_by_its_client_is_settled)
 {
 	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
 	track("numbers", "42", 1, id0);
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	dlq__tick(&d);
-	dlq__client_gone(&d, "sub1");
+	char copy[DLQ_ID_LEN + 1];
+	snprintf(copy, sizeof(copy), "%s", hdr(0, DLQ_PROP_ID));
+	ck_assert_int_eq(nack(copy, "sub1"), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(d.holds.records, 1);
 	dlq__tick(&d);
+	dlq__tick(&d);
+	dlq__client_gone(&d, "sub1");
+	ck_assert_uint_eq(fake.publish_count, 3);
+	expect_publish(2, NULL, "dead/numbers", 1, "42");
+	expect_hdr(2, DLQ_PROP_RETRY_COUNT, "2");
+	expect_hdr(2, DLQ_PROP_ORIGIN_ID, id0);
+	ck_assert_uint_eq(d.counters.dead_letters, 1);
+
+	/* A copy NACKed into a dead letter leaves nothing held. */
+	char id1[DLQ_ID_LEN + 1];
+	track("numbers", "43", 1, id1);
+	ck_assert_int_eq(nack(id1, "sub3"), DLQ_NACK_RETRIED);
+	snprintf(copy, sizeof(copy), "%s", hdr(3, DLQ_PROP_ID));
+	dlq__tick(&d);
+	ck_assert_int_eq(nack(copy, "sub3"), DLQ_NACK_RETRIED);
+	snprintf(copy, sizeof(copy), "%s", hdr(4, DLQ_PROP_ID));
+	dlq__tick(&d);
+	ck_assert_int_eq(nack(copy, "sub3"), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(d.holds.records, 0);
+	dlq__client_gone(&d, "sub3");
+	ck_assert_uint_eq(fake.publish_count, 6);
+}
+END_TEST
+
+/* Past its NACK window the client had its chance to NACK the copy: it is
+ * let go with its record, as an original delivery is. */
+START_TEST(a_held_copy_is_let_go_when_its_window_ends)
+{
+	start(standard, ARRAY_LEN(standard));
+	char id0[DLQ_ID_LEN + 1];
+	track("numbers", "42", 1, id0);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	dlq__tick(&d);
+	fake.now_ms += DLQ_DEFAULT_NACK_WINDOW_MS + 1;
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.holds.records, 0);
+	dlq__client_gone(&d, "sub1");
 	ck_assert_uint_eq(fake.publish_count, 1);
-	ck_assert_uint_eq(d.counters.dead_letters, 0);
+}
+END_TEST
+
+/* The broker drops a QoS 0 message for an offline session: a copy that is
+ * to wait in a persistent session goes out at QoS 1. Copies for sessions
+ * that do not persist keep the original's QoS. */
+START_TEST(a_copy_for_a_persistent_session_goes_out_at_qos_1)
+{
+	start(standard, ARRAY_LEN(standard));
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("numbers", "a", 0, a);
+	track("numbers", "b", 0, b);
+	struct dlq_nack n = {.id = a, .id_len = strlen(a), .client = "sub1", .client_persists = true};
+	struct dlq_nack_result res;
+	dlq__nack(&d, &n, &res);
+	ck_assert_int_eq(res.status, DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack(b, "sub2"), DLQ_NACK_RETRIED);
+	expect_publish(0, "sub1", "numbers", 1, "a");
+	expect_publish(1, "sub2", "numbers", 0, "b");
+	ck_assert_uint_eq(d.holds.records, 1); /* sub2's only */
 }
 END_TEST
 
@@ -1435,7 +1541,10 @@ static Suite *dlq_suite(void)
 	tc = tcase_create("clients leaving");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter);
-	tcase_add_test(tc, after_a_tick_the_copy_is_handed_over);
+	tcase_add_test(tc, a_copy_taken_by_the_broker_is_held_until_its_client_leaves);
+	tcase_add_test(tc, a_held_copy_nacked_by_its_client_is_settled);
+	tcase_add_test(tc, a_held_copy_is_let_go_when_its_window_ends);
+	tcase_add_test(tc, a_copy_for_a_persistent_session_goes_out_at_qos_1);
 	tcase_add_test(tc, a_persisting_session_keeps_its_copy);
 	tcase_add_test(tc, only_the_leaving_clients_targeted_copies_are_dead_lettered);
 	tcase_add_test(tc, an_owed_copy_whose_client_left_becomes_a_dead_letter);

@@ -398,6 +398,50 @@ static void teardown(void)
 	fake_reset();
 }
 
+/* Bytes the plugin's own user properties take in the MQTT packet (each is
+ * 1 byte of identifier, then name and value with 2-byte lengths): what the
+ * README's "Maximum Packet Size" figures say. The original's headers are
+ * not counted. */
+static size_t own_property_bytes(const struct dlq_envelope *e)
+{
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(envelope__headers(e, &h), 0);
+	struct walk w = {h.data, h.len, e->headers_len};
+	size_t n = 0;
+	struct dlq_header x;
+	while(w.pos < w.len && headers__next(w.data, w.len, &w.pos, &x)){
+		ck_assert_uint_eq(x.kind, DLQ_HDR_USER_PROPERTY);
+		n += 1u + 2u + x.a_len + 2u + x.b_len;
+	}
+	headers__free(&h);
+	return n;
+}
+
+START_TEST(what_copies_and_dead_letters_add_to_a_packet)
+{
+	struct dlq_record *r = original_record(1);
+	struct dlq_id copy_id = fresh_id();
+	struct dlq_envelope *c = envelope__retry_copy(r, &copy_id, NULL, "sub1", "sub1", 0);
+	ck_assert_ptr_nonnull(c);
+	c->retry_count = 1;
+	size_t t = strlen("numbers");
+	/* dlq-id 27, retry-count 16 + digits, origin-topic 17 + topic, origin-id 30. */
+	ck_assert_uint_eq(own_property_bytes(c), 27 + 17 + 17 + t + 30);
+	c->delay_ms = 1000;
+	ck_assert_uint_eq(own_property_bytes(c), 27 + 17 + 17 + t + 30 + 44); /* first-nack-time */
+
+	struct dlq_envelope *dl = envelope__dead_letter(r, "sub1", "why", 0);
+	ck_assert_ptr_nonnull(dl);
+	dl->retry_count = 3;
+	/* retry-count, origin-topic, origin-id, then 23 + value for reason,
+	 * client and filter, and 45 for dead-letter-time. */
+	ck_assert_uint_eq(own_property_bytes(dl), 17 + 17 + t + 30 + 23 + 3 + 23 + 4 + 23 + t + 45);
+	envelope__free(dl);
+	envelope__free(c);
+	record__free(r);
+}
+END_TEST
+
 static Suite *envelope_suite(void)
 {
 	Suite *s = suite_create("envelope");
@@ -409,6 +453,7 @@ static Suite *envelope_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, a_targeted_retry_copy_goes_to_the_record_topic_for_its_client);
 	tcase_add_test(tc, a_fixed_retry_copy_is_an_ordinary_publish_to_retry_to);
+	tcase_add_test(tc, what_copies_and_dead_letters_add_to_a_packet);
 	tcase_add_test(tc, a_copy_of_a_copy_keeps_the_chains_origin);
 	tcase_add_test(tc, headers_are_appended_to_what_the_list_holds);
 	suite_add_tcase(s, tc);

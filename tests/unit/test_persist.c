@@ -250,6 +250,8 @@ static void remove_all(const char *path)
 
 /* ------------------------------------------------------------------ */
 
+static const struct extra on_change[] = {{"state_save_on_change", "true"}};
+
 START_TEST(a_first_start_writes_an_empty_snapshot)
 {
 	ck_assert(!exists(state_path));
@@ -440,6 +442,87 @@ START_TEST(a_v5_subscriber_has_no_session_after_a_restart)
 }
 END_TEST
 
+/* A copy the broker took for a client whose session does not persist is
+ * held until the client NACKs it (holds.h). Its session does not survive a
+ * restart, so the restarted plugin dead-letters it, once; the copy is not
+ * sent again. */
+START_TEST(a_held_copy_becomes_a_dead_letter_after_a_restart)
+{
+	start();
+	char a[DLQ_ID_LEN + 1];
+	track("numbers", "held", a);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(dlq__owed_count(&d), 0);
+	ck_assert_uint_eq(d.holds.records, 1);
+	size_t before = fake.publish_count;
+	restart_with(NULL, 0, true, 1000);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, before + 1);
+	ck_assert_str_eq(pub(before)->topic, "dead/numbers");
+	ck_assert_ptr_null(pub(before)->client);
+	ck_assert_str_eq(hdr(before, DLQ_PROP_RETRY_COUNT), "1");
+	ck_assert_str_eq(hdr(before, DLQ_PROP_ORIGIN_ID), a);
+	ck_assert_str_eq(hdr(before, DLQ_PROP_DEAD_LETTER_CLIENT), "sub1");
+	const char *reason = hdr(before, DLQ_PROP_DEAD_LETTER_REASON);
+	ck_assert_msg(strstr(reason, "restarted") && strstr(reason, "\"sub1\""), "reason \"%s\"", reason);
+	ck_assert_uint_eq(d.holds.records, 0);
+	dlq__tick(&d); /* the broker took the dead letter */
+
+	restart_with(NULL, 0, true, 1000);
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, before + 1);
+}
+END_TEST
+
+/* After a crash the journal says which copies were held, and which of them
+ * their client NACKed since (that hold is over). */
+START_TEST(after_a_crash_the_journal_restores_held_copies)
+{
+	start_with(on_change, 1, true);
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("numbers", "held", a);
+	track("numbers", "nacked", b);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack(b, "sub2", false), DLQ_NACK_RETRIED);
+	char copy_b[DLQ_ID_LEN + 1];
+	snprintf(copy_b, sizeof(copy_b), "%s", hdr(1, DLQ_PROP_ID));
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.holds.records, 2);
+	/* sub2 NACKs its copy at its last attempt: a dead letter, no hold. */
+	ck_assert_int_eq(nack(copy_b, "sub2", false), DLQ_NACK_RETRIED);
+	dlq__tick(&d);
+	char copy_b2[DLQ_ID_LEN + 1];
+	snprintf(copy_b2, sizeof(copy_b2), "%s", hdr(2, DLQ_PROP_ID));
+	ck_assert_int_eq(nack(copy_b2, "sub2", false), DLQ_NACK_DEAD_LETTERED);
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.holds.records, 1);
+	char types[64];
+	journal_types(types, sizeof(types));
+	ck_assert_msg(strchr(types, '6') != NULL, "no hold entry in the journal: %s", types);
+
+	char crash[200];
+	crash_image(crash, sizeof(crash));
+	stop();
+	remove_all(state_path);
+	snprintf(state_path, sizeof(state_path), "%s", crash);
+	snprintf(journal_path, sizeof(journal_path), "%s.journal", crash);
+	size_t before = fake.publish_count;
+	fake.now_ms = 70000000;
+	fake.wall_ms += 2000;
+	start_with(on_change, 1, true);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, before + 1);
+	ck_assert_str_eq(pub(before)->topic, "dead/numbers");
+	ck_assert_str_eq(hdr(before, DLQ_PROP_ORIGIN_ID), a);
+	ck_assert_str_eq(hdr(before, DLQ_PROP_DEAD_LETTER_CLIENT), "sub1");
+}
+END_TEST
+
 START_TEST(a_dead_letter_not_yet_published_survives_a_restart)
 {
 	start();
@@ -536,7 +619,6 @@ END_TEST
 
 /* ---- state_save_on_change --------------------------------------------- */
 
-static const struct extra on_change[] = {{"state_save_on_change", "true"}};
 
 START_TEST(the_journal_gets_an_entry_per_change)
 {
@@ -809,6 +891,7 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, a_v5_subscriber_has_no_session_after_a_restart);
 	tcase_add_test(tc, a_dead_letter_not_yet_published_survives_a_restart);
 	tcase_add_test(tc, a_message_in_a_session_across_a_restart_is_still_counted);
+	tcase_add_test(tc, a_held_copy_becomes_a_dead_letter_after_a_restart);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("damage");
@@ -823,6 +906,7 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, the_journal_gets_an_entry_per_change);
 	tcase_add_test(tc, after_a_crash_snapshot_and_journal_restore_every_envelope);
 	tcase_add_test(tc, with_save_on_change_a_crash_loses_no_nackable_delivery);
+	tcase_add_test(tc, after_a_crash_the_journal_restores_held_copies);
 	tcase_add_test(tc, without_save_on_change_a_crash_loses_what_came_after_the_last_snapshot);
 	tcase_add_test(tc, a_snapshot_is_saved_after_the_interval_when_something_changed);
 	suite_add_tcase(s, tc);

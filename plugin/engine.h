@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * What the engine's own files share and nothing else uses: dlq.c (tracking,
+ * NACKs, ticks) and gone.c (copies for clients that leave, held copies).
+ * The public face of the engine is dlq.h.
+ */
+#ifndef DLQ_ENGINE_H
+#define DLQ_ENGINE_H
+
+#include <stdbool.h>
+
+#include "dlq.h"
+#include "envelope.h"
+
+/* Counts an event in the totals and in the counters of its policy. */
+#define COUNT(d, policy, field, n) do{ \
+		struct dlq_counters *pc_ = dlq__policy_counters((d), (policy)); \
+		(d)->counters.field += (n); \
+		if(pc_) pc_->field += (n); \
+	}while(0)
+
+/* Hands e to the broker. Accepted: e waits in "sent" until the broker has
+ * taken it. Refused (or no memory for a copy's record): e waits in "owed".
+ * Takes e either way. */
+void engine__send(struct dlq *d, struct dlq_envelope *e);
+
+/* Makes and sends the dead letter of r for client after `delivered`
+ * deliveries: 0, ENOSPC (what is owed would pass max_pending_bytes; only
+ * checked when bounded) or ENOMEM; on failure nothing was published or
+ * recorded. */
+int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
+		unsigned delivered, bool bounded);
+
+/* The copy record for a targeted copy e (for a client whose session does
+ * not persist) is now in the ledger: held for that client (holds.h). */
+void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy);
+
+/* client NACKed r: a hold of r for client is over (the NACK's nacker entry
+ * makes that durable). */
+void engine__nacked(struct dlq *d, struct dlq_record *r, const char *client);
+
+/* At startup, after the state was restored: the held copies saved in it
+ * were for sessions that did not survive the restart; their dead letters
+ * wait in "owed" for the first tick. */
+void engine__settle_restored_holds(struct dlq *d);
+
+#endif

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The table of held retry copies (see holds.h): holders in a chained hash
+ * table by client id, each with a doubly linked list of the records it
+ * holds, threaded through the records themselves.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "holds.h"
+
+#define HOLDS_INITIAL_SIZE 64
+
+static size_t hash_of(const char *s)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for(; *s; s++){
+		h ^= (unsigned char)*s;
+		h *= 1099511628211ull;
+	}
+	return (size_t)h;
+}
+
+int holds__init(struct dlq_holds *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->table = calloc(HOLDS_INITIAL_SIZE, sizeof(*h->table));
+	if(h->table == NULL) return ENOMEM;
+	h->size = HOLDS_INITIAL_SIZE;
+	return 0;
+}
+
+void holds__cleanup(struct dlq_holds *h)
+{
+	for(size_t i = 0; i < h->size; i++){
+		struct dlq_holder *k = h->table[i];
+		while(k){
+			struct dlq_holder *next = k->hnext;
+			for(struct dlq_record *r = k->records; r; r = r->hold_next){
+				r->holder = NULL;
+			}
+			free(k);
+			k = next;
+		}
+	}
+	free(h->table);
+	memset(h, 0, sizeof(*h));
+}
+
+struct dlq_holder *holds__find(const struct dlq_holds *h, const char *client)
+{
+	if(h->size == 0) return NULL;
+	for(struct dlq_holder *k = h->table[hash_of(client) & (h->size - 1)]; k; k = k->hnext){
+		if(!strcmp(k->client, client)) return k;
+	}
+	return NULL;
+}
+
+/* Doubles the table; a failed allocation keeps the old one (longer chains,
+ * nothing lost). */
+static void grow(struct dlq_holds *h)
+{
+	size_t size = h->size * 2;
+	struct dlq_holder **table = calloc(size, sizeof(*table));
+	if(table == NULL) return;
+	for(size_t i = 0; i < h->size; i++){
+		struct dlq_holder *k = h->table[i];
+		while(k){
+			struct dlq_holder *next = k->hnext;
+			size_t b = hash_of(k->client) & (size - 1);
+			k->hnext = table[b];
+			table[b] = k;
+			k = next;
+		}
+	}
+	free(h->table);
+	h->table = table;
+	h->size = size;
+}
+
+int holds__add(struct dlq_holds *h, struct dlq_record *r, const char *client)
+{
+	struct dlq_holder *k = holds__find(h, client);
+	if(k == NULL){
+		size_t n = strlen(client) + 1;
+		k = malloc(sizeof(*k) + n);
+		if(k == NULL) return ENOMEM;
+		memcpy(k->client, client, n);
+		k->records = NULL;
+		k->count = 0;
+		if(h->holders >= h->size) grow(h);
+		size_t b = hash_of(client) & (h->size - 1);
+		k->hnext = h->table[b];
+		h->table[b] = k;
+		h->holders++;
+	}
+	r->holder = k;
+	r->hold_prev = NULL;
+	r->hold_next = k->records;
+	if(k->records) k->records->hold_prev = r;
+	k->records = r;
+	k->count++;
+	h->records++;
+	return 0;
+}
+
+void holds__release(struct dlq_holds *h, struct dlq_record *r)
+{
+	struct dlq_holder *k = r->holder;
+	if(k == NULL) return;
+	if(r->hold_prev){
+		r->hold_prev->hold_next = r->hold_next;
+	}else{
+		k->records = r->hold_next;
+	}
+	if(r->hold_next) r->hold_next->hold_prev = r->hold_prev;
+	r->holder = NULL;
+	r->hold_next = NULL;
+	r->hold_prev = NULL;
+	k->count--;
+	h->records--;
+	if(k->count) return;
+
+	struct dlq_holder **pp = &h->table[hash_of(k->client) & (h->size - 1)];
+	while(*pp != k){
+		pp = &(*pp)->hnext;
+	}
+	*pp = k->hnext;
+	h->holders--;
+	free(k);
+}
