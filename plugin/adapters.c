@@ -210,7 +210,8 @@ int adapter__reload(int event, void *event_data, void *userdata)
 		port__log(DLQ_LOG_NOTICE, "reload: %zu policies in use (%s re-read)", pl->engine.cfg.policies.count,
 				pl->engine.cfg.policy_file);
 	}
-	/* Any other answer would stop the broker from reloading the plugins
-	 * after this one (src/security.c). */
-	return MOSQ_ERR_PLUGIN_DEFER;
+	/* 2.0: any other answer would stop the broker from reloading the
+	 * plugins after this one (src/security.c). 2.1 reloads them all and
+	 * takes anything but success as an error that ends the broker. */
+	return pl->caps.line == BROKER_LINE_21 ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
 }

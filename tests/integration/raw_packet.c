@@ -83,14 +83,21 @@ void packet__subscribe(struct body *p, bool v5, unsigned mid, const char *filter
 }
 
 void packet__publish(struct body *p, bool v5, const char *topic, const void *payload, size_t len, int qos,
-		unsigned mid)
+		unsigned mid, const void *props, size_t props_len)
 {
 	put_str(p, topic);
 	if(qos > 0){
 		put16(p, mid);
 	}
 	if(v5){
-		put8(p, 0);
+		/* The property length, a variable byte integer. */
+		size_t n = props_len;
+		do{
+			unsigned d = n % 128;
+			n /= 128;
+			put8(p, n ? d | 0x80 : d);
+		}while(n);
+		put_bytes(p, props, props_len);
 	}
 	put_bytes(p, payload, len);
 }
