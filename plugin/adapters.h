@@ -33,5 +33,7 @@ int adapter__reload(int event, void *event_data, void *userdata);
  * one for the running broker's line (acl_v20.c, acl_v21.c). */
 int adapter__acl_check_v20(int event, void *event_data, void *userdata);
 int adapter__acl_check_v21(int event, void *event_data, void *userdata);
+/* 2.1 only (events_v21.c): a client with a lasting session went offline. */
+int adapter__client_offline_v21(int event, void *event_data, void *userdata);
 
 #endif

@@ -26,4 +26,14 @@
 #  define DLQ_MOSQ_EVT_CLIENT_OFFLINE 28
 #endif
 
+/* MOSQ_EVT_CLIENT_OFFLINE's data, as 2.1.2's broker.h lays it out (struct
+ * mosquitto_evt_client_offline): a client whose session outlives its
+ * connection went offline. 2.1 sends it instead of DISCONNECT then. */
+struct dlq_evt_client_offline {
+	void *future;
+	struct mosquitto *client;
+	int reason;
+	void *future2[4];
+};
+
 #endif

@@ -16,6 +16,7 @@
 #include <mosquitto_plugin.h>
 
 #include "adapters.h"
+#include "broker_v21.h"
 #include "brokerconf.h"
 #include "config.h"
 #include "mosquitto_dlq.h"
@@ -25,7 +26,7 @@
 
 static const struct {
 	int event;
-	MOSQ_FUNC_generic_callback cb;
+	MOSQ_FUNC_generic_callback cb;     /* NULL: none on 2.0 */
 	MOSQ_FUNC_generic_callback cb_v21; /* on a 2.1 broker, if not NULL */
 	const char *topic; /* control events only */
 	bool redelivery;   /* only with plugin_opt_redelivery_tracking on */
@@ -35,21 +36,23 @@ static const struct {
 	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_NACK_TOPIC, false },
 	{ MOSQ_EVT_TICK, adapter__tick, NULL, NULL, false },
 	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL, NULL, false },
+	{ DLQ_MOSQ_EVT_CLIENT_OFFLINE, NULL, adapter__client_offline_v21, NULL, false },
 	{ MOSQ_EVT_RELOAD, adapter__reload, NULL, NULL, false },
 	{ MOSQ_EVT_ACL_CHECK, adapter__acl_check_v20, adapter__acl_check_v21, NULL, true },
 };
 #define CALLBACK_COUNT (sizeof(callbacks) / sizeof(callbacks[0]))
 
-static bool wanted(const struct dlq_plugin *pl, size_t i)
-{
-	return !callbacks[i].redelivery || pl->engine.cfg.redelivery != DLQ_REDELIVERY_OFF;
-}
-
-/* The callback of entry i for the running broker. */
+/* The callback of entry i for the running broker, or NULL. */
 static MOSQ_FUNC_generic_callback callback_for(const struct dlq_plugin *pl, size_t i)
 {
 	if(pl->caps.line == BROKER_LINE_21 && callbacks[i].cb_v21) return callbacks[i].cb_v21;
 	return callbacks[i].cb;
+}
+
+static bool wanted(const struct dlq_plugin *pl, size_t i)
+{
+	if(callback_for(pl, i) == NULL) return false;
+	return !callbacks[i].redelivery || pl->engine.cfg.redelivery != DLQ_REDELIVERY_OFF;
 }
 
 static void unregister_first(struct dlq_plugin *pl, size_t count)
