@@ -109,7 +109,7 @@ static int may_read(void *ctx, const char *topic, const void *payload, uint32_t 
 {
 	struct read_probe *p = ctx;
 	p->pl->own_check = true;
-	int rc = p->pl->caps.acl_check(p->client, topic, len, (void *)payload, qos, false, MOSQ_ACL_READ);
+	int rc = broker_caps__acl_check(&p->pl->caps, p->client, topic, len, (void *)payload, qos, false, MOSQ_ACL_READ);
 	p->pl->own_check = false;
 	return rc == MOSQ_ERR_SUCCESS ? 0 : EACCES;
 }

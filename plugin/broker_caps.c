@@ -141,7 +141,7 @@ int broker_caps__probe(struct broker_caps *c, mosquitto_plugin_id_t *identifier,
 	memset(c, 0, sizeof(*c));
 	void *broker = object_of(dlsym(RTLD_DEFAULT, "mosquitto_broker_publish"));
 
-	*(void **)&c->acl_check = broker_symbol(broker, "mosquitto_acl_check");
+	c->acl_check = broker_symbol(broker, "mosquitto_acl_check");
 	*(void **)&c->set_info = broker_symbol(broker, "mosquitto_plugin_set_info");
 	c->evt_connect = event_registers(identifier, DLQ_MOSQ_EVT_CONNECT);
 	c->evt_message_out = event_registers(identifier, DLQ_MOSQ_EVT_MESSAGE_OUT);
@@ -180,6 +180,19 @@ void broker_caps__describe(const struct broker_caps *c, char *buf, size_t size)
 			c->evt_client_offline ? "CLIENT_OFFLINE" : "");
 	size_t n = strlen(buf);
 	if(n && buf[n - 1] == ' ') buf[n - 1] = '\0';
+}
+
+int broker_caps__acl_check(const struct broker_caps *c, struct mosquitto *client, const char *topic,
+		uint32_t payloadlen, void *payload, uint8_t qos, bool retain, int access)
+{
+	if(c->line == BROKER_LINE_21){
+		broker_acl_check_v21_fn f;
+		*(void **)&f = c->acl_check;
+		return f(client, topic, payloadlen, payload, qos, retain, NULL, access);
+	}
+	broker_acl_check_v20_fn f;
+	*(void **)&f = c->acl_check;
+	return f(client, topic, payloadlen, payload, qos, retain, access);
 }
 
 void broker_caps__cleanup(struct broker_caps *c)

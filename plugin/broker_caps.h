@@ -28,8 +28,12 @@ enum broker_prop_source {
 	BROKER_PROPS_LIBMOSQUITTO, /* libmosquitto.so.1 2.0.x, opened RTLD_LOCAL; copies freed with libc's free */
 };
 
-typedef int (*broker_acl_check_fn)(struct mosquitto *client, const char *topic, uint32_t payloadlen,
+/* mosquitto_acl_check as 2.0 defines it (src/security.c) and as 2.1 does,
+ * with the message's properties before access. */
+typedef int (*broker_acl_check_v20_fn)(struct mosquitto *client, const char *topic, uint32_t payloadlen,
 		void *payload, uint8_t qos, bool retain, int access);
+typedef int (*broker_acl_check_v21_fn)(struct mosquitto *client, const char *topic, uint32_t payloadlen,
+		void *payload, uint8_t qos, bool retain, mosquitto_property *properties, int access);
 typedef int (*broker_set_info_fn)(mosquitto_plugin_id_t *identifier, const char *name, const char *version);
 
 struct broker_caps {
@@ -40,8 +44,9 @@ struct broker_caps {
 	bool evt_client_offline;
 	/* In the broker executable, or NULL. The broker's access check, which
 	 * the plugin API does not declare (2.0.11 and 2.1 export it, 2.0.21
-	 * does not): NACKs are checked against it. */
-	broker_acl_check_fn acl_check;
+	 * does not): NACKs are checked against it. Its signature is the
+	 * line's: call it through broker_caps__acl_check. */
+	void *acl_check;
 	broker_set_info_fn set_info;
 	enum broker_prop_source prop_source;
 	struct dlq_prop_reader props;
@@ -59,6 +64,12 @@ int broker_caps__probe(struct broker_caps *c, mosquitto_plugin_id_t *identifier,
 /* One line for the startup log: the broker line guessed and why, the
  * property source, acl_check, the 2.1 events found. */
 void broker_caps__describe(const struct broker_caps *c, char *buf, size_t size);
+
+/* The broker's access check for client on topic (properties NULL), with
+ * the signature of the running line. c->acl_check must not be NULL.
+ * Returns the broker's answer (MOSQ_ERR_SUCCESS: allowed). */
+int broker_caps__acl_check(const struct broker_caps *c, struct mosquitto *client, const char *topic,
+		uint32_t payloadlen, void *payload, uint8_t qos, bool retain, int access);
 
 /* Closes libmosquitto if it was opened. */
 void broker_caps__cleanup(struct broker_caps *c);
