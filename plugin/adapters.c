@@ -146,7 +146,8 @@ int adapter__control(int event, void *event_data, void *userdata)
 	/* 2.1 gives NULL for an empty response topic or correlation data: the
 	 * property is there all the same, and "" it is. */
 	bool has_response_topic = props__string(&pl->caps.props, ed->properties, MQTT_PROP_RESPONSE_TOPIC, &response_topic);
-	props__binary(&pl->caps.props, ed->properties, MQTT_PROP_CORRELATION_DATA, &correlation, &correlation_len);
+	bool has_correlation = props__binary(&pl->caps.props, ed->properties, MQTT_PROP_CORRELATION_DATA, &correlation,
+			&correlation_len);
 	req.reply_wanted = has_response_topic;
 	struct read_probe probe = { .pl = pl, .client = ed->client };
 	if(pl->caps.acl_check){
@@ -158,8 +159,8 @@ int adapter__control(int event, void *event_data, void *userdata)
 		port__log(DLQ_LOG_ERR, "out of memory handling a control message from \"%s\"", client);
 	}else if(reply.must_send){
 		const char *topic = has_response_topic ? (response_topic ? response_topic : "") : DLQ_RESPONSE_TOPIC;
-		send_reply(client, topic, reply.json, has_response_topic ? (correlation ? correlation : "") : NULL,
-				correlation_len);
+		const void *corr = has_response_topic && has_correlation ? (correlation ? correlation : "") : NULL;
+		send_reply(client, topic, reply.json, corr, correlation_len);
 	}
 	control__reply_free(&reply);
 	pl->caps.props.free_copy(response_topic);
