@@ -5,7 +5,6 @@
  * MESSAGE or CONTROL callback would disconnect the client that sent it,
  * and no client is to blame for the plugin's troubles.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
 
@@ -62,7 +61,7 @@ int adapter__message(int event, void *event_data, void *userdata)
 
 	struct dlq_headers h = {0};
 	char id[DLQ_ID_LEN + 1];
-	int rc = props__to_headers(ed->properties, &h);
+	int rc = props__to_headers(&pl->caps.props, ed->properties, &h);
 	if(rc == 0){
 		rc = dlq__track(&pl->engine, policy, ed->topic, ed->payload, ed->payloadlen, ed->qos, h.data, h.len, id);
 	}
@@ -98,11 +97,6 @@ static void send_reply(const char *client, const char *topic, const char *json,
 	headers__free(&h);
 }
 
-void adapter__find_acl_check(struct dlq_plugin *pl)
-{
-	*(void **)&pl->acl_check = dlsym(RTLD_DEFAULT, "mosquitto_acl_check");
-}
-
 struct read_probe {
 	struct dlq_plugin *pl;
 	struct mosquitto *client;
@@ -115,7 +109,7 @@ static int may_read(void *ctx, const char *topic, const void *payload, uint32_t 
 {
 	struct read_probe *p = ctx;
 	p->pl->own_check = true;
-	int rc = p->pl->acl_check(p->client, topic, len, (void *)payload, qos, false, MOSQ_ACL_READ);
+	int rc = broker_caps__acl_check(&p->pl->caps, p->client, topic, len, (void *)payload, qos, false, MOSQ_ACL_READ);
 	p->pl->own_check = false;
 	return rc == MOSQ_ERR_SUCCESS ? 0 : EACCES;
 }
@@ -146,16 +140,18 @@ int adapter__control(int event, void *event_data, void *userdata)
 		.delay_ms = NULL,
 	};
 	if(req.compact){
-		req.reason = props__user_value(ed->properties, DLQ_PROP_NACK_REASON, reason, sizeof(reason));
-		req.delay_ms = props__user_value(ed->properties, DLQ_PROP_NACK_DELAY_MS, delay, sizeof(delay));
+		req.reason = props__user_value(&pl->caps.props, ed->properties, DLQ_PROP_NACK_REASON, reason, sizeof(reason));
+		req.delay_ms = props__user_value(&pl->caps.props, ed->properties, DLQ_PROP_NACK_DELAY_MS, delay, sizeof(delay));
 	}
-	/* 2.1 reads an empty response topic as NULL: it is "" all the same. */
-	bool has_rt = mosquitto_property_read_string(ed->properties, MQTT_PROP_RESPONSE_TOPIC, &response_topic, false) != NULL;
-	mosquitto_property_read_binary(ed->properties, MQTT_PROP_CORRELATION_DATA, &correlation, &correlation_len, false);
-	req.reply_wanted = has_rt;
-	req.response_topic = has_rt ? (response_topic ? response_topic : "") : NULL;
+	/* 2.1 gives NULL for an empty response topic or correlation data: the
+	 * property is there all the same, and "" it is. */
+	bool has_response_topic = props__string(&pl->caps.props, ed->properties, MQTT_PROP_RESPONSE_TOPIC, &response_topic);
+	bool has_correlation = props__binary(&pl->caps.props, ed->properties, MQTT_PROP_CORRELATION_DATA, &correlation,
+			&correlation_len);
+	req.reply_wanted = has_response_topic;
+	req.response_topic = has_response_topic ? (response_topic ? response_topic : "") : NULL;
 	struct read_probe probe = { .pl = pl, .client = ed->client };
-	if(pl->acl_check){
+	if(pl->caps.acl_check){
 		req.may_read = may_read;
 		req.may_read_ctx = &probe;
 	}
@@ -163,11 +159,12 @@ int adapter__control(int event, void *event_data, void *userdata)
 	if(control__handle(&pl->engine, &req, &reply)){
 		port__log(DLQ_LOG_ERR, "out of memory handling a control message from \"%s\"", client);
 	}else if(reply.must_send){
-		send_reply(client, reply.topic, reply.json, has_rt ? correlation : NULL, correlation_len);
+		const void *corr = has_response_topic && has_correlation ? (correlation ? correlation : "") : NULL;
+		send_reply(client, reply.topic, reply.json, corr, correlation_len);
 	}
 	control__reply_free(&reply);
-	port__free(response_topic);
-	port__free(correlation);
+	pl->caps.props.free_copy(response_topic);
+	pl->caps.props.free_copy(correlation);
 	return MOSQ_ERR_SUCCESS;
 }
 
@@ -214,42 +211,8 @@ int adapter__reload(int event, void *event_data, void *userdata)
 		port__log(DLQ_LOG_NOTICE, "reload: %zu policies in use (%s re-read)", pl->engine.cfg.policies.count,
 				pl->engine.cfg.policy_file);
 	}
-	/* Any other answer would stop the broker from reloading the plugins
-	 * after this one (src/security.c). */
-	return MOSQ_ERR_PLUGIN_DEFER;
-}
-
-/* The broker's access check. The answer is a decision, not an observation
- * (shared/MOSQUITTO-NOTES.md): where the plugin has no opinion it answers
- * as the operator chose, "no opinion" (defer: acl_file or a later plugin
- * decides) or "allowed" (allow: there is no other ACL source, which the
- * plugin checked at startup). It denies only a READ check for a message it
- * removes from a session (see redelivery.h). */
-int adapter__acl_check(int event, void *event_data, void *userdata)
-{
-	struct mosquitto_evt_acl_check *ed = event_data;
-	struct dlq_plugin *pl = userdata;
-	(void)event;
-
-	int no_opinion = pl->engine.cfg.redelivery == DLQ_REDELIVERY_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
-	if(pl->own_check) return no_opinion; /* the plugin asking, for a NACK: no delivery */
-	const char *client = mosquitto_client_id(ed->client);
-	if(client == NULL || ed->topic == NULL){
-		dlq__event(&pl->engine);
-		return no_opinion;
-	}
-	if(ed->access != MOSQ_ACL_READ){
-		/* Publishing and subscribing need a live connection. */
-		dlq__client_active(&pl->engine, client, (uintptr_t)ed->client);
-		return no_opinion;
-	}
-	struct dlq_read_check c = {
-		.client = client,
-		.conn = (uintptr_t)ed->client,
-		.topic = ed->topic,
-		.payload = ed->payload,
-		.payload_len = ed->payloadlen,
-		.qos = ed->qos,
-	};
-	return dlq__read_check(&pl->engine, &c) ? MOSQ_ERR_ACL_DENIED : no_opinion;
+	/* 2.0: any other answer would stop the broker from reloading the
+	 * plugins after this one (src/security.c). 2.1 reloads them all and
+	 * takes anything but success as an error that ends the broker. */
+	return pl->caps.line == BROKER_LINE_21 ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
 }

@@ -9,6 +9,7 @@
 #include <mosquitto_broker.h>
 #include <mosquitto_plugin.h>
 
+#include "broker_caps.h"
 #include "dlq.h"
 
 /* One per loaded instance, passed to every callback as userdata. */
@@ -19,24 +20,20 @@ struct dlq_plugin {
 	bool warned_no_tick;
 	struct dlq_option *options;        /* owned deep copy of the plugin's options, for reloads */
 	size_t option_count;
-	/* The broker's own access check (src/security.c), which Debian's 2.0.11
-	 * exports though the plugin API does not declare it; NULL if absent.
-	 * NACKs are checked against it (a client may NACK only what it may
-	 * read). */
-	int (*acl_check)(struct mosquitto *client, const char *topic, uint32_t payloadlen, void *payload,
-			uint8_t qos, bool retain, int access);
+	struct broker_caps caps;           /* what the broker offers; filled once at startup */
 	bool own_check;                    /* acl_check is running for the plugin: ignore the callback */
 };
-
-/* Looks up the broker's access check (dlsym); NULL if it is not exported. */
-void adapter__find_acl_check(struct dlq_plugin *pl);
 
 int adapter__message(int event, void *event_data, void *userdata);
 int adapter__control(int event, void *event_data, void *userdata);
 int adapter__tick(int event, void *event_data, void *userdata);
 int adapter__disconnect(int event, void *event_data, void *userdata);
 int adapter__reload(int event, void *event_data, void *userdata);
-/* Registered only with plugin_opt_redelivery_tracking defer or allow. */
-int adapter__acl_check(int event, void *event_data, void *userdata);
+/* Registered only with plugin_opt_redelivery_tracking defer or allow: the
+ * one for the running broker's line (acl_v20.c, acl_v21.c). */
+int adapter__acl_check_v20(int event, void *event_data, void *userdata);
+int adapter__acl_check_v21(int event, void *event_data, void *userdata);
+/* 2.1 only (events_v21.c): a client with a lasting session went offline. */
+int adapter__client_offline_v21(int event, void *event_data, void *userdata);
 
 #endif

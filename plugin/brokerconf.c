@@ -45,6 +45,9 @@ static void scan_line(struct broker_facts *f, char *line, char *incdir, size_t i
 			snprintf(f->plugins[f->plugin_count], sizeof(f->plugins[0]), "%s", value);
 		}
 		f->plugin_count++;
+		/* 2.1 deprecates acl_file for its acl-file plugin, which reads
+		 * the same file: an ACL source all the same. */
+		if(brokerconf__is_acl_file_plugin(value)) f->acl_file = true;
 		return;
 	}
 	/* Booleans are the first word, "true"/"1" or "false"/"0", as
@@ -151,12 +154,31 @@ int brokerconf__plugin_index(const struct broker_facts *f, const char *path)
 	return -1;
 }
 
-/* Whether a plugin line other than self's names Mosquitto's
- * dynamic-security plugin, the ACL plugin Debian ships. */
+/* The file name of a plugin path. */
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+bool brokerconf__is_acl_file_plugin(const char *path)
+{
+	return strstr(base_name(path), "mosquitto_acl_file") != NULL;
+}
+
+bool brokerconf__is_password_file_plugin(const char *path)
+{
+	return strstr(base_name(path), "mosquitto_password_file") != NULL;
+}
+
+/* Whether a plugin line other than self's names one of Mosquitto's ACL
+ * plugins: dynamic-security (Debian ships it with 2.0 and 2.1) or 2.1's
+ * acl-file. */
 static bool has_acl_plugin(const struct broker_facts *f, int self)
 {
 	for(unsigned i = 0; i < f->plugin_count && i < BROKERCONF_MAX_PLUGINS; i++){
-		if((int)i != self && strstr(f->plugins[i], "dynamic_security")) return true;
+		if((int)i == self) continue;
+		if(strstr(f->plugins[i], "dynamic_security") || brokerconf__is_acl_file_plugin(f->plugins[i])) return true;
 	}
 	return false;
 }
@@ -197,6 +219,21 @@ int brokerconf__check_redelivery(enum dlq_redelivery_mode mode, const struct bro
 				"and answers access checks, redeliveries are not counted", f->path);
 	}
 	return 0;
+}
+
+void brokerconf__check_redelivery_v21(const struct broker_facts *f, int self, char *warn, size_t warnlen)
+{
+	warn[0] = '\0';
+	if(self <= 0) return;
+	/* Only a plugin loaded before this one that answers access checks
+	 * keeps them from it; 2.1's password-file plugin only authenticates. */
+	for(int i = 0; i < self && i < BROKERCONF_MAX_PLUGINS; i++){
+		if(brokerconf__is_password_file_plugin(f->plugins[i])) continue;
+		snprintf(warn, warnlen, "plugin %s is loaded before this one: where it answers an access check, this "
+				"plugin does not see it and redeliveries are not counted (put this plugin's line first)",
+				f->plugins[i]);
+		return;
+	}
 }
 
 void brokerconf__read(struct broker_facts *f)

@@ -10,6 +10,7 @@
 #define DLQ_BROKERCONF_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #define BROKERCONF_MAX_PLUGINS 16
 
@@ -17,7 +18,7 @@ struct broker_facts {
 	bool known;                 /* a configuration file was found and read */
 	bool persistence;
 	bool per_listener_settings;
-	bool acl_file;              /* an acl_file line: the broker's own ACL check */
+	bool acl_file;              /* an acl_file line, or 2.1's acl-file plugin: the broker's own ACL check */
 	unsigned plugin_count;      /* plugin and auth_plugin lines, this plugin's included */
 	char plugins[BROKERCONF_MAX_PLUGINS][1024]; /* their paths, in load order (the first ones) */
 	char path[4096];            /* the file, for messages */
@@ -36,6 +37,19 @@ struct broker_facts {
  * otherwise. */
 int brokerconf__check_redelivery(enum dlq_redelivery_mode mode, const struct broker_facts *f, int self,
 		char *err, size_t errlen, char *warn, size_t warnlen);
+
+/* The same on Mosquitto 2.1, where the plugin answers access checks with
+ * MOSQ_ERR_PLUGIN_IGNORE and so changes no decision whatever else is
+ * loaded: nothing is refused. A plugin loaded before this one that may
+ * answer access checks (any but 2.1's password-file plugin) is reported in
+ * warn, warn[0] == '\0' otherwise. */
+void brokerconf__check_redelivery_v21(const struct broker_facts *f, int self, char *warn, size_t warnlen);
+
+/* Whether a plugin path names 2.1's acl-file plugin (an ACL source, reading
+ * the file acl_file named in 2.0) or its password-file plugin
+ * (authentication only). */
+bool brokerconf__is_acl_file_plugin(const char *path);
+bool brokerconf__is_password_file_plugin(const char *path);
 
 /* The index among f->plugins of the module at path (compared after
  * resolving both), or -1. */

@@ -16,6 +16,7 @@
 #include <mosquitto_plugin.h>
 
 #include "adapters.h"
+#include "broker_v21.h"
 #include "brokerconf.h"
 #include "config.h"
 #include "mosquitto_dlq.h"
@@ -25,22 +26,32 @@
 
 static const struct {
 	int event;
-	MOSQ_FUNC_generic_callback cb;
+	MOSQ_FUNC_generic_callback cb;     /* NULL: none on 2.0 */
+	MOSQ_FUNC_generic_callback cb_v21; /* on a 2.1 broker, if not NULL */
 	const char *topic; /* control events only */
 	bool redelivery;   /* only with plugin_opt_redelivery_tracking on */
 } callbacks[] = {
-	{ MOSQ_EVT_MESSAGE, adapter__message, NULL, false },
-	{ MOSQ_EVT_CONTROL, adapter__control, DLQ_CONTROL_TOPIC, false },
-	{ MOSQ_EVT_CONTROL, adapter__control, DLQ_NACK_TOPIC, false },
-	{ MOSQ_EVT_TICK, adapter__tick, NULL, false },
-	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL, false },
-	{ MOSQ_EVT_RELOAD, adapter__reload, NULL, false },
-	{ MOSQ_EVT_ACL_CHECK, adapter__acl_check, NULL, true },
+	{ MOSQ_EVT_MESSAGE, adapter__message, NULL, NULL, false },
+	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_CONTROL_TOPIC, false },
+	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_NACK_TOPIC, false },
+	{ MOSQ_EVT_TICK, adapter__tick, NULL, NULL, false },
+	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL, NULL, false },
+	{ DLQ_MOSQ_EVT_CLIENT_OFFLINE, NULL, adapter__client_offline_v21, NULL, false },
+	{ MOSQ_EVT_RELOAD, adapter__reload, NULL, NULL, false },
+	{ MOSQ_EVT_ACL_CHECK, adapter__acl_check_v20, adapter__acl_check_v21, NULL, true },
 };
 #define CALLBACK_COUNT (sizeof(callbacks) / sizeof(callbacks[0]))
 
+/* The callback of entry i for the running broker, or NULL. */
+static MOSQ_FUNC_generic_callback callback_for(const struct dlq_plugin *pl, size_t i)
+{
+	if(pl->caps.line == BROKER_LINE_21 && callbacks[i].cb_v21) return callbacks[i].cb_v21;
+	return callbacks[i].cb;
+}
+
 static bool wanted(const struct dlq_plugin *pl, size_t i)
 {
+	if(callback_for(pl, i) == NULL) return false;
 	return !callbacks[i].redelivery || pl->engine.cfg.redelivery != DLQ_REDELIVERY_OFF;
 }
 
@@ -48,7 +59,20 @@ static void unregister_first(struct dlq_plugin *pl, size_t count)
 {
 	for(size_t i = 0; i < count; i++){
 		if(!wanted(pl, i)) continue;
-		mosquitto_callback_unregister(pl->identifier, callbacks[i].event, callbacks[i].cb, callbacks[i].topic);
+		mosquitto_callback_unregister(pl->identifier, callbacks[i].event, callback_for(pl, i), callbacks[i].topic);
+	}
+}
+
+/* The plugin's own text for the broker's few registration errors
+ * (mosquitto_strerror is not among the functions 2.0.21 exports). */
+static const char *register_error(int rc)
+{
+	switch(rc){
+		case MOSQ_ERR_NOMEM: return "out of memory";
+		case MOSQ_ERR_INVAL: return "invalid arguments";
+		case MOSQ_ERR_NOT_SUPPORTED: return "event not supported by this broker";
+		case MOSQ_ERR_ALREADY_EXISTS: return "already registered";
+		default: return "broker error";
 	}
 }
 
@@ -61,8 +85,15 @@ static const char *self_path(void)
 }
 
 /* The one startup line about access control. */
-static void log_access_mode(enum dlq_redelivery_mode mode)
+static void log_access_mode(enum dlq_redelivery_mode mode, enum broker_line line)
 {
+	if(line == BROKER_LINE_21 && mode != DLQ_REDELIVERY_OFF){
+		port__log(DLQ_LOG_NOTICE, "redelivery tracking: on (%s means the same on Mosquitto 2.1); access "
+				"checks are observed and left to the other ACL sources (MOSQ_ERR_PLUGIN_IGNORE), except that "
+				"a message redelivered max_attempts times is removed from its session",
+				mode == DLQ_REDELIVERY_ALLOW ? "allow" : "defer");
+		return;
+	}
 	switch(mode){
 		case DLQ_REDELIVERY_OFF:
 			port__log(DLQ_LOG_NOTICE, "redelivery tracking: off; access control unchanged (no access-check callback)");
@@ -130,33 +161,6 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
 		return rc == ENOMEM ? MOSQ_ERR_NOMEM : MOSQ_ERR_INVAL;
 	}
-	struct broker_facts facts;
-	brokerconf__read(&facts);
-	if(facts.per_listener_settings){
-		port__log(DLQ_LOG_ERR, "configuration refused: per_listener_settings true (in %s) is not supported: "
-				"the broker then sends plugins no TICK events, so retry delays, NACK windows, state saving "
-				"and retries of failed publishes could not work", facts.path);
-		config__free(&cfg);
-		free_options(opts, count);
-		return MOSQ_ERR_INVAL;
-	}
-	char warn[1024];
-	if(brokerconf__check_redelivery(cfg.redelivery, &facts, brokerconf__plugin_index(&facts, self_path()),
-			err, sizeof(err), warn, sizeof(warn))){
-		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
-		config__free(&cfg);
-		free_options(opts, count);
-		return MOSQ_ERR_INVAL;
-	}
-	if(warn[0]) port__log(DLQ_LOG_WARNING, "%s", warn);
-	cfg.broker_persistence = facts.persistence;
-	cfg.per_listener_settings = facts.per_listener_settings;
-	if(cfg.state_file && !facts.persistence){
-		port__log(DLQ_LOG_WARNING, "plugin_opt_state_file is set but the broker runs without persistence%s%s: "
-				"retry copies for one subscriber cannot outlive a restart and are dead-lettered then",
-				facts.known ? " in " : "", facts.known ? facts.path : "");
-	}
-
 	pl = calloc(1, sizeof(*pl));
 	if(pl == NULL){
 		config__free(&cfg);
@@ -164,13 +168,59 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		goto nomem;
 	}
 	pl->identifier = identifier;
-	adapter__find_acl_check(pl);
-	if(pl->acl_check == NULL){
+	pl->options = opts;
+	pl->option_count = count;
+	rc = broker_caps__probe(&pl->caps, identifier, err, sizeof(err));
+	if(rc){
+		/* Without the read functions, every copy and dead letter would
+		 * lose its publisher's properties (correlation data, response
+		 * topic, user properties) and a NACK its reason and delay: not
+		 * the plugin's contract, so it does not start (README, "Broker
+		 * versions"). */
+		port__log(DLQ_LOG_ERR, "could not start: %s", err);
+		goto refuse_config;
+	}
+	char caps_line[512];
+	broker_caps__describe(&pl->caps, caps_line, sizeof(caps_line));
+	port__log(DLQ_LOG_NOTICE, "%s", caps_line);
+	if(pl->caps.set_info){
+		pl->caps.set_info(identifier, "mosquitto-dlq", DLQ_VERSION);
+	}
+
+	struct broker_facts facts;
+	brokerconf__read(&facts);
+	/* 2.1 sends TICK with per_listener_settings too; 2.0 does not. */
+	bool no_tick = facts.per_listener_settings && pl->caps.line == BROKER_LINE_20;
+	if(no_tick){
+		port__log(DLQ_LOG_ERR, "configuration refused: per_listener_settings true (in %s) is not supported on "
+				"Mosquitto 2.0: the broker then sends plugins no TICK events, so retry delays, NACK windows, "
+				"state saving and retries of failed publishes could not work", facts.path);
+		rc = EINVAL;
+		goto refuse_config;
+	}
+	char warn[1024];
+	int self = brokerconf__plugin_index(&facts, self_path());
+	if(pl->caps.line == BROKER_LINE_21){
+		if(cfg.redelivery != DLQ_REDELIVERY_OFF) brokerconf__check_redelivery_v21(&facts, self, warn, sizeof(warn));
+		else warn[0] = '\0';
+	}else if(brokerconf__check_redelivery(cfg.redelivery, &facts, self, err, sizeof(err), warn, sizeof(warn))){
+		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
+		rc = EINVAL;
+		goto refuse_config;
+	}
+	if(warn[0]) port__log(DLQ_LOG_WARNING, "%s", warn);
+	cfg.broker_persistence = facts.persistence;
+	cfg.per_listener_settings = no_tick;
+	if(cfg.state_file && !facts.persistence){
+		port__log(DLQ_LOG_WARNING, "plugin_opt_state_file is set but the broker runs without persistence%s%s: "
+				"retry copies for one subscriber cannot outlive a restart and are dead-lettered then",
+				facts.known ? " in " : "", facts.known ? facts.path : "");
+	}
+	if(pl->caps.acl_check == NULL){
 		port__log(DLQ_LOG_WARNING, "this broker does not export mosquitto_acl_check: NACKs are not checked against "
 				"read access, so a client that is given another's dlq-id can NACK it and receive its retry copy");
 	}
-	pl->options = opts;
-	pl->option_count = count;
+
 	size_t policy_count = cfg.policies.count;
 	enum dlq_redelivery_mode mode = cfg.redelivery;
 	uint64_t window = cfg.nack_window_ms;
@@ -179,20 +229,19 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	if(rc){
 		port__log(DLQ_LOG_ERR, "could not start: %s", err);
 		dlq__cleanup(&pl->engine);
-		free_options(pl->options, pl->option_count);
-		free(pl);
-		return rc == ENOMEM ? MOSQ_ERR_NOMEM : MOSQ_ERR_UNKNOWN;
+		goto refuse;
 	}
 
 	for(size_t i = 0; i < CALLBACK_COUNT; i++){
 		if(!wanted(pl, i)) continue;
-		rc = mosquitto_callback_register(identifier, callbacks[i].event, callbacks[i].cb, callbacks[i].topic, pl);
+		rc = mosquitto_callback_register(identifier, callbacks[i].event, callback_for(pl, i), callbacks[i].topic, pl);
 		if(rc != MOSQ_ERR_SUCCESS){
 			port__log(DLQ_LOG_ERR, "could not register callback %zu (event %d%s%s): %s", i, callbacks[i].event,
 					callbacks[i].topic ? ", " : "", callbacks[i].topic ? callbacks[i].topic : "",
-					mosquitto_strerror(rc));
+					register_error(rc));
 			unregister_first(pl, i);
 			dlq__cleanup(&pl->engine);
+			broker_caps__cleanup(&pl->caps);
 			free_options(pl->options, pl->option_count);
 			free(pl);
 			return rc;
@@ -201,8 +250,16 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	*userdata = pl;
 	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
 			"max_pending_bytes %" PRIu64, DLQ_VERSION, policy_count, window, bound);
-	log_access_mode(mode);
+	log_access_mode(mode, pl->caps.line);
 	return MOSQ_ERR_SUCCESS;
+
+refuse_config:
+	config__free(&cfg);
+refuse:
+	broker_caps__cleanup(&pl->caps);
+	free_options(pl->options, pl->option_count);
+	free(pl);
+	return rc == ENOMEM ? MOSQ_ERR_NOMEM : rc == EINVAL ? MOSQ_ERR_INVAL : MOSQ_ERR_UNKNOWN;
 
 nomem:
 	port__log(DLQ_LOG_ERR, "out of memory while loading");
@@ -218,6 +275,7 @@ DLQ_EXPORT int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *op
 	if(pl == NULL) return MOSQ_ERR_SUCCESS;
 	unregister_first(pl, CALLBACK_COUNT);
 	dlq__cleanup(&pl->engine);
+	broker_caps__cleanup(&pl->caps);
 	free_options(pl->options, pl->option_count);
 	free(pl);
 	return MOSQ_ERR_SUCCESS;

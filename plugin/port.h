@@ -31,10 +31,6 @@ int port__publish(const char *client, const char *topic, uint8_t qos, bool retai
  * client has that id. */
 int port__kick(const char *client);
 
-/* Frees memory that the broker's mosquitto_property_read_* functions
- * allocated (the broker's allocator; libc's in unit tests). */
-void port__free(void *p);
-
 /* Logs one line, prefixed "dlq: ". */
 void port__log(enum dlq_log_level level, const char *fmt, ...)
 #if defined(__GNUC__)

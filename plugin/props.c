@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Broker property lists to and from encoded header lists (see props.h).
- * The mosquitto_property_read_* functions return copies; they are freed
- * through the port, with the allocator that made them.
+ * Lists are read through a struct dlq_prop_reader, whose read functions
+ * return copies freed with the allocator that made them, and which give
+ * NULL for an empty string on 2.1 where 2.0 gave "": every string read here
+ * goes through or_empty, so an empty value stays an empty value.
  */
 #include <errno.h>
 #include <string.h>
@@ -11,12 +13,17 @@
 #include <mqtt_protocol.h>
 
 #include "headers.h"
-#include "port.h"
+#include "prop_reader.h"
 #include "props.h"
 
-static int add_one(const mosquitto_property *p, struct dlq_headers *h)
+static const char *or_empty(const char *s)
 {
-	int id = mosquitto_property_identifier(p);
+	return s ? s : "";
+}
+
+static int add_one(const struct dlq_prop_reader *r, const mosquitto_property *p, struct dlq_headers *h)
+{
+	int id = r->identifier(p);
 	int rc = 0;
 	char *s = NULL;
 	char *name = NULL;
@@ -26,25 +33,27 @@ static int add_one(const mosquitto_property *p, struct dlq_headers *h)
 
 	switch(id){
 		case MQTT_PROP_PAYLOAD_FORMAT_INDICATOR:
-			if(mosquitto_property_read_byte(p, id, &byte, false)){
+			if(r->read_byte(p, id, &byte, false)){
 				rc = headers__add(h, DLQ_HDR_PAYLOAD_FORMAT, &byte, 1, NULL, 0);
 			}
 			break;
 		case MQTT_PROP_CONTENT_TYPE:
 		case MQTT_PROP_RESPONSE_TOPIC:
-			if(mosquitto_property_read_string(p, id, &s, false)){
-				rc = headers__add(h, (uint8_t)id, s, strlen(s), NULL, 0);
+			if(r->read_string(p, id, &s, false)){
+				rc = headers__add(h, (uint8_t)id, or_empty(s), strlen(or_empty(s)), NULL, 0);
 			}
 			break;
 		case MQTT_PROP_CORRELATION_DATA:
-			if(mosquitto_property_read_binary(p, id, &bin, &len, false)){
-				rc = headers__add(h, DLQ_HDR_CORRELATION_DATA, bin, len, NULL, 0);
+			if(r->read_binary(p, id, &bin, &len, false)){
+				rc = headers__add(h, DLQ_HDR_CORRELATION_DATA, bin ? bin : "", bin ? len : 0, NULL, 0);
 			}
 			break;
 		case MQTT_PROP_USER_PROPERTY:
-			if(mosquitto_property_read_string_pair(p, id, &name, &s, false)){
-				if(!headers__is_reserved(name, strlen(name))){
-					rc = headers__add(h, DLQ_HDR_USER_PROPERTY, name, strlen(name), s, strlen(s));
+			if(r->read_string_pair(p, id, &name, &s, false)){
+				const char *n = or_empty(name);
+				const char *v = or_empty(s);
+				if(!headers__is_reserved(n, strlen(n))){
+					rc = headers__add(h, DLQ_HDR_USER_PROPERTY, n, strlen(n), v, strlen(v));
 				}
 			}
 			break;
@@ -53,16 +62,16 @@ static int add_one(const mosquitto_property *p, struct dlq_headers *h)
 			 * they belong to one hop, not to the message. */
 			break;
 	}
-	port__free(s);
-	port__free(name);
-	port__free(bin);
+	r->free_copy(s);
+	r->free_copy(name);
+	r->free_copy(bin);
 	return rc;
 }
 
-int props__to_headers(const mosquitto_property *props, struct dlq_headers *h)
+int props__to_headers(const struct dlq_prop_reader *r, const mosquitto_property *props, struct dlq_headers *h)
 {
-	for(const mosquitto_property *p = props; p; p = mosquitto_property_next(p)){
-		int rc = add_one(p, h);
+	for(const mosquitto_property *p = props; p; p = r->next(p)){
+		int rc = add_one(r, p, h);
 		if(rc) return rc;
 	}
 	return 0;
@@ -102,27 +111,56 @@ int props__from_headers(const uint8_t *data, size_t len, mosquitto_property **ou
 	return 0;
 }
 
-const char *props__user_value(const mosquitto_property *props, const char *name, char *buf, size_t bufsize)
+/* The value of the first (or, with last, the last) user property called
+ * name, copied into buf. */
+static const char *user_value(const struct dlq_prop_reader *r, const mosquitto_property *props, const char *name,
+		char *buf, size_t bufsize, bool last)
 {
 	char *n = NULL;
 	char *v = NULL;
 	const char *found = NULL;
 
-	for(const mosquitto_property *p = props; p; p = mosquitto_property_next(p)){
-		if(mosquitto_property_identifier(p) != MQTT_PROP_USER_PROPERTY) continue;
-		if(!mosquitto_property_read_string_pair(p, MQTT_PROP_USER_PROPERTY, &n, &v, false)) continue;
-		bool match = !strcmp(n, name);
+	for(const mosquitto_property *p = props; p; p = r->next(p)){
+		if(r->identifier(p) != MQTT_PROP_USER_PROPERTY) continue;
+		if(!r->read_string_pair(p, MQTT_PROP_USER_PROPERTY, &n, &v, false)) continue;
+		bool match = !strcmp(or_empty(n), name);
 		if(match && bufsize){
-			size_t l = strlen(v);
+			size_t l = strlen(or_empty(v));
 			if(l >= bufsize) l = bufsize - 1;
-			memcpy(buf, v, l);
+			memcpy(buf, or_empty(v), l);
 			buf[l] = '\0';
 			found = buf;
 		}
-		port__free(n);
-		port__free(v);
+		r->free_copy(n);
+		r->free_copy(v);
 		n = v = NULL;
-		if(match) break;
+		if(match && !last) break;
 	}
 	return found;
+}
+
+const char *props__user_value(const struct dlq_prop_reader *r, const mosquitto_property *props, const char *name,
+		char *buf, size_t bufsize)
+{
+	return user_value(r, props, name, buf, bufsize, false);
+}
+
+const char *props__last_user_value(const struct dlq_prop_reader *r, const mosquitto_property *props,
+		const char *name, char *buf, size_t bufsize)
+{
+	return user_value(r, props, name, buf, bufsize, true);
+}
+
+bool props__string(const struct dlq_prop_reader *r, const mosquitto_property *props, int id, char **out)
+{
+	*out = NULL;
+	return r->read_string(props, id, out, false) != NULL;
+}
+
+bool props__binary(const struct dlq_prop_reader *r, const mosquitto_property *props, int id, void **out,
+		uint16_t *len)
+{
+	*out = NULL;
+	*len = 0;
+	return r->read_binary(props, id, out, len, false) != NULL;
 }

@@ -416,8 +416,21 @@ void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, str
 
 /* ---- READ checks ---- */
 
-static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq_read_check *c)
+/* 2.1: the record whose dlq-id the stored message carries. The topic and
+ * payload must match too: a publisher may put any dlq-id on an untracked
+ * message (the plugin's own stamp comes last, and is the one read). */
+static struct dlq_record *find_by_id(const struct dlq_ledger *l, const struct dlq_read_check *c)
 {
+	struct dlq_id id;
+	if(!id__decode(c->id, strlen(c->id), &id)) return NULL;
+	struct dlq_record *r = ledger__find(l, &id);
+	return r && same_message(r, c->topic, c->payload, c->payload_len) ? r : NULL;
+}
+
+static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq_ledger *l,
+		const struct dlq_read_check *c)
+{
+	if(c->id) return find_by_id(l, c);
 	uintptr_t ref = (uintptr_t)c->payload;
 	if(ref == 0 || c->payload_len == 0) return NULL;
 	if(t->by_payload){
@@ -449,7 +462,7 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 	uint8_t qos = c->qos;
 	struct dlq_record *r = NULL;
 	if(qos > 0 || cl){
-		r = find_record(t, c);
+		r = find_record(t, l, c);
 		if(qos == 0 && r) qos = r->qos;
 	}
 

@@ -22,10 +22,11 @@
  * behind the first are redelivered uncounted.
  *
  * Identities: a connection is the broker's context pointer, an opaque
- * number here; a message is found by the payload pointer bound when it was
- * tracked, or, for the plugin's own retry copies (whose stored copy the
- * broker makes) and for records restored after a restart, by topic and
- * payload content.
+ * number here. On 2.0 a message is found by the payload pointer bound when
+ * it was tracked, or, for the plugin's own retry copies (whose stored copy
+ * the broker makes) and for records restored after a restart, by topic and
+ * payload content. On 2.1 the check carries the stored message's
+ * properties, and a message is found by its dlq-id (dlq_read_check.id).
  *
  * Owned by the engine (struct dlq); the functions below are called by the
  * broker adapters through dlq.h.
@@ -123,6 +124,11 @@ struct dlq_read_check {
 	const void *payload;
 	uint32_t payload_len;
 	uint8_t qos;
+	/* The dlq-id stamped on the stored message, where the broker shows
+	 * the message's properties to the check (2.1); NULL on 2.0, where the
+	 * message is found by its payload pointer or content instead. On 2.1
+	 * a message without one has "" here: it is not the plugin's. */
+	const char *id;
 };
 
 /* What a READ check is, for the engine to act on. */

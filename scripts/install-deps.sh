@@ -6,7 +6,9 @@
 # install_missing_packages installs whichever are missing with apt-get (sudo
 # when not root) and does nothing when all are there.
 
-DLQ_PACKAGES=(gcc libc6-dev pkg-config meson ninja-build libcjson-dev libmosquitto-dev
+# libmosquitto1: on a broker that does not export the property read
+# functions (2.0.21), the plugin reads properties with the client library's.
+DLQ_PACKAGES=(gcc libc6-dev pkg-config meson ninja-build libcjson-dev libmosquitto-dev libmosquitto1
 	mosquitto-dev mosquitto mosquitto-clients check)
 
 install_missing_packages() {

@@ -82,6 +82,34 @@ static void describe_status(int status, char *buf, size_t len)
 	}
 }
 
+static const char *broker_bin(void)
+{
+	const char *bin = getenv("MOSQUITTO_BIN");
+	return bin && *bin ? bin : "/usr/sbin/mosquitto";
+}
+
+int broker_version(void)
+{
+	static int version = -1;
+	if(version >= 0) return version;
+	version = 0;
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "'%s' -h 2>&1", broker_bin());
+	FILE *fp = popen(cmd, "r");
+	if(fp == NULL) return version;
+	char line[512];
+	while(fgets(line, sizeof(line), fp)){
+		int major, minor, revision;
+		const char *p = strstr(line, READY_LINE_PREFIX);
+		if(p && sscanf(p + strlen(READY_LINE_PREFIX), "%d.%d.%d", &major, &minor, &revision) == 3){
+			version = major * 1000000 + minor * 1000 + revision;
+			break;
+		}
+	}
+	pclose(fp);
+	return version;
+}
+
 /* Said when a wait fails, since a crashed broker explains it. */
 void broker__health(struct broker *b, char *buf, size_t len)
 {
@@ -311,10 +339,7 @@ static void broker_spawn(const char *file, int line, struct broker *b)
 	}
 	free(conf);
 
-	const char *bin = getenv("MOSQUITTO_BIN");
-	if(!bin || !*bin){
-		bin = "/usr/sbin/mosquitto";
-	}
+	const char *bin = broker_bin();
 	/* Everything the child needs is prepared before fork: only
 	 * async-signal-safe calls happen between fork and exec. */
 	char *argv[] = { (char *)bin, "-c", b->conf_path, NULL };

@@ -113,6 +113,12 @@ char *broker_log_since_start(const struct broker *b);
  * broker inherits the test's environment unchanged. */
 void broker_setenv(struct broker *b, const char *name, const char *value);
 
+/* The version of the broker the tests run (MOSQUITTO_BIN -h), as
+ * major * 1000000 + minor * 1000 + revision: 2000011, 2001002. Some
+ * behaviours are the broker line's, and a test says which it expects. */
+int broker_version(void);
+#define BROKER_IS_21() (broker_version() >= 2001000)
+
 /* Makes the generated configuration say "per_listener_settings true"
  * (the broker only accepts it before any security setting, so it replaces
  * the harness's own first line). */

@@ -335,16 +335,36 @@ bool raw_puback(struct raw *r, unsigned mid)
 }
 
 /* Sends a PUBLISH with packet id mid (ignored at QoS 0). */
-static bool send_publish(struct raw *r, const char *topic, const void *payload, size_t len, int qos, unsigned mid)
+static bool send_publish(struct raw *r, const char *topic, const void *payload, size_t len, int qos, unsigned mid,
+		const void *props, size_t props_len)
 {
 	struct body p = {0};
-	packet__publish(&p, r->o.protocol == MQTT_PROTOCOL_V5, topic, payload, len, qos, mid, r->response_topic);
+	uint8_t rt[3 + 65535];
+	if(props == NULL && r->response_topic){
+		/* The response topic set with raw_set_response_topic: one
+		 * property, identifier 8, any bytes ("" too). */
+		size_t n = strlen(r->response_topic);
+		ck_assert_msg(n <= 65535, "raw client: response topic too long");
+		rt[0] = MQTT_PROP_RESPONSE_TOPIC;
+		rt[1] = (uint8_t)(n >> 8);
+		rt[2] = (uint8_t)(n & 0xff);
+		memcpy(rt + 3, r->response_topic, n);
+		props = rt;
+		props_len = 3 + n;
+	}
+	packet__publish(&p, r->o.protocol == MQTT_PROTOCOL_V5, topic, payload, len, qos, mid, props, props_len);
 	return send_packet(r, 0x30 | (unsigned)qos << 1, &p);
 }
 
 bool raw_send_publish(struct raw *r, const char *topic, const void *payload, size_t len, int qos)
 {
-	return send_publish(r, topic, payload, len, qos, qos > 0 ? next_mid(r) : 0);
+	return send_publish(r, topic, payload, len, qos, qos > 0 ? next_mid(r) : 0, NULL, 0);
+}
+
+bool raw_send_publish_props(struct raw *r, const char *topic, const void *payload, size_t len, int qos,
+		const void *props, size_t props_len)
+{
+	return send_publish(r, topic, payload, len, qos, qos > 0 ? next_mid(r) : 0, props, props_len);
 }
 
 unsigned raw_publish_at(const char *file, int line, struct raw *r, const char *topic,
@@ -354,7 +374,7 @@ unsigned raw_publish_at(const char *file, int line, struct raw *r, const char *t
 		fail_raw(file, line, r, "raw_publish supports QoS 0 and 1, not %d", qos);
 	}
 	unsigned mid = qos > 0 ? next_mid(r) : 0, got_mid = 0;
-	if(!send_publish(r, topic, payload, len, qos, mid)){
+	if(!send_publish(r, topic, payload, len, qos, mid, NULL, 0)){
 		fail_raw(file, line, r, "sending PUBLISH to %s: %s", topic, strerror(errno));
 	}
 	if(qos == 0){

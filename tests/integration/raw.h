@@ -110,6 +110,11 @@ bool raw_puback(struct raw *r, unsigned mid);
 
 /* Sends a PUBLISH (QoS 0 or 1) without waiting for anything. */
 bool raw_send_publish(struct raw *r, const char *topic, const void *payload, size_t len, int qos);
+/* The same in v5 with encoded properties (props_len bytes, without their
+ * length): what libmosquitto cannot send, such as an empty content type
+ * (2.0.11's mosquitto_publish_v5 crashes copying it). */
+bool raw_send_publish_props(struct raw *r, const char *topic, const void *payload, size_t len, int qos,
+		const void *props, size_t props_len);
 
 /* Publishes (QoS 0 or 1) and, at QoS 1, waits for the PUBACK, failing the
  * test if none comes. Returns its v5 reason code (0 at QoS 0 and in v3.1.1). */

@@ -87,20 +87,21 @@ void packet__subscribe(struct body *p, bool v5, unsigned mid, const char *filter
 }
 
 void packet__publish(struct body *p, bool v5, const char *topic, const void *payload, size_t len, int qos,
-		unsigned mid, const char *response_topic)
+		unsigned mid, const void *props, size_t props_len)
 {
 	put_str(p, topic);
 	if(qos > 0){
 		put16(p, mid);
 	}
-	if(v5 && response_topic){
-		/* One property: its length fits the one-byte form. */
-		ck_assert_msg(strlen(response_topic) < 100, "raw client: response topic too long");
-		put8(p, 3 + (unsigned)strlen(response_topic));
-		put8(p, MQTT_PROP_RESPONSE_TOPIC);
-		put_str(p, response_topic);
-	}else if(v5){
-		put8(p, 0);
+	if(v5){
+		/* The property length, a variable byte integer. */
+		size_t n = props_len;
+		do{
+			unsigned d = n % 128;
+			n /= 128;
+			put8(p, n ? d | 0x80 : d);
+		}while(n);
+		put_bytes(p, props, props_len);
 	}
 	put_bytes(p, payload, len);
 }

@@ -48,10 +48,10 @@ struct packet {
 void packet__connect(struct body *p, const struct raw_options *o);
 /* A SUBSCRIBE body: one filter at qos, packet id mid. */
 void packet__subscribe(struct body *p, bool v5, unsigned mid, const char *filter, int qos);
-/* A PUBLISH body with packet id mid (ignored at QoS 0) and, in v5, a
- * response topic when response_topic is not NULL (any bytes, "" too). */
+/* A PUBLISH body with packet id mid (ignored at QoS 0) and, in v5, the
+ * encoded properties props (props_len bytes, without their length). */
 void packet__publish(struct body *p, bool v5, const char *topic, const void *payload, size_t len, int qos,
-		unsigned mid, const char *response_topic);
+		unsigned mid, const void *props, size_t props_len);
 /* A PUBACK body for packet id mid. */
 void packet__puback(struct body *p, unsigned mid);
 

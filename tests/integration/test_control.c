@@ -175,8 +175,17 @@ START_TEST(test_response_topic_and_correlation)
 	expect_reply_error(reply_entry(doc, 0), "unknown or expired");
 	cJSON_Delete(doc);
 
+	/* Without correlation data, the reply has none (not an empty one). */
+	send_with(worker, DLQ_NACK_TOPIC, "AAAAAAAAAAAAAAAA", "replies/worker", NULL, 0);
+	r = client_expect(worker, "replies/worker", 4);
+	ck_assert_msg(r->correlation == NULL, "a reply to a request without correlation data has %u bytes of it",
+			(unsigned)r->correlation_len);
+	doc = expect_reply(r, 1);
+	expect_reply_error(reply_entry(doc, 0), "unknown or expired");
+	cJSON_Delete(doc);
+
 	clients_settle(worker, watcher);
-	client_expect_exactly(worker, "replies/worker", 3);
+	client_expect_exactly(worker, "replies/worker", 4);
 	client_expect_exactly(worker, "rt", 3);
 	client_expect_exactly(watcher, NULL, 0);
 }

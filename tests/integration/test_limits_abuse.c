@@ -239,13 +239,19 @@ START_TEST(test_control_flood)
 }
 END_TEST
 
-/* A JSON control message of 16 MiB (the broker takes up to 256 MiB by
- * default) is refused with an error reply before it is parsed: parsed, a
- * document of small values costs some 40 times its size (measured: a
- * 16 MiB one took the broker to 680 MB). */
+/* A JSON control message of 16 MiB (2.0 takes up to 256 MiB by default;
+ * 2.1 only 2,000,000 bytes, so the test raises its max_packet_size to 2.0's)
+ * is refused with an error reply before it is parsed: parsed, a document of
+ * small values costs some 40 times its size (measured: a 16 MiB one took
+ * the broker to 680 MB). */
 START_TEST(test_oversized_control_document)
 {
-	struct broker *b = dlq_broker("policy jobs max_attempts=2 dead_letter=dlq/jobs", "sys_interval 0s");
+	struct broker *b = broker_new(__func__);
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_policy jobs max_attempts=2 dead_letter=dlq/jobs");
+	broker_conf(b, "plugin_opt_sys_interval 0s");
+	broker_conf(b, "max_packet_size 268435455");
+	broker_start(b);
 	struct client *ops = client_new(b, "ops", MQTT_PROTOCOL_V5);
 	enum { SIZE = 16 * 1024 * 1024 };
 	char *doc_text = malloc(SIZE + 1);
@@ -341,6 +347,17 @@ START_TEST(test_nack_of_id_never_received_respects_read_acl)
 	clients_settle(worker, other);
 	client_expect_exactly(other, "jobs/#", 0);
 
+	/* Mosquitto 2.0.21 does not export mosquitto_acl_check: the plugin
+	 * says so at startup, and there the id is a bearer handle. */
+	char *log = broker_log(b);
+	bool no_check = strstr(log, "does not export mosquitto_acl_check") != NULL;
+	free(log);
+	if(no_check){
+		fprintf(stderr, "limits: this broker has no mosquitto_acl_check: the NACK is not checked\n");
+		client_nack(other, id, NULL);
+		expect_retry_copy(client_expect(other, topic, 1), topic, id, 1);
+		return;
+	}
 	client_nack(other, id, NULL);
 	cJSON *doc = expect_reply(client_expect(other, DLQ_RESPONSE_TOPIC, 1), 1);
 	expect_reply_error(reply_entry(doc, 0), "refused: this client may not read the message");

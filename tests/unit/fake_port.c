@@ -97,11 +97,6 @@ int port__publish(const char *client, const char *topic, uint8_t qos, bool retai
 	return 0;
 }
 
-void port__free(void *p)
-{
-	free(p);
-}
-
 void port__log(enum dlq_log_level level, const char *fmt, ...)
 {
 	char buf[2048];

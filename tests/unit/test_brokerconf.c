@@ -192,6 +192,37 @@ START_TEST(an_unread_configuration_is_refused)
 }
 END_TEST
 
+/* 2.1 deprecates acl_file for its acl-file plugin: an ACL source all the
+ * same, so defer beside it is not refused on 2.0's rules either. */
+START_TEST(the_acl_file_plugin_is_an_acl_source)
+{
+	char err[512], warn[512];
+	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/x86_64-linux-gnu/mosquitto/mosquitto_acl_file.so\n");
+	ck_assert(f.acl_file);
+	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
+	ck_assert_str_eq(warn, "");
+	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/x86_64-linux-gnu/mosquitto/mosquitto_password_file.so\n");
+	ck_assert(!f.acl_file);
+}
+END_TEST
+
+/* On 2.1 nothing is refused; only a plugin before this one that may
+ * answer access checks is warned about, not the password-file plugin. */
+START_TEST(v21_warns_only_about_an_acl_plugin_before_this_one)
+{
+	char warn[512];
+	scan("plugin /usr/lib/x86_64-linux-gnu/mosquitto/mosquitto_password_file.so\nplugin /usr/lib/dlq.so\n");
+	brokerconf__check_redelivery_v21(&f, 1, warn, sizeof(warn));
+	ck_assert_str_eq(warn, "");
+	scan("plugin /usr/lib/x86_64-linux-gnu/mosquitto/mosquitto_acl_file.so\nplugin /usr/lib/dlq.so\n");
+	brokerconf__check_redelivery_v21(&f, 1, warn, sizeof(warn));
+	ck_assert_ptr_nonnull(strstr(warn, "mosquitto_acl_file.so is loaded before this one"));
+	scan("plugin /usr/lib/dlq.so\n");
+	brokerconf__check_redelivery_v21(&f, 0, warn, sizeof(warn));
+	ck_assert_str_eq(warn, "");
+}
+END_TEST
+
 static Suite *brokerconf_suite(void)
 {
 	Suite *s = suite_create("brokerconf");
@@ -207,6 +238,8 @@ static Suite *brokerconf_suite(void)
 	tcase_add_test(tc, defer_is_refused_without_another_acl_source);
 	tcase_add_test(tc, a_plugin_loaded_first_is_warned_about);
 	tcase_add_test(tc, an_unread_configuration_is_refused);
+	tcase_add_test(tc, the_acl_file_plugin_is_an_acl_source);
+	tcase_add_test(tc, v21_warns_only_about_an_acl_plugin_before_this_one);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -4,7 +4,9 @@
  * the broker builds them, to the plugin's header lists and back. A copy or
  * dead letter carries payload format, content type, response topic,
  * correlation data and user properties, in the publisher's order, without
- * the plugin's reserved names and without one-hop properties.
+ * the plugin's reserved names and without one-hop properties. Each test
+ * runs with a reader of 2.0's semantics and one of 2.1.2's (NULL for empty
+ * strings): an empty value stays an empty value.
  */
 #include <check.h>
 #include <errno.h>
@@ -15,9 +17,14 @@
 #include <mqtt_protocol.h>
 
 #include "fake_port.h"
+#include "fake_reader.h"
 #include "headers.h"
 #include "mosquitto_dlq.h"
 #include "props.h"
+
+/* Every test runs with both readers: 2.0's "" and 2.1's NULL for an
+ * empty string must give the same results. */
+#define R (fake_readers[_i])
 
 static const char corr[] = {'\0', 'i', 'd', '\0', '\x7f', '\xff'};
 
@@ -69,7 +76,7 @@ static void expect_end(size_t pos)
 START_TEST(message_properties_become_headers_in_order)
 {
 	build_publish_properties();
-	ck_assert_int_eq(props__to_headers(props, &h), 0);
+	ck_assert_int_eq(props__to_headers(R, props, &h), 0);
 	const uint8_t one = 1;
 	size_t pos = 0;
 	expect_hdr(&pos, DLQ_HDR_PAYLOAD_FORMAT, &one, 1, NULL);
@@ -88,7 +95,7 @@ START_TEST(properties_are_appended_to_the_list)
 {
 	ck_assert_int_eq(headers__add_user(&h, "first", "x"), 0);
 	ck_assert_int_eq(mosquitto_property_add_string(&props, MQTT_PROP_CONTENT_TYPE, "text/plain"), MOSQ_ERR_SUCCESS);
-	ck_assert_int_eq(props__to_headers(props, &h), 0);
+	ck_assert_int_eq(props__to_headers(R, props, &h), 0);
 	size_t pos = 0;
 	expect_hdr(&pos, DLQ_HDR_USER_PROPERTY, "first", 5, "x");
 	expect_hdr(&pos, DLQ_HDR_CONTENT_TYPE, "text/plain", 10, NULL);
@@ -105,14 +112,14 @@ START_TEST(reserved_names_and_one_hop_properties_are_not_carried)
 	ck_assert_int_eq(mosquitto_property_add_int32(&props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL, 1), MOSQ_ERR_SUCCESS);
 	ck_assert_int_eq(mosquitto_property_add_int16(&props, MQTT_PROP_TOPIC_ALIAS, 1), MOSQ_ERR_SUCCESS);
 	ck_assert_int_eq(mosquitto_property_add_varint(&props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, 1), MOSQ_ERR_SUCCESS);
-	ck_assert_int_eq(props__to_headers(props, &h), 0);
+	ck_assert_int_eq(props__to_headers(R, props, &h), 0);
 	ck_assert_uint_eq(h.len, 0);
 }
 END_TEST
 
 START_TEST(no_properties_make_no_headers)
 {
-	ck_assert_int_eq(props__to_headers(NULL, &h), 0);
+	ck_assert_int_eq(props__to_headers(R, NULL, &h), 0);
 	ck_assert_uint_eq(h.len, 0);
 }
 END_TEST
@@ -120,7 +127,7 @@ END_TEST
 START_TEST(headers_become_the_same_properties_again)
 {
 	build_publish_properties();
-	ck_assert_int_eq(props__to_headers(props, &h), 0);
+	ck_assert_int_eq(props__to_headers(R, props, &h), 0);
 	ck_assert_int_eq(props__from_headers(h.data, h.len, &back), 0);
 	ck_assert_ptr_nonnull(back);
 
@@ -178,7 +185,7 @@ START_TEST(headers_become_the_same_properties_again)
 
 	/* And to headers once more: the same bytes. */
 	struct dlq_headers again = {0};
-	ck_assert_int_eq(props__to_headers(back, &again), 0);
+	ck_assert_int_eq(props__to_headers(R, back, &again), 0);
 	ck_assert_uint_eq(again.len, h.len);
 	ck_assert_mem_eq(again.data, h.data, h.len);
 	headers__free(&again);
@@ -192,8 +199,8 @@ START_TEST(the_plugins_own_headers_become_user_properties)
 	ck_assert_int_eq(headers__add_user(&h, DLQ_PROP_RETRY_COUNT, "2"), 0);
 	ck_assert_int_eq(props__from_headers(h.data, h.len, &back), 0);
 	char buf[32];
-	ck_assert_str_eq(props__user_value(back, DLQ_PROP_ID, buf, sizeof(buf)), "AAECAwQFBgcICQoL");
-	ck_assert_str_eq(props__user_value(back, DLQ_PROP_RETRY_COUNT, buf, sizeof(buf)), "2");
+	ck_assert_str_eq(props__user_value(R, back, DLQ_PROP_ID, buf, sizeof(buf)), "AAECAwQFBgcICQoL");
+	ck_assert_str_eq(props__user_value(R, back, DLQ_PROP_RETRY_COUNT, buf, sizeof(buf)), "2");
 }
 END_TEST
 
@@ -235,17 +242,17 @@ START_TEST(user_value_finds_the_first_property_of_a_name)
 {
 	build_publish_properties();
 	char buf[64];
-	const char *v = props__user_value(props, "a", buf, sizeof(buf));
+	const char *v = props__user_value(R, props, "a", buf, sizeof(buf));
 	ck_assert_ptr_eq(v, buf);
 	ck_assert_str_eq(v, "1");
-	ck_assert_str_eq(props__user_value(props, "b", buf, sizeof(buf)), "");
-	ck_assert_str_eq(props__user_value(props, "dlq-idx", buf, sizeof(buf)), "kept");
+	ck_assert_str_eq(props__user_value(R, props, "b", buf, sizeof(buf)), "");
+	ck_assert_str_eq(props__user_value(R, props, "dlq-idx", buf, sizeof(buf)), "kept");
 	/* It reads the raw list: nothing is filtered here. */
-	ck_assert_str_eq(props__user_value(props, DLQ_PROP_ID, buf, sizeof(buf)), "AAAAAAAAAAAAAAAA");
-	ck_assert_ptr_null(props__user_value(props, "missing", buf, sizeof(buf)));
-	ck_assert_ptr_null(props__user_value(props, "A", buf, sizeof(buf)));
-	ck_assert_ptr_null(props__user_value(props, "application/json", buf, sizeof(buf)));
-	ck_assert_ptr_null(props__user_value(NULL, "a", buf, sizeof(buf)));
+	ck_assert_str_eq(props__user_value(R, props, DLQ_PROP_ID, buf, sizeof(buf)), "AAAAAAAAAAAAAAAA");
+	ck_assert_ptr_null(props__user_value(R, props, "missing", buf, sizeof(buf)));
+	ck_assert_ptr_null(props__user_value(R, props, "A", buf, sizeof(buf)));
+	ck_assert_ptr_null(props__user_value(R, props, "application/json", buf, sizeof(buf)));
+	ck_assert_ptr_null(props__user_value(R, NULL, "a", buf, sizeof(buf)));
 }
 END_TEST
 
@@ -254,9 +261,92 @@ START_TEST(user_value_is_cut_to_the_buffer)
 	ck_assert_int_eq(mosquitto_property_add_string_pair(&props, MQTT_PROP_USER_PROPERTY, DLQ_PROP_NACK_REASON, "hello world"), MOSQ_ERR_SUCCESS);
 	char buf[6];
 	memset(buf, '#', sizeof(buf));
-	ck_assert_str_eq(props__user_value(props, DLQ_PROP_NACK_REASON, buf, sizeof(buf)), "hello");
+	ck_assert_str_eq(props__user_value(R, props, DLQ_PROP_NACK_REASON, buf, sizeof(buf)), "hello");
 	char one[1];
-	ck_assert_str_eq(props__user_value(props, DLQ_PROP_NACK_REASON, one, sizeof(one)), "");
+	ck_assert_str_eq(props__user_value(R, props, DLQ_PROP_NACK_REASON, one, sizeof(one)), "");
+}
+END_TEST
+
+START_TEST(the_fake_21_reader_gives_null_for_empties)
+{
+	/* The premise of the tests below: 2.1.2's semantics, faked. */
+	char *n = NULL, *v = NULL;
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&props, MQTT_PROP_USER_PROPERTY, "", ""), MOSQ_ERR_SUCCESS);
+	ck_assert_ptr_nonnull(fake_reader_v21.read_string_pair(props, MQTT_PROP_USER_PROPERTY, &n, &v, false));
+	ck_assert_ptr_null(n);
+	ck_assert_ptr_null(v);
+}
+END_TEST
+
+/* What a hostile publisher sends: every string and binary value empty. */
+static void build_empty_properties(void)
+{
+	ck_assert_int_eq(mosquitto_property_add_string(&props, MQTT_PROP_CONTENT_TYPE, ""), MOSQ_ERR_SUCCESS);
+	ck_assert_int_eq(mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, ""), MOSQ_ERR_SUCCESS);
+	ck_assert_int_eq(mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, "", 0), MOSQ_ERR_SUCCESS);
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&props, MQTT_PROP_USER_PROPERTY, "k", ""), MOSQ_ERR_SUCCESS);
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&props, MQTT_PROP_USER_PROPERTY, "", "v"), MOSQ_ERR_SUCCESS);
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&props, MQTT_PROP_USER_PROPERTY, "", ""), MOSQ_ERR_SUCCESS);
+}
+
+START_TEST(empty_values_are_carried_as_empty)
+{
+	build_empty_properties();
+	ck_assert_int_eq(props__to_headers(R, props, &h), 0);
+	size_t pos = 0;
+	expect_hdr(&pos, DLQ_HDR_CONTENT_TYPE, "", 0, NULL);
+	expect_hdr(&pos, DLQ_HDR_RESPONSE_TOPIC, "", 0, NULL);
+	expect_hdr(&pos, DLQ_HDR_CORRELATION_DATA, "", 0, NULL);
+	expect_hdr(&pos, DLQ_HDR_USER_PROPERTY, "k", 1, "");
+	expect_hdr(&pos, DLQ_HDR_USER_PROPERTY, "", 0, "v");
+	expect_hdr(&pos, DLQ_HDR_USER_PROPERTY, "", 0, "");
+	expect_end(pos);
+
+	/* And back to the same properties. */
+	ck_assert_int_eq(props__from_headers(h.data, h.len, &back), 0);
+	char buf[8];
+	ck_assert_str_eq(props__user_value(R, back, "k", buf, sizeof(buf)), "");
+	ck_assert_str_eq(props__user_value(R, back, "", buf, sizeof(buf)), "v");
+}
+END_TEST
+
+START_TEST(empty_user_values_are_found_as_empty)
+{
+	build_empty_properties();
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&props, MQTT_PROP_USER_PROPERTY, DLQ_PROP_NACK_REASON, ""), MOSQ_ERR_SUCCESS);
+	char buf[8];
+	/* Found, and empty: not the same as absent. */
+	ck_assert_str_eq(props__user_value(R, props, DLQ_PROP_NACK_REASON, buf, sizeof(buf)), "");
+	ck_assert_str_eq(props__user_value(R, props, "k", buf, sizeof(buf)), "");
+	ck_assert_ptr_null(props__user_value(R, props, DLQ_PROP_NACK_DELAY_MS, buf, sizeof(buf)));
+	ck_assert_str_eq(props__last_user_value(R, props, "", buf, sizeof(buf)), "");
+}
+END_TEST
+
+START_TEST(empty_strings_are_present)
+{
+	build_empty_properties();
+	char *s = NULL;
+	void *bin = NULL;
+	uint16_t len = 7;
+	ck_assert(props__string(R, props, MQTT_PROP_RESPONSE_TOPIC, &s));
+	ck_assert(s == NULL || s[0] == '\0');
+	R->free_copy(s);
+	ck_assert(props__binary(R, props, MQTT_PROP_CORRELATION_DATA, &bin, &len));
+	ck_assert_uint_eq(len, 0);
+	R->free_copy(bin);
+	ck_assert(!props__string(R, NULL, MQTT_PROP_RESPONSE_TOPIC, &s));
+	ck_assert_ptr_null(s);
+}
+END_TEST
+
+START_TEST(last_user_value_finds_the_last_of_a_name)
+{
+	build_publish_properties();
+	char buf[64];
+	ck_assert_str_eq(props__last_user_value(R, props, "a", buf, sizeof(buf)), "3");
+	ck_assert_str_eq(props__last_user_value(R, props, "b", buf, sizeof(buf)), "");
+	ck_assert_ptr_null(props__last_user_value(R, props, "missing", buf, sizeof(buf)));
 }
 END_TEST
 
@@ -281,25 +371,34 @@ static Suite *props_suite(void)
 	Suite *s = suite_create("props");
 	TCase *tc = tcase_create("to headers");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, message_properties_become_headers_in_order);
-	tcase_add_test(tc, properties_are_appended_to_the_list);
-	tcase_add_test(tc, reserved_names_and_one_hop_properties_are_not_carried);
-	tcase_add_test(tc, no_properties_make_no_headers);
+	tcase_add_loop_test(tc, message_properties_become_headers_in_order, 0, 2);
+	tcase_add_loop_test(tc, properties_are_appended_to_the_list, 0, 2);
+	tcase_add_loop_test(tc, reserved_names_and_one_hop_properties_are_not_carried, 0, 2);
+	tcase_add_loop_test(tc, no_properties_make_no_headers, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("from headers");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, headers_become_the_same_properties_again);
-	tcase_add_test(tc, the_plugins_own_headers_become_user_properties);
-	tcase_add_test(tc, an_empty_header_list_makes_no_properties);
-	tcase_add_test(tc, a_malformed_header_list_makes_no_properties);
-	tcase_add_test(tc, text_that_is_not_utf8_is_refused);
+	tcase_add_loop_test(tc, headers_become_the_same_properties_again, 0, 2);
+	tcase_add_loop_test(tc, the_plugins_own_headers_become_user_properties, 0, 2);
+	tcase_add_loop_test(tc, an_empty_header_list_makes_no_properties, 0, 2);
+	tcase_add_loop_test(tc, a_malformed_header_list_makes_no_properties, 0, 2);
+	tcase_add_loop_test(tc, text_that_is_not_utf8_is_refused, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("user value");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, user_value_finds_the_first_property_of_a_name);
-	tcase_add_test(tc, user_value_is_cut_to_the_buffer);
+	tcase_add_loop_test(tc, user_value_finds_the_first_property_of_a_name, 0, 2);
+	tcase_add_loop_test(tc, user_value_is_cut_to_the_buffer, 0, 2);
+	tcase_add_loop_test(tc, last_user_value_finds_the_last_of_a_name, 0, 2);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("empty values");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, the_fake_21_reader_gives_null_for_empties);
+	tcase_add_loop_test(tc, empty_values_are_carried_as_empty, 0, 2);
+	tcase_add_loop_test(tc, empty_user_values_are_found_as_empty, 0, 2);
+	tcase_add_loop_test(tc, empty_strings_are_present, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -485,6 +485,45 @@ START_TEST(a_reused_address_with_other_content_is_not_the_record)
 }
 END_TEST
 
+/* A READ check as 2.1 gives it: with the stored message's dlq-id. */
+static bool check_id(const char *client, uintptr_t conn, const char *payload, const char *id)
+{
+	struct dlq_read_check c = {
+		.client = client, .conn = conn, .topic = "jobs/a",
+		.payload = payload, .payload_len = (uint32_t)strlen(payload), .qos = 1, .id = id,
+	};
+	return dlq__read_check(&d, &c);
+}
+
+/* 2.1: the message is its dlq-id, wherever its payload lives; without one
+ * it is not the plugin's, even at a tracked payload's address; a forged id
+ * on other content is not the record. */
+START_TEST(found_by_dlq_id_on_21)
+{
+	char id[DLQ_ID_LEN + 1];
+	char elsewhere[] = "poison";
+	start();
+	subscribe("s", 1);
+	publish("jobs/a", poison, id);
+	ck_assert(!check_id("s", 1, elsewhere, id));
+	leave("s", 1);
+	ck_assert(!check_id("s", 2, poison, ""));
+	ck_assert_uint_eq(d.counters.redeliveries, 0);
+	ck_assert(!check_id("s", 2, other, id));
+	ck_assert_uint_eq(d.counters.redeliveries, 0);
+	leave("s", 2);
+	for(uintptr_t conn = 3; conn <= 4; conn++){
+		ck_assert(!check_id("s", conn, elsewhere, id));
+		leave("s", conn);
+	}
+	ck_assert_uint_eq(d.counters.redeliveries, 2);
+	ck_assert(check_id("s", 5, elsewhere, id));
+	ck_assert_uint_eq(d.counters.diverted, 1);
+	ck_assert_uint_eq(dead_letters("poison"), 1);
+	stop();
+}
+END_TEST
+
 /* With tracking off the engine answers nothing and records nothing. */
 START_TEST(off_records_nothing)
 {
@@ -520,6 +559,7 @@ static Suite *redelivery_suite(void)
 	tcase_add_test(tc, deliveries_leave_with_their_record);
 	tcase_add_test(tc, a_reused_address_with_other_content_is_not_the_record);
 	tcase_add_test(tc, off_records_nothing);
+	tcase_add_test(tc, found_by_dlq_id_on_21);
 	suite_add_tcase(s, tc);
 	return s;
 }

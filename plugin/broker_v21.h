@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The few Mosquitto 2.1 constants the plugin uses at run time though it is
+ * built against 2.0's headers (Debian 12). Values from 2.1.2's
+ * include/mosquitto/broker.h and defs.h; they are enums there, so they are
+ * defined under the plugin's own names, taken from the headers when those
+ * are 2.1's.
+ */
+#ifndef DLQ_BROKER_V21_H
+#define DLQ_BROKER_V21_H
+
+#include <mosquitto.h>
+
+#if LIBMOSQUITTO_VERSION_NUMBER >= 2001000
+#  define DLQ_MOSQ_ERR_PLUGIN_IGNORE MOSQ_ERR_PLUGIN_IGNORE
+#  define DLQ_MOSQ_EVT_CONNECT MOSQ_EVT_CONNECT
+#  define DLQ_MOSQ_EVT_MESSAGE_OUT MOSQ_EVT_MESSAGE_OUT
+#  define DLQ_MOSQ_EVT_CLIENT_OFFLINE MOSQ_EVT_CLIENT_OFFLINE
+#else
+/* A callback's "count me as absent" answer to an access check
+ * (src/plugin_acl_check.c). Never return it to a 2.0 broker: 2.0 reads an
+ * unknown answer as a refusal. */
+#  define DLQ_MOSQ_ERR_PLUGIN_IGNORE 32
+#  define DLQ_MOSQ_EVT_CONNECT 11
+#  define DLQ_MOSQ_EVT_MESSAGE_OUT 27
+#  define DLQ_MOSQ_EVT_CLIENT_OFFLINE 28
+#endif
+
+/* MOSQ_EVT_CLIENT_OFFLINE's data, as 2.1.2's broker.h lays it out (struct
+ * mosquitto_evt_client_offline): a client whose session outlives its
+ * connection went offline. 2.1 sends it instead of DISCONNECT then. */
+struct dlq_evt_client_offline {
+	void *future;
+	struct mosquitto *client;
+	int reason;
+	void *future2[4];
+};
+
+#endif

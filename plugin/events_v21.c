@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Adapters for the events only Mosquitto 2.1 sends. CLIENT_OFFLINE: 2.1
+ * fires DISCONNECT only for a client whose session ends with its
+ * connection, and CLIENT_OFFLINE for one whose session outlives it
+ * (src/loop.c, do_disconnect), where 2.0 fired DISCONNECT for both. To the
+ * engine both are the end of a connection.
+ */
+#include <mosquitto.h>
+#include <mosquitto_broker.h>
+
+#include "adapters.h"
+#include "broker_v21.h"
+
+int adapter__client_offline_v21(int event, void *event_data, void *userdata)
+{
+	struct dlq_evt_client_offline *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+	(void)event;
+
+	dlq__event(&pl->engine);
+	const char *client = mosquitto_client_id(ed->client);
+	if(client == NULL) return MOSQ_ERR_SUCCESS;
+	dlq__client_left(&pl->engine, client, (uintptr_t)ed->client);
+	dlq__client_gone(&pl->engine, client);
+	return MOSQ_ERR_SUCCESS;
+}
