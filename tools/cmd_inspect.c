@@ -5,8 +5,14 @@
  * client, age, payload preview), or one JSON object per line with --json.
  * It drains by default (stops when nothing came for --idle seconds, or after
  * --max letters) and keeps going with --follow. Each letter is acknowledged
- * only after its row was written, and none is read beyond --max, so with a
- * persistent session (-c -i ID) a letter is never consumed unseen.
+ * only after its row was written, and none is acknowledged beyond --max, so
+ * with a persistent session (-c -i ID) a letter is never consumed unseen.
+ * libmosquitto queues a letter's acknowledgement as it reads it, and 2.1's
+ * reads every packet one recv() brought in (2.0's one per call): so with
+ * --max the broker may have one letter in flight to us (receive maximum 1),
+ * and should a read still bring letters past --max (a resumed session gets
+ * all it had in flight at once), they are not shown and none of that read's
+ * acknowledgements is written: its letters stay in the session.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +39,7 @@ struct inspect {
 	long count;
 	uint64_t last_ms;             /* the last letter, or the SUBACK */
 	bool failed;
+	bool past_max;                /* a letter past --max was read: write no acknowledgement */
 };
 
 static void header(struct inspect *s)
@@ -137,6 +144,10 @@ static void on_letter(void *arg, const struct mosquitto_message *m, const mosqui
 {
 	struct inspect *s = arg;
 	struct letter l;
+	if(s->o->max >= 0 && s->count >= s->o->max){
+		s->past_max = true;
+		return;
+	}
 	if(letter__decode(&l, m, props)){
 		s->failed = true;
 		return;
@@ -162,8 +173,10 @@ int cmd__inspect(const struct dlqctl_opts *o)
 	int timeout_ms = (int)(o->timeout_s * 1000);
 
 	s.with_topic = strpbrk(o->topic, "+#") != NULL;
-	if(conn__open(&c, o, o->id, !o->persistent, o->session_expiry_s, 0, true, on_letter, &s)) goto out;
-	if(conn__subscribe(&c, o->topic, 1, timeout_ms)) goto out;
+	if(conn__open(&c, o, o->id, !o->persistent, o->session_expiry_s, o->max >= 0 ? 1 : 0, true, o->topic,
+			on_letter, &s)){
+		goto out;
+	}
 	uint64_t subscribed_at = dlqctl_now_ms();
 	while(!dlqctl_stop && !s.failed){
 		if(o->max >= 0 && s.count >= o->max) break;
@@ -172,7 +185,7 @@ int cmd__inspect(const struct dlqctl_opts *o)
 			fprintf(stderr, "dlqctl: lost the connection: %s\n", mosquitto_strerror(rc ? rc : c.lost_rc));
 			goto out;
 		}
-		if(s.failed) break; /* its letter must not be acknowledged */
+		if(s.failed || s.past_max) break; /* their letters must not be acknowledged */
 		if(c.subacked && c.sub_granted >= 0x80){
 			fprintf(stderr, "dlqctl: the broker refused the subscription to %s: %s\n", o->topic,
 					mosquitto_reason_string(c.sub_granted));
@@ -203,7 +216,8 @@ int cmd__inspect(const struct dlqctl_opts *o)
 	ret = DLQCTL_EXIT_OK;
 out:
 	/* Every letter read was printed and its acknowledgement written, so a
-	 * DISCONNECT may go out; after a failure the socket is just closed. */
-	conn__close(&c, ret == DLQCTL_EXIT_OK);
+	 * DISCONNECT may go out; after a failure, or a read past --max, the
+	 * socket is just closed. */
+	conn__close(&c, ret == DLQCTL_EXIT_OK && !s.past_max);
 	return ret;
 }

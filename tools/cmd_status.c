@@ -72,7 +72,7 @@ static int control(const struct dlqctl_opts *o, const char *command, cJSON **doc
 	*data = NULL;
 	conn__random_hex(r.corr, 16);
 	snprintf(r.response_topic, sizeof(r.response_topic), "dlqctl/reply/%s", r.corr);
-	if(conn__open(&c, o, o->id, true, 0, 0, false, on_reply, &r)) goto out;
+	if(conn__open(&c, o, o->id, true, 0, 0, false, NULL, on_reply, &r)) goto out;
 
 	text = command_text(command, r.corr);
 	if(text == NULL

@@ -8,7 +8,9 @@
  * libmosquitto 2.0.11 has no manual acknowledgements, but it queues the
  * PUBACK of a QoS 1 message when it reads it and, with the client marked
  * threaded (mosquitto_threaded_set), leaves the writing to the loop, which
- * here is ours (lib/handle_publish.c and lib/packet_mosq.c, v2.0.11).
+ * here is ours (lib/handle_publish.c and lib/packet_mosq.c, v2.0.11; the
+ * same in 2.1.2). What it cannot do is acknowledge one message of several
+ * read together: every queued acknowledgement leaves with the next write.
  */
 #include <errno.h>
 #include <poll.h>
@@ -126,7 +128,7 @@ static const char *where(const struct dlqctl_opts *o, char *buf, size_t len)
 }
 
 int conn__open(struct conn *c, const struct dlqctl_opts *o, const char *id, bool clean, uint32_t expiry_s,
-		int receive_max, bool manual, conn_message_fn handler, void *arg)
+		int receive_max, bool manual, const char *filter, conn_message_fn handler, void *arg)
 {
 	char w[600];
 	mosquitto_property *props = NULL;
@@ -169,6 +171,17 @@ int conn__open(struct conn *c, const struct dlqctl_opts *o, const char *id, bool
 				rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
 		return DLQCTL_EXIT_FAIL;
 	}
+	if(manual && filter){
+		/* Queued behind the CONNECT, before anything is read: a resumed
+		 * session's letters come right after the CONNACK, and 2.1's
+		 * libmosquitto reads them with it; a SUBSCRIBE written after that
+		 * would take their queued acknowledgements with it. */
+		rc = mosquitto_subscribe_v5(c->mosq, &c->sub_mid, filter, 1, 0, NULL);
+		if(rc != MOSQ_ERR_SUCCESS){
+			fprintf(stderr, "dlqctl: subscribing to %s: %s\n", filter, mosquitto_strerror(rc));
+			return DLQCTL_EXIT_FAIL;
+		}
+	}
 
 	uint64_t deadline = dlqctl_now_ms() + (uint64_t)(o->timeout_s * 1000);
 	if(manual) rc = conn__flush(c, (int)(o->timeout_s * 1000));
@@ -205,8 +218,10 @@ int conn__read_one(struct conn *c, int timeout_ms)
 	int n = poll(&p, 1, timeout_ms);
 	if(n < 0) return errno == EINTR ? MOSQ_ERR_SUCCESS : MOSQ_ERR_ERRNO;
 	if(n == 0) return MOSQ_ERR_SUCCESS;
-	/* libmosquitto reads one packet per call here: it reads as many as it
-	 * has QoS > 0 messages queued to process, and a reader has none. */
+	/* 2.0's libmosquitto reads one packet per call here (as many as it
+	 * has QoS > 0 messages queued to process, and a reader has none);
+	 * 2.1's reads up to 4 KiB at once and handles every packet in them
+	 * (lib/packet_mosq.c packet__read), so callers must expect several. */
 	return mosquitto_loop_read(c->mosq, 1);
 }
 

@@ -2,8 +2,9 @@
 /*
  * What the files of dlqctl share: the parsed command line, the MQTT v5
  * connections it makes (conn.c), dead letters decoded from a received
- * message (letter.c), a small text-table printer (table.c), and the entry
- * points of the subcommands (cmd_status.c, cmd_inspect.c, cmd_redrive.c).
+ * message (letter.c), the letters a run holds unsettled (hand.c), a small
+ * text-table printer (table.c), and the entry points of the subcommands
+ * (cmd_status.c, cmd_inspect.c, cmd_redrive.c).
  * dlqctl is an operator's tool on libmosquitto; it needs nothing from the
  * broker but the plugin's public contract, include/mosquitto_dlq.h.
  */
@@ -99,17 +100,24 @@ struct conn {
  * manual: nothing is written to the socket except by conn__flush, so the
  * acknowledgement libmosquitto queues for each QoS 1 message we read leaves
  * only when we say so; such a connection is driven by conn__read_one.
+ * filter (manual only; NULL: none): subscribed to at QoS 1 in the same
+ * write as the CONNECT, so that no message of a resumed session is read
+ * before it (conn__subscribe's flush would acknowledge those); its SUBACK
+ * is read later, with the messages (c->subacked, c->sub_granted).
  * Returns 0, or DLQCTL_EXIT_FAIL after printing why. c is always set up
  * and must be closed with conn__close. */
 int conn__open(struct conn *c, const struct dlqctl_opts *o, const char *id, bool clean, uint32_t expiry_s,
-		int receive_max, bool manual, conn_message_fn on_message, void *arg);
+		int receive_max, bool manual, const char *filter, conn_message_fn on_message, void *arg);
 
 /* An automatic connection: runs the network loop for up to timeout_ms.
  * Returns a MOSQ_ERR_* code. */
 int conn__run(struct conn *c, int timeout_ms);
 
-/* A manual connection: waits up to timeout_ms for data and reads at most
- * one MQTT packet (callbacks run inside). Returns a MOSQ_ERR_* code. */
+/* A manual connection: waits up to timeout_ms for data and reads it
+ * (callbacks run inside): one MQTT packet with 2.0's libmosquitto, every
+ * packet one recv() brought in with 2.1's, so the handler may be called
+ * several times, and the acknowledgements of all those messages leave
+ * together with the next conn__flush. Returns a MOSQ_ERR_* code. */
 int conn__read_one(struct conn *c, int timeout_ms);
 
 /* A manual connection: writes everything queued (the acknowledgements of
@@ -117,8 +125,10 @@ int conn__read_one(struct conn *c, int timeout_ms);
  * MOSQ_ERR_* code. */
 int conn__flush(struct conn *c, int timeout_ms);
 
-/* Subscribes and waits for the SUBACK. Returns 0, or DLQCTL_EXIT_FAIL
- * after printing why. */
+/* Subscribes and waits for the SUBACK (a manual connection: writes the
+ * SUBSCRIBE, with every acknowledgement queued before it, and leaves the
+ * SUBACK to conn__read_one). Returns 0, or DLQCTL_EXIT_FAIL after printing
+ * why. */
 int conn__subscribe(struct conn *c, const char *filter, int qos, int timeout_ms);
 
 /* Publishes at QoS 1 and waits for the PUBACK; *reason gets its reason code.
@@ -187,6 +197,23 @@ int64_t letter__parse_time(const char *s);
 /* Printable text of at most max bytes (plus a NUL) from data: bytes outside
  * printable ASCII become '.', and a cut is marked with "...". */
 void letter__preview(const void *data, size_t len, size_t max, char *out, size_t outlen);
+
+/* ---- hand.c: the letters in hand, oldest first ---- */
+
+struct hand {
+	struct letter *v;          /* v[first .. first + n - 1], owned */
+	size_t first, n, cap;
+};
+
+/* Decodes a received message (letter__decode) onto the end. Returns 0 or
+ * ENOMEM (then nothing was added). */
+int hand__push(struct hand *h, const struct mosquitto_message *m, const mosquitto_property *props);
+/* The oldest letter in hand (borrowed), or NULL when none is. */
+struct letter *hand__first(struct hand *h);
+/* Frees the oldest letter in hand. */
+void hand__drop(struct hand *h);
+/* Frees every letter in hand; h is empty and reusable after. */
+void hand__free(struct hand *h);
 
 /* ---- table.c: aligned text tables ---- */
 

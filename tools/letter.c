@@ -6,6 +6,12 @@
  * its age and payload. A message that is not a dead letter of the plugin
  * decodes all the same, with the missing properties NULL; nothing in it is
  * trusted to be well formed.
+ *
+ * An empty string property is "" from 2.0's libmosquitto but NULL from
+ * 2.1's (its mosquitto_property_read_string and _read_string_pair,
+ * libcommon/property_common.c, allocate only a non-empty string), and a
+ * client may send one in any property: every string read here goes
+ * through or_empty before it is used.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,6 +23,12 @@
 
 #include "dlqctl.h"
 #include "mosquitto_dlq.h"
+
+/* A string a property reader gave: NULL (2.1, an empty string) is "". */
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
 
 /* The plugin's user properties, which a redriven message must not carry
  * (the plugin stamps it afresh), and dlqctl's own. */
@@ -79,7 +91,7 @@ int letter__decode(struct letter *l, const struct mosquitto_message *m, const mo
 		if(mosquitto_property_read_string_pair(p, MQTT_PROP_USER_PROPERTY, &name, &value, false) == NULL){
 			goto error;
 		}
-		int rc = pick(l, name, value);
+		int rc = pick(l, or_empty(name), or_empty(value));
 		free(name);
 		free(value);
 		if(rc) goto error;
@@ -127,7 +139,7 @@ static int copy_prop(const mosquitto_property *p, mosquitto_property **out)
 		case MQTT_PROP_CONTENT_TYPE:
 		case MQTT_PROP_RESPONSE_TOPIC: {
 			char *v = NULL;
-			if(mosquitto_property_read_string(p, id, &v, false)) rc = mosquitto_property_add_string(out, id, v);
+			if(mosquitto_property_read_string(p, id, &v, false)) rc = mosquitto_property_add_string(out, id, or_empty(v));
 			free(v);
 			break;
 		}
@@ -140,8 +152,8 @@ static int copy_prop(const mosquitto_property *p, mosquitto_property **out)
 		}
 		case MQTT_PROP_USER_PROPERTY: {
 			char *name = NULL, *value = NULL;
-			if(mosquitto_property_read_string_pair(p, id, &name, &value, false) && !reserved_name(name)){
-				rc = mosquitto_property_add_string_pair(out, id, name, value);
+			if(mosquitto_property_read_string_pair(p, id, &name, &value, false) && !reserved_name(or_empty(name))){
+				rc = mosquitto_property_add_string_pair(out, id, or_empty(name), or_empty(value));
 			}
 			free(name);
 			free(value);
@@ -163,8 +175,8 @@ static int copy_all_kept(const struct letter *l, const char *kept_run, mosquitto
 		if(id == MQTT_PROP_USER_PROPERTY){
 			char *name = NULL, *value = NULL;
 			int rc = MOSQ_ERR_SUCCESS;
-			if(mosquitto_property_read_string_pair(p, id, &name, &value, false) && strcmp(name, DLQCTL_PROP_KEPT)){
-				rc = mosquitto_property_add_string_pair(out, id, name, value);
+			if(mosquitto_property_read_string_pair(p, id, &name, &value, false) && strcmp(or_empty(name), DLQCTL_PROP_KEPT)){
+				rc = mosquitto_property_add_string_pair(out, id, or_empty(name), or_empty(value));
 			}
 			free(name);
 			free(value);

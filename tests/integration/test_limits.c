@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flood.h"
 #include "harness.h"
 #include "limits_common.h"
 #include "proc.h"
+#include "raw.h"
 
 /* ---- helpers ---- */
 
@@ -252,14 +252,20 @@ START_TEST(test_longest_topics)
 	client_expect_exactly(dead, NULL, 2);
 
 	/* One level more is the broker's to refuse: it disconnects the
-	 * publisher, and the plugin never sees the message. */
+	 * publisher, and the plugin never sees the message. The raw client
+	 * sends it as it is: 2.1's libmosquitto refuses such a topic itself
+	 * (its mosquitto_pub_topic_check, libcommon/topic_common.c, counts the
+	 * levels in the client library too; 2.0's counted them only in the
+	 * broker), and a publisher on another library may send it all the same. */
 	char *deep = long_topic(1000, BROKER_MAX_SLASHES + 1);
-	struct flood *f = flood_new(b, "deep");
-	flood_publish(f, deep, "x", 1, 1);
-	ck_assert_msg(flood_wait_disconnects(f, 1, HARNESS_WAIT_MS), "a topic of %d levels did not cost its publisher the connection",
+	struct raw *r = raw_new(b, &(struct raw_options){ .id = "deep", .protocol = MQTT_PROTOCOL_V5, .clean = true });
+	raw_connect(r);
+	ck_assert(raw_send_publish(r, deep, "x", 1, 1));
+	const struct raw_msg *got = NULL;
+	ck_assert_msg(raw_next(r, HARNESS_WAIT_MS, &got) == RAW_CLOSED, "a topic of %d levels did not cost its publisher the connection",
 			BROKER_MAX_SLASHES + 2);
 	free(deep);
-	flood_free(f);
+	raw_free(r);
 
 	/* One byte more cannot be sent at all: MQTT encodes a topic's length in
 	 * two bytes, and libmosquitto refuses it before the broker sees it. */

@@ -239,18 +239,20 @@ START_TEST(test_control_flood)
 }
 END_TEST
 
-/* A JSON control message of 16 MiB (2.0 takes up to 256 MiB by default;
- * 2.1 only 2,000,000 bytes, so the test raises its max_packet_size to 2.0's)
- * is refused with an error reply before it is parsed: parsed, a document of
- * small values costs some 40 times its size (measured: a 16 MiB one took
- * the broker to 680 MB). */
+/* A JSON control message of 16 MiB is refused with an error reply before it
+ * is parsed: parsed, a document of small values costs some 40 times its size
+ * (measured: a 16 MiB one took the broker to 680 MB). The limit under test
+ * is the plugin's own, so the broker must let the message through: 2.0.x
+ * takes packets up to MQTT's 256 MiB by default, but 2.1 refuses any larger
+ * than 2,000,000 bytes (its default max_packet_size), so the broker is given
+ * room for it explicitly. */
 START_TEST(test_oversized_control_document)
 {
 	struct broker *b = broker_new(__func__);
 	broker_plugin(b);
 	broker_conf(b, "plugin_opt_policy jobs max_attempts=2 dead_letter=dlq/jobs");
 	broker_conf(b, "plugin_opt_sys_interval 0s");
-	broker_conf(b, "max_packet_size 268435455");
+	broker_conf(b, "max_packet_size %d", 32 * 1024 * 1024);
 	broker_start(b);
 	struct client *ops = client_new(b, "ops", MQTT_PROTOCOL_V5);
 	enum { SIZE = 16 * 1024 * 1024 };
