@@ -19,6 +19,8 @@ import re
 import signal
 import sys
 
+import paho.mqtt.client as mqtt
+
 import mosquitto_dlq as dlq
 
 PROG = "numbers_worker.py"
@@ -44,6 +46,16 @@ def on_subscribe(client, userdata, mid, reason_codes, properties):
         warn(f"subscription to {userdata['topic']} refused: {reason_codes[0]}")
         return
     warn(f"subscribed to {userdata['topic']}")
+
+
+def on_disconnect(client, userdata, *args):
+    # paho 1.6 passes (rc, properties), paho 2.x (flags, reason_code,
+    # properties): the reason is second from the end in both.
+    reason = args[-2]
+    if isinstance(reason, int):
+        reason = mqtt.error_string(reason)
+    if not userdata["stopping"]:
+        warn(f"connection lost ({reason}), reconnecting")
 
 
 def on_reply(message):
@@ -87,19 +99,32 @@ def on_message(client, userdata, message):
         warn(f"cannot send NACK for {n}: error {info.rc}")
 
 
+def port_number(text):
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text}: not a port number (1-65535)")
+    return int(text)
+
+
+def stop(client, userdata):
+    userdata["stopping"] = True
+    client.disconnect()
+
+
 def main():
     parser = argparse.ArgumentParser(prog=PROG, description="Accepts even numbers, NACKs odd ones.")
     parser.add_argument("--host", default="localhost", help="broker host (default localhost)")
-    parser.add_argument("--port", type=int, default=1883, help="broker port (default 1883)")
+    parser.add_argument("--port", type=port_number, default=1883, help="broker port (default 1883)")
     parser.add_argument("--topic", default="numbers", help="topic to subscribe to (default numbers)")
     parser.add_argument("--id", default="dlq-demo-worker", help="client id (default dlq-demo-worker)")
     args = parser.parse_args()
 
-    client = dlq.new_client(args.id, userdata={"topic": args.topic, "sub_mid": None})
+    userdata = {"topic": args.topic, "sub_mid": None, "stopping": False}
+    client = dlq.new_client(args.id, userdata=userdata)
     client.on_connect = on_connect
     client.on_subscribe = on_subscribe
     client.on_message = on_message
-    signal.signal(signal.SIGTERM, lambda signum, frame: client.disconnect())
+    client.on_disconnect = on_disconnect
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop(client, userdata))
     try:
         client.connect(args.host, args.port, keepalive=60, clean_start=True)
     except OSError as e:
@@ -110,7 +135,7 @@ def main():
         # returns after disconnect().
         client.loop_forever(retry_first_connection=False)
     except KeyboardInterrupt:
-        client.disconnect()
+        stop(client, userdata)
     return 0
 
 
