@@ -12,6 +12,7 @@
  * (the worker must NACK the plugin's, the last). On an untracked topic a
  * worker must say that a message has no dlq-id, and report the plugin's
  * reply to a NACK of a made-up id. SIGTERM ends a worker with status 0.
+ * The JavaScript worker also reports a NACK the broker's ACL refuses.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -280,6 +281,35 @@ START_TEST(test_untracked)
 }
 END_TEST
 
+/* The broker's ACL refuses the NACK itself (PUBACK 135): MQTT.js hands the
+ * reason code to the helper's nack promise and the worker says so. (paho
+ * 1.6 and the C worker do not see it: docs/nack-from-your-language.md.) */
+START_TEST(test_node_nack_denied)
+{
+	int port = it_free_port();
+	struct broker *b = broker_new(__func__);
+	/* # does not match $CONTROL/...: only the NACK is refused. */
+	broker_conf(b, "acl_file %s", broker_file(b, "acl", "topic readwrite #\n"));
+	broker_conf(b, "listener %d 127.0.0.1", port);
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_policy " POLICY);
+	broker_start(b);
+	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	struct proc *w = start_worker(LANG_NODE, port, "worker-denied", "numbers");
+
+	client_publish_str(pub, "numbers", "1", 1);
+	if(!proc_wait_error(w, "NACK of 1 refused by the broker", 1, HARNESS_WAIT_MS)){
+		proc_dump(w);
+		ck_abort_msg("the node worker did not report the refused NACK");
+	}
+	clients_settle(pub);
+	proc_pump(w);
+	ck_assert_str_eq(proc_out(w), "failed 1 (attempt 1)\n");
+	stop_worker(w);
+	broker_shutdown(b);
+}
+END_TEST
+
 static Suite *workers_suite(void)
 {
 	Suite *s = suite_create("workers");
@@ -287,6 +317,7 @@ static Suite *workers_suite(void)
 	tcase_add_loop_test(tc, test_flow, 0, LANG_COUNT);
 	tcase_add_loop_test(tc, test_flow_publisher_dlq_id, 0, LANG_COUNT);
 	tcase_add_loop_test(tc, test_untracked, 0, LANG_COUNT);
+	tcase_add_test(tc, test_node_nack_denied);
 	suite_add_tcase(s, tc);
 	return s;
 }
