@@ -38,17 +38,23 @@ static void usage(FILE *f, const struct demo_opts *o)
 {
 	fprintf(f,
 		"Usage: %s [-h host] [-p port] [--unix path] [-i client-id] [-t topic]\n"
-		"  -h host      broker host (default localhost)\n"
-		"  -p port      broker port (default 1883)\n"
-		"  --unix path  connect to the broker's unix socket instead\n"
-		"  -i id        client id (default %s)\n"
-		"  -t topic     topic to subscribe to (default %s)\n",
+		"  -h, --host host    broker host (default localhost)\n"
+		"  -p, --port port    broker port (default 1883)\n"
+		"  --unix path        connect to the broker's unix socket instead\n"
+		"  -i, --id id        client id (default %s)\n"
+		"  -t, --topic topic  topic to subscribe to (default %s)\n",
 		o->prog, o->id, o->topic);
 }
 
 void demo__parse_args(int argc, char **argv, struct demo_opts *o)
 {
+	/* The long names are the Python and JavaScript workers' (examples/python,
+	 * examples/node), so one command line starts any of the three. */
 	static const struct option longopts[] = {
+		{"host", required_argument, NULL, 'h'},
+		{"port", required_argument, NULL, 'p'},
+		{"id", required_argument, NULL, 'i'},
+		{"topic", required_argument, NULL, 't'},
 		{"unix", required_argument, NULL, 'U'},
 		{"help", no_argument, NULL, 'H'},
 		{NULL, 0, NULL, 0},

@@ -2,14 +2,18 @@
 # SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 #
 # The Debian packages mosquitto-dlq needs to build, test and run its demo, in
-# one place. Sourced by run-tests.sh, run-demo.sh and run-bench.sh;
+# one place (with node and npm for the JavaScript worker). Sourced by run-tests.sh, run-demo.sh and run-bench.sh;
 # install_missing_packages installs whichever are missing with apt-get (sudo
 # when not root) and does nothing when all are there.
 
 # libmosquitto1: on a broker that does not export the property read
 # functions (2.0.21), the plugin reads properties with the client library's.
 DLQ_PACKAGES=(gcc libc6-dev pkg-config meson ninja-build libcjson-dev libmosquitto-dev libmosquitto1
-	mosquitto-dev mosquitto mosquitto-clients check)
+	mosquitto-dev mosquitto mosquitto-clients check python3-paho-mqtt)
+# The JavaScript worker's test needs node and npm. They are looked for as
+# commands, not packages: a machine may have them from elsewhere (NodeSource's
+# nodejs bundles npm and conflicts with Debian's npm package).
+DLQ_COMMANDS=(node:nodejs npm:npm)
 
 install_missing_packages() {
 	local who=${1:-mosquitto-dlq} missing=() p sudo=()
@@ -21,6 +25,9 @@ install_missing_packages() {
 		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
 			missing+=("$p")
 		fi
+	done
+	for p in "${DLQ_COMMANDS[@]}"; do
+		command -v "${p%%:*}" >/dev/null 2>&1 || missing+=("${p#*:}")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
 	if [ "$(id -u)" -ne 0 ]; then

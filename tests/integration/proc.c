@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Child processes and broker-side helpers for the tool and bridge tests
- * (see proc.h). A child's standard output and error go to pipes that are
+ * Child processes and broker-side helpers for the tool, bridge and worker
+ * tests (see proc.h). A child's standard output and error go to pipes that are
  * read whenever the test waits on it, so a chatty child never blocks.
  * Every record is on the test's list from its spawn until proc_free, which
  * the checked fixture calls for whatever the test left (proc__free_all).
@@ -134,26 +134,9 @@ static bool try_reap(struct proc *p)
 	return true;
 }
 
-static struct proc *spawn_v(const char *file, int line, struct broker *b, va_list ap)
+/* Starts argv[0] (a path) with argv, its output captured. */
+static struct proc *spawn_argv(const char *file, int line, const char *const *argv)
 {
-	const char *bin = getenv("DLQCTL");
-	if(!bin || !*bin){
-		fail_at(file, line, "DLQCTL is not set: run the tests with meson test");
-	}
-	const char *argv[MAX_ARGS];
-	size_t argc = 0;
-	argv[argc++] = bin;
-	argv[argc++] = "--unix";
-	argv[argc++] = broker_socket(b);
-	const char *a;
-	while((a = va_arg(ap, const char *)) != NULL){
-		if(argc + 1 >= MAX_ARGS){
-			fail_at(file, line, "too many arguments for dlqctl");
-		}
-		argv[argc++] = a;
-	}
-	argv[argc] = NULL;
-
 	struct proc *p = calloc(1, sizeof(*p));
 	if(!p){
 		abort();
@@ -162,7 +145,7 @@ static struct proc *spawn_v(const char *file, int line, struct broker *b, va_lis
 	p->next = procs;
 	procs = p;
 	size_t used = 0;
-	for(size_t i = 0; i < argc && used < sizeof(p->cmdline) - 1; i++){
+	for(size_t i = 0; argv[i] && used < sizeof(p->cmdline) - 1; i++){
 		int n = snprintf(p->cmdline + used, sizeof(p->cmdline) - used, "%s%s", i ? " " : "", argv[i]);
 		if(n < 0){
 			break;
@@ -189,7 +172,7 @@ static struct proc *spawn_v(const char *file, int line, struct broker *b, va_lis
 		}
 		dup2(out[1], 1);
 		dup2(err[1], 2);
-		execv(bin, (char *const *)argv);
+		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	close(out[1]);
@@ -200,6 +183,36 @@ static struct proc *spawn_v(const char *file, int line, struct broker *b, va_lis
 	fcntl(out[0], F_SETFL, O_NONBLOCK);
 	fcntl(err[0], F_SETFL, O_NONBLOCK);
 	return p;
+}
+
+static struct proc *spawn_v(const char *file, int line, struct broker *b, va_list ap)
+{
+	const char *bin = getenv("DLQCTL");
+	if(!bin || !*bin){
+		fail_at(file, line, "DLQCTL is not set: run the tests with meson test");
+	}
+	const char *argv[MAX_ARGS];
+	size_t argc = 0;
+	argv[argc++] = bin;
+	argv[argc++] = "--unix";
+	argv[argc++] = broker_socket(b);
+	const char *a;
+	while((a = va_arg(ap, const char *)) != NULL){
+		if(argc + 1 >= MAX_ARGS){
+			fail_at(file, line, "too many arguments for dlqctl");
+		}
+		argv[argc++] = a;
+	}
+	argv[argc] = NULL;
+	return spawn_argv(file, line, argv);
+}
+
+struct proc *proc_spawn_at(const char *file, int line, const char *const *argv)
+{
+	if(!argv[0] || argv[0][0] != '/'){
+		fail_at(file, line, "proc_spawn needs an absolute path, not \"%s\"", argv[0] ? argv[0] : "");
+	}
+	return spawn_argv(file, line, argv);
 }
 
 struct proc *dlqctl_spawn_at(const char *file, int line, struct broker *b, ...)
@@ -246,7 +259,7 @@ int proc_wait_at(const char *file, int line, struct proc *p, int timeout_ms)
 			p->status = 128 + SIGKILL;
 			pump(p, 0);
 			proc_dump(p);
-			fail_at(file, line, "dlqctl did not end within %d ms", timeout_ms);
+			fail_at(file, line, "%s did not end within %d ms", p->cmdline, timeout_ms);
 		}
 		pump(p, 20);
 	}
@@ -257,19 +270,35 @@ int proc_wait_at(const char *file, int line, struct proc *p, int timeout_ms)
 	return p->status;
 }
 
-bool proc_wait_output(struct proc *p, const char *needle, size_t n, int timeout_ms)
+/* Waits until output stream i (0 stdout, 1 stderr) holds needle n times. */
+static bool wait_stream(struct proc *p, int i, const char *needle, size_t n, int timeout_ms)
 {
 	uint64_t deadline = it_now_ms() + (uint64_t)timeout_ms;
 	for(;;){
 		pump(p, 0);
-		if(it_count(proc_out(p), needle) >= n){
+		if(it_count(p->out[i].data ? p->out[i].data : "", needle) >= n){
 			return true;
 		}
-		if(it_now_ms() > deadline || (try_reap(p) && p->fd[0] < 0)){
+		if(it_now_ms() > deadline || (try_reap(p) && p->fd[i] < 0)){
 			return false;
 		}
 		pump(p, 20);
 	}
+}
+
+bool proc_wait_output(struct proc *p, const char *needle, size_t n, int timeout_ms)
+{
+	return wait_stream(p, 0, needle, n, timeout_ms);
+}
+
+bool proc_wait_error(struct proc *p, const char *needle, size_t n, int timeout_ms)
+{
+	return wait_stream(p, 1, needle, n, timeout_ms);
+}
+
+void proc_pump(struct proc *p)
+{
+	pump(p, 0);
 }
 
 void proc_kill(struct proc *p, int sig)

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Child processes for the integration tests: the built dlqctl (path in
- * DLQCTL, set by meson) run against a harness broker with its output
- * captured, in the foreground or in the background to be waited for or
- * killed; plus the broker-side helpers the tool and bridge tests need: a
- * free loopback TCP port, waiting for a line in a broker's log, and sending
- * a broker a signal. A child dies with its test's process (PDEATHSIG).
+ * DLQCTL, set by meson) run against a harness broker, or any program (the
+ * example workers), with its output captured, in the foreground or in the
+ * background to be waited for or killed; plus the broker-side helpers the
+ * tool, bridge and worker tests need: a free loopback TCP port, waiting for
+ * a line in a broker's log, and sending a broker a signal. A child dies with
+ * its test's process (PDEATHSIG).
  */
 #ifndef DLQ_IT_PROC_H
 #define DLQ_IT_PROC_H
@@ -24,6 +25,11 @@ struct proc;
 /* Starts "$DLQCTL --unix <b's socket> args..." in the background. */
 #define dlqctl_spawn(b, ...) dlqctl_spawn_at(__FILE__, __LINE__, (b), __VA_ARGS__, (const char *)NULL)
 struct proc *dlqctl_spawn_at(const char *file, int line, struct broker *b, ...);
+
+/* Starts any program in the background: argv ends with NULL and argv[0] is
+ * an absolute path (no PATH lookup). */
+#define proc_spawn(argv) proc_spawn_at(__FILE__, __LINE__, (argv))
+struct proc *proc_spawn_at(const char *file, int line, const char *const *argv);
 
 /* Runs "$DLQCTL --unix <b's socket> args..." to its end, failing the test
  * (with its output) if it takes longer than HARNESS_WAIT_MS. Returns the
@@ -44,6 +50,13 @@ int proc_wait_at(const char *file, int line, struct proc *p, int timeout_ms);
 /* Waits until its standard output holds needle at least n times; returns
  * whether it did within timeout_ms (it may end meanwhile). */
 bool proc_wait_output(struct proc *p, const char *needle, size_t n, int timeout_ms);
+
+/* The same for its standard error. */
+bool proc_wait_error(struct proc *p, const char *needle, size_t n, int timeout_ms);
+
+/* Reads what the process wrote so far without waiting, so that proc_out
+ * and proc_err are up to date. */
+void proc_pump(struct proc *p);
 
 /* Sends sig to the process (it must not have been waited for). */
 void proc_kill(struct proc *p, int sig);
