@@ -20,6 +20,7 @@
 #include "dlq.h"
 #include "envelope.h"
 #include "state.h"
+#include "state_check.h"
 #include "topic.h"
 
 #define SNAPSHOT_MAGIC "DLQSTAT1"
@@ -211,7 +212,18 @@ struct reader {
 	size_t left;
 	bool bad;
 	bool nomem;      /* an allocation failed: the entry is whole, the plugin is not */
+	char why[96];    /* what the entry holds that the plugin never writes, or "" */
 };
+
+/* Refuses the entry being read, saying why: what (and what it holds
+ * instead, if holding is not NULL). The first reason found wins. */
+static void refuse(struct reader *r, const char *what, const char *holding)
+{
+	if(!r->bad && r->why[0] == '\0'){
+		snprintf(r->why, sizeof(r->why), "%s%s%s", what, holding ? " holding " : "", holding ? holding : "");
+	}
+	r->bad = true;
+}
 
 static uint64_t get_u(struct reader *r, int bytes)
 {
@@ -268,21 +280,6 @@ static const uint8_t *get_bytes(struct reader *r, uint32_t *n)
 	return get_raw(r, *n);
 }
 
-/* Whether an encoded header list walks to its end: a list that does not
- * could never be published, and would be retried for ever. */
-static bool headers_valid(const uint8_t *h, uint32_t len)
-{
-	size_t pos = 0;
-	struct dlq_header e;
-	while(pos < len && headers__next(h, len, &pos, &e)){
-		if(e.kind != DLQ_HDR_PAYLOAD_FORMAT && e.kind != DLQ_HDR_CONTENT_TYPE && e.kind != DLQ_HDR_RESPONSE_TOPIC
-				&& e.kind != DLQ_HDR_CORRELATION_DATA && e.kind != DLQ_HDR_USER_PROPERTY){
-			return false;
-		}
-	}
-	return pos == len;
-}
-
 static uint64_t to_mono(int64_t wall, uint64_t mono_now, int64_t wall_now)
 {
 	if(wall >= wall_now) return mono_now;
@@ -318,9 +315,17 @@ static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, in
 	const uint8_t *payload = get_bytes(r, &plen);
 	const uint8_t *headers = get_bytes(r, &hlen);
 	uint16_t n = (uint16_t)get_u(r, 2);
-	if(!r->bad && (!headers_valid(headers, hlen) || qos > 2 || !topic || !topic__valid_publish(topic)
-			|| (origin_topic && !topic__valid_publish(origin_topic)))){
-		r->bad = true;
+	char why[sizeof(r->why)];
+	if(r->bad){
+		/* a field is missing: malformed */
+	}else if(!state_check__headers(headers, hlen, why, sizeof(why))){
+		refuse(r, why, NULL);
+	}else if(qos > 2){
+		refuse(r, "a QoS above 2", NULL);
+	}else if(!topic || !topic__valid_publish(topic)){
+		refuse(r, "a topic that is not a topic name", NULL);
+	}else if(origin_topic && !topic__valid_publish(origin_topic)){
+		refuse(r, "an origin topic that is not a topic name", NULL);
 	}
 	bool ok = !r->bad;
 
@@ -337,7 +342,10 @@ static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, in
 	if(rec) rec->first_nack_ms = first_nack;
 	for(uint16_t i = 0; i < n && !r->bad; i++){
 		char *c = get_str(r, false);
-		if(rec && c && ledger__add_nacker(NULL, rec, c) == ENOMEM) r->bad = r->nomem = true;
+		/* A nacker may become a dead letter's dead-letter-client (gone.c). */
+		const char *bad = c ? state_check__text_or_null(c) : NULL;
+		if(bad) refuse(r, "a client id", bad);
+		if(rec && c && !r->bad && ledger__add_nacker(NULL, rec, c) == ENOMEM) r->bad = r->nomem = true;
 		free(c);
 	}
 	free(filter);
@@ -397,12 +405,43 @@ static bool decode_envelope(struct dlq *d, struct reader *r, uint64_t mono_now, 
 	const uint8_t *headers = get_bytes(r, &hlen);
 	/* Only what the plugin itself writes: a publish topic, an origin
 	 * topic, a filter, a dead-letter topic and a client, and for a dead
-	 * letter its reason; anything else would fail at publish time, on every
-	 * tick, or crash it. */
-	bool ok = !r->bad && (kind == DLQ_ENV_RETRY_COPY || kind == DLQ_ENV_DEAD_LETTER) && qos <= 2
-			&& s[1] && topic__valid_publish(s[1]) && s[2] && topic__valid_publish(s[2]) && s[3]
-			&& s[4] && topic__valid_publish(s[4]) && s[6] && (kind == DLQ_ENV_RETRY_COPY || s[5])
-			&& seq != UINT64_MAX && headers_valid(headers, hlen);
+	 * letter its reason, each of them text that can be a property
+	 * (envelope__headers); anything else would fail at publish time, on
+	 * every tick, crash it, or make its subscribers drop their connection. */
+	bool ok = false;
+	char why[sizeof(r->why)];
+	const char *bad = NULL;
+	if(r->bad){
+		/* a field is missing: malformed */
+	}else if(!state_check__headers(headers, hlen, why, sizeof(why))){
+		refuse(r, why, NULL);
+	}else if(kind != DLQ_ENV_RETRY_COPY && kind != DLQ_ENV_DEAD_LETTER){
+		refuse(r, "an unknown kind", NULL);
+	}else if(qos > 2){
+		refuse(r, "a QoS above 2", NULL);
+	}else if((bad = state_check__text_or_null(s[0]))){
+		refuse(r, "a target client id", bad);
+	}else if(!s[1] || !topic__valid_publish(s[1])){
+		refuse(r, "a topic that is not a topic name", NULL);
+	}else if(!s[2] || !topic__valid_publish(s[2])){
+		refuse(r, "an origin topic that is not a topic name", NULL);
+	}else if(!s[3] || !topic__valid_filter(s[3])){
+		refuse(r, "a policy filter that is not a topic filter", NULL);
+	}else if(!s[4] || !topic__valid_publish(s[4])){
+		refuse(r, "a dead-letter topic that is not a topic name", NULL);
+	}else if(kind == DLQ_ENV_DEAD_LETTER && !s[5]){
+		refuse(r, "a dead letter without a reason", NULL);
+	}else if((bad = state_check__text_or_null(s[5]))){
+		refuse(r, "a reason", bad);
+	}else if(!s[6]){
+		refuse(r, "no NACKing client id", NULL);
+	}else if((bad = state_check__text_or_null(s[6]))){
+		refuse(r, "a NACKing client id", bad);
+	}else if(seq == UINT64_MAX){
+		refuse(r, "the largest sequence number, which has no next", NULL);
+	}else{
+		ok = true;
+	}
 	bool delayed;
 
 	struct dlq_envelope *e = NULL;
@@ -466,7 +505,9 @@ static void decode_nacker(struct dlq *d, struct reader *r)
 	struct dlq_id id;
 	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
 	char *client = get_str(r, false);
-	if(p && client){
+	const char *bad = client ? state_check__text_or_null(client) : NULL;
+	if(bad) refuse(r, "a client id", bad);
+	if(p && client && !r->bad){
 		memcpy(id.raw, p, DLQ_ID_RAW_LEN);
 		struct dlq_record *rec = ledger__find(&d->ledger, &id);
 		/* Gone (expired) or already there: nothing to do. */
@@ -491,7 +532,9 @@ static void decode_hold(struct dlq *d, struct reader *r)
 	struct dlq_id id;
 	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
 	char *client = get_str(r, false);
-	if(p && client){
+	const char *bad = client ? state_check__text_or_null(client) : NULL;
+	if(bad) refuse(r, "a client id", bad);
+	if(p && client && !r->bad){
 		memcpy(id.raw, p, DLQ_ID_RAW_LEN);
 		struct dlq_record *rec = ledger__find(&d->ledger, &id);
 		/* Gone (expired), already held, or over (NACKed by its client). */
@@ -501,6 +544,18 @@ static void decode_hold(struct dlq *d, struct reader *r)
 		}
 	}
 	free(client);
+}
+
+/* What an entry of type is, for the damage report. */
+static const char *entry_name(uint8_t type)
+{
+	switch(type){
+		case ENTRY_RECORD: return "a NACKable delivery";
+		case ENTRY_ENVELOPE: return "a retry copy or dead letter";
+		case ENTRY_NACKER: return "a NACK";
+		case ENTRY_HOLD: return "a held copy";
+		default: return "an entry";
+	}
 }
 
 static void damaged(struct state_report *rep, size_t at, const char *what)
@@ -564,7 +619,13 @@ static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t
 		 * caller refuses to start rather than lose what it holds. */
 		if(r.nomem) return ENOMEM;
 		if(!ok || r.left != 0){
-			damaged(rep, pos, "malformed entry");
+			if(r.why[0]){
+				char what[sizeof(rep->problem)];
+				snprintf(what, sizeof(what), "%s with %s", entry_name(type), r.why);
+				damaged(rep, pos, what);
+			}else{
+				damaged(rep, pos, "malformed entry");
+			}
 			return 0;
 		}
 		if(journal) rep->journal_entries++;

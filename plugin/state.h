@@ -4,7 +4,8 @@
  * every envelope not yet taken by the broker (owed, delayed, or accepted but
  * not yet taken), and an optional journal of envelope changes written on
  * every change between snapshots. Every entry carries a CRC, so a truncated
- * or damaged file restores what precedes the damage. Encoding and decoding
+ * or damaged file restores what precedes the damage; an entry holding what
+ * the plugin never writes (state_check.h) is damage too. Encoding and decoding
  * work on buffers; the file functions do the I/O (write, fsync, rename).
  */
 #ifndef DLQ_STATE_H
@@ -28,7 +29,8 @@ struct state_report {
 	size_t journal_entries;  /* journal entries applied */
 	bool damaged;            /* the data ended in a damaged or truncated entry */
 	size_t damaged_at;       /* its byte offset */
-	char problem[160];       /* what was wrong, for the log */
+	char problem[160];       /* what was wrong and where, for the log ("checksum mismatch at byte N",
+	                            "a NACKable delivery with a content type holding U+0000 at byte N") */
 };
 
 /* Encodes the whole state of d (ledger and every envelope not yet taken)

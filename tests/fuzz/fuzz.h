@@ -43,7 +43,9 @@
  * property. The broker refuses what is made of them (it stays owed and is
  * retried on every tick for ever) or sends it to subscribers that must then
  * drop their connection. (A header list that is not well formed is refused
- * since aba6eb6: regressions/state_journal/malformed-headers.) */
+ * since aba6eb6: regressions/state_journal/malformed-headers; header strings
+ * and envelope strings that are not MQTT text since state_check.c:
+ * regressions/state_snapshot/record-*, regressions/state_journal/*-copy-*.) */
 #define FUZZ_KNOWN_STATE_NOT_VALIDATED 0
 
 /* state.c decodes an empty origin topic, reason, client or filter of an

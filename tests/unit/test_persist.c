@@ -5,7 +5,8 @@
  * start writes a snapshot; what is delayed, owed or not yet taken at shutdown
  * comes back at the next start and goes out when due; a targeted copy whose
  * subscriber cannot have a session after the restart becomes a dead letter;
- * a damaged file is kept aside and the start goes on; with
+ * a damaged file (or one holding properties MQTT refuses) is kept aside,
+ * named in the log, and the start goes on; with
  * state_save_on_change the journal holds every change, so a crash (the files
  * as they were, no shutdown) loses nothing; snapshots follow the interval.
  */
@@ -605,6 +606,44 @@ START_TEST(a_truncated_file_restores_what_precedes_the_damage)
 }
 END_TEST
 
+/* A file whose CRCs are right but which holds what the plugin never writes
+ * (found by fuzzing: a content type that is not UTF-8, which the broker's
+ * property functions refuse, so that the copy made of it was refused on
+ * every tick) is damage like any other: kept aside, named in the log, and
+ * what came before it restored. */
+START_TEST(a_state_file_with_properties_mqtt_refuses_is_kept_aside_and_says_why)
+{
+	start();
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(headers__add(&h, DLQ_HDR_CONTENT_TYPE, "text\xC3(", 6, NULL, 0), 0);
+	track("numbers", "first", a);
+	const struct dlq_policy *p = dlq__policy_for(&d, "numbers");
+	ck_assert_int_eq(dlq__track(&d, p, "numbers", "second", 6, 1, h.data, h.len, b), 0);
+	stop();
+
+	fake.wall_ms += 1000;
+	int64_t wall = fake.wall_ms;
+	start();
+	char aside[320];
+	snprintf(aside, sizeof(aside), "%s.damaged-%" PRId64, state_path, wall);
+	ck_assert_msg(exists(aside), "%s missing", aside);
+	ck_assert(fake_logged("restored 1 NACKable deliveries"));
+	ck_assert(fake_logged("is damaged (a NACKable delivery with a content type holding ill-formed UTF-8 at byte"));
+	ck_assert_int_eq(nack(b, "sub1", false), DLQ_NACK_UNKNOWN_ID);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_str_eq(pub(0)->topic, "numbers");
+	ck_assert_str_eq(pub(0)->client, "sub1");
+	/* Nothing else is owed from the file: ticks publish nothing more. */
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	headers__free(&h);
+	unlink(aside);
+}
+END_TEST
+
 START_TEST(a_state_file_that_cannot_be_written_fails_the_start)
 {
 	char nowhere[200], err[512];
@@ -898,6 +937,7 @@ static Suite *persist_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, a_damaged_file_is_kept_aside_and_the_start_goes_on);
 	tcase_add_test(tc, a_truncated_file_restores_what_precedes_the_damage);
+	tcase_add_test(tc, a_state_file_with_properties_mqtt_refuses_is_kept_aside_and_says_why);
 	tcase_add_test(tc, a_state_file_that_cannot_be_written_fails_the_start);
 	suite_add_tcase(s, tc);
 

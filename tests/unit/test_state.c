@@ -6,7 +6,9 @@
  * same records and envelopes, with times carried across a "restart" in which
  * both clocks moved; records without their policy or past the NACK window
  * are skipped and counted; a file cut at any byte or with any byte flipped
- * restores exactly the entries before the damage and says where it is; the
+ * restores exactly the entries before the damage and says where it is; an
+ * entry whose CRC is right but which holds what the plugin never writes (a
+ * header or a string MQTT refuses as a property) is damage too, named; the
  * journal replays on top of a snapshot; files are written atomically.
  * Everything runs on the fake port's clocks.
  */
@@ -987,6 +989,222 @@ START_TEST(a_journal_alone_restores_envelopes)
 }
 END_TEST
 
+/* ---- content the plugin never writes ----------------------------------- */
+
+/* A header the decoder must refuse, and the phrase its report names. */
+struct refused_header {
+	uint8_t kind;
+	const char *a;
+	size_t a_len;
+	const char *b;
+	size_t b_len;
+	bool twice;          /* the entry appears twice */
+	const char *problem;
+};
+
+/* What the fuzz targets found (tests/fuzz/regressions/state_*) and its
+ * neighbours: strings the broker's property functions refuse (ill-formed
+ * UTF-8, control characters, non-characters: the copy would be refused on
+ * every tick), strings it would cut at a NUL (subscribers would get another
+ * value), and lists mosquitto_property_check_all refuses on the way in. */
+static const struct refused_header refused_headers[] = {
+	{DLQ_HDR_CONTENT_TYPE, "text\xC3(", 6, NULL, 0, false, "a content type holding ill-formed UTF-8"},
+	{DLQ_HDR_CONTENT_TYPE, "text/pl\0in", 10, NULL, 0, false, "a content type holding U+0000"},
+	{DLQ_HDR_CONTENT_TYPE, "text\x01", 5, NULL, 0, false, "a content type holding a control character"},
+	{DLQ_HDR_CONTENT_TYPE, "text\xEF\xBF\xBF", 7, NULL, 0, false, "a content type holding a non-character"},
+	{DLQ_HDR_CONTENT_TYPE, "text/plain", 10, NULL, 0, true, "a header that MQTT allows once, twice"},
+	{DLQ_HDR_RESPONSE_TOPIC, "reply/+", 7, NULL, 0, false, "a response topic holding a wildcard"},
+	{DLQ_HDR_RESPONSE_TOPIC, "reply\xFF", 6, NULL, 0, false, "a response topic holding ill-formed UTF-8"},
+	{DLQ_HDR_USER_PROPERTY, "na\0me", 5, "v", 1, false, "a user property name holding U+0000"},
+	{DLQ_HDR_USER_PROPERTY, "name\x7f", 5, "v", 1, false, "a user property name holding a control character"},
+	{DLQ_HDR_USER_PROPERTY, "name", 4, "\xC0\x80", 2, false, "a user property value holding ill-formed UTF-8"},
+	{DLQ_HDR_USER_PROPERTY, DLQ_PROP_ID, strlen(DLQ_PROP_ID), "x", 1, false,
+		"a user property with one of the plugin's own names"},
+	{DLQ_HDR_PAYLOAD_FORMAT, "\x02", 1, NULL, 0, false, "a payload format indicator other than 0 or 1"},
+	{DLQ_HDR_PAYLOAD_FORMAT, "\x01\x01", 2, NULL, 0, false, "a payload format indicator other than 0 or 1"},
+	{11 /* subscription identifier */, "\x01", 1, NULL, 0, false, "a header of a kind the plugin does not carry"},
+};
+
+static void add_refused(struct dlq_headers *h, const struct refused_header *c)
+{
+	ck_assert_int_eq(headers__add(h, DLQ_HDR_PAYLOAD_FORMAT, "\x01", 1, NULL, 0), 0);
+	for(int i = 0; i < (c->twice ? 2 : 1); i++){
+		ck_assert_int_eq(headers__add(h, c->kind, c->a, c->a_len, c->b, c->b_len), 0);
+	}
+}
+
+/* Decodes data into a fresh b and checks that it stopped, as at any damage,
+ * at the entry at offset at, naming what of it and problem. */
+static void expect_refused(const uint8_t *data, size_t len, bool journal, size_t at, const char *what,
+		const char *problem)
+{
+	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	struct state_report rep;
+	memset(&rep, 0, sizeof(rep));
+	if(journal){
+		ck_assert_int_eq(state__decode_journal(&b, data, len, fake.now_ms, fake.wall_ms, &rep), 0);
+	}else{
+		ck_assert_int_eq(state__decode_snapshot(&b, data, len, fake.now_ms, fake.wall_ms, &rep), 0);
+	}
+	ck_assert_msg(rep.damaged, "%s: restored", problem);
+	ck_assert_uint_eq(rep.damaged_at, at);
+	char expected[160];
+	snprintf(expected, sizeof(expected), "%s with %s at byte %zu", what, problem, at);
+	ck_assert_msg(strstr(rep.problem, expected) != NULL, "problem \"%s\" lacks \"%s\"", rep.problem, expected);
+}
+
+START_TEST(a_record_with_headers_mqtt_refuses_is_damage)
+{
+	for(size_t i = 0; i < ARRAY_LEN(refused_headers); i++){
+		const struct refused_header *c = &refused_headers[i];
+		struct dlq_headers h = {0};
+		add_refused(&h, c);
+		init(&a, &a_live, standard, ARRAY_LEN(standard));
+		char good[DLQ_ID_LEN + 1], bad[DLQ_ID_LEN + 1];
+		track(&a, "numbers", "good", 1, &original, good);
+		track(&a, "numbers", "bad", 1, &h, bad);
+		headers__free(&buf);
+		ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
+		fini(&a, &a_live);
+		struct entry_info ent[8];
+		ck_assert_uint_eq(entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent)), 3);
+
+		expect_refused(buf.data, buf.len, false, ent[1].at, "a NACKable delivery", c->problem);
+		/* What came before is restored and works; the refused record is
+		 * unknown, so nothing is ever made of it. */
+		ck_assert_uint_eq(b.ledger.count, 1);
+		ck_assert_int_eq(nack(&b, bad, "sub1", false), DLQ_NACK_UNKNOWN_ID);
+		ck_assert_int_eq(nack(&b, good, "sub1", false), DLQ_NACK_RETRIED);
+		ck_assert_uint_eq(fake.publish_count, 1);
+		ck_assert_str_eq(hdr(0, "trace"), "t-1");
+		fini(&b, &b_live);
+		fake_reset();
+		headers__free(&h);
+	}
+}
+END_TEST
+
+START_TEST(headers_a_client_may_send_are_restored)
+{
+	/* Nothing lost: the edges of what the broker lets a publisher send
+	 * come back, and go out in the copy. */
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(headers__add(&h, DLQ_HDR_PAYLOAD_FORMAT, "\x00", 1, NULL, 0), 0);
+	ck_assert_int_eq(headers__add(&h, DLQ_HDR_CONTENT_TYPE, "", 0, NULL, 0), 0);
+	ck_assert_int_eq(headers__add(&h, DLQ_HDR_RESPONSE_TOPIC, "reply/\xC3\xA9t\xC3\xA9", 11, NULL, 0), 0);
+	ck_assert_int_eq(headers__add(&h, DLQ_HDR_CORRELATION_DATA, "\0\xFF\x01", 3, NULL, 0), 0);
+	ck_assert_int_eq(headers__add(&h, DLQ_HDR_USER_PROPERTY, "", 0, "", 0), 0);
+	ck_assert_int_eq(headers__add_user(&h, "\xF0\x9F\x90\x9F", "\xE2\x82\xAC 5"), 0);
+	ck_assert_int_eq(headers__add_user(&h, "dead-lettered", "no"), 0); /* not a reserved name */
+	init(&a, &a_live, standard, ARRAY_LEN(standard));
+	char id[DLQ_ID_LEN + 1];
+	track(&a, "numbers", "edges", 1, &h, id);
+	ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
+	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	struct state_report rep;
+	decode(&b, buf.data, buf.len, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(rep.records, 1);
+	ck_assert_int_eq(nack(&b, id, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	ck_assert_uint_ge(pub(0)->headers_len, h.len);
+	ck_assert_mem_eq(pub(0)->headers, h.data, h.len);
+	ck_assert_str_eq(hdr(0, "\xF0\x9F\x90\x9F"), "\xE2\x82\xAC 5");
+	headers__free(&h);
+}
+END_TEST
+
+/* An envelope whose strings become properties (envelope__headers). */
+struct refused_envelope {
+	enum dlq_envelope_kind kind;
+	const char *target_client, *filter, *reason, *client, *content_type;
+	const char *problem;
+};
+
+static const struct refused_envelope refused_envelopes[] = {
+	{DLQ_ENV_DEAD_LETTER, NULL, "+/aler\xFFts/#", "why", "sub1", "text", "a policy filter that is not a topic filter"},
+	{DLQ_ENV_DEAD_LETTER, NULL, "numbers/+/x+", "why", "sub1", "text", "a policy filter that is not a topic filter"},
+	{DLQ_ENV_DEAD_LETTER, NULL, "numbers", "why\x01", "sub1", "text", "a reason holding a control character"},
+	{DLQ_ENV_DEAD_LETTER, NULL, "numbers", "why", "sub\xC3", "text", "a NACKing client id holding ill-formed UTF-8"},
+	{DLQ_ENV_DEAD_LETTER, NULL, "numbers", "why", "sub1", "te\xFFxt", "a content type holding ill-formed UTF-8"},
+	{DLQ_ENV_RETRY_COPY, "sub\xEF\xB7\x90", "numbers", NULL, "sub1", "text",
+		"a target client id holding a non-character"},
+	{DLQ_ENV_RETRY_COPY, "sub1", "num\xED\xA0\x80", NULL, "sub1", "text", "a policy filter that is not a topic filter"},
+};
+
+START_TEST(an_envelope_with_strings_mqtt_refuses_is_damage)
+{
+	for(size_t i = 0; i < ARRAY_LEN(refused_envelopes); i++){
+		const struct refused_envelope *c = &refused_envelopes[i];
+		struct dlq_headers h = {0}, j = {0};
+		ck_assert_int_eq(headers__add(&h, DLQ_HDR_CONTENT_TYPE, c->content_type, strlen(c->content_type), NULL, 0), 0);
+		struct dlq_envelope *good = dead_letter(5, "good");
+		struct dlq_envelope *bad = envelope__new(c->kind, c->target_client, "numbers", "numbers", c->filter,
+				"dead/numbers", c->reason, c->client, "bad", 3, h.data, (uint32_t)h.len);
+		ck_assert_ptr_nonnull(bad);
+		bad->seq = 6;
+		struct dlq_envelope *after = dead_letter(7, "after");
+		ck_assert_int_eq(state__encode_journal_header(&j), 0);
+		ck_assert_int_eq(state__encode_add(good, fake.now_ms, fake.wall_ms, &j), 0);
+		size_t at = j.len;
+		ck_assert_int_eq(state__encode_add(bad, fake.now_ms, fake.wall_ms, &j), 0);
+		ck_assert_int_eq(state__encode_add(after, fake.now_ms, fake.wall_ms, &j), 0);
+
+		expect_refused(j.data, j.len, true, at, "a retry copy or dead letter", c->problem);
+		ck_assert_ptr_nonnull(find_seq(&b, 5, NULL));
+		ck_assert_ptr_null(find_seq(&b, 6, NULL));
+		ck_assert_ptr_null(find_seq(&b, 7, NULL));
+		dlq__client_gone(&b, "sub1");
+		dlq__tick(&b);
+		ck_assert_uint_eq(fake.publish_count, 1);
+		ck_assert_str_eq(hdr(0, DLQ_PROP_DEAD_LETTER_REASON), "why not");
+		fini(&b, &b_live);
+		fake_reset();
+		envelope__free(good);
+		envelope__free(bad);
+		envelope__free(after);
+		headers__free(&h);
+		headers__free(&j);
+	}
+}
+END_TEST
+
+START_TEST(a_client_id_mqtt_refuses_is_damage)
+{
+	/* A nacker can become a dead letter's dead-letter-client (a held copy's
+	 * client leaving), so it must be text too: in a record, in a NACK and
+	 * in a hold. */
+	init(&a, &a_live, standard, ARRAY_LEN(standard));
+	char x[DLQ_ID_LEN + 1], y[DLQ_ID_LEN + 1];
+	track(&a, "numbers", "x", 1, NULL, x);
+	track(&a, "numbers", "y", 1, NULL, y);
+	ck_assert_int_eq(ledger__add_nacker(&a.ledger, find(&a, y), "sub\x02"), 0);
+	ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
+	struct entry_info ent[8];
+	ck_assert_uint_eq(entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent)), 3);
+	expect_refused(buf.data, buf.len, false, ent[1].at, "a NACKable delivery", "a client id holding a control character");
+	ck_assert_ptr_nonnull(find(&b, x));
+	ck_assert_ptr_null(find(&b, y));
+	fini(&b, &b_live);
+
+	struct dlq_headers j = {0};
+	const struct dlq_record *rx = find(&a, x);
+	ck_assert_int_eq(state__encode_journal_header(&j), 0);
+	ck_assert_int_eq(state__encode_record(rx, fake.now_ms, fake.wall_ms, &j), 0);
+	size_t at = j.len;
+	ck_assert_int_eq(state__encode_nacker(rx, "sub\xFF", &j), 0);
+	expect_refused(j.data, j.len, true, at, "a NACK", "a client id holding ill-formed UTF-8");
+	ck_assert_ptr_null(find(&b, x)->nackers);
+	fini(&b, &b_live);
+
+	j.len = at;
+	ck_assert_int_eq(state__encode_hold(rx, "sub\xC2", &j), 0);
+	expect_refused(j.data, j.len, true, at, "a held copy", "a client id holding ill-formed UTF-8");
+	ck_assert_uint_eq(b.holds.records, 0);
+	headers__free(&j);
+}
+END_TEST
+
 /* ---- files ------------------------------------------------------------- */
 
 static void path_in_dir(char *out, size_t size, const char *name)
@@ -1166,6 +1384,14 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, an_entry_of_the_wrong_kind_is_damage);
 	tcase_add_test(tc, data_after_the_end_is_damage);
 	tcase_add_test(tc, an_entry_missing_from_the_middle_is_damage);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("content");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_record_with_headers_mqtt_refuses_is_damage);
+	tcase_add_test(tc, headers_a_client_may_send_are_restored);
+	tcase_add_test(tc, an_envelope_with_strings_mqtt_refuses_is_damage);
+	tcase_add_test(tc, a_client_id_mqtt_refuses_is_damage);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("journal");
