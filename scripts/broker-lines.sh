@@ -51,6 +51,15 @@ broker_chroot() {
 		shift
 	done
 	shift
+	# npm (the JavaScript worker's test) must trust what the host trusts:
+	# a machine behind a TLS-inspecting proxy has its CA only in its own
+	# bundle, not in the root's. The host's bundle goes into the root as
+	# extra certificates for Node.js, beside the root's own.
+	local ca=${NODE_EXTRA_CA_CERTS:-/etc/ssl/certs/ca-certificates.crt}
+	if [ -f "$ca" ]; then
+		install -D -m 0644 "$ca" "$BROKER_ROOT/etc/ssl/mosquitto-dlq-host-ca.crt"
+		envv+=(NODE_EXTRA_CA_CERTS=/etc/ssl/mosquitto-dlq-host-ca.crt)
+	fi
 	chroot "$BROKER_ROOT" /usr/bin/env -i "${envv[@]}" /bin/bash -c 'cd "$1" && shift && exec "$@"' \
 		broker_chroot "$PWD" "$@"
 }
