@@ -50,6 +50,23 @@ static void scan_line(struct broker_facts *f, char *line, char *incdir, size_t i
 		if(brokerconf__is_acl_file_plugin(value)) f->acl_file = true;
 		return;
 	}
+	if(!strcmp(key, "persistence_location")){
+		snprintf(f->persistence_location, sizeof(f->persistence_location), "%s", value);
+		return;
+	}
+	if(!strcmp(key, "persistence_file")){
+		snprintf(f->persistence_file, sizeof(f->persistence_file), "%s", value);
+		return;
+	}
+	if(!strcmp(key, "autosave_interval")){
+		/* The broker refuses a value that is not a number; a negative
+		 * one it treats as "never", as 0. */
+		char *end = NULL;
+		errno = 0;
+		long v = strtol(value, &end, 10);
+		if(end != value && errno == 0) f->autosave_interval = v > 0 ? v : 0;
+		return;
+	}
 	/* Booleans are the first word, "true"/"1" or "false"/"0", as
 	 * Mosquitto's conf__parse_bool reads them; anything else is left
 	 * alone (the broker refuses such a file anyway). */
@@ -66,6 +83,13 @@ static void scan_line(struct broker_facts *f, char *line, char *incdir, size_t i
 	}
 }
 
+/* The broker's defaults for what no line sets. */
+static void defaults(struct broker_facts *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->autosave_interval = 1800;
+}
+
 static void scan(struct broker_facts *f, char *text, char *incdir, size_t incdir_size)
 {
 	char *save = NULL;
@@ -76,6 +100,7 @@ static void scan(struct broker_facts *f, char *text, char *incdir, size_t incdir
 
 void brokerconf__scan_text(struct broker_facts *f, const char *text)
 {
+	defaults(f);
 	char *copy = strdup(text);
 	if(copy == NULL) return;
 	scan(f, copy, NULL, 0);
@@ -236,10 +261,19 @@ void brokerconf__check_redelivery_v21(const struct broker_facts *f, int self, ch
 	}
 }
 
+bool brokerconf__db_path(const struct broker_facts *f, char *out, size_t size)
+{
+	if(!f->persistence) return false;
+	const char *file = f->persistence_file[0] ? f->persistence_file : "mosquitto.db";
+	int n = f->persistence_location[0] ? snprintf(out, size, "%s/%s", f->persistence_location, file)
+			: snprintf(out, size, "%s", file);
+	return n > 0 && (size_t)n < size;
+}
+
 void brokerconf__read(struct broker_facts *f)
 {
 	char incdir[4096] = "";
-	memset(f, 0, sizeof(*f));
+	defaults(f);
 	if(!config_path(f->path, sizeof(f->path))) return;
 	char *text = slurp(f->path, NULL);
 	if(text == NULL) return;

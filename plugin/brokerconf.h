@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * What the plugin needs to know of the broker's own configuration and cannot
- * ask the 2.0.11 plugin API: whether sessions survive a restart (persistence)
- * and whether the broker sends plugins TICK events (not with
- * per_listener_settings). Read from the configuration file the broker was
+ * ask the 2.0.11 plugin API: whether sessions survive a restart (persistence),
+ * where and how often the broker saves its database (persistence_location,
+ * persistence_file, autosave_interval), and whether the broker sends plugins
+ * TICK events (not with per_listener_settings). Read from the configuration file the broker was
  * started with (-c on its command line), following include_dir.
  */
 #ifndef DLQ_BROKERCONF_H
@@ -18,6 +19,9 @@ struct broker_facts {
 	bool known;                 /* a configuration file was found and read */
 	bool persistence;
 	bool per_listener_settings;
+	char persistence_location[4096]; /* "" when not set */
+	char persistence_file[1024];     /* "" when not set: mosquitto.db */
+	long autosave_interval;     /* seconds (or changes, with autosave_on_changes); 0: only at shutdown */
 	bool acl_file;              /* an acl_file line, or 2.1's acl-file plugin: the broker's own ACL check */
 	unsigned plugin_count;      /* plugin and auth_plugin lines, this plugin's included */
 	char plugins[BROKERCONF_MAX_PLUGINS][1024]; /* their paths, in load order (the first ones) */
@@ -55,9 +59,14 @@ bool brokerconf__is_password_file_plugin(const char *path);
  * resolving both), or -1. */
 int brokerconf__plugin_index(const struct broker_facts *f, const char *path);
 
+/* The broker's database file, as Mosquitto joins persistence_location and
+ * persistence_file ("<location>/<file>", or the file alone), into out.
+ * Returns false when the broker does not persist or the path does not fit. */
+bool brokerconf__db_path(const struct broker_facts *f, char *out, size_t size);
+
 /* Fills *f from the running broker's configuration. Never fails: when the
  * file cannot be found, known is false and the facts are the broker's
- * defaults (both false). */
+ * defaults (no persistence, autosave_interval 1800). */
 void brokerconf__read(struct broker_facts *f);
 
 /* Reads the facts from one configuration text, include_dir not followed

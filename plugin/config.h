@@ -45,6 +45,7 @@ struct dlq_config {
 	 * not options. */
 	bool broker_persistence;          /* persistence true: sessions survive a restart */
 	bool per_listener_settings;       /* the broker sends no TICK events */
+	char *broker_db_path;             /* owned: the broker's database file, when it autosaves; else NULL */
 };
 
 /* Parses every option (in order) into *out, reading plugin_opt_policy_file

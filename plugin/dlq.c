@@ -64,6 +64,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 	d->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
 	outbox__init(&d->outbox);
+	unsaved__init(&d->unsaved);
 	schedule__init(&d->delayed);
 	idgen__init(&d->idgen);
 	d->next_seq = 1;
@@ -426,13 +427,7 @@ void dlq__tick(struct dlq *d)
 
 	/* What was accepted before the previous tick was taken by the broker
 	 * at the top of this loop pass. */
-	if(d->outbox.settling.count){
-		for(const struct dlq_envelope *e = d->outbox.settling.head; e; e = e->next){
-			persist__note_remove(d, e->seq);
-		}
-		outbox__free_list(&d->outbox, &d->outbox.settling);
-		d->changes++;
-	}
+	engine__settle_taken(d, now);
 	ledger__expire(&d->ledger, now, d->cfg.nack_window_ms);
 
 	struct dlq_envelope *e;
@@ -521,6 +516,9 @@ void dlq__cleanup(struct dlq *d)
 	 * store before it unloads plugins, and never again processes what a
 	 * plugin queues (src/mosquitto.c). So what is owed is saved, or, with
 	 * no state file, reported. */
+	/* What the broker took is in the database it saved before it unloads
+	 * plugins (src/mosquitto.c): the final snapshot need not keep it. */
+	unsaved__cleanup(&d->unsaved);
 	size_t owed = persist__close(d);
 	if(owed){
 		port__log(DLQ_LOG_ERR, "%zu retry copies or dead letters the broker had not accepted are lost at shutdown", owed);

@@ -22,6 +22,7 @@
 #include "redelivery.h"
 #include "schedule.h"
 #include "systopics.h"
+#include "unsaved.h"
 
 struct dlq_counters {
 	uint64_t tracked;          /* inbound publishes stamped */
@@ -43,6 +44,7 @@ struct dlq {
 	struct dlq_config cfg;    /* owned */
 	struct dlq_ledger ledger; /* owned */
 	struct dlq_outbox outbox; /* owned */
+	struct dlq_unsaved unsaved; /* owned: what the broker took and has not saved yet */
 	struct dlq_schedule delayed; /* owned: retry copies waiting for their delay */
 	struct dlq_idgen idgen;
 	uint64_t next_seq;        /* envelope sequence numbers */

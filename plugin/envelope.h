@@ -50,6 +50,7 @@ struct dlq_envelope {
 	size_t heap_index;          /* slot in the schedule while delayed */
 	int64_t first_nack_ms;      /* wall clock of the chain's first NACK */
 	uint64_t delay_ms;          /* retry copies: how long it was held back (0: not at all) */
+	uint64_t broker_saves;      /* taken by the broker: its database saves seen by then (unsaved.h) */
 	bool target_persists;       /* the target client's session outlives its connection */
 	bool recorded;              /* retry copies: its ledger record was made */
 	char data[];

@@ -211,6 +211,23 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	if(warn[0]) port__log(DLQ_LOG_WARNING, "%s", warn);
 	cfg.broker_persistence = facts.persistence;
 	cfg.per_listener_settings = no_tick;
+	if(cfg.state_file && cfg.state_save_on_change && facts.persistence){
+		char db[8192];
+		if(facts.autosave_interval == 0){
+			port__log(DLQ_LOG_WARNING, "plugin_opt_state_save_on_change is set but the broker's autosave_interval is 0 "
+					"(in %s): it saves its database only at shutdown, so a SIGKILL loses every retry copy and dead "
+					"letter it had taken and not yet delivered", facts.path);
+		}else if(brokerconf__db_path(&facts, db, sizeof(db))){
+			cfg.broker_db_path = strdup(db);
+			if(cfg.broker_db_path == NULL){
+				port__log(DLQ_LOG_ERR, "could not start: out of memory");
+				rc = ENOMEM;
+				goto refuse_config;
+			}
+			port__log(DLQ_LOG_NOTICE, "retry copies and dead letters the broker takes are kept in the state file "
+					"until the broker saves its database %s (autosave_interval %ld)", db, facts.autosave_interval);
+		}
+	}
 	if(cfg.state_file && !facts.persistence){
 		port__log(DLQ_LOG_WARNING, "plugin_opt_state_file is set but the broker runs without persistence%s%s: "
 				"retry copies for one subscriber cannot outlive a restart and are dead-lettered then",

@@ -192,13 +192,14 @@ int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_
 	}
 	if(encode_list(&d->outbox.owed, mono_now, wall_now, out)
 			|| encode_list(&d->outbox.sent, mono_now, wall_now, out)
-			|| encode_list(&d->outbox.settling, mono_now, wall_now, out)){
+			|| encode_list(&d->outbox.settling, mono_now, wall_now, out)
+			|| encode_list(&d->unsaved.list, mono_now, wall_now, out)){
 		return ENOMEM;
 	}
 	for(size_t i = 0; i < d->delayed.count; i++){
 		if(state__encode_add(d->delayed.heap[i], mono_now, wall_now, out)) return ENOMEM;
 	}
-	uint64_t entries = d->ledger.count + d->holds.records + dlq__owed_count(d);
+	uint64_t entries = d->ledger.count + d->holds.records + dlq__owed_count(d) + d->unsaved.list.count;
 	int rc;
 	size_t at = entry_begin(out, ENTRY_END, &rc);
 	if(rc == 0) rc = put_u(out, entries, 8);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Unit tests of brokerconf.c through brokerconf__scan_text: what the plugin
- * learns from the broker's mosquitto.conf (persistence, per_listener_settings)
+ * learns from the broker's mosquitto.conf (persistence, where and how often it
+ * saves, per_listener_settings)
  * must be what Mosquitto 2.0.11 itself makes of the same text: the last
  * occurrence wins, '#' lines are comments, and a boolean is "true"/"false"
  * or "1"/"0" (src/conf.c, conf__parse_bool).
@@ -223,12 +224,40 @@ START_TEST(v21_warns_only_about_an_acl_plugin_before_this_one)
 }
 END_TEST
 
+START_TEST(where_and_how_often_the_broker_saves)
+{
+	char path[256];
+	scan("");
+	ck_assert_int_eq(f.autosave_interval, 1800);
+	ck_assert(!brokerconf__db_path(&f, path, sizeof(path)));
+	scan("persistence true\n");
+	ck_assert(brokerconf__db_path(&f, path, sizeof(path)));
+	ck_assert_str_eq(path, "mosquitto.db");
+	/* Joined with a slash as 2.0.11, 2.0.21 and 2.1.2 join them. */
+	scan("persistence true\npersistence_location /var/lib/mosquitto/\npersistence_file x.db\nautosave_interval 5\n");
+	ck_assert(brokerconf__db_path(&f, path, sizeof(path)));
+	ck_assert_str_eq(path, "/var/lib/mosquitto//x.db");
+	ck_assert_int_eq(f.autosave_interval, 5);
+	scan("persistence true\npersistence_location /data\n");
+	ck_assert(brokerconf__db_path(&f, path, sizeof(path)));
+	ck_assert_str_eq(path, "/data/mosquitto.db");
+	/* 0 and negative: only at shutdown; not a number: left alone. */
+	scan("autosave_interval 0\n");
+	ck_assert_int_eq(f.autosave_interval, 0);
+	scan("autosave_interval -3\n");
+	ck_assert_int_eq(f.autosave_interval, 0);
+	scan("autosave_interval 7\nautosave_interval x\n");
+	ck_assert_int_eq(f.autosave_interval, 7);
+}
+END_TEST
+
 static Suite *brokerconf_suite(void)
 {
 	Suite *s = suite_create("brokerconf");
 	TCase *tc = tcase_create("scan_text");
 	tcase_add_test(tc, defaults_are_false);
 	tcase_add_test(tc, persistence_true_and_false);
+	tcase_add_test(tc, where_and_how_often_the_broker_saves);
 	tcase_add_test(tc, the_last_occurrence_wins);
 	tcase_add_test(tc, comments_and_similar_keys_are_ignored);
 	tcase_add_test(tc, per_listener_settings);

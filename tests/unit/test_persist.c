@@ -8,7 +8,8 @@
  * a damaged file (or one holding properties MQTT refuses) is kept aside,
  * named in the log, and the start goes on; with
  * state_save_on_change the journal holds every change, so a crash (the files
- * as they were, no shutdown) loses nothing; snapshots follow the interval.
+ * as they were, no shutdown) loses nothing; snapshots follow the interval;
+ * what the broker took is kept until its database file is replaced.
  */
 #include <check.h>
 #include <dirent.h>
@@ -918,6 +919,135 @@ static void teardown(void)
 	fake_reset();
 }
 
+/* ---- what the broker took, until the broker saves it (unsaved.c) ------ */
+
+/* Watches a file standing for the broker's database, as plugin.c sets it
+ * up for a broker with persistence and an autosave_interval. */
+static void watch_db(char *db, size_t size)
+{
+	snprintf(db, size, "%s/mosquitto.db", dir);
+	write_all(db, "save 1", 6);
+	d.cfg.broker_db_path = strdup(db);
+	ck_assert_ptr_nonnull(d.cfg.broker_db_path);
+}
+
+/* How many envelopes a start on a crash image now would find owed. */
+static size_t owed_after_crash(void)
+{
+	char crash[200], crash_journal[220];
+	crash_image(crash, sizeof(crash));
+	snprintf(crash_journal, sizeof(crash_journal), "%s.journal", crash);
+	struct dlq replay;
+	struct state_report rep;
+	decode_files(crash, crash_journal, &rep, &replay);
+	ck_assert(!rep.damaged);
+	size_t n = envelopes(&replay);
+	dlq__cleanup(&replay);
+	return n;
+}
+
+START_TEST(a_taken_copy_is_kept_until_the_broker_saves_its_database)
+{
+	/* Issue 12: 2.0.21 queues what passes a client's in-flight window in
+	 * memory only; a SIGKILL before its next autosave lost it. */
+	start_with(on_change, 1, true);
+	char db[200], a[DLQ_ID_LEN + 1], types[64];
+	watch_db(db, sizeof(db));
+	track("numbers", "at once", a);
+	ck_assert_int_eq(nack(a, "sub1", true), DLQ_NACK_RETRIED);
+	dlq__tick(&d);
+	dlq__tick(&d);
+	dlq__tick(&d);
+	/* Taken, but not journaled as taken: a crash now gives it back. */
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "1215");
+	ck_assert_uint_eq(d.unsaved.list.count, 1);
+	ck_assert_uint_eq(owed_after_crash(), 1);
+	/* A snapshot holds it too (it folds the journal in). */
+	fake.now_ms += 120000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(owed_after_crash(), 1);
+
+	/* The broker replaced its database: it holds the copy now. */
+	write_all(db, "save 2", 6);
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.unsaved.list.count, 0);
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "3");
+	ck_assert_uint_eq(owed_after_crash(), 0);
+}
+END_TEST
+
+START_TEST(a_save_seen_when_a_copy_is_taken_does_not_count_for_it)
+{
+	start_with(on_change, 1, true);
+	char db[200], a[DLQ_ID_LEN + 1];
+	watch_db(db, sizeof(db));
+	track("numbers", "at once", a);
+	ck_assert_int_eq(nack(a, "sub1", true), DLQ_NACK_RETRIED);
+	dlq__tick(&d);
+	/* A save before the broker took the copy, seen in the tick that finds
+	 * it taken, does not hold it. */
+	write_all(db, "save 2", 6);
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.unsaved.list.count, 1);
+	write_all(db, "save 3", 6);
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.unsaved.list.count, 0);
+}
+END_TEST
+
+START_TEST(a_held_copy_and_a_broker_that_does_not_save_keep_nothing)
+{
+	start_with(on_change, 1, true);
+	char db[200], a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	watch_db(db, sizeof(db));
+	/* For a session that does not persist no broker save can carry it:
+	 * its hold dead-letters it after a restart. */
+	track("numbers", "held", a);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.unsaved.list.count, 0);
+	ck_assert_uint_eq(owed_after_crash(), 0);
+	/* No database to watch (no persistence, or autosave_interval 0). */
+	free(d.cfg.broker_db_path);
+	d.cfg.broker_db_path = NULL;
+	track("numbers", "kept", b);
+	ck_assert_int_eq(nack(b, "sub1", true), DLQ_NACK_RETRIED);
+	dlq__tick(&d);
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.unsaved.list.count, 0);
+	ck_assert_uint_eq(owed_after_crash(), 0);
+}
+END_TEST
+
+START_TEST(what_is_kept_is_bounded_and_not_saved_at_shutdown)
+{
+	start_with(on_change, 1, true);
+	char db[200], a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	watch_db(db, sizeof(db));
+	track("numbers", "first", a);
+	track("numbers", "second", b);
+	ck_assert_int_eq(nack(a, "sub1", true), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack(b, "sub1", true), DLQ_NACK_RETRIED);
+	dlq__tick(&d);
+	/* Room for one: the oldest is let go, with a warning. */
+	d.cfg.max_pending_bytes = d.outbox.settling.head->bytes + d.outbox.settling.head->next->bytes - 1;
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.unsaved.list.count, 1);
+	ck_assert(fake_logged("1 of them are no longer kept"));
+	ck_assert_uint_eq(owed_after_crash(), 1);
+	/* At shutdown the broker saves its database before it unloads the
+	 * plugin: the final snapshot keeps nothing it took. */
+	size_t before = fake.publish_count;
+	restart_with(on_change, 1, true, 1000);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, before);
+}
+END_TEST
+
 static Suite *persist_suite(void)
 {
 	Suite *s = suite_create("persist");
@@ -949,6 +1079,14 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, after_a_crash_the_journal_restores_held_copies);
 	tcase_add_test(tc, without_save_on_change_a_crash_loses_what_came_after_the_last_snapshot);
 	tcase_add_test(tc, a_snapshot_is_saved_after_the_interval_when_something_changed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("broker saves");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_taken_copy_is_kept_until_the_broker_saves_its_database);
+	tcase_add_test(tc, a_save_seen_when_a_copy_is_taken_does_not_count_for_it);
+	tcase_add_test(tc, a_held_copy_and_a_broker_that_does_not_save_keep_nothing);
+	tcase_add_test(tc, what_is_kept_is_bounded_and_not_saved_at_shutdown);
 	suite_add_tcase(s, tc);
 	return s;
 }
