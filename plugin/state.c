@@ -563,7 +563,10 @@ static void damaged(struct state_report *rep, size_t at, const char *what)
 {
 	rep->damaged = true;
 	rep->damaged_at = at;
-	snprintf(rep->problem, sizeof(rep->problem), "%s at byte %zu", what, at);
+	/* A long description is cut; the problem is still named first. */
+	if(snprintf(rep->problem, sizeof(rep->problem), "%s at byte %zu", what, at) >= (int)sizeof(rep->problem)){
+		rep->problem[sizeof(rep->problem) - 1] = '\0';
+	}
 }
 
 /* Walks the entries after a header, calling the decoder of each type

@@ -45,7 +45,7 @@
  * drop their connection. (A header list that is not well formed is refused
  * since aba6eb6: regressions/state_journal/malformed-headers; header strings
  * and envelope strings that are not MQTT text since state_check.c:
- * regressions/state_snapshot/record-*, regressions/state_journal/*-copy-*.) */
+ * the regressions named record-... under state_snapshot and ...-copy-... under state_journal.) */
 #define FUZZ_KNOWN_STATE_NOT_VALIDATED 0
 
 /* state.c decodes an empty origin topic, reason, client or filter of an
