@@ -102,12 +102,28 @@ provision_extracted() {
 # 2.1: a Debian testing root with the broker, its headers and a compiler.
 provision_chroot() {
 	local line=$1 root=$store/$1
-	[ -f "$root/.provisioned" ] && return 0
+	# Everything the build and the tests need is installed when the root is
+	# made: install-deps.sh's list, node and npm included (a root never has
+	# them from elsewhere); a root made from another list is made again.
+	# debootstrap installs the base (its resolver cannot take npm's
+	# dependencies), apt-get in the root the rest. The testing archive a
+	# machine reaches may be a snapshot whose Release file has passed its
+	# Valid-Until date: apt-get is told to accept it, in the root only.
+	# shellcheck source=scripts/install-deps.sh
+	. "$here/scripts/install-deps.sh"
+	local wanted=("${DLQ_PACKAGES[@]}") p
+	for p in "${DLQ_COMMANDS[@]}"; do
+		wanted+=("${p#*:}")
+	done
+	local include
+	include=$(IFS=,; echo "${wanted[*]}")
+	if [ -f "$root/.provisioned" ] && [ "$(sed -n 2p "$root/.provisioned")" = "$include" ]; then
+		return 0
+	fi
 	[ "$(id -u)" -eq 0 ] || die "provisioning $line needs root (debootstrap, chroot)"
 	if ! command -v debootstrap >/dev/null; then
-		# shellcheck source=scripts/install-deps.sh
-		. "$here/scripts/install-deps.sh"
 		DLQ_PACKAGES=(debootstrap)
+		DLQ_COMMANDS=()
 		install_missing_packages brokers.sh >&2
 	fi
 	echo "== provisioning mosquitto $line into $root (debootstrap of Debian testing; a few minutes)" >&2
@@ -124,10 +140,18 @@ provision_chroot() {
 		tail -20 "$log" >&2
 		die "debootstrap failed; its log: $log"
 	fi
+	local apt=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive apt-get
+		-o Acquire::Check-Valid-Until=false)
+	if ! { chroot "$root" "${apt[@]}" update && chroot "$root" "${apt[@]}" install -y --no-install-recommends \
+			"${wanted[@]}"; } >>"$log" 2>&1 </dev/null; then
+		tail -20 "$log" >&2
+		die "installing the build's packages in the root failed; its log: $log"
+	fi
+	chroot "$root" apt-get clean
 	local v
 	v=$(chroot "$root" dpkg-query -W -f='${Version}' mosquitto)
 	[ "$(line_of "$v")" = "$line" ] || die "Debian testing has mosquitto $v, not $line"
-	echo "$v" >"$root/.provisioned"
+	printf '%s\n%s\n' "$v" "$include" >"$root/.provisioned"
 }
 
 # The folders the tests use, at the same paths inside the root as outside:
