@@ -43,9 +43,11 @@ void flood_publish_at(const char *file, int line, struct flood *f, const char *t
 		const void *payload, int len, int qos);
 
 /* Publishes a QoS 1 marker (to a topic of its own) after everything queued
- * so far and waits for its PUBACK: the broker reads a connection's packets
- * in order, so it has then handled every publish before the marker. Fails
- * the test after timeout_ms. */
+ * so far and waits until every publish queued has been written (QoS 0) or
+ * acknowledged (QoS 1 and 2), the marker included: the broker reads a
+ * connection's packets in order, so it has then handled every publish
+ * before the marker. Fails the test after timeout_ms, or when publishes
+ * were lost with the connection (libmosquitto drops unsent QoS 0 ones). */
 #define flood_drain(f, timeout_ms) flood_drain_at(__FILE__, __LINE__, (f), (timeout_ms))
 void flood_drain_at(const char *file, int line, struct flood *f, int timeout_ms);
 

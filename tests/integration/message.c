@@ -48,7 +48,9 @@ struct it_msg *msg__decode(const struct mosquitto_message *mm, const mosquitto_p
 	m->at_ms = it_now_ms();
 	/* The properties are decoded here rather than kept with
 	 * mosquitto_property_copy_all: libmosquitto 2.0.11's copy_all crashes on
-	 * a user property with an empty value (it strdup()s a NULL). */
+	 * a user property with an empty value (it strdup()s a NULL). An empty
+	 * string is kept as "" whichever library read it: 2.0's readers give
+	 * "", 2.1's NULL. */
 	size_t nuser = 0;
 	for(const mosquitto_property *p = props; p; p = mosquitto_property_next(p)){
 		if(mosquitto_property_identifier(p) == MQTT_PROP_USER_PROPERTY){
@@ -68,19 +70,23 @@ struct it_msg *msg__decode(const struct mosquitto_message *mm, const mosquitto_p
 		switch(id){
 		case MQTT_PROP_USER_PROPERTY:
 			mosquitto_property_read_string_pair(p, id, &name, &value, false);
-			m->users[m->nusers].name = name;
-			m->users[m->nusers].value = value;
+			m->users[m->nusers].name = name ? name : harness__xstrdup("");
+			m->users[m->nusers].value = value ? value : harness__xstrdup("");
 			m->nusers++;
 			break;
 		case MQTT_PROP_CONTENT_TYPE:
 			free(m->content_type);
 			m->content_type = NULL;
-			mosquitto_property_read_string(p, id, &m->content_type, false);
+			if(mosquitto_property_read_string(p, id, &m->content_type, false) && !m->content_type){
+				m->content_type = harness__xstrdup("");
+			}
 			break;
 		case MQTT_PROP_RESPONSE_TOPIC:
 			free(m->response_topic);
 			m->response_topic = NULL;
-			mosquitto_property_read_string(p, id, &m->response_topic, false);
+			if(mosquitto_property_read_string(p, id, &m->response_topic, false) && !m->response_topic){
+				m->response_topic = harness__xstrdup("");
+			}
 			break;
 		case MQTT_PROP_CORRELATION_DATA:
 			free(m->correlation);
@@ -160,8 +166,9 @@ const char *props_user(const mosquitto_property *props, const char *name, char *
 				|| !mosquitto_property_read_string_pair(p, MQTT_PROP_USER_PROPERTY, &k, &v, false)){
 			continue;
 		}
-		bool match = !strcmp(k, name);
-		if(match) snprintf(buf, size, "%s", v);
+		/* 2.1's libmosquitto gives NULL for an empty name or value. */
+		bool match = !strcmp(k ? k : "", name);
+		if(match) snprintf(buf, size, "%s", v ? v : "");
 		free(k);
 		free(v);
 		if(match) return buf;

@@ -124,6 +124,14 @@ START_TEST(no_properties_make_no_headers)
 }
 END_TEST
 
+/* The rebuilt list is read back with the libmosquitto the tests link:
+ * 2.0's gives "" for an empty string, 2.1's NULL (a string of length 0;
+ * MQTT has no absent name or value in a pair). */
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
 START_TEST(headers_become_the_same_properties_again)
 {
 	build_publish_properties();
@@ -176,8 +184,8 @@ START_TEST(headers_become_the_same_properties_again)
 		ck_assert_ptr_nonnull(p);
 		ck_assert_int_eq(mosquitto_property_identifier(p), MQTT_PROP_USER_PROPERTY);
 		ck_assert_ptr_nonnull(mosquitto_property_read_string_pair(p, MQTT_PROP_USER_PROPERTY, &name, &s, false));
-		ck_assert_str_eq(name, users2[i][0]);
-		ck_assert_str_eq(s, users2[i][1]);
+		ck_assert_str_eq(or_empty(name), users2[i][0]);
+		ck_assert_str_eq(or_empty(s), users2[i][1]);
 		free(name);
 		free(s);
 	}
