@@ -180,17 +180,21 @@ int adapter__tick(int event, void *event_data, void *userdata)
 	return MOSQ_ERR_SUCCESS;
 }
 
+void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client)
+{
+	dlq__event(&pl->engine);
+	const char *id = mosquitto_client_id(client);
+	if(id == NULL) return;
+	dlq__client_left(&pl->engine, id, (uintptr_t)client);
+	dlq__client_gone(&pl->engine, id);
+}
+
 int adapter__disconnect(int event, void *event_data, void *userdata)
 {
 	struct mosquitto_evt_disconnect *ed = event_data;
-	struct dlq_plugin *pl = userdata;
 	(void)event;
 
-	dlq__event(&pl->engine);
-	const char *client = mosquitto_client_id(ed->client);
-	if(client == NULL) return MOSQ_ERR_SUCCESS;
-	dlq__client_left(&pl->engine, client, (uintptr_t)ed->client);
-	dlq__client_gone(&pl->engine, client);
+	adapter__connection_ended(userdata, ed->client);
 	return MOSQ_ERR_SUCCESS;
 }
 

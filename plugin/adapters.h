@@ -27,6 +27,9 @@ struct dlq_plugin {
 int adapter__message(int event, void *event_data, void *userdata);
 int adapter__control(int event, void *event_data, void *userdata);
 int adapter__tick(int event, void *event_data, void *userdata);
+/* A client's connection ended (2.0's DISCONNECT; 2.1's DISCONNECT or
+ * CLIENT_OFFLINE): the engine is told, once, with the client's id. */
+void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client);
 int adapter__disconnect(int event, void *event_data, void *userdata);
 int adapter__reload(int event, void *event_data, void *userdata);
 /* Registered only with plugin_opt_redelivery_tracking defer or allow: the

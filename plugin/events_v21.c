@@ -15,13 +15,8 @@
 int adapter__client_offline_v21(int event, void *event_data, void *userdata)
 {
 	struct dlq_evt_client_offline *ed = event_data;
-	struct dlq_plugin *pl = userdata;
 	(void)event;
 
-	dlq__event(&pl->engine);
-	const char *client = mosquitto_client_id(ed->client);
-	if(client == NULL) return MOSQ_ERR_SUCCESS;
-	dlq__client_left(&pl->engine, client, (uintptr_t)ed->client);
-	dlq__client_gone(&pl->engine, client);
+	adapter__connection_ended(userdata, ed->client);
 	return MOSQ_ERR_SUCCESS;
 }
