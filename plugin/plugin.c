@@ -175,8 +175,8 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		/* Without the read functions, every copy and dead letter would
 		 * lose its publisher's properties (correlation data, response
 		 * topic, user properties) and a NACK its reason and delay: not
-		 * the plugin's contract, so it does not start (README, "Broker
-		 * versions"). */
+		 * the plugin's contract, so it does not start (README, "Supported
+		 * brokers"). */
 		port__log(DLQ_LOG_ERR, "could not start: %s", err);
 		goto refuse_config;
 	}
