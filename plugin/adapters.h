@@ -38,5 +38,8 @@ int adapter__acl_check_v20(int event, void *event_data, void *userdata);
 int adapter__acl_check_v21(int event, void *event_data, void *userdata);
 /* 2.1 only (events_v21.c): a client with a lasting session went offline. */
 int adapter__client_offline_v21(int event, void *event_data, void *userdata);
+/* 2.1 only (events_v21.c): a client subscribed; one without MQTT 5 to a
+ * tracked filter is reported (dlq__subscribed_without_nack). */
+int adapter__subscribe_v21(int event, void *event_data, void *userdata);
 
 #endif

@@ -146,6 +146,7 @@ int broker_caps__probe(struct broker_caps *c, mosquitto_plugin_id_t *identifier,
 	c->evt_connect = event_registers(identifier, DLQ_MOSQ_EVT_CONNECT);
 	c->evt_message_out = event_registers(identifier, DLQ_MOSQ_EVT_MESSAGE_OUT);
 	c->evt_client_offline = event_registers(identifier, DLQ_MOSQ_EVT_CLIENT_OFFLINE);
+	c->evt_subscribe = event_registers(identifier, DLQ_MOSQ_EVT_SUBSCRIBE);
 	c->line = c->set_info || c->evt_message_out ? BROKER_LINE_21 : BROKER_LINE_20;
 
 	if(reader_from_broker(c, broker)) return 0;
@@ -171,13 +172,13 @@ void broker_caps__describe(const struct broker_caps *c, char *buf, size_t size)
 	}else{
 		snprintf(source, sizeof(source), "the broker");
 	}
-	bool any = c->evt_connect || c->evt_message_out || c->evt_client_offline;
+	bool any = c->evt_connect || c->evt_message_out || c->evt_client_offline || c->evt_subscribe;
 	snprintf(buf, size, "broker: Mosquitto %s line (%s); property reading: %s; mosquitto_acl_check: %s; "
-			"2.1 events: %s%s%s%s",
+			"2.1 events: %s%s%s%s%s",
 			c->line == BROKER_LINE_21 ? "2.1" : "2.0", why, source, c->acl_check ? "yes" : "no",
 			any ? "" : "none",
 			c->evt_connect ? "CONNECT " : "", c->evt_message_out ? "MESSAGE_OUT " : "",
-			c->evt_client_offline ? "CLIENT_OFFLINE" : "");
+			c->evt_subscribe ? "SUBSCRIBE " : "", c->evt_client_offline ? "CLIENT_OFFLINE" : "");
 	size_t n = strlen(buf);
 	if(n && buf[n - 1] == ' ') buf[n - 1] = '\0';
 }

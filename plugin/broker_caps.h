@@ -42,6 +42,7 @@ struct broker_caps {
 	bool evt_connect;
 	bool evt_message_out;
 	bool evt_client_offline;
+	bool evt_subscribe;
 	/* In the broker executable, or NULL. The broker's access check, which
 	 * the plugin API does not declare (2.0.11 and 2.1 export it, 2.0.21
 	 * does not): NACKs are checked against it. Its signature is the

@@ -9,11 +9,14 @@
 #ifndef DLQ_BROKER_V21_H
 #define DLQ_BROKER_V21_H
 
+#include <stdint.h>
+
 #include <mosquitto.h>
 
 #if LIBMOSQUITTO_VERSION_NUMBER >= 2001000
 #  define DLQ_MOSQ_ERR_PLUGIN_IGNORE MOSQ_ERR_PLUGIN_IGNORE
 #  define DLQ_MOSQ_EVT_CONNECT MOSQ_EVT_CONNECT
+#  define DLQ_MOSQ_EVT_SUBSCRIBE MOSQ_EVT_SUBSCRIBE
 #  define DLQ_MOSQ_EVT_MESSAGE_OUT MOSQ_EVT_MESSAGE_OUT
 #  define DLQ_MOSQ_EVT_CLIENT_OFFLINE MOSQ_EVT_CLIENT_OFFLINE
 #else
@@ -22,6 +25,7 @@
  * unknown answer as a refusal. */
 #  define DLQ_MOSQ_ERR_PLUGIN_IGNORE 32
 #  define DLQ_MOSQ_EVT_CONNECT 11
+#  define DLQ_MOSQ_EVT_SUBSCRIBE 12
 #  define DLQ_MOSQ_EVT_MESSAGE_OUT 27
 #  define DLQ_MOSQ_EVT_CLIENT_OFFLINE 28
 #endif
@@ -34,6 +38,29 @@ struct dlq_evt_client_offline {
 	struct mosquitto *client;
 	int reason;
 	void *future2[4];
+};
+
+/* MOSQ_EVT_SUBSCRIBE's data, as 2.1.2's broker.h lays it out (struct
+ * mosquitto_evt_subscribe holding a struct mosquitto_subscription): one
+ * filter of a SUBSCRIBE the broker allowed, before it adds it
+ * (src/plugin_subscribe.c). topic_filter is the client's, with any
+ * "$share/<group>/" prefix and the listener's mount point; a plugin may
+ * replace it, which this one does not. */
+struct dlq_subscription {
+	char *clientid;
+	char *topic_filter;
+	void *properties;
+	uint32_t identifier;
+	uint8_t options;
+	uint8_t padding[3];
+	void *future2[8];
+};
+
+struct dlq_evt_subscribe {
+	void *future;
+	struct mosquitto *client;
+	struct dlq_subscription data;
+	void *future2[8];
 };
 
 #endif

@@ -531,6 +531,7 @@ void dlq__cleanup(struct dlq *d)
 	gauges__cleanup(&d->gauges);
 	free(d->policy_counters);
 	d->policy_counters = NULL;
+	nonack__free(&d->nonack);
 	systopics__cleanup(&d->sys);
 	for(size_t i = 0; i < d->retired_count; i++){
 		policy__table_free(&d->retired[i]);

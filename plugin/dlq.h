@@ -17,6 +17,7 @@
 #include "holds.h"
 #include "id.h"
 #include "ledger.h"
+#include "nonack.h"
 #include "outbox.h"
 #include "persist.h"
 #include "redelivery.h"
@@ -38,6 +39,7 @@ struct dlq_counters {
 	uint64_t evicted;          /* records evicted for the memory bound */
 	uint64_t redeliveries;     /* redeliveries after a reconnect counted as attempts */
 	uint64_t diverted;         /* redelivered messages removed from a session and dead-lettered */
+	uint64_t subscribers_without_nack; /* subscriptions to tracked filters by clients without MQTT 5 */
 };
 
 struct dlq {
@@ -60,6 +62,7 @@ struct dlq {
 	struct dlq_counters *policy_counters;  /* owned: one per policy of cfg.policies, by index */
 	struct dlq_gauge_book gauges;          /* owned: running gauges of ledger, outbox and schedule */
 	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */
+	struct dlq_nonack nonack;   /* owned: connected clients warned about as unable to NACK */
 };
 
 /* Takes ownership of *cfg (zeroed on return, whatever the result) and, with
@@ -138,6 +141,15 @@ void dlq__tick(struct dlq *d);
  * the broker says at disconnect is not used: on a takeover it marks even a
  * persistent session clean. */
 void dlq__client_gone(struct dlq *d, const char *client);
+
+/* client, connected with MQTT protocol level protocol (3: 3.1, 4: 3.1.1;
+ * not 5), subscribed to filter ("$share/<group>/" prefix and all): if a
+ * policy's messages can reach it, the subscription is counted in
+ * subscribers_without_nack (totals and that policy) and, the first time
+ * for this connection of client, a warning is logged (nonack.h). Returns
+ * that policy (the first declared that overlaps), or NULL. */
+const struct dlq_policy *dlq__subscribed_without_nack(struct dlq *d, const char *client, const char *filter,
+		int protocol);
 
 /* ---- redelivery tracking (cfg.redelivery on; see redelivery.h) ----
  * Connections are the broker's context pointers, as opaque numbers. */

@@ -4,7 +4,8 @@
  * fires DISCONNECT only for a client whose session ends with its
  * connection, and CLIENT_OFFLINE for one whose session outlives it
  * (src/loop.c, do_disconnect), where 2.0 fired DISCONNECT for both. To the
- * engine both are the end of a connection.
+ * engine both are the end of a connection. SUBSCRIBE: the one place a
+ * broker shows the plugin a subscriber, and so one that cannot NACK.
  */
 #include <mosquitto.h>
 #include <mosquitto_broker.h>
@@ -18,5 +19,21 @@ int adapter__client_offline_v21(int event, void *event_data, void *userdata)
 	(void)event;
 
 	adapter__connection_ended(userdata, ed->client);
+	return MOSQ_ERR_SUCCESS;
+}
+
+int adapter__subscribe_v21(int event, void *event_data, void *userdata)
+{
+	struct dlq_evt_subscribe *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+	(void)event;
+
+	dlq__event(&pl->engine);
+	/* MQTT 5 clients read the dlq-id user property; 3.1 and 3.1.1 have no
+	 * properties at all. */
+	int protocol = mosquitto_client_protocol_version(ed->client);
+	if(protocol == 5) return MOSQ_ERR_SUCCESS;
+	dlq__subscribed_without_nack(&pl->engine, mosquitto_client_id(ed->client), ed->data.topic_filter, protocol);
+	/* Anything else would refuse the subscription. */
 	return MOSQ_ERR_SUCCESS;
 }

@@ -171,6 +171,7 @@ void dlq__client_gone(struct dlq *d, const char *client)
 	char reason[512];
 
 	if(client == NULL) return;
+	nonack__forget(&d->nonack, client);
 	gone_reason(client, reason, sizeof(reason));
 	divert_list(d, &d->outbox.sent, client, reason);
 	divert_list(d, &d->outbox.owed, client, reason);

@@ -37,6 +37,7 @@ static const struct {
 	{ MOSQ_EVT_TICK, adapter__tick, NULL, NULL, false },
 	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL, NULL, false },
 	{ DLQ_MOSQ_EVT_CLIENT_OFFLINE, NULL, adapter__client_offline_v21, NULL, false },
+	{ DLQ_MOSQ_EVT_SUBSCRIBE, NULL, adapter__subscribe_v21, NULL, false },
 	{ MOSQ_EVT_RELOAD, adapter__reload, NULL, NULL, false },
 	{ MOSQ_EVT_ACL_CHECK, adapter__acl_check_v20, adapter__acl_check_v21, NULL, true },
 };

@@ -116,6 +116,53 @@ bool topic__matches(const char *filter, const char *topic)
 	}
 }
 
+/* Whether what is left of a filter, at the end of the other one's last
+ * level, still matches that level's topic: nothing, or "/#" ("a/#"
+ * matches "a"). */
+static bool rest_matches_parent(const char *rest)
+{
+	return *rest == '\0' || strcmp(rest, "/#") == 0;
+}
+
+bool topic__filters_overlap(const char *a, const char *b)
+{
+	if(!topic__valid_filter(a) || !topic__valid_filter(b)) return false;
+	/* MQTT-4.7.2-1: a topic starting with '$' is matched by neither
+	 * filter's leading wildcard, so a leading wildcard meets only a first
+	 * level that does not start with '$'. Two leading wildcards still meet
+	 * on a topic without '$'. */
+	bool wa = a[0] == '+' || a[0] == '#';
+	bool wb = b[0] == '+' || b[0] == '#';
+	if((wa && !wb && b[0] == '$') || (wb && !wa && a[0] == '$')) return false;
+
+	/* Walk level by level; a and b each point at the start of a level. */
+	for(;;){
+		if(a[0] == '#' || b[0] == '#') return true;
+		size_t al = strcspn(a, "/");
+		size_t bl = strcspn(b, "/");
+		/* '+' takes any one level, the other's included (empty too). */
+		if(a[0] != '+' && b[0] != '+' && (al != bl || memcmp(a, b, al))) return false;
+		a += al;
+		b += bl;
+		/* Both at '/' or '\0' now. */
+		if(*a == '\0') return rest_matches_parent(b);
+		if(*b == '\0') return rest_matches_parent(a);
+		a++;
+		b++;
+	}
+}
+
+const char *topic__shared_filter(const char *f)
+{
+	static const char prefix[] = "$share/";
+	const size_t plen = sizeof(prefix) - 1;
+
+	if(f == NULL || strncmp(f, prefix, plen)) return f;
+	const char *slash = strchr(f + plen, '/');
+	if(slash == NULL || slash == f + plen || slash[1] == '\0') return NULL;
+	return slash + 1;
+}
+
 unsigned topic__wildcards(const char *filter)
 {
 	unsigned n = 0;

@@ -21,6 +21,16 @@ bool topic__valid_publish(const char *t);
  * filter starting with a wildcard does not match a topic starting with '$'. */
 bool topic__matches(const char *filter, const char *topic);
 
+/* True if some topic matches both filters a and b under topic__matches'
+ * rules (wildcards on either side, '$' topics not matched by a leading
+ * wildcard); false if either is not a valid filter. */
+bool topic__filters_overlap(const char *a, const char *b);
+
+/* The filter a subscription applies: f past its "$share/<group>/" prefix
+ * (a shared subscription's messages are those of the filter after it), f
+ * itself when it has none, NULL for a "$share/" without group or filter. */
+const char *topic__shared_filter(const char *f);
+
 /* Number of '+' and '#' levels in a valid filter. */
 unsigned topic__wildcards(const char *filter);
 

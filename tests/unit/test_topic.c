@@ -2,7 +2,8 @@
 /*
  * Unit tests of topic.c: which filters and publish topics are valid, how many
  * wildcards a filter has, and matching under MQTT rules ('$' topics, '#' and
- * its parent level, empty levels, the 65535-byte limit).
+ * its parent level, empty levels, the 65535-byte limit), whether two filters
+ * overlap, and the filter of a shared subscription.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -173,6 +174,63 @@ START_TEST(test_wildcards)
 }
 END_TEST
 
+START_TEST(test_filters_overlap)
+{
+	static const struct { const char *a, *b; bool overlap; } cases[] = {
+		{"a/b", "a/b", true},
+		{"a/b", "a/c", false},
+		{"a/+", "a/b", true},         /* wildcard on one side */
+		{"a/b", "+/b", true},         /* ... or the other */
+		{"+/b", "a/+", true},         /* on both: "a/b" */
+		{"a/+/c", "a/b/d", false},
+		{"#", "a/b", true},
+		{"a/#", "#", true},
+		{"a/#", "a", true},           /* '#' stands for its parent too */
+		{"a", "a/#", true},
+		{"a/+", "a", false},          /* '+' needs a level */
+		{"a", "a/b", false},
+		{"a/+", "a/", true},          /* the empty level */
+		{"+/+", "a/b/c", false},
+		{"+/+/#", "a/b", true},
+		{"a/#", "b/#", false},
+		{"#", "$SYS/#", false},       /* MQTT-4.7.2-1 */
+		{"$SYS/#", "#", false},
+		{"+/x", "$SYS/x", false},
+		{"$SYS/#", "$SYS/+", true},
+		{"$SYS/broker", "$SYS/+", true},
+		{"+/x", "#", true},           /* both leading wildcards: "a/x" */
+		{"a/b#", "a/b#", false},      /* invalid filters */
+		{"", "#", false},
+	};
+
+	for(size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++){
+		ck_assert_msg(topic__filters_overlap(cases[i].a, cases[i].b) == cases[i].overlap,
+				"\"%s\" and \"%s\": expected %d", cases[i].a, cases[i].b, cases[i].overlap);
+		ck_assert_msg(topic__filters_overlap(cases[i].b, cases[i].a) == cases[i].overlap,
+				"\"%s\" and \"%s\": expected %d", cases[i].b, cases[i].a, cases[i].overlap);
+	}
+	ck_assert(!topic__filters_overlap(NULL, "#"));
+	ck_assert(!topic__filters_overlap("#", NULL));
+}
+END_TEST
+
+START_TEST(test_shared_filter)
+{
+	ck_assert_str_eq(topic__shared_filter("a/b"), "a/b");
+	ck_assert_str_eq(topic__shared_filter("$share/g/a/#"), "a/#");
+	ck_assert_str_eq(topic__shared_filter("$share/g/#"), "#");
+	ck_assert_str_eq(topic__shared_filter("$SYS/#"), "$SYS/#");
+	ck_assert_str_eq(topic__shared_filter("$sharex/g/a"), "$sharex/g/a");
+	ck_assert_ptr_null(topic__shared_filter("$share/g"));
+	ck_assert_ptr_null(topic__shared_filter("$share/g/"));
+	ck_assert_ptr_null(topic__shared_filter("$share//a"));
+	ck_assert_ptr_null(topic__shared_filter(NULL));
+	/* A shared subscription to "#" does not reach "$SYS" either. */
+	ck_assert(!topic__filters_overlap(topic__shared_filter("$share/g/#"), "$SYS/#"));
+	ck_assert(topic__filters_overlap(topic__shared_filter("$share/g/jobs/+"), "jobs/#"));
+}
+END_TEST
+
 static Suite *topic_suite(void)
 {
 	Suite *s = suite_create("topic");
@@ -184,6 +242,8 @@ static Suite *topic_suite(void)
 	tcase_add_test(tc, test_valid_publish);
 	tcase_add_test(tc, test_matches);
 	tcase_add_test(tc, test_wildcards);
+	tcase_add_test(tc, test_filters_overlap);
+	tcase_add_test(tc, test_shared_filter);
 	suite_add_tcase(s, tc);
 	return s;
 }
