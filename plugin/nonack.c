@@ -87,15 +87,16 @@ const struct dlq_policy *dlq__subscribed_without_nack(struct dlq *d, const char 
 	int rc = nonack__add(&d->nonack, client);
 	if(rc == ENOSPC){
 		if(!d->nonack.full_noted){
-			port__log(DLQ_LOG_WARNING, "dlq: %d clients without MQTT 5 subscribed to tracked filters are "
+			port__log(DLQ_LOG_WARNING, "%d clients without MQTT 5 subscribed to tracked filters are "
 					"connected: further ones are counted in getStatus (subscribersWithoutNack) but not logged",
 					NONACK_MAX);
 			d->nonack.full_noted = true;
 		}
 		return p;
 	}
-	/* Out of memory: warn all the same, perhaps again next time. */
-	port__log(DLQ_LOG_WARNING, "dlq: client " QFMT " subscribed to " QFMT " with %s: it receives tracked "
+	/* Added, or out of memory for it: warned all the same (then perhaps
+	 * again at the next subscription). */
+	port__log(DLQ_LOG_WARNING, "client " QFMT " subscribed to " QFMT " with %s: it receives tracked "
 			"messages without a dlq-id and cannot NACK them (policy " QFMT ")",
 			Q(client), Q(filter), protocol_name(protocol), Q(p->filter));
 	return p;

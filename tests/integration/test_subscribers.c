@@ -87,6 +87,7 @@ START_TEST(test_old_protocol_subscriber_reported)
 			"messages without a dlq-id and cannot NACK them (policy \"" POLICY_FILTER "\")", client_id(old));
 	char *log = broker_log(b);
 	ck_assert_msg(strstr(log, want) != NULL, "no line \"%s\" in the log", want);
+	ck_assert_msg(strstr(log, "dlq: dlq: ") == NULL, "a line with the prefix twice");
 	free(log);
 
 	/* A new connection of the same client is reported again: the plugin
