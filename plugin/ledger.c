@@ -117,11 +117,17 @@ size_t record__bytes(const struct dlq_record *r)
 	return bytes;
 }
 
-int ledger__add_nacker(struct dlq_ledger *l, struct dlq_record *r, const char *client)
+bool ledger__has_nacker(const struct dlq_record *r, const char *client)
 {
 	for(const struct dlq_nacker *n = r->nackers; n; n = n->next){
-		if(!strcmp(n->client, client)) return EEXIST;
+		if(!strcmp(n->client, client)) return true;
 	}
+	return false;
+}
+
+int ledger__add_nacker(struct dlq_ledger *l, struct dlq_record *r, const char *client)
+{
+	if(ledger__has_nacker(r, client)) return EEXIST;
 	size_t len = strlen(client);
 	struct dlq_nacker *n = malloc(sizeof(*n) + len + 1);
 	if(n == NULL) return ENOMEM;

@@ -107,6 +107,8 @@ size_t record__bytes(const struct dlq_record *r);
 /* Records that client NACKed r. Returns 0, EEXIST if it already had, or
  * ENOMEM. Updates the ledger's byte count when r is in l. */
 int ledger__add_nacker(struct dlq_ledger *l, struct dlq_record *r, const char *client);
+/* Whether client has NACKed r. */
+bool ledger__has_nacker(const struct dlq_record *r, const char *client);
 
 /* Forgets the most recent nacker of r (the undo of a successful
  * ledger__add_nacker when the NACK could not be carried out). */

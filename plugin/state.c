@@ -501,48 +501,41 @@ static void decode_remove(struct dlq *d, struct reader *r)
 	envelope__free(e);
 }
 
-static void decode_nacker(struct dlq *d, struct reader *r)
+/* The common part of a NACK and a hold entry: a dlq-id and a client id.
+ * Returns the record (NULL when it is gone, or the entry is damaged) and
+ * the client id in *client, the caller's to free (NULL when damaged). */
+static struct dlq_record *decode_client_entry(struct dlq *d, struct reader *r, char **client)
 {
 	struct dlq_id id;
 	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
-	char *client = get_str(r, false);
-	const char *bad = client ? state_check__text_or_null(client) : NULL;
+	*client = get_str(r, false);
+	const char *bad = *client ? state_check__text_or_null(*client) : NULL;
 	if(bad) refuse(r, "a client id", bad);
-	if(p && client && !r->bad){
-		memcpy(id.raw, p, DLQ_ID_RAW_LEN);
-		struct dlq_record *rec = ledger__find(&d->ledger, &id);
-		/* Gone (expired) or already there: nothing to do. */
-		if(rec && ledger__add_nacker(&d->ledger, rec, client) == ENOMEM) r->bad = r->nomem = true;
-		/* A NACK by the client a copy is held for ends the hold. */
-		const char *holder = rec ? holds__client(rec) : NULL;
-		if(holder && !strcmp(holder, client)) holds__release(&d->holds, rec);
-	}
-	free(client);
+	if(p == NULL || *client == NULL || r->bad) return NULL;
+	memcpy(id.raw, p, DLQ_ID_RAW_LEN);
+	return ledger__find(&d->ledger, &id);
 }
 
-static bool has_nacker(const struct dlq_record *rec, const char *client)
+static void decode_nacker(struct dlq *d, struct reader *r)
 {
-	for(const struct dlq_nacker *k = rec->nackers; k; k = k->next){
-		if(!strcmp(k->client, client)) return true;
-	}
-	return false;
+	char *client;
+	struct dlq_record *rec = decode_client_entry(d, r, &client);
+	/* Gone (expired) or already there: nothing to do. */
+	if(rec && ledger__add_nacker(&d->ledger, rec, client) == ENOMEM) r->bad = r->nomem = true;
+	/* A NACK by the client a copy is held for ends the hold. */
+	const char *holder = rec ? holds__client(rec) : NULL;
+	if(holder && !strcmp(holder, client)) holds__release(&d->holds, rec);
+	free(client);
 }
 
 static void decode_hold(struct dlq *d, struct reader *r)
 {
-	struct dlq_id id;
-	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
-	char *client = get_str(r, false);
-	const char *bad = client ? state_check__text_or_null(client) : NULL;
-	if(bad) refuse(r, "a client id", bad);
-	if(p && client && !r->bad){
-		memcpy(id.raw, p, DLQ_ID_RAW_LEN);
-		struct dlq_record *rec = ledger__find(&d->ledger, &id);
-		/* Gone (expired), already held, or over (NACKed by its client). */
-		if(rec && rec->holder == NULL && !has_nacker(rec, client)
-				&& holds__add(&d->holds, rec, client) == ENOMEM){
-			r->bad = r->nomem = true;
-		}
+	char *client;
+	struct dlq_record *rec = decode_client_entry(d, r, &client);
+	/* Gone (expired), already held, or over (NACKed by its client). */
+	if(rec && rec->holder == NULL && !ledger__has_nacker(rec, client)
+			&& holds__add(&d->holds, rec, client) == ENOMEM){
+		r->bad = r->nomem = true;
 	}
 	free(client);
 }
