@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
 #include "status.h"
@@ -112,17 +113,12 @@ static void check_gauges_at(int line)
 
 static void track(const char *topic, const char *payload, char id[DLQ_ID_LEN + 1])
 {
-	const struct dlq_policy *p = dlq__policy_for(&d, topic);
-	ck_assert_ptr_nonnull(p);
-	ck_assert_int_eq(dlq__track(&d, p, topic, payload, (uint32_t)strlen(payload), 1, NULL, 0, id), 0);
+	engine_track(&d, topic, payload, 1, NULL, id);
 }
 
 static enum dlq_nack_status nack(const char *id, const char *client, bool persists)
 {
-	struct dlq_nack n = {.id = id, .id_len = strlen(id), .client = client, .client_persists = persists};
-	struct dlq_nack_result res;
-	dlq__nack(&d, &n, &res);
-	return res.status;
+	return engine_nack(&d, id, client, persists);
 }
 
 /* The dlq-id of the retry copy published last. */

@@ -25,6 +25,7 @@
 #include "config.h"
 #include "dlq.h"
 #include "envelope.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "headers.h"
 #include "id.h"
@@ -103,17 +104,12 @@ static void restart_with(const struct extra *extra, size_t n_extra, bool broker_
 
 static void track(const char *topic, const char *payload, char id[DLQ_ID_LEN + 1])
 {
-	const struct dlq_policy *p = dlq__policy_for(&d, topic);
-	ck_assert_ptr_nonnull(p);
-	ck_assert_int_eq(dlq__track(&d, p, topic, payload, (uint32_t)strlen(payload), 1, NULL, 0, id), 0);
+	engine_track(&d, topic, payload, 1, NULL, id);
 }
 
 static enum dlq_nack_status nack(const char *id, const char *client, bool persists)
 {
-	struct dlq_nack n = {.id = id, .id_len = strlen(id), .client = client, .client_persists = persists};
-	struct dlq_nack_result res;
-	dlq__nack(&d, &n, &res);
-	return res.status;
+	return engine_nack(&d, id, client, persists);
 }
 
 static const struct fake_publish *pub(size_t i)

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "dlq.h"
 #include "envelope.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "headers.h"
 #include "id.h"
@@ -73,23 +74,6 @@ static void fini(struct dlq *d, bool *live)
 {
 	if(*live) dlq__cleanup(d);
 	*live = false;
-}
-
-static void track(struct dlq *d, const char *topic, const char *payload, uint8_t qos, const struct dlq_headers *h,
-		char id[DLQ_ID_LEN + 1])
-{
-	const struct dlq_policy *p = dlq__policy_for(d, topic);
-	ck_assert_ptr_nonnull(p);
-	ck_assert_int_eq(dlq__track(d, p, topic, payload, (uint32_t)strlen(payload), qos,
-			h ? h->data : NULL, h ? h->len : 0, id), 0);
-}
-
-static enum dlq_nack_status nack(struct dlq *d, const char *id, const char *client, bool persists)
-{
-	struct dlq_nack n = {.id = id, .id_len = strlen(id), .client = client, .client_persists = persists};
-	struct dlq_nack_result res;
-	dlq__nack(d, &n, &res);
-	return res.status;
 }
 
 static struct dlq_record *find(const struct dlq *d, const char *id)
@@ -254,28 +238,28 @@ static void copy_id(size_t i, char out[DLQ_ID_LEN + 1])
 static void populate(void)
 {
 	init(&a, &a_live, standard, ARRAY_LEN(standard));
-	track(&a, "numbers", "payload A", 1, &original, id_a);
-	track(&a, "numbers", "payload B", 2, NULL, id_b);
-	track(&a, "once", "payload C", 0, &original, id_c);
-	track(&a, "slow", "payload D", 1, NULL, id_d);
-	track(&a, "fixed/1", "payload E", 1, NULL, id_e);
-	track(&a, "numbers", "payload F", 0, NULL, id_f);
+	engine_track(&a, "numbers", "payload A", 1, &original, id_a);
+	engine_track(&a, "numbers", "payload B", 2, NULL, id_b);
+	engine_track(&a, "once", "payload C", 0, &original, id_c);
+	engine_track(&a, "slow", "payload D", 1, NULL, id_d);
+	engine_track(&a, "fixed/1", "payload E", 1, NULL, id_e);
+	engine_track(&a, "numbers", "payload F", 0, NULL, id_f);
 	fake.now_ms += 100;
 	fake.wall_ms += 100;
 
-	ck_assert_int_eq(nack(&a, id_a, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(engine_nack(&a, id_a, "sub1", false), DLQ_NACK_RETRIED);
 	copy_id(0, copy_a1);
 	dlq__tick(&a); /* the copy is now settling */
 	fake.now_ms += 10;
 	fake.wall_ms += 10;
-	ck_assert_int_eq(nack(&a, id_b, "sub2", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(engine_nack(&a, id_b, "sub2", false), DLQ_NACK_RETRIED);
 	copy_id(1, copy_b);
 	fake.fail_publishes = 1;
-	ck_assert_int_eq(nack(&a, id_c, "sub3", false), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_int_eq(engine_nack(&a, id_c, "sub3", false), DLQ_NACK_DEAD_LETTERED);
 	nack_d_wall = fake.wall_ms;
-	ck_assert_int_eq(nack(&a, id_d, "sub4", true), DLQ_NACK_RETRIED);
-	ck_assert_int_eq(nack(&a, id_e, "sub5", false), DLQ_NACK_RETRIED);
-	ck_assert_int_eq(nack(&a, id_a, "sub6", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(engine_nack(&a, id_d, "sub4", true), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(engine_nack(&a, id_e, "sub5", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(engine_nack(&a, id_a, "sub6", false), DLQ_NACK_RETRIED);
 	copy_id(2, copy_a6);
 	ck_assert_uint_eq(fake.publish_count, 3);
 
@@ -401,21 +385,21 @@ START_TEST(restored_records_are_nackable_as_before)
 	size_t n0 = fake.publish_count;
 
 	/* Who NACKed is remembered, both nackers of A among them. */
-	ck_assert_int_eq(nack(&b, id_a, "sub1", false), DLQ_NACK_DUPLICATE);
-	ck_assert_int_eq(nack(&b, id_a, "sub6", false), DLQ_NACK_DUPLICATE);
-	ck_assert_int_eq(nack(&b, id_d, "sub4", false), DLQ_NACK_DUPLICATE);
+	ck_assert_int_eq(engine_nack(&b, id_a, "sub1", false), DLQ_NACK_DUPLICATE);
+	ck_assert_int_eq(engine_nack(&b, id_a, "sub6", false), DLQ_NACK_DUPLICATE);
+	ck_assert_int_eq(engine_nack(&b, id_d, "sub4", false), DLQ_NACK_DUPLICATE);
 	ck_assert_uint_eq(fake.publish_count, n0);
 	/* Others may still NACK, and the chains go on where they were. */
-	ck_assert_int_eq(nack(&b, id_a, "sub7", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(engine_nack(&b, id_a, "sub7", false), DLQ_NACK_RETRIED);
 	ck_assert_uint_eq(fake.publish_count, n0 + 1);
 	ck_assert_str_eq(pub(n0)->client, "sub7");
 	ck_assert_str_eq(pub(n0)->topic, "numbers");
 	ck_assert_str_eq(hdr(n0, DLQ_PROP_RETRY_COUNT), "1");
 	ck_assert_str_eq(hdr(n0, "trace"), "t-1");
-	ck_assert_int_eq(nack(&b, copy_a1, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(engine_nack(&b, copy_a1, "sub1", false), DLQ_NACK_RETRIED);
 	ck_assert_str_eq(hdr(n0 + 1, DLQ_PROP_RETRY_COUNT), "2");
 	ck_assert_str_eq(hdr(n0 + 1, DLQ_PROP_ORIGIN_ID), id_a);
-	ck_assert_int_eq(nack(&b, id_f, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(engine_nack(&b, id_f, "sub1", false), DLQ_NACK_RETRIED);
 	ck_assert_uint_eq(fake.publish_count, n0 + 3);
 	ck_assert_uint_eq(pub(n0 + 2)->payload_len, 9);
 	ck_assert_mem_eq(pub(n0 + 2)->payload, "payload F", 9);
@@ -536,10 +520,10 @@ START_TEST(records_past_the_nack_window_are_skipped_and_counted)
 {
 	init(&a, &a_live, standard, ARRAY_LEN(standard));
 	char old[DLQ_ID_LEN + 1], young[DLQ_ID_LEN + 1];
-	track(&a, "numbers", "old", 1, NULL, old);
+	engine_track(&a, "numbers", "old", 1, NULL, old);
 	fake.now_ms += 200000;
 	fake.wall_ms += 200000;
-	track(&a, "numbers", "young", 1, NULL, young);
+	engine_track(&a, "numbers", "young", 1, NULL, young);
 	/* Down 100.001 s: old is 300.001 s old, past the 300 s window. */
 	restart(100001, 5000000);
 	init(&b, &b_live, standard, ARRAY_LEN(standard));
@@ -550,8 +534,8 @@ START_TEST(records_past_the_nack_window_are_skipped_and_counted)
 	ck_assert_uint_eq(rep.records_skipped, 1);
 	ck_assert_ptr_null(find(&b, old));
 	ck_assert_ptr_nonnull(find(&b, young));
-	ck_assert_int_eq(nack(&b, old, "sub1", false), DLQ_NACK_UNKNOWN_ID);
-	ck_assert_int_eq(nack(&b, young, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(engine_nack(&b, old, "sub1", false), DLQ_NACK_UNKNOWN_ID);
+	ck_assert_int_eq(engine_nack(&b, young, "sub1", false), DLQ_NACK_RETRIED);
 	/* young leaves the window when 300 s old, as if nothing had happened. */
 	fake.now_ms += 199999;
 	dlq__tick(&b);
@@ -622,12 +606,12 @@ static void populate_small(void)
 {
 	init(&a, &a_live, standard, ARRAY_LEN(standard));
 	char x[DLQ_ID_LEN + 1], y[DLQ_ID_LEN + 1], z[DLQ_ID_LEN + 1];
-	track(&a, "once", "x", 1, NULL, x);
-	track(&a, "slow", "y", 1, NULL, y);
-	track(&a, "numbers", "z", 1, NULL, z);
+	engine_track(&a, "once", "x", 1, NULL, x);
+	engine_track(&a, "slow", "y", 1, NULL, y);
+	engine_track(&a, "numbers", "z", 1, NULL, z);
 	fake.fail_publishes = 1;
-	ck_assert_int_eq(nack(&a, x, "s", false), DLQ_NACK_DEAD_LETTERED);
-	ck_assert_int_eq(nack(&a, y, "s", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(engine_nack(&a, x, "s", false), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_int_eq(engine_nack(&a, y, "s", false), DLQ_NACK_RETRIED);
 	ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
 }
 
@@ -1061,8 +1045,8 @@ START_TEST(a_record_with_headers_mqtt_refuses_is_damage)
 		add_refused(&h, c);
 		init(&a, &a_live, standard, ARRAY_LEN(standard));
 		char good[DLQ_ID_LEN + 1], bad[DLQ_ID_LEN + 1];
-		track(&a, "numbers", "good", 1, &original, good);
-		track(&a, "numbers", "bad", 1, &h, bad);
+		engine_track(&a, "numbers", "good", 1, &original, good);
+		engine_track(&a, "numbers", "bad", 1, &h, bad);
 		headers__free(&buf);
 		ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
 		fini(&a, &a_live);
@@ -1073,8 +1057,8 @@ START_TEST(a_record_with_headers_mqtt_refuses_is_damage)
 		/* What came before is restored and works; the refused record is
 		 * unknown, so nothing is ever made of it. */
 		ck_assert_uint_eq(b.ledger.count, 1);
-		ck_assert_int_eq(nack(&b, bad, "sub1", false), DLQ_NACK_UNKNOWN_ID);
-		ck_assert_int_eq(nack(&b, good, "sub1", false), DLQ_NACK_RETRIED);
+		ck_assert_int_eq(engine_nack(&b, bad, "sub1", false), DLQ_NACK_UNKNOWN_ID);
+		ck_assert_int_eq(engine_nack(&b, good, "sub1", false), DLQ_NACK_RETRIED);
 		ck_assert_uint_eq(fake.publish_count, 1);
 		ck_assert_str_eq(hdr(0, "trace"), "t-1");
 		fini(&b, &b_live);
@@ -1098,14 +1082,14 @@ START_TEST(headers_a_client_may_send_are_restored)
 	ck_assert_int_eq(headers__add_user(&h, "dead-lettered", "no"), 0); /* not a reserved name */
 	init(&a, &a_live, standard, ARRAY_LEN(standard));
 	char id[DLQ_ID_LEN + 1];
-	track(&a, "numbers", "edges", 1, &h, id);
+	engine_track(&a, "numbers", "edges", 1, &h, id);
 	ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
 	init(&b, &b_live, standard, ARRAY_LEN(standard));
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
 	ck_assert_uint_eq(rep.records, 1);
-	ck_assert_int_eq(nack(&b, id, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(engine_nack(&b, id, "sub1", false), DLQ_NACK_RETRIED);
 	ck_assert_uint_eq(fake.publish_count, 1);
 	ck_assert_uint_ge(pub(0)->headers_len, h.len);
 	ck_assert_mem_eq(pub(0)->headers, h.data, h.len);
@@ -1176,8 +1160,8 @@ START_TEST(a_client_id_mqtt_refuses_is_damage)
 	 * in a hold. */
 	init(&a, &a_live, standard, ARRAY_LEN(standard));
 	char x[DLQ_ID_LEN + 1], y[DLQ_ID_LEN + 1];
-	track(&a, "numbers", "x", 1, NULL, x);
-	track(&a, "numbers", "y", 1, NULL, y);
+	engine_track(&a, "numbers", "x", 1, NULL, x);
+	engine_track(&a, "numbers", "y", 1, NULL, y);
 	ck_assert_int_eq(ledger__add_nacker(&a.ledger, find(&a, y), "sub\x02"), 0);
 	ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
 	struct entry_info ent[8];

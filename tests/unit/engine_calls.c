@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The engine calls shared by the unit suites (see engine_calls.h).
+ */
+#include <string.h>
+
+#include <check.h>
+
+#include "engine_calls.h"
+
+void engine_track(struct dlq *d, const char *topic, const char *payload, uint8_t qos,
+		const struct dlq_headers *h, char id[DLQ_ID_LEN + 1])
+{
+	const struct dlq_policy *p = dlq__policy_for(d, topic);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(dlq__track(d, p, topic, payload, (uint32_t)strlen(payload), qos,
+			h ? h->data : NULL, h ? h->len : 0, id), 0);
+}
+
+enum dlq_nack_status engine_nack(struct dlq *d, const char *id, const char *client, bool persists)
+{
+	struct dlq_nack n = {.id = id, .id_len = strlen(id), .client = client, .client_persists = persists};
+	struct dlq_nack_result res;
+	dlq__nack(d, &n, &res);
+	return res.status;
+}
