@@ -322,7 +322,7 @@ END_TEST
  * while plugin_opt_v5_sessions_persist is not set: the plugin cannot see
  * the expiry, so it counts the session as ending with the connection and
  * dead-letters the held-back copy when the client leaves; when the client
- * comes back the copy does not come (README, Limits). */
+ * comes back the copy does not come (docs/memory-and-limits.md, Limits). */
 START_TEST(test_v5_session_without_option_counts_as_clean)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=2s");

@@ -228,7 +228,7 @@ START_TEST(test_nack_then_redeliveries)
 	struct broker *b = tracking_broker(__func__, "allow", true);
 	/* The worker's v5 session persists: said so, its copy is the session's
 	 * (otherwise the plugin holds it and dead-letters it at the first
-	 * crash, README "A retry copy whose subscriber has gone"). */
+	 * crash, docs/semantics.md, "A retry copy whose subscriber has gone"). */
 	broker_conf(b, "plugin_opt_v5_sessions_persist true");
 	scene_start(&s, b);
 	struct raw *w = persistent(s.b, "worker", MQTT_PROTOCOL_V5, NULL);

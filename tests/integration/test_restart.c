@@ -6,7 +6,7 @@
  * the broker stops, and for a message diverted in the broker's last loop
  * pass); a delivery made before a restart can be NACKed after it;
  * Mosquitto 2.0.11 saves no session that started with clean_start=1 (which
- * the README tells dead-letter readers); with plugin_opt_state_save_on_change
+ * docs/durable-state.md tells dead-letter readers); with plugin_opt_state_save_on_change
  * a SIGKILL loses no NACK, without it a SIGKILL loses what changed since the
  * last snapshot;
  * a damaged state file is reported and kept aside and the broker serves;
@@ -401,7 +401,7 @@ START_TEST(test_last_pass_divert_survives_sigterm)
 }
 END_TEST
 
-/* (3d) What the README tells dead-letter readers, as Mosquitto 2.0.11 does
+/* (3d) What docs/durable-state.md tells dead-letter readers, as Mosquitto 2.0.11 does
  * it: a v5 session whose connection said clean_start=1 is not saved in the
  * broker's persistence file, whatever its session expiry interval (the
  * broker saves only clean_start=0 sessions), so after a restart it and its
@@ -427,7 +427,7 @@ START_TEST(test_clean_start_session_not_saved)
 	struct raw_options again = fresh;
 	again.clean = false;
 	struct raw *a2 = raw_new(d.b, &again);
-	ck_assert_msg(!raw_connect(a2), "2.0.11 restored a session that started with clean_start=1: update the README");
+	ck_assert_msg(!raw_connect(a2), "2.0.11 restored a session that started with clean_start=1: update docs/durable-state.md");
 	ck_assert_msg(raw_connect(k), "the clean_start=0 session was not restored");
 	raw_free(a);
 	raw_free(a2);

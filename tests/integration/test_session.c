@@ -205,7 +205,7 @@ static void scene_free(struct scene *s)
 
 /* An MQTT v5 session never counts as persisting (its expiry is invisible to
  * the plugin). The new connection "w" is also handed the copy, by client id,
- * in the next pass: a duplicate the README documents, not asserted here. */
+ * in the next pass: a duplicate docs/semantics.md documents, not asserted here. */
 START_TEST(test_takeover_v5_dead_letters)
 {
 	struct scene s;

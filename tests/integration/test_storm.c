@@ -20,7 +20,7 @@
  * session the restarted broker knows: the broker saves its sessions and
  * subscriptions in its own persistence file, which a SIGKILL leaves as the
  * last autosave. So the broker autosaves every second, and the storm
- * starts after a save that holds the subscriptions (the README says so for
+ * starts after a save that holds the subscriptions (docs/durable-state.md says so for
  * operators). The successor of a NACK of delivery n of a chain is the copy
  * with that origin-id and retry-count n, or, for n = max_attempts, the dead
  * letter with retry-count n.
