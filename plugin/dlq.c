@@ -433,6 +433,7 @@ void dlq__tick(struct dlq *d)
 {
 	uint64_t now = port__now_ms();
 
+	sessions__settle(&d->sessions);
 	/* What was accepted before the previous tick was taken by the broker
 	 * at the top of this loop pass. */
 	engine__settle_taken(d, now);

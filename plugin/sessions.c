@@ -126,6 +126,9 @@ int sessions__connected(struct dlq_sessions *s, const char *client, bool clean_s
 	int rc = 0;
 	struct dlq_session *e = entry_of(s, client, &rc);
 	if(e == NULL) return rc;
+	bool resumed = e->ended && !clean_start && e->life == DLQ_SESSION_LASTS;
+	if(e->ended && !resumed) clean_start = true;
+	e->ended = false; /* stays on the ended list until the next settle */
 	if(clean_start){
 		e->life = DLQ_SESSION_UNKNOWN;
 		forget_subs(s, e);
@@ -141,22 +144,45 @@ int sessions__offline(struct dlq_sessions *s, const char *client)
 	if(e == NULL) return rc;
 	e->life = DLQ_SESSION_LASTS;
 	e->online = false;
+	e->ended = false;
 	return 0;
+}
+
+/* Unlinks e from the table and frees it (not on the ended list). */
+static void drop(struct dlq_sessions *s, struct dlq_session *e)
+{
+	struct dlq_session **p = &s->table[hash_of(e->client) & (s->size - 1)];
+	while(*p != e) p = &(*p)->hnext;
+	*p = e->hnext;
+	forget_subs(s, e);
+	s->bytes -= e->bytes;
+	s->count--;
+	free(e);
 }
 
 void sessions__ended(struct dlq_sessions *s, const char *client)
 {
-	if(s->size == 0) return;
-	struct dlq_session **p = &s->table[hash_of(client) & (s->size - 1)];
-	for(; *p; p = &(*p)->hnext){
-		struct dlq_session *e = *p;
-		if(strcmp(e->client, client)) continue;
-		*p = e->hnext;
-		forget_subs(s, e);
-		s->bytes -= e->bytes;
-		s->count--;
-		free(e);
-		return;
+	struct dlq_session *e = find(s, client);
+	if(e == NULL || e->ended) return;
+	bool listed = false;
+	for(struct dlq_session *k = s->ended; k && !listed; k = k->ended_next) listed = k == e;
+	e->ended = true;
+	e->online = false;
+	if(!listed){
+		e->ended_next = s->ended;
+		s->ended = e;
+	}
+}
+
+void sessions__settle(struct dlq_sessions *s)
+{
+	struct dlq_session *e = s->ended;
+	s->ended = NULL;
+	while(e){
+		struct dlq_session *next = e->ended_next;
+		e->ended_next = NULL;
+		if(e->ended) drop(s, e);
+		e = next;
 	}
 }
 
@@ -164,13 +190,13 @@ enum dlq_session_life sessions__life(const struct dlq_sessions *s, const char *c
 {
 	const struct dlq_session *e = find(s, client);
 	/* Absent: not seen since the plugin started, ended, or did not fit. */
-	return e ? e->life : DLQ_SESSION_UNKNOWN;
+	return e && !e->ended ? e->life : DLQ_SESSION_UNKNOWN;
 }
 
 bool sessions__offline_known(const struct dlq_sessions *s, const char *client)
 {
 	const struct dlq_session *e = find(s, client);
-	return e && !e->online;
+	return e && !e->online && !e->ended;
 }
 
 static struct dlq_sub *sub_of(struct dlq_session *e, const char *filter)
@@ -257,7 +283,7 @@ bool sessions__match(const struct dlq_sessions *s, const char *client, const cha
 {
 	memset(m, 0, sizeof(*m));
 	const struct dlq_session *e = find(s, client);
-	if(e == NULL || e->subs_unknown) return false;
+	if(e == NULL || e->subs_unknown || e->ended) return false;
 	bool any = false;
 	for(size_t i = 0; i < e->sub_count; i++){
 		const struct dlq_sub *sub = &e->subs[i];

@@ -46,7 +46,9 @@ struct dlq_session {
 	size_t sub_count;
 	size_t sub_capacity;
 	size_t bytes;              /* accounted: entry, id, filters */
+	struct dlq_session *ended_next; /* the list of ended entries, while ended */
 	enum dlq_session_life life; /* LASTS once the broker said so */
+	bool ended;                /* DISCONNECT seen: forgotten at the next settle unless resumed */
 	bool online;               /* connected, as far as the events said */
 	bool subs_unknown;         /* a subscription did not fit: the list is incomplete */
 	char client[];             /* NUL-terminated */
@@ -57,6 +59,7 @@ struct dlq_sessions {
 	size_t size;                /* a power of two, or 0 before the first entry */
 	size_t count;
 	size_t bytes;
+	struct dlq_session *ended;  /* borrowed: entries with ended set (or resumed since), for settle */
 };
 
 /* What a targeted copy to one client on one topic is to look like, from
@@ -79,9 +82,17 @@ int sessions__connected(struct dlq_sessions *s, const char *client, bool clean_s
  * CLIENT_OFFLINE). Returns 0, ENOSPC or ENOMEM. */
 int sessions__offline(struct dlq_sessions *s, const char *client);
 
-/* client's session ended (2.1's DISCONNECT): forgotten, subscriptions and
- * all. */
+/* A connection of client ended with 2.1's DISCONNECT: its session ended,
+ * unless a connect that resumes it follows before sessions__settle. 2.1
+ * sends DISCONNECT for the old connection of a session it resumes or takes
+ * over too (src/handle_connect.c marks it to expire at once), right before
+ * the new connection's CONNECT, in the same loop pass: a connect with
+ * clean_start=false of a session known to last resumes it, subscriptions
+ * and all; anything else starts afresh. */
 void sessions__ended(struct dlq_sessions *s, const char *client);
+
+/* Forgets the sessions that ended and were not resumed (once per tick). */
+void sessions__settle(struct dlq_sessions *s);
 
 /* What is known of client's session: LASTS after its CLIENT_OFFLINE until
  * a connect with clean_start; UNKNOWN otherwise (the expiry interval a

@@ -218,6 +218,41 @@ START_TEST(test_copies_honour_the_subscription)
 }
 END_TEST
 
+/* The subscription is the session's: a v5 subscriber with a lasting
+ * session subscribes (QoS 0, identifier 7), leaves and comes back without
+ * subscribing again; its copy still goes at QoS 0 with identifier 7 (2.1
+ * sends DISCONNECT for the old connection of a session it resumes, and the
+ * plugin keeps what it knew). A clean start forgets it: the copy then goes
+ * as nothing were known (QoS of the original, no identifier). */
+START_TEST(test_subscription_kept_across_a_resumed_session)
+{
+	struct broker *b = dlq_broker("policy sites/+/telemetry max_attempts=3 dead_letter=dead/telemetry");
+	struct client *w = client_new_session(b, "resumer", MQTT_PROTOCOL_V5, 300);
+	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	client_subscribe_id(w, "sites/+/telemetry", 0, 7);
+	client_free(w);
+	w = client_new_session(b, "resumer", MQTT_PROTOCOL_V5, 300);
+	ck_assert_msg(client_session_present(w), "the broker did not resume the session");
+	client_publish_str(pub, "sites/b/telemetry", "t2", 1);
+	const struct it_msg *o = client_expect(w, "sites/#", 1);
+	expect_sub(o, 0, 7, "original in the resumed session");
+	char id[32];
+	snprintf(id, sizeof(id), "%s", expect_original(o));
+	client_nack(w, id, NULL);
+	const struct it_msg *c = client_expect(w, "sites/#", 2);
+	expect_retry_copy(c, "sites/b/telemetry", id, 1);
+	if(BROKER_IS_21()){
+		expect_sub(c, 0, 7, "2.1: retry copy in the resumed session");
+	}else{
+		/* The session persists (clean_start=false with expiry, but 2.0
+		 * cannot see the expiry: no plugin_opt_v5_sessions_persist). */
+		expect_sub(c, 1, 0, "2.0: retry copy in the resumed session");
+	}
+	clients_settle(w, pub);
+	client_expect_exactly(w, NULL, 2);
+}
+END_TEST
+
 static Suite *subscribers_suite(void)
 {
 	Suite *s = suite_create("subscribers");
@@ -225,6 +260,7 @@ static Suite *subscribers_suite(void)
 	tcase_add_test(tc, test_old_protocol_subscriber_reported);
 	tcase_add_test(tc, test_subscribers_of_dead_letters);
 	tcase_add_test(tc, test_copies_honour_the_subscription);
+	tcase_add_test(tc, test_subscription_kept_across_a_resumed_session);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -47,6 +47,7 @@ START_TEST(offline_makes_a_session_last_until_a_clean_start)
 	sessions__offline(&s, "w");
 	sessions__ended(&s, "w");
 	ck_assert_int_eq(sessions__life(&s, "w"), DLQ_SESSION_UNKNOWN);
+	sessions__settle(&s);
 	ck_assert_uint_eq(s.count, 0);
 	ck_assert_uint_eq(s.bytes, 0);
 	sessions__cleanup(&s);
@@ -102,7 +103,48 @@ START_TEST(subscriptions_give_qos_and_identifiers)
 	ck_assert_int_eq(sessions__subscribe(&s, "w", "$share/g", 1, 1), EINVAL);
 	ck_assert_int_eq(sessions__subscribe(&s, "w", "a/#/b", 1, 1), EINVAL);
 	sessions__ended(&s, "w");
+	sessions__settle(&s);
 	ck_assert_uint_eq(s.bytes, 0);
+	sessions__cleanup(&s);
+}
+END_TEST
+
+/* 2.1 sends DISCONNECT for the old connection of a session it resumes,
+ * then the new connection's CONNECT: a lasting session resumed with
+ * clean_start=false keeps its subscriptions; any other connect after a
+ * DISCONNECT starts afresh; an ended session not resumed by the next
+ * settle is forgotten. */
+START_TEST(a_resumed_session_keeps_its_subscriptions)
+{
+	struct dlq_sessions s;
+	struct dlq_sub_match m;
+	sessions__init(&s);
+	sessions__connected(&s, "w", false);
+	sessions__subscribe(&s, "w", "jobs", 1, 5);
+	sessions__offline(&s, "w");
+	sessions__ended(&s, "w");             /* the old connection, at the resume */
+	ck_assert(!sessions__match(&s, "w", "jobs", &m));
+	sessions__connected(&s, "w", false);
+	sessions__settle(&s);
+	ck_assert_int_eq(sessions__life(&s, "w"), DLQ_SESSION_LASTS);
+	ck_assert(sessions__match(&s, "w", "jobs", &m));
+	ck_assert_uint_eq(m.ids[0], 5);
+
+	/* A session not known to last is not resumed by the broker either. */
+	sessions__connected(&s, "v", false);
+	sessions__subscribe(&s, "v", "jobs", 1, 6);
+	sessions__ended(&s, "v");
+	sessions__connected(&s, "v", false);
+	ck_assert(!sessions__match(&s, "v", "jobs", &m));
+	ck_assert_int_eq(sessions__life(&s, "v"), DLQ_SESSION_UNKNOWN);
+
+	/* Ended twice before a settle, then gone. */
+	sessions__ended(&s, "w");
+	sessions__connected(&s, "w", true);
+	sessions__ended(&s, "w");
+	sessions__settle(&s);
+	ck_assert_int_eq(sessions__life(&s, "w"), DLQ_SESSION_UNKNOWN);
+	ck_assert_uint_eq(s.count, 1); /* v */
 	sessions__cleanup(&s);
 }
 END_TEST
@@ -323,6 +365,7 @@ static Suite *sessions_suite(void)
 	TCase *tc = tcase_create("table");
 	tcase_add_test(tc, offline_makes_a_session_last_until_a_clean_start);
 	tcase_add_test(tc, subscriptions_give_qos_and_identifiers);
+	tcase_add_test(tc, a_resumed_session_keeps_its_subscriptions);
 	tcase_add_test(tc, too_many_subscriptions_make_them_unknown);
 	tcase_add_test(tc, many_clients_stay_within_the_bound);
 	suite_add_tcase(s, tc);
