@@ -36,16 +36,26 @@ static void check_ticks(struct dlq_plugin *pl)
 	}
 }
 
-/* Whether a client's session outlives its connection. 2.0.11 tells a plugin
- * only the clean-session/clean-start flag, not a v5 client's session expiry
- * interval, and a v5 client with clean_start=false and no expiry interval
- * loses its session when it disconnects. So a v5 session counts as
- * persistent only when the operator says its clients set an expiry
- * interval (plugin_opt_v5_sessions_persist true; see docs/design.md). */
+/* Whether a client's session outlives its connection, as far as is known
+ * when it NACKs. 2.0.11 tells a plugin only the clean-session/clean-start
+ * flag, not a v5 client's session expiry interval, and a v5 client with
+ * clean_start=false and no expiry interval loses its session when it
+ * disconnects. So on 2.0 a v5 session counts as persistent only when the
+ * operator says its clients set an expiry interval
+ * (plugin_opt_v5_sessions_persist true; see docs/design.md). 2.1 says so
+ * itself, at the end of each connection (CLIENT_OFFLINE): a session seen
+ * to last counts as lasting; one not seen yet counts as ending, and its
+ * copies are set to wait for it when the broker says it lasts
+ * (dlq__client_offline). The option is not used there. */
 static bool session_persists(const struct dlq_plugin *pl, const struct mosquitto *client)
 {
 	if(mosquitto_client_clean_session(client)) return false;
-	return mosquitto_client_protocol_version(client) != 5 || pl->engine.cfg.v5_sessions_persist;
+	if(mosquitto_client_protocol_version(client) != 5) return true;
+	if(pl->caps.line == BROKER_LINE_21){
+		const char *id = mosquitto_client_id(client);
+		return id && sessions__life(&pl->engine.sessions, id) == DLQ_SESSION_LASTS;
+	}
+	return pl->engine.cfg.v5_sessions_persist;
 }
 
 int adapter__message(int event, void *event_data, void *userdata)
@@ -180,13 +190,17 @@ int adapter__tick(int event, void *event_data, void *userdata)
 	return MOSQ_ERR_SUCCESS;
 }
 
-void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client)
+void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client, bool session_lasts)
 {
 	dlq__event(&pl->engine);
 	const char *id = mosquitto_client_id(client);
 	if(id == NULL) return;
 	dlq__client_left(&pl->engine, id, (uintptr_t)client);
-	dlq__client_gone(&pl->engine, id);
+	if(session_lasts){
+		dlq__client_offline(&pl->engine, id);
+	}else{
+		dlq__client_gone(&pl->engine, id);
+	}
 }
 
 int adapter__disconnect(int event, void *event_data, void *userdata)
@@ -194,7 +208,7 @@ int adapter__disconnect(int event, void *event_data, void *userdata)
 	struct mosquitto_evt_disconnect *ed = event_data;
 	(void)event;
 
-	adapter__connection_ended(userdata, ed->client);
+	adapter__connection_ended(userdata, ed->client, false);
 	return MOSQ_ERR_SUCCESS;
 }
 

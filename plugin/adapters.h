@@ -25,11 +25,18 @@ struct dlq_plugin {
 };
 
 int adapter__message(int event, void *event_data, void *userdata);
+/* Whether the broker holds a session for client (struct
+ * dlq_config.broker_has_session, caps the instance's struct broker_caps);
+ * 1 or 0. events_v21.c: only where broker_caps found 2.1's
+ * mosquitto_client. */
+int adapter__broker_has_session(void *caps, const char *client);
 int adapter__control(int event, void *event_data, void *userdata);
 int adapter__tick(int event, void *event_data, void *userdata);
 /* A client's connection ended (2.0's DISCONNECT; 2.1's DISCONNECT or
- * CLIENT_OFFLINE): the engine is told, once, with the client's id. */
-void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client);
+ * CLIENT_OFFLINE): the engine is told, once, with the client's id.
+ * session_lasts: the broker said its session outlives it (2.1's
+ * CLIENT_OFFLINE); false when it ends or nothing is known (2.0). */
+void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client, bool session_lasts);
 int adapter__disconnect(int event, void *event_data, void *userdata);
 int adapter__reload(int event, void *event_data, void *userdata);
 /* Registered only with plugin_opt_redelivery_tracking defer or allow: the
@@ -38,8 +45,12 @@ int adapter__acl_check_v20(int event, void *event_data, void *userdata);
 int adapter__acl_check_v21(int event, void *event_data, void *userdata);
 /* 2.1 only (events_v21.c): a client with a lasting session went offline. */
 int adapter__client_offline_v21(int event, void *event_data, void *userdata);
-/* 2.1 only (events_v21.c): a client subscribed; one without MQTT 5 to a
- * tracked filter is reported (dlq__subscribed_without_nack). */
+/* 2.1 only (events_v21.c): a client subscribed (dlq__subscribed); one
+ * without MQTT 5 to a tracked filter is reported
+ * (dlq__subscribed_without_nack). */
 int adapter__subscribe_v21(int event, void *event_data, void *userdata);
+/* 2.1 only (events_v21.c): a client connected, or unsubscribed. */
+int adapter__connect_v21(int event, void *event_data, void *userdata);
+int adapter__unsubscribe_v21(int event, void *event_data, void *userdata);
 
 #endif

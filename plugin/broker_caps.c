@@ -143,6 +143,7 @@ int broker_caps__probe(struct broker_caps *c, mosquitto_plugin_id_t *identifier,
 
 	c->acl_check = broker_symbol(broker, "mosquitto_acl_check");
 	*(void **)&c->set_info = broker_symbol(broker, "mosquitto_plugin_set_info");
+	*(void **)&c->client_by_id = broker_symbol(broker, "mosquitto_client");
 	c->evt_connect = event_registers(identifier, DLQ_MOSQ_EVT_CONNECT);
 	c->evt_message_out = event_registers(identifier, DLQ_MOSQ_EVT_MESSAGE_OUT);
 	c->evt_client_offline = event_registers(identifier, DLQ_MOSQ_EVT_CLIENT_OFFLINE);

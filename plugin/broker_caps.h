@@ -49,6 +49,9 @@ struct broker_caps {
 	 * line's: call it through broker_caps__acl_check. */
 	void *acl_check;
 	broker_set_info_fn set_info;
+	/* 2.1's mosquitto_client (the session of a client id, connected or
+	 * not), or NULL. */
+	struct mosquitto *(*client_by_id)(const char *clientid);
 	enum broker_prop_source prop_source;
 	struct dlq_prop_reader props;
 	void *libmosquitto;                /* owned dlopen handle with BROKER_PROPS_LIBMOSQUITTO, else NULL */

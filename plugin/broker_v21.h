@@ -17,6 +17,7 @@
 #  define DLQ_MOSQ_ERR_PLUGIN_IGNORE MOSQ_ERR_PLUGIN_IGNORE
 #  define DLQ_MOSQ_EVT_CONNECT MOSQ_EVT_CONNECT
 #  define DLQ_MOSQ_EVT_SUBSCRIBE MOSQ_EVT_SUBSCRIBE
+#  define DLQ_MOSQ_EVT_UNSUBSCRIBE MOSQ_EVT_UNSUBSCRIBE
 #  define DLQ_MOSQ_EVT_MESSAGE_OUT MOSQ_EVT_MESSAGE_OUT
 #  define DLQ_MOSQ_EVT_CLIENT_OFFLINE MOSQ_EVT_CLIENT_OFFLINE
 #else
@@ -26,6 +27,7 @@
 #  define DLQ_MOSQ_ERR_PLUGIN_IGNORE 32
 #  define DLQ_MOSQ_EVT_CONNECT 11
 #  define DLQ_MOSQ_EVT_SUBSCRIBE 12
+#  define DLQ_MOSQ_EVT_UNSUBSCRIBE 13
 #  define DLQ_MOSQ_EVT_MESSAGE_OUT 27
 #  define DLQ_MOSQ_EVT_CLIENT_OFFLINE 28
 #endif
@@ -39,6 +41,19 @@ struct dlq_evt_client_offline {
 	int reason;
 	void *future2[4];
 };
+
+/* MOSQ_EVT_CONNECT's data, as 2.1.2's broker.h lays it out (struct
+ * mosquitto_evt_connect): a client's connect was accepted, its session
+ * resumed or made (src/handle_connect.c, connect__on_authorised). */
+struct dlq_evt_connect {
+	void *future;
+	struct mosquitto *client;
+	void *future2[4];
+};
+
+/* The options byte of a subscription (MQTT 5, 3.8.3.1): the granted QoS in
+ * its low two bits (2.1.2's MQTT_SUB_OPT_GET_QOS). */
+#define DLQ_SUB_OPT_QOS(options) ((uint8_t)((options) & 0x03))
 
 /* MOSQ_EVT_SUBSCRIBE's data, as 2.1.2's broker.h lays it out (struct
  * mosquitto_evt_subscribe holding a struct mosquitto_subscription): one
@@ -57,6 +72,16 @@ struct dlq_subscription {
 };
 
 struct dlq_evt_subscribe {
+	void *future;
+	struct mosquitto *client;
+	struct dlq_subscription data;
+	void *future2[8];
+};
+
+/* MOSQ_EVT_UNSUBSCRIBE's data (struct mosquitto_evt_unsubscribe): laid
+ * out as SUBSCRIBE's; only data.topic_filter is set, the filter as the
+ * client sent it (src/handle_unsubscribe.c, before the broker removes it). */
+struct dlq_evt_unsubscribe {
 	void *future;
 	struct mosquitto *client;
 	struct dlq_subscription data;

@@ -80,6 +80,8 @@ static void scan_line(struct broker_facts *f, char *line, char *incdir, size_t i
 		f->persistence = on;
 	}else if(!strcmp(key, "per_listener_settings")){
 		f->per_listener_settings = on;
+	}else if(!strcmp(key, "queue_qos0_messages")){
+		f->queue_qos0_messages = on;
 	}
 }
 

@@ -19,6 +19,7 @@ struct broker_facts {
 	bool known;                 /* a configuration file was found and read */
 	bool persistence;
 	bool per_listener_settings;
+	bool queue_qos0_messages;   /* the broker queues QoS 0 messages for offline sessions */
 	char persistence_location[4096]; /* "" when not set */
 	char persistence_file[1024];     /* "" when not set: mosquitto.db */
 	long autosave_interval;     /* seconds (or changes, with autosave_on_changes); 0: only at shutdown */

@@ -45,6 +45,12 @@ struct dlq_config {
 	 * not options. */
 	bool broker_persistence;          /* persistence true: sessions survive a restart */
 	bool per_listener_settings;       /* the broker sends no TICK events */
+	bool queue_qos0_messages;         /* the broker keeps QoS 0 messages for offline sessions */
+	/* Whether the broker holds a session for client (2.1's
+	 * mosquitto_client), called with broker_ctx: 1 yes, 0 no; NULL where
+	 * the broker cannot say (2.0). Set by the plugin, not an option. */
+	int (*broker_has_session)(void *broker_ctx, const char *client);
+	void *broker_ctx;                 /* borrowed */
 	char *broker_db_path;             /* owned: the broker's database file, when it autosaves; else NULL */
 };
 

@@ -69,6 +69,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 	idgen__init(&d->idgen);
 	d->next_seq = 1;
 	d->persist.journal_fd = -1;
+	sessions__init(&d->sessions);
 	d->policy_counters = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*d->policy_counters));
 	if(d->policy_counters == NULL || ledger__init(&d->ledger) || redelivery__init(&d->redelivery)
 			|| holds__init(&d->holds)){
@@ -170,11 +171,11 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 /* The record that makes a retry copy NACKable once the broker accepts it,
  * allocated before the copy is handed over: a copy must not go out that
  * could not be NACKed for want of memory. NULL when out of memory. */
-static struct dlq_record *copy_record_new(const struct dlq_envelope *e)
+static struct dlq_record *copy_record_new(const struct dlq_envelope *e, uint8_t qos)
 {
 	struct dlq_record *copy = record__new(&e->id, &e->origin_id, e->topic, e->origin_topic,
 			e->payload, e->payload_len, e->headers, e->headers_len, e->policy,
-			(uint16_t)(e->retry_count + 1), e->qos, port__now_ms());
+			(uint16_t)(e->retry_count + 1), qos, port__now_ms());
 	if(copy) copy->first_nack_ms = e->first_nack_ms;
 	return copy;
 }
@@ -203,20 +204,30 @@ void engine__send(struct dlq *d, struct dlq_envelope *e)
 {
 	struct dlq_headers h = {0};
 	struct dlq_record *copy = NULL;
+	struct dlq_sub_match m;
 	int rc = 0;
+	int qos = engine__copy_qos(d, e, &m);
+	if(qos < 0){
+		engine__copy_unreachable(d, e, qos);
+		return;
+	}
 	if(e->kind == DLQ_ENV_RETRY_COPY && !e->recorded && e->policy){
-		copy = copy_record_new(e);
+		copy = copy_record_new(e, (uint8_t)qos);
 		if(copy == NULL) rc = ENOMEM;
 	}
 	if(rc == 0) rc = envelope__headers(e, &h);
+	if(rc == 0) rc = engine__add_sub_ids(&h, &m);
 	if(rc == 0){
-		rc = port__publish(e->target_client, e->topic, envelope__qos(e), false,
+		rc = port__publish(e->target_client, e->topic, (uint8_t)qos, false,
 				e->payload, e->payload_len, h.data, h.len);
 	}
 	headers__free(&h);
 	d->changes++;
 
 	if(rc == 0){
+		/* What the broker took: a session that goes offline keeps it
+		 * only at QoS 1 or 2 (dlq__client_offline). */
+		if(e->kind == DLQ_ENV_RETRY_COPY) e->qos = (uint8_t)qos;
 		if(e->kind == DLQ_ENV_DEAD_LETTER){
 			char origin[DLQ_ID_LEN + 1];
 			id__encode(&e->origin_id, origin);
@@ -279,11 +290,8 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 	}
 	e->seq = d->next_seq++;
 	e->retry_count = (uint16_t)res->attempt;
+	/* Its QoS is decided when it is published (engine__copy_qos). */
 	e->target_persists = target && n->client_persists;
-	/* Mosquitto drops a QoS 0 message for an offline session (unless
-	 * queue_qos0_messages), and one in a session when it reconnects: a copy
-	 * that is to wait for a persistent session goes out at QoS 1. */
-	if(e->target_persists && e->qos < 1) e->qos = 1;
 	int64_t requested = n->delay_requested ? (int64_t)(n->delay_ms > INT64_MAX ? INT64_MAX : n->delay_ms) : -1;
 	e->delay_ms = policy__retry_delay_ms(p, res->attempt, requested, jitter);
 	res->delay_ms = e->delay_ms;
@@ -425,6 +433,7 @@ void dlq__tick(struct dlq *d)
 {
 	uint64_t now = port__now_ms();
 
+	sessions__settle(&d->sessions);
 	/* What was accepted before the previous tick was taken by the broker
 	 * at the top of this loop pass. */
 	engine__settle_taken(d, now);
@@ -532,6 +541,8 @@ void dlq__cleanup(struct dlq *d)
 	free(d->policy_counters);
 	d->policy_counters = NULL;
 	nonack__free(&d->nonack);
+	deadsubs__free(&d->deadsubs);
+	sessions__cleanup(&d->sessions);
 	systopics__cleanup(&d->sys);
 	for(size_t i = 0; i < d->retired_count; i++){
 		policy__table_free(&d->retired[i]);

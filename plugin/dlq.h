@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "deadsubs.h"
 #include "gauges.h"
 #include "holds.h"
 #include "id.h"
@@ -22,6 +23,7 @@
 #include "persist.h"
 #include "redelivery.h"
 #include "schedule.h"
+#include "sessions.h"
 #include "systopics.h"
 #include "unsaved.h"
 
@@ -40,6 +42,7 @@ struct dlq_counters {
 	uint64_t redeliveries;     /* redeliveries after a reconnect counted as attempts */
 	uint64_t diverted;         /* redelivered messages removed from a session and dead-lettered */
 	uint64_t subscribers_without_nack; /* subscriptions to tracked filters by clients without MQTT 5 */
+	uint64_t subscribers_of_dead_letters; /* subscriptions taking in dead letters and tracked messages (totals only) */
 };
 
 struct dlq {
@@ -63,6 +66,9 @@ struct dlq {
 	struct dlq_gauge_book gauges;          /* owned: running gauges of ledger, outbox and schedule */
 	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */
 	struct dlq_nonack nonack;   /* owned: connected clients warned about as unable to NACK */
+	struct dlq_deadsubs deadsubs; /* owned: (client, filter) pairs warned about as reading dead letters */
+	struct dlq_sessions sessions; /* owned: sessions as Mosquitto 2.1 shows them (empty on 2.0) */
+	bool sessions_full_noted;     /* the "sessions not followed" line was logged */
 };
 
 /* Takes ownership of *cfg (zeroed on return, whatever the result) and, with
@@ -150,6 +156,34 @@ void dlq__client_gone(struct dlq *d, const char *client);
  * that policy (the first declared that overlaps), or NULL. */
 const struct dlq_policy *dlq__subscribed_without_nack(struct dlq *d, const char *client, const char *filter,
 		int protocol);
+
+/* ---- sessions and subscriptions as Mosquitto 2.1 shows them
+ * (session_events.c; never called on 2.0) ---- */
+
+/* client connected (clean_start: its old session is gone). */
+void dlq__client_connected(struct dlq *d, const char *client, bool clean_start);
+
+/* client subscribed to filter ("$share/<group>/" prefix and all) with
+ * granted QoS qos and subscription identifier identifier (0: none): kept
+ * for its targeted retry copies (engine__copy_qos), and checked against the
+ * dead-letter topics (dlq__subscribed_to_dead_letters). */
+void dlq__subscribed(struct dlq *d, const char *client, const char *filter, uint8_t qos, uint32_t identifier);
+
+/* client unsubscribed from filter (as it sent it). */
+void dlq__unsubscribed(struct dlq *d, const char *client, const char *filter);
+
+/* client's connection ended and the broker keeps its session (2.1's
+ * CLIENT_OFFLINE; call instead of dlq__client_gone): its copies not yet
+ * handed to the broker now wait for the session (at QoS 1 or more unless
+ * its subscription says 0), those handed over at QoS 0 become dead letters. */
+void dlq__client_offline(struct dlq *d, const char *client);
+
+/* A subscription of client to filter ("$share/<group>/" prefix and all)
+ * that takes in both a dead-letter topic and a policy filter is counted in
+ * subscribers_of_dead_letters and, the first time for this (client,
+ * filter) during a connection, logged (deadsubs.h). Returns whether it
+ * does. */
+bool dlq__subscribed_to_dead_letters(struct dlq *d, const char *client, const char *filter);
 
 /* ---- redelivery tracking (cfg.redelivery on; see redelivery.h) ----
  * Connections are the broker's context pointers, as opaque numbers. */

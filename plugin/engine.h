@@ -44,4 +44,27 @@ void engine__nacked(struct dlq *d, struct dlq_record *r, const char *client);
  * wait in "owed" for the first tick. */
 void engine__settle_restored_holds(struct dlq *d);
 
+/* Why a targeted copy cannot reach its client (engine__copy_qos). */
+#define ENGINE_COPY_QOS0_OFFLINE (-1) /* a QoS 0 subscription of an offline session */
+#define ENGINE_COPY_NO_SESSION (-2)   /* the broker (2.1) has no session for the client */
+
+/* The QoS targeted retry copy e goes out with (dead letters and ordinary
+ * copies: their own), filling *m with what the target's subscriptions say
+ * (m->id_count 0 when nothing is known); or a negative ENGINE_COPY_* when
+ * the copy cannot reach its client. session_events.c. */
+int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct dlq_sub_match *m);
+
+/* Appends m's subscription identifiers to h. Returns 0 or ENOMEM. */
+int engine__add_sub_ids(struct dlq_headers *h, const struct dlq_sub_match *m);
+
+/* Replaces copy e, which cannot reach its client for reason why (a
+ * negative ENGINE_COPY_*), with its dead letter. Takes e (kept in "owed"
+ * if the dead letter cannot be made). gone.c. */
+void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why);
+
+/* client went offline and its session lasts: the copies of QoS 0 the
+ * broker was handed for it, and the held ones of QoS 0, become dead
+ * letters. gone.c. */
+void engine__gone_qos0(struct dlq *d, const char *client);
+
 #endif

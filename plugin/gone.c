@@ -63,24 +63,38 @@ static void diverted_copy(struct dlq *d, const struct dlq_envelope *e, const cha
 }
 
 /* Dead-letters every record held for client: the broker took each copy for
- * a session that is now gone, and the client did not NACK it. The dead
+ * a session that is now gone, and the client did not NACK it (qos0_only:
+ * the session lasts, and only the copies it does not keep, of QoS 0, go;
+ * the others are let go to the session). The dead
  * letter says as much as the copy did (its retry-count), and may be a
  * duplicate of a copy the client processed before it left. Not bounded by
  * max_pending_bytes: the records are already counted, and refusing would
  * lose the message. */
-static void dead_letter_held(struct dlq *d, const char *client, const char *reason)
+static void dead_letter_held(struct dlq *d, const char *client, const char *reason, bool qos0_only)
 {
 	struct dlq_holder *k = holds__find(&d->holds, client);
-	while(k && k->records){
-		struct dlq_record *r = k->records;
-		bool last = k->count == 1; /* let_go frees k with its last record */
+	struct dlq_record *r = k ? k->records : NULL;
+	while(r){
+		struct dlq_record *next = r->hold_next;
+		if(qos0_only && (r->qos > 0 || d->cfg.queue_qos0_messages)){
+			/* The session lasts and the broker keeps this copy in it:
+			 * it is the session's now. The snapshot no longer holds it
+			 * (a journal replay after a SIGKILL still does: then the
+			 * copy is dead-lettered too, a duplicate, never a loss). */
+			holds__release(&d->holds, r);
+			d->changes++;
+			r = next;
+			continue;
+		}
 		unsigned delivered = r->attempt > 1 ? (unsigned)r->attempt - 1u : 1u;
 		if(engine__dead_letter_of(d, r, client, reason, delivered, false)){
 			port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " that left is lost",
 					Q(record__topic(r)), Q(client));
 		}
+		/* let_go frees the holder, and client with it, with its last
+		 * record: next is NULL then. */
 		let_go(d, r, client);
-		if(last) break;
+		r = next;
 	}
 }
 
@@ -114,10 +128,11 @@ void engine__settle_restored_holds(struct dlq *d)
 	}
 }
 
-/* A retry copy for client that would be lost with its session. */
-static bool is_copy_for(const struct dlq_envelope *e, const char *client)
+/* A retry copy for client that would be lost with its session (all of
+ * QoS 0 when qos0_only: the session lasts, the broker drops those). */
+static bool is_copy_for(const struct dlq_envelope *e, const char *client, bool qos0_only)
 {
-	return e->kind == DLQ_ENV_RETRY_COPY && e->target_client && !e->target_persists
+	return e->kind == DLQ_ENV_RETRY_COPY && e->target_client && (qos0_only ? e->qos == 0 : !e->target_persists)
 			&& !strcmp(e->target_client, client);
 }
 
@@ -147,12 +162,13 @@ static bool divert(struct dlq *d, const struct dlq_envelope *e, const char *reas
 }
 
 /* Replaces every retry copy for client in list with its dead letter. */
-static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const char *client, const char *reason)
+static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const char *client, const char *reason,
+		bool qos0_only)
 {
 	struct dlq_envelope *e = list->head;
 	while(e){
 		struct dlq_envelope *next = e->next;
-		if(is_copy_for(e, client)){
+		if(is_copy_for(e, client, qos0_only)){
 			/* Unlinked first: divert may push onto this very list. */
 			outbox__unlink(&d->outbox, list, e);
 			if(divert(d, e, reason)){
@@ -172,19 +188,21 @@ void dlq__client_gone(struct dlq *d, const char *client)
 
 	if(client == NULL) return;
 	nonack__forget(&d->nonack, client);
+	deadsubs__forget(&d->deadsubs, client);
+	sessions__ended(&d->sessions, client);
 	gone_reason(client, reason, sizeof(reason));
-	divert_list(d, &d->outbox.sent, client, reason);
-	divert_list(d, &d->outbox.owed, client, reason);
+	divert_list(d, &d->outbox.sent, client, reason, false);
+	divert_list(d, &d->outbox.owed, client, reason, false);
 	snprintf(reason, sizeof(reason), "subscriber " QFMT " left without a session before confirming its retry copy "
 			"(it may have received it)", Q(client));
-	dead_letter_held(d, client, reason);
+	dead_letter_held(d, client, reason, false);
 	gone_reason(client, reason, sizeof(reason));
 
 	/* Delayed copies for the client: collected first, since removing one
 	 * reorders the heap. */
 	size_t n = 0;
 	for(size_t i = 0; i < d->delayed.count; i++){
-		if(is_copy_for(d->delayed.heap[i], client)) n++;
+		if(is_copy_for(d->delayed.heap[i], client, false)) n++;
 	}
 	if(n == 0) return;
 	struct dlq_envelope **found = malloc(n * sizeof(*found));
@@ -195,7 +213,7 @@ void dlq__client_gone(struct dlq *d, const char *client)
 	}
 	n = 0;
 	for(size_t i = 0; i < d->delayed.count; i++){
-		if(is_copy_for(d->delayed.heap[i], client)) found[n++] = d->delayed.heap[i];
+		if(is_copy_for(d->delayed.heap[i], client, false)) found[n++] = d->delayed.heap[i];
 	}
 	for(size_t i = 0; i < n; i++){
 		schedule__remove(&d->delayed, found[i]);
@@ -207,4 +225,30 @@ void dlq__client_gone(struct dlq *d, const char *client)
 		}
 	}
 	free(found);
+}
+
+void engine__gone_qos0(struct dlq *d, const char *client)
+{
+	char reason[512];
+	snprintf(reason, sizeof(reason), "subscriber " QFMT " went offline before its QoS 0 retry copy was delivered: "
+			"the broker keeps no QoS 0 message for an offline session", Q(client));
+	if(!d->cfg.queue_qos0_messages) divert_list(d, &d->outbox.sent, client, reason, true);
+	dead_letter_held(d, client, reason, true);
+}
+
+void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why)
+{
+	char reason[512];
+	if(why == ENGINE_COPY_NO_SESSION){
+		snprintf(reason, sizeof(reason), "subscriber " QFMT " has no session at the broker when its retry copy is "
+				"due (it left without one, or the broker restarted without it)", Q(e->target_client));
+	}else{
+		snprintf(reason, sizeof(reason), "subscriber " QFMT " is offline and its subscription to " QFMT " is QoS 0: "
+				"the broker keeps no QoS 0 message for an offline session", Q(e->target_client), Q(e->topic));
+	}
+	if(divert(d, e, reason)){
+		envelope__free(e);
+	}else{
+		outbox__push(&d->outbox, &d->outbox.owed, e);
+	}
 }

@@ -20,6 +20,7 @@ enum dlq_header_kind {
 	DLQ_HDR_CONTENT_TYPE = 3,     /* a: UTF-8 string */
 	DLQ_HDR_RESPONSE_TOPIC = 8,   /* a: UTF-8 string */
 	DLQ_HDR_CORRELATION_DATA = 9, /* a: binary */
+	DLQ_HDR_SUBSCRIPTION_ID = 11, /* a: 4 bytes, big endian; added at publish time only, never stored */
 	DLQ_HDR_USER_PROPERTY = 38,   /* a: name, b: value */
 };
 

@@ -113,10 +113,23 @@ static int restore_file(struct dlq *d, const char *path, bool journal, char *err
 }
 
 /* A restored retry copy for one client can only reach it if its session
- * survived the restart; otherwise the broker would drop it silently. */
-static bool unreachable(const struct dlq *d, const struct dlq_envelope *e)
+ * survived the restart; otherwise the broker would drop it silently. 2.1
+ * says which sessions it restored (the broker reads its database before it
+ * loads plugins): a copy for one of them waits for it, whatever was
+ * thought of the session when it NACKed; one for another client, with
+ * broker persistence, waits too, and is dead-lettered when it falls due if
+ * the broker has no session for the client by then (engine__copy_qos). */
+static bool unreachable(const struct dlq *d, struct dlq_envelope *e)
 {
-	return e->kind == DLQ_ENV_RETRY_COPY && e->target_client && !(d->cfg.broker_persistence && e->target_persists);
+	if(e->kind != DLQ_ENV_RETRY_COPY || e->target_client == NULL) return false;
+	if(d->cfg.broker_has_session){
+		if(d->cfg.broker_has_session(d->cfg.broker_ctx, e->target_client)){
+			e->target_persists = true;
+			return false;
+		}
+		return !d->cfg.broker_persistence;
+	}
+	return !(d->cfg.broker_persistence && e->target_persists);
 }
 
 static void settle_restored_copies(struct dlq *d)

@@ -37,7 +37,9 @@ static const struct {
 	{ MOSQ_EVT_TICK, adapter__tick, NULL, NULL, false },
 	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL, NULL, false },
 	{ DLQ_MOSQ_EVT_CLIENT_OFFLINE, NULL, adapter__client_offline_v21, NULL, false },
+	{ DLQ_MOSQ_EVT_CONNECT, NULL, adapter__connect_v21, NULL, false },
 	{ DLQ_MOSQ_EVT_SUBSCRIBE, NULL, adapter__subscribe_v21, NULL, false },
+	{ DLQ_MOSQ_EVT_UNSUBSCRIBE, NULL, adapter__unsubscribe_v21, NULL, false },
 	{ MOSQ_EVT_RELOAD, adapter__reload, NULL, NULL, false },
 	{ MOSQ_EVT_ACL_CHECK, adapter__acl_check_v20, adapter__acl_check_v21, NULL, true },
 };
@@ -210,7 +212,16 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		goto refuse_config;
 	}
 	if(warn[0]) port__log(DLQ_LOG_WARNING, "%s", warn);
+	if(pl->caps.line == BROKER_LINE_21 && cfg.v5_sessions_persist){
+		port__log(DLQ_LOG_NOTICE, "plugin_opt_v5_sessions_persist is not needed on Mosquitto 2.1 and is not used: "
+				"the broker says at the end of each connection whether its session lasts");
+	}
 	cfg.broker_persistence = facts.persistence;
+	cfg.queue_qos0_messages = facts.queue_qos0_messages;
+	if(pl->caps.client_by_id){
+		cfg.broker_has_session = adapter__broker_has_session;
+		cfg.broker_ctx = &pl->caps;
+	}
 	cfg.per_listener_settings = no_tick;
 	if(cfg.state_file && cfg.state_save_on_change && facts.persistence){
 		char db[8192];

@@ -98,6 +98,14 @@ int props__from_headers(const uint8_t *data, size_t len, mosquitto_property **ou
 			case DLQ_HDR_USER_PROPERTY:
 				rc = mosquitto_property_add_string_pair(out, e.kind, e.a, e.b);
 				break;
+			case DLQ_HDR_SUBSCRIPTION_ID:
+				if(e.a_len != 4){
+					rc = MOSQ_ERR_INVAL;
+					break;
+				}
+				rc = mosquitto_property_add_varint(out, e.kind, (uint32_t)(uint8_t)e.a[0] << 24
+						| (uint32_t)(uint8_t)e.a[1] << 16 | (uint32_t)(uint8_t)e.a[2] << 8 | (uint8_t)e.a[3]);
+				break;
 			default:
 				rc = MOSQ_ERR_INVAL;
 				break;

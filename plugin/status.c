@@ -140,6 +140,7 @@ cJSON *status__report(const struct dlq *d)
 	bool ok = totals && policies
 			&& add_counters(totals, &d->counters) && add_gauges(totals, &total)
 			&& add_num(totals, "unknownIds", (double)d->counters.unknown_ids)
+			&& add_num(totals, "subscribersOfDeadLetters", (double)d->counters.subscribers_of_dead_letters)
 			&& add_num(root, "maxPendingBytes", (double)d->cfg.max_pending_bytes)
 			&& add_num(root, "nackWindowMs", (double)d->cfg.nack_window_ms)
 			&& cJSON_AddBoolToObject(root, "stateFile", d->cfg.state_file != NULL);

@@ -280,8 +280,18 @@ const char *client_id(const struct client *c)
 
 void client_subscribe_at(const char *file, int line, struct client *c, const char *filter, int qos)
 {
+	client_subscribe_id_at(file, line, c, filter, qos, 0);
+}
+
+void client_subscribe_id_at(const char *file, int line, struct client *c, const char *filter, int qos, uint32_t id)
+{
 	int mid = 0, granted = 0;
-	int rc = mosquitto_subscribe(c->mosq, &mid, filter, qos);
+	mosquitto_property *props = NULL;
+	if(id && mosquitto_property_add_varint(&props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, id) != MOSQ_ERR_SUCCESS){
+		fail_at(file, line, "client %s: subscription identifier %u", c->id, (unsigned)id);
+	}
+	int rc = mosquitto_subscribe_v5(c->mosq, &mid, filter, qos, 0, props);
+	mosquitto_property_free_all(&props);
 	if(rc != MOSQ_ERR_SUCCESS){
 		fail_at(file, line, "client %s: subscribe %s: %s", c->id, filter, mosquitto_strerror(rc));
 	}

@@ -153,6 +153,8 @@ struct it_user_prop {
 	char *value;
 };
 
+#define IT_MSG_SUB_IDS_MAX 8
+
 /* One received message, decoded. Owned by its client. */
 struct it_msg {
 	char *topic;
@@ -167,6 +169,8 @@ struct it_msg {
 	void *correlation;          /* NULL when absent */
 	uint16_t correlation_len;
 	int payload_format;         /* -1 when absent */
+	uint32_t sub_ids[IT_MSG_SUB_IDS_MAX]; /* subscription identifiers, in arrival order */
+	size_t nsub_ids;
 	uint64_t at_ms;             /* monotonic arrival time */
 };
 
@@ -195,6 +199,11 @@ const char *client_id(const struct client *c);
 /* Subscribes and waits for a granted SUBACK. */
 #define client_subscribe(c, filter, qos) client_subscribe_at(__FILE__, __LINE__, (c), (filter), (qos))
 void client_subscribe_at(const char *file, int line, struct client *c, const char *filter, int qos);
+
+/* Subscribes (MQTT v5) with a subscription identifier (0: none) and waits
+ * for a granted SUBACK. */
+#define client_subscribe_id(c, filter, qos, id) client_subscribe_id_at(__FILE__, __LINE__, (c), (filter), (qos), (id))
+void client_subscribe_id_at(const char *file, int line, struct client *c, const char *filter, int qos, uint32_t id);
 
 /* Publishes and waits until the publish completed (sent for QoS 0, PUBACK
  * or PUBCOMP otherwise). props stay the caller's. Returns the v5 reason

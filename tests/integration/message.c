@@ -101,6 +101,13 @@ struct it_msg *msg__decode(const struct mosquitto_message *mm, const mosquitto_p
 				m->payload_format = byte;
 			}
 			break;
+		case MQTT_PROP_SUBSCRIPTION_IDENTIFIER:
+			if(m->nsub_ids < IT_MSG_SUB_IDS_MAX){
+				uint32_t sid = 0;
+				mosquitto_property_read_varint(p, id, &sid, false);
+				m->sub_ids[m->nsub_ids++] = sid;
+			}
+			break;
 		default:
 			break;
 		}

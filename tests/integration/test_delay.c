@@ -319,10 +319,12 @@ START_TEST(test_clean_subscriber_leaves_while_delayed)
 END_TEST
 
 /* A v5 subscriber with clean_start=false and a session expiry interval,
- * while plugin_opt_v5_sessions_persist is not set: the plugin cannot see
- * the expiry, so it counts the session as ending with the connection and
- * dead-letters the held-back copy when the client leaves; when the client
- * comes back the copy does not come (docs/memory-and-limits.md, Limits). */
+ * while plugin_opt_v5_sessions_persist is not set. 2.0: the plugin cannot
+ * see the expiry, so it counts the session as ending with the connection
+ * and dead-letters the held-back copy when the client leaves; when the
+ * client comes back the copy does not come (docs/memory-and-limits.md, Limits). 2.1: the
+ * broker says the session lasts (CLIENT_OFFLINE), so the copy waits for it
+ * and comes once when the client is back, with no dead letter. */
 START_TEST(test_v5_session_without_option_counts_as_clean)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=2s");
@@ -336,6 +338,18 @@ START_TEST(test_v5_session_without_option_counts_as_clean)
 	struct nack_at at = nack_compact(w, id, NULL, NULL);
 	client_free(w);
 
+	if(BROKER_IS_21()){
+		it_sleep_ms(500);
+		w = client_new_session(b, "w5", MQTT_PROTOCOL_V5, 300);
+		ck_assert_msg(client_session_present(w), "the broker did not resume w5's session");
+		const struct it_msg *copy = client_expect(w, "jobs", 1);
+		expect_due(copy, &at, 2000, "2.1: a lasting session's copy");
+		expect_retry_copy(copy, "jobs", id, 1);
+		clients_settle(w, watcher);
+		client_expect_exactly(w, NULL, 1);
+		client_expect_exactly(watcher, NULL, 0);
+		return;
+	}
 	const struct it_msg *dl = client_expect(watcher, "dlq/jobs", 1);
 	ck_assert_msg(dl->at_ms < at.sent + 2000, "the dead letter came only when the copy was due");
 	expect_dead_letter(dl, "jobs", id, 1, "w5", "jobs",
@@ -350,13 +364,51 @@ START_TEST(test_v5_session_without_option_counts_as_clean)
 }
 END_TEST
 
+/* A v5 worker with clean_start=false and no session expiry interval (0):
+ * its session ends with its connection, on every broker line (2.1 sends
+ * DISCONNECT, not CLIENT_OFFLINE), so its held-back copy is dead-lettered
+ * when it leaves, and nothing comes when it is back. */
+START_TEST(test_v5_session_without_expiry_dead_letters)
+{
+	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=2s");
+	struct client *w = client_new_session(b, "w0", MQTT_PROTOCOL_V5, 0);
+	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	client_subscribe(w, "jobs", 1);
+	client_subscribe(watcher, "dlq/#", 1);
+	client_publish_str(watcher, "jobs", "job-0", 1);
+	char id[32];
+	keep(id, sizeof(id), expect_original(client_expect(w, "jobs", 1)));
+	struct nack_at at = nack_compact(w, id, NULL, NULL);
+	client_free(w);
+
+	const struct it_msg *dl = client_expect(watcher, "dlq/jobs", 1);
+	ck_assert_msg(dl->at_ms < at.sent + 2000, "the dead letter came only when the copy was due");
+	expect_dead_letter(dl, "jobs", id, 1, "w0", "jobs",
+			"subscriber \"w0\" left without a session before its retry copy was delivered");
+	w = client_new_session(b, "w0", MQTT_PROTOCOL_V5, 0);
+	ck_assert_msg(!client_session_present(w), "the broker kept w0's session");
+	sleep_until(at.sent + 2000 + 500);
+	clients_settle(w, watcher);
+	client_expect_exactly(w, NULL, 0);
+	client_expect_exactly(watcher, NULL, 1);
+}
+END_TEST
+
 /* With plugin_opt_v5_sessions_persist true, a subscriber with a persistent
  * session that leaves and comes back before its copy is due gets the copy
- * once, when due, and no dead letter is made. */
+ * once, when due, and no dead letter is made. On 2.1 one startup notice
+ * says the option is not needed (2.0 logs none). */
 START_TEST(test_persistent_subscriber_back_before_due)
 {
 	struct broker *b = dlq_broker("v5_sessions_persist true",
 			"policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=3s");
+	char *log = broker_log(b);
+	const char *notice = "dlq: plugin_opt_v5_sessions_persist is not needed on Mosquitto 2.1 and is not used";
+	const char *seen = strstr(log, notice);
+	bool twice = seen && strstr(seen + 1, notice);
+	ck_assert_msg(BROKER_IS_21() ? seen != NULL && !twice : seen == NULL, "the notice that the option is not needed: %s",
+			seen ? (twice ? "logged twice" : "logged") : "not logged");
+	free(log);
 	struct client *w = client_new_session(b, "wp", MQTT_PROTOCOL_V5, 300);
 	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
 	client_subscribe(w, "jobs", 1);
@@ -472,6 +524,7 @@ static Suite *delay_suite(void)
 	tcase_add_test(tc, test_bad_delays_refused);
 	tcase_add_test(tc, test_clean_subscriber_leaves_while_delayed);
 	tcase_add_test(tc, test_v5_session_without_option_counts_as_clean);
+	tcase_add_test(tc, test_v5_session_without_expiry_dead_letters);
 	tcase_add_test(tc, test_persistent_subscriber_back_before_due);
 	tcase_add_test(tc, test_persistent_subscriber_away_at_due);
 	tcase_add_test(tc, test_fixed_retry_topic_delay);

@@ -224,6 +224,60 @@ START_TEST(test_delayed_copy_survives_sigterm)
 }
 END_TEST
 
+/* (1b) Issue 13's restart case, with no option about sessions: a v5 worker
+ * whose session has an expiry interval NACKs with a 4 s delay, leaves, and
+ * the broker restarts (SIGTERM) before the copy is due. On 2.1 the broker
+ * says the session lasts (CLIENT_OFFLINE): the copy arrives once after the
+ * restart, and no dead letter is made. 2.0 cannot see the expiry interval
+ * without plugin_opt_v5_sessions_persist: the copy is dead-lettered when
+ * the worker leaves (README, Supported brokers). */
+START_TEST(test_lasting_session_known_across_sigterm)
+{
+	struct durable d = durable_broker(__func__, true, false,
+			"policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=4s", (const char *)NULL);
+	broker_start(d.b);
+	struct client *w = client_new_session(d.b, WORKER, MQTT_PROTOCOL_V5, EXPIRY_S);
+	struct client *insp = client_new_session(d.b, INSPECTOR, MQTT_PROTOCOL_V5, EXPIRY_S);
+	struct client *pub = client_new(d.b, "pub", MQTT_PROTOCOL_V5);
+	client_subscribe(w, "jobs", 1);
+	client_subscribe(insp, "dlq/#", 1);
+	client_publish_str(pub, "jobs", "job-l1", 1);
+	char id[32];
+	keep(id, sizeof(id), expect_original(client_expect(w, "jobs", 1)));
+	struct nack_at at = nack_compact(w, id, NULL, NULL);
+	client_free(w);
+	client_free(pub);
+	if(!BROKER_IS_21()){
+		const struct it_msg *dl = client_expect(insp, "dlq/jobs", 1);
+		expect_dead_letter(dl, "jobs", id, 1, WORKER, "jobs",
+				"subscriber \"" WORKER "\" left without a session before its retry copy was delivered");
+		return;
+	}
+	client_free(insp);
+
+	sleep_until(at.sent + 1000);
+	broker_shutdown(d.b);
+	print_plugin_log(d.b, "of the first run");
+	broker_start(d.b);
+	print_plugin_log(d.b, "at the restart");
+
+	w = client_new_session(d.b, WORKER, MQTT_PROTOCOL_V5, EXPIRY_S);
+	insp = client_new_session(d.b, INSPECTOR, MQTT_PROTOCOL_V5, EXPIRY_S);
+	ck_assert_msg(client_session_present(w) && client_session_present(insp),
+			"the broker did not restore the sessions (persistence)");
+	const struct it_msg *copy = client_expect(w, "jobs", 1);
+	expect_due(copy, &at, 4000, "copy for a lasting session across a SIGTERM restart");
+	ck_assert_str_eq(copy->payload, "job-l1");
+	expect_retry_copy(copy, "jobs", id, 1);
+	ck_assert_int_eq(copy->qos, 1);
+
+	sleep_until(at.sent + 4000 + 1000);
+	clients_settle(w, insp);
+	client_expect_exactly(w, NULL, 1);
+	client_expect_exactly(insp, NULL, 0);
+}
+END_TEST
+
 /* (2) The ledger is saved: deliveries made before a restart can be NACKed
  * after it, a NACK made before it still counts (the same client cannot
  * NACK that delivery again), and a retry copy sent before it is NACKable
@@ -735,6 +789,7 @@ static Suite *restart_suite(void)
 	TCase *tc = harness_tcase("restart");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_delayed_copy_survives_sigterm);
+	tcase_add_test(tc, test_lasting_session_known_across_sigterm);
 	tcase_add_test(tc, test_ledger_survives_sigterm);
 	tcase_add_test(tc, test_unpublished_dead_letter_survives_sigterm);
 	tcase_add_test(tc, test_saved_dead_letter_reaches_a_session_connected_at_sigterm);

@@ -8,6 +8,13 @@
  * entry); an MQTT 5 subscriber and a 3.1.1 subscriber of an untracked filter
  * are neither logged nor counted. 2.0 shows the plugin no subscriptions:
  * there the count stays 0 and docs/memory-and-limits.md says how to check.
+ * Subscribers of dead letters: on 2.1 a filter that takes in a dead-letter
+ * topic and a tracked filter (`#`, `+/#`) is logged once per client and
+ * filter and each such subscription counted (subscribersOfDeadLetters); an
+ * inspector of `dead/#` is not. Copies that honour the subscription: on
+ * 2.1 a targeted retry copy goes at the lower of the original's and the
+ * granted QoS, with the subscription's identifier; on 2.0 at the
+ * original's QoS without one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,11 +113,154 @@ START_TEST(test_old_protocol_subscriber_reported)
 }
 END_TEST
 
+/* How often the log has the dead-letter warning for client id. */
+static int dead_warnings_for(struct broker *b, const char *id)
+{
+	char want[256];
+	snprintf(want, sizeof(want), "dlq: client \"%s\" subscribed to ", id);
+	char *log = broker_log(b);
+	int n = 0;
+	for(const char *p = log; (p = strstr(p, want)) != NULL; p += strlen(want)){
+		const char *eol = strchr(p, '\n');
+		const char *hit = strstr(p, "which takes in the dead-letter topic");
+		if(hit && (eol == NULL || hit < eol)) n++;
+	}
+	free(log);
+	return n;
+}
+
+START_TEST(test_subscribers_of_dead_letters)
+{
+	struct broker *b = dlq_broker("policy " POLICY_FILTER " max_attempts=3 dead_letter=dead/jobs");
+	struct client *all = client_new(b, "all", MQTT_PROTOCOL_V5);
+	struct client *plus = client_new(b, "plus", MQTT_PROTOCOL_V311);
+	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
+	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+
+	client_subscribe(all, "#", 1);
+	client_subscribe(all, "#", 0);                 /* the same filter again: counted, not logged again */
+	client_subscribe(plus, "$share/g/+/#", 1);
+	client_subscribe(insp, "dead/#", 1);           /* dead letters only */
+	client_subscribe(worker, "jobs/#", 1);         /* tracked messages only */
+	clients_settle(all, plus, insp, worker);
+
+	cJSON *doc;
+	const cJSON *data = get_status(insp, &doc);
+	double total = json_num(cJSON_GetObjectItemCaseSensitive(data, "totals"), "subscribersOfDeadLetters");
+	cJSON_Delete(doc);
+	int w_all = dead_warnings_for(b, client_id(all)), w_plus = dead_warnings_for(b, client_id(plus));
+	int w_insp = dead_warnings_for(b, client_id(insp)), w_worker = dead_warnings_for(b, client_id(worker));
+	if(!BROKER_IS_21()){
+		ck_assert_msg(total == 0 && w_all == 0, "2.0: counted %g, logged %d", total, w_all);
+		return;
+	}
+	ck_assert_msg(total == 3, "subscribersOfDeadLetters %g, expected 3", total);
+	ck_assert_msg(w_all == 1 && w_plus == 1, "logged: # %d times, $share/g/+/# %d times; expected once each",
+			w_all, w_plus);
+	ck_assert_msg(w_insp == 0 && w_worker == 0, "logged: dead/# %d, jobs/# %d", w_insp, w_worker);
+	char want[512];
+	snprintf(want, sizeof(want), "dlq: client \"%s\" subscribed to \"#\", which takes in the dead-letter topic "
+			"\"dead/jobs\" as well as messages of policy \"" POLICY_FILTER "\": it receives dead letters as new "
+			"deliveries", client_id(all));
+	char *log = broker_log(b);
+	ck_assert_msg(strstr(log, want) != NULL, "no line \"%s\" in the log", want);
+	free(log);
+}
+END_TEST
+
+/* Expects m at qos with exactly the subscription identifier want (0: none). */
+static void expect_sub(const struct it_msg *m, int qos, uint32_t want, const char *what)
+{
+	ck_assert_msg(m->qos == qos, "%s: QoS %d, expected %d", what, m->qos, qos);
+	if(want == 0){
+		ck_assert_msg(m->nsub_ids == 0, "%s: %zu subscription identifiers, expected none", what, m->nsub_ids);
+		return;
+	}
+	ck_assert_msg(m->nsub_ids == 1 && m->sub_ids[0] == want, "%s: subscription identifiers %zu (first %u), "
+			"expected exactly %u", what, m->nsub_ids, m->nsub_ids ? (unsigned)m->sub_ids[0] : 0u, (unsigned)want);
+}
+
+START_TEST(test_copies_honour_the_subscription)
+{
+	struct broker *b = dlq_broker("policy sites/+/telemetry max_attempts=3 dead_letter=dead/telemetry");
+	struct client *q0 = client_new(b, "q0", MQTT_PROTOCOL_V5);
+	struct client *q1 = client_new(b, "q1", MQTT_PROTOCOL_V5);
+	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	client_subscribe_id(q0, "sites/+/telemetry", 0, 7);
+	client_subscribe_id(q1, "sites/+/telemetry", 1, 9);
+	client_publish_str(pub, "sites/a/telemetry", "t1", 1);
+
+	const struct it_msg *o0 = client_expect(q0, "sites/#", 1);
+	const struct it_msg *o1 = client_expect(q1, "sites/#", 1);
+	expect_sub(o0, 0, 7, "original to the QoS 0 subscriber");
+	expect_sub(o1, 1, 9, "original to the QoS 1 subscriber");
+	char id0[32], id1[32];
+	snprintf(id0, sizeof(id0), "%s", expect_original(o0));
+	snprintf(id1, sizeof(id1), "%s", expect_original(o1));
+	client_nack(q0, id0, NULL);
+	client_nack(q1, id1, NULL);
+	const struct it_msg *c0 = client_expect(q0, "sites/#", 2);
+	const struct it_msg *c1 = client_expect(q1, "sites/#", 2);
+	expect_retry_copy(c0, "sites/a/telemetry", id0, 1);
+	expect_retry_copy(c1, "sites/a/telemetry", id1, 1);
+	if(BROKER_IS_21()){
+		expect_sub(c0, 0, 7, "2.1: retry copy to the QoS 0 subscriber");
+		expect_sub(c1, 1, 9, "2.1: retry copy to the QoS 1 subscriber");
+	}else{
+		/* 2.0 shows the plugin no subscriptions (README, Supported brokers). */
+		expect_sub(c0, 1, 0, "2.0: retry copy to the QoS 0 subscriber");
+		expect_sub(c1, 1, 0, "2.0: retry copy to the QoS 1 subscriber");
+	}
+	clients_settle(q0, q1, pub);
+	client_expect_exactly(q0, NULL, 2);
+	client_expect_exactly(q1, NULL, 2);
+	client_expect_exactly(pub, NULL, 0);
+}
+END_TEST
+
+/* The subscription is the session's: a v5 subscriber with a lasting
+ * session subscribes (QoS 0, identifier 7), leaves and comes back without
+ * subscribing again; its copy still goes at QoS 0 with identifier 7 (2.1
+ * sends DISCONNECT for the old connection of a session it resumes, and the
+ * plugin keeps what it knew). A clean start forgets it: the copy then goes
+ * as nothing were known (QoS of the original, no identifier). */
+START_TEST(test_subscription_kept_across_a_resumed_session)
+{
+	struct broker *b = dlq_broker("policy sites/+/telemetry max_attempts=3 dead_letter=dead/telemetry");
+	struct client *w = client_new_session(b, "resumer", MQTT_PROTOCOL_V5, 300);
+	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	client_subscribe_id(w, "sites/+/telemetry", 0, 7);
+	client_free(w);
+	w = client_new_session(b, "resumer", MQTT_PROTOCOL_V5, 300);
+	ck_assert_msg(client_session_present(w), "the broker did not resume the session");
+	client_publish_str(pub, "sites/b/telemetry", "t2", 1);
+	const struct it_msg *o = client_expect(w, "sites/#", 1);
+	expect_sub(o, 0, 7, "original in the resumed session");
+	char id[32];
+	snprintf(id, sizeof(id), "%s", expect_original(o));
+	client_nack(w, id, NULL);
+	const struct it_msg *c = client_expect(w, "sites/#", 2);
+	expect_retry_copy(c, "sites/b/telemetry", id, 1);
+	if(BROKER_IS_21()){
+		expect_sub(c, 0, 7, "2.1: retry copy in the resumed session");
+	}else{
+		/* The session persists (clean_start=false with expiry, but 2.0
+		 * cannot see the expiry: no plugin_opt_v5_sessions_persist). */
+		expect_sub(c, 1, 0, "2.0: retry copy in the resumed session");
+	}
+	clients_settle(w, pub);
+	client_expect_exactly(w, NULL, 2);
+}
+END_TEST
+
 static Suite *subscribers_suite(void)
 {
 	Suite *s = suite_create("subscribers");
 	TCase *tc = harness_tcase("without_nack");
 	tcase_add_test(tc, test_old_protocol_subscriber_reported);
+	tcase_add_test(tc, test_subscribers_of_dead_letters);
+	tcase_add_test(tc, test_copies_honour_the_subscription);
+	tcase_add_test(tc, test_subscription_kept_across_a_resumed_session);
 	suite_add_tcase(s, tc);
 	return s;
 }
