@@ -164,16 +164,25 @@ static int spawn(struct broker *b, const struct broker_opts *o)
 			close(fd);
 		}
 		if(o->valgrind_out){
-			/* [chroot ROOT] valgrind --tool=callgrind --quiet
-			 * --callgrind-out-file=F [--toggle-collect=P]... mosquitto
-			 * -c CONF: chroot execs valgrind, so the PID stays the
-			 * broker's. */
-			char *argv[16 + MAX_TOGGLES];
+			/* [chroot ROOT sh -c 'cd CWD && exec "$@"'] valgrind
+			 * --tool=callgrind --quiet --callgrind-out-file=F
+			 * [--toggle-collect=P]... mosquitto -c CONF: chroot and sh
+			 * exec, so the PID stays the broker's, and relative paths
+			 * (the plugin's, the output's) mean the same inside the
+			 * root, where the working directory is mounted at its own
+			 * path. */
+			char *argv[24 + MAX_TOGGLES];
 			char toggles[MAX_TOGGLES][160];
+			char cwd[512];
 			int n = 0;
 			if(o->valgrind_root){
+				if(getcwd(cwd, sizeof(cwd)) == NULL) _exit(127);
 				argv[n++] = "chroot";
 				argv[n++] = (char *)o->valgrind_root;
+				argv[n++] = "/bin/sh";
+				argv[n++] = "-c";
+				argv[n++] = "cd \"$0\" && exec \"$@\"";
+				argv[n++] = cwd;
 				bin = "/usr/sbin/mosquitto";
 			}
 			argv[n++] = "valgrind";

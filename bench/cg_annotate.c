@@ -97,7 +97,13 @@ static bool is_caller_frame(const char *line)
 		":(below main)", ":__libc_start_main", ":main ", ":mosquitto_main_loop ", ":mux__handle ",
 		":mux_epoll__handle ", ":packet__read ", ":handle__packet ", ":handle__publish ",
 		":plugin__handle_message ", ":plugin__handle_tick ", ":control__process ", "ld-linux",
+		":handle__accepted_publish ", ":plugin__handle_message_in ", ":plugin__handle_control ",
 	};
+	/* Any other frame holding the whole count is a caller too (2.1's
+	 * stripped broker has unnamed ones): only the callbacks themselves
+	 * are shown at 100%. */
+	const char *colon = strstr(line, "(100.0%)") ? strchr(strstr(line, "(100.0%)"), ':') : NULL;
+	if(strstr(line, "(100.0%)") && (colon == NULL || strncmp(colon + 1, "adapter__", 9))) return true;
 	for(size_t i = 0; i < sizeof(frames) / sizeof(frames[0]); i++){
 		if(strstr(line, frames[i])) return true;
 	}
