@@ -144,10 +144,10 @@ static void print_budgets(const struct cg_case *cases, const struct cg_result *r
 	/* 2.1's budget is per delivery, with delivery-count on (the
 	 * plugin's default there); the off cases show what it costs. */
 	snprintf(budget, sizeof(budget), "≤ %.2fx bare 2.1", BUDGET_TRACKED_21);
-	budget_row("2.1: tracked, delivery-count on, 1→1", budget, ratio(res, tracked, bare, 1, 1), BUDGET_TRACKED_21,
-			false, "broker Ir per delivery ÷ bare, 1→1", not21);
-	budget_row("2.1: tracked, delivery-count on, 1→4", budget, ratio(res, tracked4, bare4, 4, 4), BUDGET_TRACKED_21,
-			false, "broker Ir per delivery ÷ bare, 1→4", not21);
+	budget_row("2.1: tracked, delivery-count on (the plugin's default where it has it), 1→1", budget,
+			ratio(res, tracked, bare, 1, 1), BUDGET_TRACKED_21, false, "broker Ir per delivery ÷ bare, 1→1", not21);
+	budget_row("2.1: tracked, delivery-count on (the plugin's default where it has it), 1→4", budget,
+			ratio(res, tracked4, bare4, 4, 4), BUDGET_TRACKED_21, false, "broker Ir per delivery ÷ bare, 1→4", not21);
 	budget_row("tracked, delivery-count off, 1→1 (no budget)", "–", ratio(res, off, bare, 1, 1), 0, false,
 			"broker Ir per delivery ÷ bare, 1→1", off >= 0 ? "–" : "n/a: option refused or failed");
 	budget_row("tracked, delivery-count off, 1→4 (no budget)", "–", ratio(res, off4, bare4, 4, 4), 0, false,
