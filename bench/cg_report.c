@@ -85,24 +85,18 @@ static void print_case_table(const struct cg_case *cases, const struct cg_result
 	}
 }
 
-/* One row: a ratio (or a count) against its limit; -1 for a figure
- * that could not be measured. */
+/* One row: a ratio (or, with count, Ir) against its limit. figure < 0:
+ * not measured. na: the verdict when the budget does not apply here. */
 static void budget_row(const char *path, const char *budget, double figure, double limit, bool count,
 		const char *basis, const char *na)
 {
 	char fig[64];
-	const char *verdict;
-	if(na){
-		snprintf(fig, sizeof(fig), "%s", figure < 0 ? "not measured" : "");
-		if(figure >= 0) snprintf(fig, sizeof(fig), count ? "%.0f" : "%.3fx", figure);
-		verdict = na;
-	}else if(figure < 0){
+	if(figure < 0){
 		snprintf(fig, sizeof(fig), "not measured");
-		verdict = "–";
 	}else{
 		snprintf(fig, sizeof(fig), count ? "%.0f Ir" : "%.3fx", figure);
-		verdict = figure <= limit ? "met" : "**missed**";
 	}
+	const char *verdict = na ? na : figure < 0 ? "–" : figure <= limit ? "met" : "**missed**";
 	printf("| %s | %s | %s | %s | %s |\n", path, budget, fig, basis, verdict);
 }
 
