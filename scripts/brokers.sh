@@ -109,7 +109,6 @@ upgrade_chroot() {
 	shift 2
 	[ -f "$root/.provisioned" ] && [ -x "$root/usr/sbin/mosquitto" ] || return 1
 	local have version missing=()
-	version=$(sed -n 1p "$root/.provisioned")
 	have=,$(sed -n 2p "$root/.provisioned"),
 	for p in ${have//,/ }; do
 		[[ ",$include," == *",$p,"* ]] || return 1
@@ -130,6 +129,9 @@ upgrade_chroot() {
 		return 1
 	fi
 	chroot "$root" apt-get clean
+	# The install may have upgraded the broker with its libraries.
+	version=$(chroot "$root" dpkg-query -W -f='${Version}' mosquitto) || return 1
+	[ "$(line_of "$version")" = 2.1 ] || die "the root's mosquitto is now $version, not 2.1"
 	printf '%s\n%s\n' "$version" "$include" >"$root/.provisioned"
 }
 
