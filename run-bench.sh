@@ -14,8 +14,9 @@
 #                  see run-tests.sh), bare and with the plugin: 2.0.21's build is
 #                  against its own headers, in build-bench-2.0.21/; 2.1's broker
 #                  runs in its root (scripts/mosquitto-chroot.sh) with the host's
-#                  build, and without the callgrind suite (valgrind would trace
-#                  the wrapper, not the broker).
+#                  build; its callgrind suite runs the root's valgrind inside
+#                  the root (chroot ROOT valgrind ... /usr/sbin/mosquitto; the
+#                  host's valgrind would trace the wrapper, not the broker).
 # Other arguments are passed to dlq_bench (./run-bench.sh --help lists them).
 # Exits non-zero if a broker or a phase failed, never because of a figure.
 set -euo pipefail
@@ -56,7 +57,13 @@ if [ -n "$line" ]; then
 		mapfile -t broker_opts < <(broker_meson_args)
 		export LD_LIBRARY_PATH=$BROKER_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	elif [ "$BROKER_KIND" = chroot ]; then
-		broker_args+=(--no-callgrind)
+		# scripts/brokers.sh installs valgrind in the root.
+		if [ -x "$BROKER_ROOT/usr/bin/valgrind" ]; then
+			broker_args+=(--valgrind-root "$BROKER_ROOT")
+		else
+			echo "run-bench.sh: no valgrind in $BROKER_ROOT: skipping the callgrind suite" >&2
+			broker_args+=(--no-callgrind)
+		fi
 	fi
 fi
 

@@ -16,9 +16,14 @@
 #include <sys/types.h>
 
 #define BENCH_MAX_PAIRS 4
+/* Subscribers per pair at most: a fan-out case has one publisher and
+ * several subscribers of its topic. */
+#define BENCH_MAX_FANOUT 4
 /* Policies in the plugin broker's configuration: one that matches the
  * tracked topics and this many minus one that match no benchmark topic. */
 #define BENCH_POLICIES 100
+/* The callgrind suite's large policy set, in the same shapes. */
+#define BENCH_POLICIES_LARGE 10000
 #define BENCH_PAYLOAD 200
 #define BENCH_MAX_ATTEMPTS 3
 /* Topics: publisher i publishes to <prefix><i>, subscriber i subscribes to
@@ -43,6 +48,15 @@ struct broker_opts {
 	const char *nack_window;     /* NULL: the plugin's default */
 	const char *max_pending;     /* NULL: the plugin's default */
 	const char *valgrind_out;    /* not NULL: run under callgrind, writing here */
+	/* Not NULL: the root the broker lives in (2.1's); valgrind is then
+	 * the root's, run as "chroot ROOT valgrind ... /usr/sbin/mosquitto",
+	 * since valgrind on the host would trace mosquitto_bin, a chroot
+	 * wrapper. The paths in the configuration must be the same inside
+	 * (scripts/brokers.sh mount 2.1 binds /tmp and the project). */
+	const char *valgrind_root;
+	/* Policies the plugin broker gets (0: BENCH_POLICIES): one for the
+	 * tracked topics, the rest decoys. */
+	int policy_count;
 	/* callgrind --toggle-collect patterns, NULL-terminated (at most 4), or
 	 * NULL: collect everything */
 	const char *const *valgrind_toggle;
@@ -108,6 +122,9 @@ int broker__halt(struct broker *b, int sig);
 int broker__restart(struct broker *b, const struct broker_opts *o);
 /* Removes a halted broker's directory. */
 void broker__remove_dir(struct broker *b);
+/* Writes b->conf_path for o (broker_conf.c). Sets b->host and b->port.
+ * Returns 0, or -1 if it could not be written or no port was free. */
+int broker_conf__write(struct broker *b, const struct broker_opts *o);
 /* Resident set size in KiB, or -1. */
 long broker__rss_kib(const struct broker *b);
 /* CPU time used by the broker so far, in nanoseconds (schedstat, else
@@ -148,7 +165,8 @@ struct load_opts {
 	int targets;                 /* 0 counts as 1 */
 	double slice_s;
 	int qos;
-	int pairs;                   /* per target: publishers = subscribers = pairs */
+	int pairs;                   /* per target: publishers = pairs */
+	int fanout;                  /* subscribers per pair, of its one topic (0 counts as 1; not in a storm) */
 	size_t payload_len;          /* at least 16 */
 	unsigned window;             /* per pair: messages (chains in a storm) not yet done */
 	double rate;                 /* 0: closed loop; else msg/s offered by the publishing target */
@@ -210,6 +228,8 @@ struct bench_config {
 	uint64_t memory_count;       /* messages per payload size */
 	uint64_t callgrind_count;    /* tracked messages in the callgrind run */
 	const char *callgrind_dir;   /* where the profiles go; NULL: a new /tmp directory */
+	const char *valgrind_root;   /* the broker's root, for valgrind (broker_opts) */
+	char broker_version[32];     /* "2.0.11", "2.1.2"; "" if unknown */
 	/* --plugin-opt, for every plugin broker; NULL-terminated */
 	const char *plugin_opts[BENCH_MAX_PLUGIN_OPTS + 1];
 	int durability_rounds;       /* A/B rounds of the durability suite */

@@ -155,7 +155,8 @@ int client__open(struct load *L, enum role role, int index)
 	c->load = L;
 	c->role = role;
 	c->index = index;
-	snprintf(id, sizeof(id), "%s-%s%d-%d", L->o->label, names[role], index, (int)getpid());
+	/* The client's slot too: a pair's subscribers share its index. */
+	snprintf(id, sizeof(id), "%s-%s%d-%d-%d", L->o->label, names[role], index, L->nclients, (int)getpid());
 	const struct broker *b = L->pairs[index].t->broker;
 	c->mosq = mosquitto_new(id, true, c);
 	if(c->mosq == NULL) return -1;

@@ -5,7 +5,8 @@
  * thread on one ppoll loop, with libmosquitto's non-threaded API: on a
  * two-core machine the broker gets one core and the load the other, and no
  * client pays for thread hand-offs. Publisher i sends to its own topic,
- * which subscriber i alone receives. A phase may load several targets
+ * which subscriber i alone receives (with a fan-out, each of pair i's
+ * subscribers: a message is done when all of them have it). A phase may load several targets
  * (brokers, or kinds of traffic), each with its own pairs, taking turns of
  * a few milliseconds.
  * The payload starts with the send time (CLOCK_MONOTONIC, ns), the pair
@@ -31,6 +32,13 @@
 /* A paced publisher that falls this far behind starts again from now
  * rather than sending a burst. */
 #define PACE_SLACK_NS 100000000ull
+/* Messages of pair p sent and not yet delivered to all its subscribers. */
+static uint64_t open_msgs(const struct load *L, const struct pair *p)
+{
+	uint64_t want = p->sent * (uint64_t)L->fanout;
+	return want > p->done ? (want - p->done + (uint64_t)L->fanout - 1) / (uint64_t)L->fanout : 0;
+}
+
 /* Published per pair per loop pass at most, so that pairs take turns. */
 #define BURST 32
 /* A paced run never has more than this in flight per pair, so a broker
@@ -84,7 +92,7 @@ static uint64_t publish_step(struct load *L, uint64_t now)
 		if(L->o->rate > 0){
 			if(now > p->next_ns + PACE_SLACK_NS) p->next_ns = now;
 			int n = 0;
-			while(p->next_ns <= now && p->sent - p->done < PACED_CAP && n++ < BURST){
+			while(p->next_ns <= now && open_msgs(L, p) < PACED_CAP && n++ < BURST){
 				publish_one(L, i);
 				p->next_ns += p->gap_ns;
 			}
@@ -92,10 +100,10 @@ static uint64_t publish_step(struct load *L, uint64_t now)
 			if(p->next_ns <= now) wait = 0;
 		}else{
 			int n = 0;
-			while(p->sent - p->done < L->o->window && n++ < BURST && (!L->o->count || p->quota)){
+			while(open_msgs(L, p) < L->o->window && n++ < BURST && (!L->o->count || p->quota)){
 				publish_one(L, i);
 			}
-			if(p->sent - p->done < L->o->window && (!L->o->count || p->quota)) wait = 0;
+			if(open_msgs(L, p) < L->o->window && (!L->o->count || p->quota)) wait = 0;
 		}
 	}
 	return wait;
@@ -120,7 +128,7 @@ static bool reached(const struct load *L, enum until u)
 	}
 	if(u == UNTIL_DRAINED){
 		for(int i = 0; i < L->npairs; i++){
-			if(L->pairs[i].done < L->pairs[i].sent || L->pairs[i].quota) return false;
+			if(open_msgs(L, &L->pairs[i]) || L->pairs[i].quota) return false;
 		}
 	}
 	return u != UNTIL_DEADLINE;
@@ -131,7 +139,7 @@ static bool reached(const struct load *L, enum until u)
  * without error), -1 on a client error or a missed deadline. */
 static int run_until(struct load *L, enum until u, uint64_t deadline)
 {
-	struct pollfd fds[2 * MAX_PAIRS + 1];
+	struct pollfd fds[MAX_CLIENTS];
 	uint64_t next_misc = bench__now_ns() + MISC_INTERVAL_NS;
 
 	for(;;){
@@ -204,7 +212,9 @@ static int setup(struct load *L)
 		if(client__open(L, ROLE_PUB, i)) return -1;
 	}
 	for(int i = 0; i < L->npairs; i++){
-		if(client__open(L, ROLE_SUB, i)) return -1;
+		for(int k = 0; k < L->fanout; k++){
+			if(client__open(L, ROLE_SUB, i)) return -1;
+		}
 	}
 	if(storm && client__open(L, ROLE_DEAD, 0)) return -1;
 	if(run_until(L, UNTIL_CONNECTED, bench__now_ns() + SETUP_TIMEOUT_MS * 1000000ull)){
@@ -290,9 +300,15 @@ static int make_pairs(struct load *L)
 {
 	const struct load_opts *o = L->o;
 	L->ntargets = o->targets > 0 ? o->targets : 1;
-	if(L->ntargets > BENCH_MAX_TARGETS || o->pairs < 1 || o->pairs > BENCH_MAX_PAIRS) return -1;
+	L->fanout = o->fanout > 0 ? o->fanout : 1;
+	if(L->ntargets > BENCH_MAX_TARGETS || o->pairs < 1 || o->pairs > BENCH_MAX_PAIRS || L->fanout > BENCH_MAX_FANOUT){
+		return -1;
+	}
 	for(int t = 0; t < L->ntargets; t++){
-		if(o->target[t].broker == NULL || (o->target[t].kind == LOAD_STORM && L->ntargets > 1)) return -1;
+		/* A storm's chain is done at its dead letter, whatever the
+		 * number of subscribers: it has one of each. */
+		bool storm = o->target[t].kind == LOAD_STORM;
+		if(o->target[t].broker == NULL || (storm && (L->ntargets > 1 || L->fanout > 1))) return -1;
 		for(int k = 0; k < o->pairs; k++){
 			struct pair *p = &L->pairs[L->npairs++];
 			p->target = t;
@@ -366,7 +382,7 @@ int load__run(const struct load_opts *o, struct load_result *res)
 		if(any_failed(L)) goto done;
 	}
 	for(int i = 0; i < L->npairs; i++){
-		res->unfinished += L->pairs[i].sent - L->pairs[i].done;
+		res->unfinished += open_msgs(L, &L->pairs[i]);
 	}
 	rc = 0;
 

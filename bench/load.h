@@ -12,6 +12,8 @@
 #include "bench.h"
 
 #define MAX_PAIRS (BENCH_MAX_PAIRS * BENCH_MAX_TARGETS)
+/* A publisher and its subscribers per pair, and the dead-letter consumer. */
+#define MAX_CLIENTS (MAX_PAIRS * (1 + BENCH_MAX_FANOUT) + 1)
 
 enum role { ROLE_PUB, ROLE_SUB, ROLE_DEAD };
 
@@ -29,7 +31,7 @@ struct pair {
 	int target;
 	const struct load_target *t; /* borrowed from the options */
 	uint64_t sent;
-	uint64_t done;         /* delivered (or dead-lettered, in a storm) */
+	uint64_t done;         /* deliveries (or dead letters, in a storm): fanout per message */
 	uint64_t quota;        /* count mode: originals this pair still sends */
 	uint64_t next_ns;      /* paced: when the next one is due */
 	uint64_t gap_ns;
@@ -43,11 +45,12 @@ struct counters {
 
 struct load {
 	const struct load_opts *o;
-	struct client clients[2 * MAX_PAIRS + 1];
+	struct client clients[MAX_CLIENTS];
 	int nclients;
 	struct pair pairs[MAX_PAIRS];
 	int npairs;
 	int ntargets;
+	int fanout;            /* subscribers per pair, at least 1 */
 	struct counters c;
 	uint64_t target_delivered[BENCH_MAX_TARGETS];
 	bool publishing;

@@ -39,7 +39,9 @@ static void usage(FILE *f, const char *prog)
 		"                     private directory, e.g. --plugin-opt 'state_file {dir}/dlq.state'\n"
 		"  --revision TEXT    what was measured (printed in the header)\n"
 		"  --callgrind-dir D  keep the callgrind profiles in D (default: a new /tmp directory)\n"
-		"  --no-pin           do not pin the brokers to CPU 0 and the load to CPU 1\n",
+		"  --no-pin           do not pin the brokers to CPU 0 and the load to CPU 1\n"
+		"  --valgrind-root R  the broker lives in root R (2.1's): the callgrind suite runs\n"
+		"                     chroot R valgrind ... /usr/sbin/mosquitto (run-bench.sh --broker 2.1)\n",
 		prog, BENCH_MAX_PLUGIN_OPTS);
 }
 
@@ -54,21 +56,38 @@ static void first_line(const char *cmd, char *buf, size_t len)
 	pclose(p);
 }
 
+/* The broker's version, from the "mosquitto version X" line of its -h
+ * output: 2.1 prints a log line ("<time>: mosquitto version 2.1.2
+ * terminating") before it, which is not the one. */
+static void broker_version(struct bench_config *cfg)
+{
+	char cmd[400], line[sizeof(cfg->broker_version)];
+	snprintf(cmd, sizeof(cmd), "'%s' -h 2>&1 | sed -n 's/^mosquitto version \\([0-9][0-9.]*\\).*/\\1/p' | head -1",
+			cfg->mosquitto_bin ? cfg->mosquitto_bin : "/usr/sbin/mosquitto");
+	first_line(cmd, line, sizeof(line));
+	snprintf(cfg->broker_version, sizeof(cfg->broker_version), "%s", strcmp(line, "?") ? line : "");
+}
+
 static void print_machine(const struct bench_config *cfg)
 {
-	char cpu[256], mem[64], kernel[128], broker[128], valgrind[64];
+	char cpu[256], mem[64], kernel[128], valgrind[64], cmd[300];
 	int major, minor, rev;
 
 	first_line("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'", cpu, sizeof(cpu));
 	first_line("awk '/MemTotal/ { printf \"%.1f GiB\", $2 / 1048576 }' /proc/meminfo", mem, sizeof(mem));
 	first_line("uname -sr", kernel, sizeof(kernel));
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "'%s' -h 2>&1 | head -1", cfg->mosquitto_bin ? cfg->mosquitto_bin : "/usr/sbin/mosquitto");
-	first_line(cmd, broker, sizeof(broker));
-	first_line("valgrind --version 2>/dev/null", valgrind, sizeof(valgrind));
+	/* The valgrind that runs the broker: the root's, for 2.1. */
+	if(cfg->valgrind_root){
+		snprintf(cmd, sizeof(cmd), "chroot '%s' valgrind --version 2>/dev/null", cfg->valgrind_root);
+	}else{
+		snprintf(cmd, sizeof(cmd), "valgrind --version 2>/dev/null");
+	}
+	first_line(cmd, valgrind, sizeof(valgrind));
 	mosquitto_lib_version(&major, &minor, &rev);
-	printf("Machine: %ld cores, %s, %s RAM, %s. Broker: %s; libmosquitto %d.%d.%d; %s.\n",
-			sysconf(_SC_NPROCESSORS_ONLN), cpu, mem, kernel, broker, major, minor, rev, valgrind);
+	printf("Machine: %ld cores, %s, %s RAM, %s. Broker: mosquitto %s (%s); the load's libmosquitto %d.%d.%d; %s%s.\n",
+			sysconf(_SC_NPROCESSORS_ONLN), cpu, mem, kernel, cfg->broker_version[0] ? cfg->broker_version : "(version unknown)",
+			cfg->mosquitto_bin ? cfg->mosquitto_bin : "/usr/sbin/mosquitto", major, minor, rev, valgrind,
+			cfg->valgrind_root ? " in the broker's root" : "");
 }
 
 /* Pins this process to the second CPU it may run on and sets the brokers'
@@ -151,6 +170,7 @@ int main(int argc, char **argv)
 		{ "revision", required_argument, NULL, 'v' },
 		{ "callgrind-dir", required_argument, NULL, 'c' },
 		{ "no-pin", no_argument, NULL, 'P' },
+		{ "valgrind-root", required_argument, NULL, 'R' },
 		{ "plugin-opt", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -182,6 +202,7 @@ int main(int argc, char **argv)
 			case 'v': revision = optarg; break;
 			case 'c': cfg.callgrind_dir = optarg; break;
 			case 'P': pin = false; break;
+			case 'R': cfg.valgrind_root = optarg; break;
 			case 'O': {
 				/* "key value": a key, blanks, a value. */
 				size_t k = strcspn(optarg, " \t");
@@ -256,6 +277,7 @@ int main(int argc, char **argv)
 	char date[64];
 	strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
 	printf("## dlq_bench %s, %s\n\n", cfg.quick ? "--quick" : "(default)", date);
+	broker_version(&cfg);
 	print_machine(&cfg);
 	if(revision) printf("Code measured: %s.\n", revision);
 	printf("Plugin: %s. Payload %d B, MQTT v5, %s. %d rounds, %.2f s measured per phase. %s.\n",

@@ -99,27 +99,68 @@ provision_extracted() {
 	mv "$root.tmp" "$root"
 }
 
+# A whole root made from a shorter list (what .provisioned's second line
+# says) only lacks packages: they are installed into it, and the line is
+# rewritten. Returns 1, changing nothing, if the root is not whole, if the
+# old list has a package the new one lacks, or if the install fails: the
+# root is then made again.
+upgrade_chroot() {
+	local root=$1 include=$2 p
+	shift 2
+	[ -f "$root/.provisioned" ] && [ -x "$root/usr/sbin/mosquitto" ] || return 1
+	local have version missing=()
+	have=,$(sed -n 2p "$root/.provisioned"),
+	for p in ${have//,/ }; do
+		[[ ",$include," == *",$p,"* ]] || return 1
+	done
+	for p in "$@"; do
+		[[ $have == *",$p,"* ]] || missing+=("$p")
+	done
+	[ ${#missing[@]} -gt 0 ] || return 1
+	[ "$(id -u)" -eq 0 ] || die "adding ${missing[*]} to the $root root needs root (chroot)"
+	echo "== adding ${missing[*]} to the root $root" >&2
+	local log=$store/upgrade-$(basename "$root").log
+	local apt=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive apt-get
+		-o Acquire::Check-Valid-Until=false)
+	if ! { chroot "$root" "${apt[@]}" update && chroot "$root" "${apt[@]}" install -y --no-install-recommends \
+			"${missing[@]}"; } >"$log" 2>&1 </dev/null; then
+		tail -20 "$log" >&2
+		echo "brokers.sh: adding ${missing[*]} to $root failed (its log: $log); making the root again" >&2
+		return 1
+	fi
+	chroot "$root" apt-get clean
+	# The install may have upgraded the broker with its libraries.
+	version=$(chroot "$root" dpkg-query -W -f='${Version}' mosquitto) || return 1
+	[ "$(line_of "$version")" = 2.1 ] || die "the root's mosquitto is now $version, not 2.1"
+	printf '%s\n%s\n' "$version" "$include" >"$root/.provisioned"
+}
+
 # 2.1: a Debian testing root with the broker, its headers and a compiler.
 provision_chroot() {
 	local line=$1 root=$store/$1
 	# Everything the build and the tests need is installed when the root is
 	# made: install-deps.sh's list, node and npm included (a root never has
-	# them from elsewhere); a root made from another list is made again.
+	# them from elsewhere); a root made from a shorter list gets what it lacks
+	# (upgrade_chroot), one made from another list is made again.
 	# debootstrap installs the base (its resolver cannot take npm's
 	# dependencies), apt-get in the root the rest. The testing archive a
 	# machine reaches may be a snapshot whose Release file has passed its
 	# Valid-Until date: apt-get is told to accept it, in the root only.
 	# shellcheck source=scripts/install-deps.sh
 	. "$here/scripts/install-deps.sh"
+	# valgrind: run-bench.sh's callgrind suite runs the 2.1 broker under the
+	# root's own valgrind (a valgrind on the host would trace the chroot).
 	local wanted=("${DLQ_PACKAGES[@]}") p
 	for p in "${DLQ_COMMANDS[@]}"; do
 		wanted+=("${p#*:}")
 	done
+	wanted+=(valgrind)
 	local include
 	include=$(IFS=,; echo "${wanted[*]}")
 	if [ -f "$root/.provisioned" ] && [ "$(sed -n 2p "$root/.provisioned")" = "$include" ]; then
 		return 0
 	fi
+	upgrade_chroot "$root" "$include" "${wanted[@]}" && return 0
 	[ "$(id -u)" -eq 0 ] || die "provisioning $line needs root (debootstrap, chroot)"
 	if ! command -v debootstrap >/dev/null; then
 		DLQ_PACKAGES=(debootstrap)

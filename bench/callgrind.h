@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The callgrind suite's own declarations, shared by its three files:
+ * callgrind.c (the cases and the broker runs), cg_annotate.c (reading
+ * callgrind_annotate's output) and cg_report.c (the tables: per case, and
+ * against the budgets of issue 14). Not used outside the suite.
+ */
+#ifndef DLQ_BENCH_CALLGRIND_H
+#define DLQ_BENCH_CALLGRIND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bench.h"
+
+/* What is read from a profile: the broker's whole count, the inclusive
+ * cost of three of the plugin's callbacks, and of every adapter__*
+ * function together (2.1 registers more callbacks than these three). */
+enum cg_fn { FN_TOTAL, FN_MESSAGE, FN_CONTROL, FN_TICK, FN_PLUGIN, NFN };
+
+struct cg_case {
+	const char *name;            /* file names and progress */
+	const char *label;           /* the table's first column */
+	enum broker_kind broker;
+	enum load_kind load;
+	int fanout;                  /* subscribers of the one topic */
+	int policies;                /* 0: BENCH_POLICIES */
+	const char *opt;             /* one more plugin option, or NULL */
+	bool profile;                /* also a profile of the plugin's callbacks alone */
+};
+
+struct cg_result {
+	bool ok;
+	bool na;                     /* the plugin refused the case's option */
+	double per[NFN];             /* Ir per published message */
+};
+
+/* Fills ir from `callgrind_annotate --inclusive=yes FILE` (zeros for what
+ * is not found). */
+void cg__parse(const char *file, double ir[NFN]);
+/* Prints the costliest functions of a profile collected inside the
+ * plugin's callbacks only, per unit, inclusive or self. */
+void cg__print_profile(const char *file, bool inclusive, double units, const char *unit);
+/* The per-case table, the NACK paragraph and the budget table. line: the
+ * broker's version ("2.1.2"), which decides whether 2.1's budget applies. */
+void cg__print_tables(const struct cg_case *cases, const struct cg_result *res, int n, uint64_t n0, uint64_t n1,
+		const char *line);
+
+#endif

@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Reading callgrind's profiles for the callgrind suite (see callgrind.h):
+ * the figures of a whole run from `callgrind_annotate --inclusive=yes`
+ * (the broker's total and the plugin's callbacks, adapter__*), and the
+ * costliest functions of a run collected inside the callbacks only. The
+ * host's callgrind_annotate reads profiles written by the 2.1 root's
+ * valgrind too: the format is the same, and the function names are in
+ * the file.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "callgrind.h"
+
+#define TOP_FUNCTIONS 20
+#define MAX_CALLBACKS 16
+
+static const char *const fn_names[NFN] = { "PROGRAM TOTALS", "adapter__message", "adapter__control", "adapter__tick",
+	NULL };
+
+/* Every adapter__* function seen, each once: callgrind_annotate may list
+ * a function twice (with and without its file), with the same cost. */
+struct callbacks {
+	char name[MAX_CALLBACKS][64];
+	double ir[MAX_CALLBACKS];
+	int n;
+};
+
+static void add_callback(struct callbacks *cb, const char *fn, double v)
+{
+	size_t len = strcspn(fn, " \n");
+	for(int i = 0; i < cb->n; i++){
+		if(strlen(cb->name[i]) == len && !strncmp(cb->name[i], fn, len)){
+			if(v > cb->ir[i]) cb->ir[i] = v;
+			return;
+		}
+	}
+	if(cb->n == MAX_CALLBACKS || len >= sizeof(cb->name[0])) return;
+	snprintf(cb->name[cb->n], sizeof(cb->name[0]), "%.*s", (int)len, fn);
+	cb->ir[cb->n++] = v;
+}
+
+/* Parses "1,234,567 (12.3%)  file:function [object]" lines. */
+void cg__parse(const char *file, double ir[NFN])
+{
+	char cmd[512], line[2048];
+	struct callbacks cb = { .n = 0 };
+	memset(ir, 0, sizeof(double) * NFN);
+	snprintf(cmd, sizeof(cmd), "callgrind_annotate --auto=no --inclusive=yes --threshold=100 '%s' 2>/dev/null", file);
+	FILE *p = popen(cmd, "r");
+	if(p == NULL) return;
+	while(fgets(line, sizeof(line), p)){
+		char digits[64];
+		size_t nd = 0;
+		const char *s = line;
+		while(*s == ' ') s++;
+		while((*s >= '0' && *s <= '9') || *s == ','){
+			if(*s != ',' && nd < sizeof(digits) - 1) digits[nd++] = *s;
+			s++;
+		}
+		if(nd == 0) continue;
+		digits[nd] = '\0';
+		double v = strtod(digits, NULL);
+		const char *name = strstr(s, "  ");
+		if(name == NULL) continue;
+		name += 2;
+		if(!strncmp(name, fn_names[FN_TOTAL], strlen(fn_names[FN_TOTAL]))){
+			ir[FN_TOTAL] = v;
+			continue;
+		}
+		const char *colon = strchr(name, ':');
+		if(colon == NULL) continue;
+		if(!strncmp(colon + 1, "adapter__", 9)) add_callback(&cb, colon + 1, v);
+		for(int f = FN_MESSAGE; f < FN_PLUGIN; f++){
+			size_t n = strlen(fn_names[f]);
+			char after = colon[1 + n];
+			/* A function can be listed twice, with and without its
+			 * file: the same cost, so keep the largest. */
+			if(!strncmp(colon + 1, fn_names[f], n) && (after == ' ' || after == '\n' || after == '\0') && v > ir[f]){
+				ir[f] = v;
+			}
+		}
+	}
+	pclose(p);
+	for(int i = 0; i < cb.n; i++){
+		ir[FN_PLUGIN] += cb.ir[i];
+	}
+}
+
+/* The broker's frames that lead to the callbacks: in an inclusive
+ * profile of the callbacks they only repeat the total. */
+static bool is_caller_frame(const char *line)
+{
+	static const char *const frames[] = {
+		":(below main)", ":__libc_start_main", ":main ", ":mosquitto_main_loop ", ":mux__handle ",
+		":mux_epoll__handle ", ":packet__read ", ":handle__packet ", ":handle__publish ",
+		":plugin__handle_message ", ":plugin__handle_tick ", ":control__process ", "ld-linux",
+		":handle__accepted_publish ", ":plugin__handle_message_in ", ":plugin__handle_control ",
+	};
+	/* Any other frame holding the whole count is a caller too (2.1's
+	 * stripped broker has unnamed ones): only the callbacks themselves
+	 * are shown at 100%. */
+	const char *colon = strstr(line, "(100.0%)") ? strchr(strstr(line, "(100.0%)"), ':') : NULL;
+	if(strstr(line, "(100.0%)") && (colon == NULL || strncmp(colon + 1, "adapter__", 9))) return true;
+	for(size_t i = 0; i < sizeof(frames) / sizeof(frames[0]); i++){
+		if(strstr(line, frames[i])) return true;
+	}
+	return false;
+}
+
+/* Prints the costliest functions of a profile collected inside the
+ * plugin's callbacks only, per unit (message or NACK), inclusive or self.
+ * callgrind_annotate may list a function twice (with and without its
+ * file); the first, larger, entry is shown. */
+void cg__print_profile(const char *file, bool inclusive, double units, const char *unit)
+{
+	char cmd[512], line[2048];
+	char shown_names[TOP_FUNCTIONS][128];
+	int shown = 0;
+	bool table = false;
+
+	snprintf(cmd, sizeof(cmd), "callgrind_annotate --auto=no --inclusive=%s --threshold=99 '%s' 2>/dev/null",
+			inclusive ? "yes" : "no", file);
+	FILE *p = popen(cmd, "r");
+	if(p == NULL) return;
+	printf("\n%s cost per %s inside the plugin's callbacks:\n\n```\n", inclusive ? "Inclusive" : "Self", unit);
+	while(fgets(line, sizeof(line), p) && shown < TOP_FUNCTIONS){
+		if(strstr(line, "file:function")){
+			table = true;
+			continue;
+		}
+		if(!table || line[0] == '-' || line[0] == '\n' || is_caller_frame(line)) continue;
+		char digits[64];
+		size_t nd = 0;
+		const char *s = line;
+		while(*s == ' ') s++;
+		while((*s >= '0' && *s <= '9') || *s == ','){
+			if(*s != ',' && nd < sizeof(digits) - 1) digits[nd++] = *s;
+			s++;
+		}
+		if(nd == 0) continue;
+		digits[nd] = '\0';
+		/* "(share)  file:function [object]": keep the share, the
+		 * function and the object's base name. */
+		const char *share = strchr(s, '(');
+		const char *close = share ? strchr(share, ')') : NULL;
+		const char *colon = close ? strchr(close, ':') : NULL;
+		if(colon == NULL) continue;
+		char fn[128];
+		snprintf(fn, sizeof(fn), "%.*s", (int)strcspn(colon + 1, " \n"), colon + 1);
+		bool seen = false;
+		for(int i = 0; i < shown && !seen; i++){
+			seen = !strcmp(shown_names[i], fn);
+		}
+		if(seen) continue;
+		snprintf(shown_names[shown++], sizeof(shown_names[0]), "%s", fn);
+		char obj[128] = "";
+		const char *open = strchr(colon, '[');
+		if(open){
+			size_t n = strcspn(open + 1, "]\n");
+			const char *base = open + 1;
+			for(const char *q = open + 1; q < open + 1 + n; q++){
+				if(*q == '/') base = q + 1;
+			}
+			snprintf(obj, sizeof(obj), " [%.*s]", (int)(open + 1 + n - base), base);
+		}
+		printf("%9.0f %.*s  %s%s\n", strtod(digits, NULL) / units, (int)(close - share + 1), share, fn, obj);
+	}
+	printf("```\n");
+	pclose(p);
+}

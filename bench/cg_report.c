@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The callgrind suite's tables (see callgrind.h): the broker's instructions
+ * per published and per delivered message for each case, against the bare
+ * broker with as many subscribers in the same run; what a NACK costs; and
+ * the budgets of issue 14, each with the figure it is judged on and
+ * whether it is met. A case that failed or does not apply is shown as such,
+ * never left out.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "callgrind.h"
+
+#define BUDGET_UNTRACKED 1.02
+#define BUDGET_LARGE 1.05
+#define BUDGET_TRACKED 1.15
+#define BUDGET_NACK_IR 4000.0
+#define BUDGET_TRACKED_21 1.25
+
+static int find(const struct cg_case *cases, const struct cg_result *res, int n, enum broker_kind broker,
+		enum load_kind load, int fanout, int policies, bool with_opt)
+{
+	for(int i = 0; i < n; i++){
+		const struct cg_case *c = &cases[i];
+		if(c->broker == broker && c->load == load && c->fanout == fanout && c->policies == policies
+				&& (c->opt != NULL) == with_opt){
+			return res[i].ok ? i : -1;
+		}
+	}
+	return -1;
+}
+
+/* The bare case with the same number of subscribers, or -1. */
+static int bare_for(const struct cg_case *cases, const struct cg_result *res, int n, int fanout)
+{
+	return find(cases, res, n, BROKER_BARE, LOAD_PLAIN, fanout, 0, false);
+}
+
+static void print_case_table(const struct cg_case *cases, const struct cg_result *res, int n, uint64_t n0,
+		uint64_t n1)
+{
+	printf("\n### Instructions (callgrind), QoS 1, %d B, per message "
+			"(difference of %llu- and %llu-message runs)\n\n", BENCH_PAYLOAD, (unsigned long long)n1,
+			(unsigned long long)n0);
+	printf("| case | pubs→subs | broker Ir per published message | broker Ir per delivered message "
+			"| vs bare (same subscribers) | adapter__message | adapter__control | adapter__tick "
+			"| plugin callbacks ÷ broker |\n");
+	printf("|---|---|---|---|---|---|---|---|---|\n");
+	for(int i = 0; i < n; i++){
+		const struct cg_case *c = &cases[i];
+		const double *p = res[i].per;
+		if(res[i].na){
+			printf("| %s | 1→%d | n/a: the plugin refused `plugin_opt_%s` | | | | | | |\n", c->label, c->fanout, c->opt);
+			continue;
+		}
+		if(!res[i].ok){
+			printf("| %s | 1→%d | failed | | | | | | |\n", c->label, c->fanout);
+			continue;
+		}
+		int b = bare_for(cases, res, n, c->fanout);
+		char vs[32] = "?", per_delivery[32] = "–";
+		if(b >= 0) snprintf(vs, sizeof(vs), "%.2fx", p[FN_TOTAL] / res[b].per[FN_TOTAL]);
+		/* A storm's deliveries include its retry copies: per NACK below. */
+		if(c->load != LOAD_STORM) snprintf(per_delivery, sizeof(per_delivery), "%.0f", p[FN_TOTAL] / c->fanout);
+		printf("| %s | 1→%d | %.0f | %s | %s | %.0f | %.0f | %.0f | %.1f%% |\n", c->label, c->fanout, p[FN_TOTAL],
+				per_delivery, vs, p[FN_MESSAGE], p[FN_CONTROL], p[FN_TICK], 100 * p[FN_PLUGIN] / p[FN_TOTAL]);
+	}
+	printf("\nBrokers here run with sys_interval 0 and plugin_opt_sys_interval 0s: under callgrind the broker is "
+			"some 50 times slower, and work driven by time would be counted against messages. "
+			"Plugin callbacks: every adapter__* function, inclusive.\n");
+	int s = find(cases, res, n, BROKER_PLUGIN, LOAD_STORM, 1, 0, false);
+	if(s >= 0){
+		const double *p = res[s].per;
+		int nacks = BENCH_MAX_ATTEMPTS;
+		int b = bare_for(cases, res, n, 1);
+		printf("\nStorm, per NACK (%d per published message: %d retry copies and 1 dead letter): broker %.0f Ir, "
+				"adapter__control %.0f Ir, adapter__tick %.0f Ir", nacks, nacks - 1, p[FN_TOTAL] / nacks,
+				p[FN_CONTROL] / nacks, p[FN_TICK] / nacks);
+		if(b >= 0){
+			printf("; a NACK costs the broker %.2fx a bare delivery (%.0f Ir)", p[FN_TOTAL] / nacks / res[b].per[FN_TOTAL],
+					res[b].per[FN_TOTAL]);
+		}
+		printf(".\n");
+	}
+}
+
+/* One row: a ratio (or, with count, Ir) against its limit. figure < 0:
+ * not measured. na: the verdict when the budget does not apply here. */
+static void budget_row(const char *path, const char *budget, double figure, double limit, bool count,
+		const char *basis, const char *na)
+{
+	char fig[64];
+	if(figure < 0){
+		snprintf(fig, sizeof(fig), "not measured");
+	}else{
+		snprintf(fig, sizeof(fig), count ? "%.0f Ir" : "%.3fx", figure);
+	}
+	const char *verdict = na ? na : figure < 0 ? "–" : figure <= limit ? "met" : "**missed**";
+	printf("| %s | %s | %s | %s | %s |\n", path, budget, fig, basis, verdict);
+}
+
+static double ratio(const struct cg_result *res, int a, int b, double div_a, double div_b)
+{
+	if(a < 0 || b < 0) return -1;
+	return (res[a].per[FN_TOTAL] / div_a) / (res[b].per[FN_TOTAL] / div_b);
+}
+
+static void print_budgets(const struct cg_case *cases, const struct cg_result *res, int n, const char *line)
+{
+	int bare = bare_for(cases, res, n, 1), bare4 = bare_for(cases, res, n, 4);
+	int untracked = find(cases, res, n, BROKER_PLUGIN, LOAD_PLAIN, 1, 0, false);
+	int large = find(cases, res, n, BROKER_PLUGIN, LOAD_PLAIN, 1, BENCH_POLICIES_LARGE, false);
+	int tracked = find(cases, res, n, BROKER_PLUGIN, LOAD_TRACKED, 1, 0, false);
+	int tracked4 = find(cases, res, n, BROKER_PLUGIN, LOAD_TRACKED, 4, 0, false);
+	int off = find(cases, res, n, BROKER_PLUGIN, LOAD_TRACKED, 1, 0, true);
+	int off4 = find(cases, res, n, BROKER_PLUGIN, LOAD_TRACKED, 4, 0, true);
+	int storm = find(cases, res, n, BROKER_PLUGIN, LOAD_STORM, 1, 0, false);
+	bool v21 = line && !strncmp(line, "2.1", 3);
+	const char *not21 = v21 ? NULL : "n/a (2.1's budget)";
+	char budget[64];
+
+	printf("\n### Budgets (issue 14), broker %s: instructions\n\n", line ? line : "?");
+	printf("| path | budget | measured | from | met/missed |\n");
+	printf("|---|---|---|---|---|\n");
+	snprintf(budget, sizeof(budget), "≤ %.2fx bare", BUDGET_UNTRACKED);
+	budget_row("untracked message, 100 policies", budget, ratio(res, untracked, bare, 1, 1), BUDGET_UNTRACKED, false,
+			"broker Ir per message ÷ bare, 1→1", NULL);
+	budget_row("untracked message, 10,000 policies", "within 5% of the 100-policy figure",
+			ratio(res, large, untracked, 1, 1), BUDGET_LARGE, false,
+			"broker Ir per message, 10,000 ÷ 100 policies, 1→1", NULL);
+	snprintf(budget, sizeof(budget), "≤ %.2fx bare", BUDGET_TRACKED);
+	budget_row("tracked message", budget, ratio(res, tracked, bare, 1, 1), BUDGET_TRACKED, false,
+			"broker Ir per message ÷ bare, 1→1", NULL);
+	budget_row("plugin's own work per NACK (retry copy or dead letter made)", "≤ 4,000 Ir",
+			storm >= 0 ? res[storm].per[FN_CONTROL] / BENCH_MAX_ATTEMPTS : -1, BUDGET_NACK_IR, true,
+			"adapter__control inclusive per NACK", NULL);
+	/* 2.1's budget is per delivery, with delivery-count on (the
+	 * plugin's default there); the off cases show what it costs. */
+	snprintf(budget, sizeof(budget), "≤ %.2fx bare 2.1", BUDGET_TRACKED_21);
+	budget_row("2.1: tracked, delivery-count on (the plugin's default where it has it), 1→1", budget,
+			ratio(res, tracked, bare, 1, 1), BUDGET_TRACKED_21, false, "broker Ir per delivery ÷ bare, 1→1", not21);
+	budget_row("2.1: tracked, delivery-count on (the plugin's default where it has it), 1→4", budget,
+			ratio(res, tracked4, bare4, 4, 4), BUDGET_TRACKED_21, false, "broker Ir per delivery ÷ bare, 1→4", not21);
+	budget_row("tracked, delivery-count off, 1→1 (no budget)", "–", ratio(res, off, bare, 1, 1), 0, false,
+			"broker Ir per delivery ÷ bare, 1→1", off >= 0 ? "–" : "n/a: option refused or failed");
+	budget_row("tracked, delivery-count off, 1→4 (no budget)", "–", ratio(res, off4, bare4, 4, 4), 0, false,
+			"broker Ir per delivery ÷ bare, 1→4", off4 >= 0 ? "–" : "n/a: option refused or failed");
+	printf("\nThe memory budget (≤ 96 B per kept record beyond payload + topic + properties) is in the memory "
+			"suite's table.\n");
+}
+
+void cg__print_tables(const struct cg_case *cases, const struct cg_result *res, int n, uint64_t n0, uint64_t n1,
+		const char *line)
+{
+	print_case_table(cases, res, n, n0, n1);
+	print_budgets(cases, res, n, line);
+}
