@@ -40,6 +40,7 @@ struct dlq_counters {
 	uint64_t redeliveries;     /* redeliveries after a reconnect counted as attempts */
 	uint64_t diverted;         /* redelivered messages removed from a session and dead-lettered */
 	uint64_t subscribers_without_nack; /* subscriptions to tracked filters by clients without MQTT 5 */
+	uint64_t sent_without_stamp; /* 2.1: sends stripped of the plugin's properties to fit a Maximum Packet Size */
 };
 
 struct dlq {
@@ -63,6 +64,10 @@ struct dlq {
 	struct dlq_gauge_book gauges;          /* owned: running gauges of ledger, outbox and schedule */
 	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */
 	struct dlq_nonack nonack;   /* owned: connected clients warned about as unable to NACK */
+	/* Set by the adapters on a broker that shows every send (2.1's
+	 * MESSAGE_OUT): attempts are counted from sends (sends.c), not from
+	 * 2.0's reconnect bursts. */
+	bool exact_counting;
 };
 
 /* Takes ownership of *cfg (zeroed on return, whatever the result) and, with
@@ -170,6 +175,25 @@ void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn);
  * redelivered after a reconnect as often as its policy allows, and its dead
  * letter is made. Otherwise the plugin has no opinion. */
 bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c);
+
+/* ---- exact counting on Mosquitto 2.1 (sends.c) ---- */
+
+/* What the engine says about one PUBLISH the broker writes to a client. */
+struct dlq_send {
+	unsigned attempt;                /* the attempt number for that client (1 = first); 0: not tracked */
+	const struct dlq_policy *policy; /* the record's policy (borrowed), when tracked */
+};
+
+/* The broker writes a message carrying the dlq-id id (id_len bytes: the
+ * last dlq-id user property of the stored message) with this topic and
+ * payload to client. When it is a tracked record, counts the send and
+ * fills *s with the attempt it is for client. Needs d->exact_counting. */
+void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len, const char *topic,
+		const void *payload, uint32_t payload_len, struct dlq_send *s);
+
+/* A send of a message of policy p went out without the plugin's properties
+ * (they would have passed the subscriber's Maximum Packet Size). */
+void dlq__sent_without_stamp(struct dlq *d, const struct dlq_policy *p);
 
 /* Re-reads the policies from opts (the options the plugin was started
  * with; plugin_opt_policy_file is read again) and, when the whole new table

@@ -6,12 +6,15 @@
  * (src/loop.c, do_disconnect), where 2.0 fired DISCONNECT for both. To the
  * engine both are the end of a connection. SUBSCRIBE: the one place a
  * broker shows the plugin a subscriber, and so one that cannot NACK.
+ * PERSIST_CLIENT_ADD/_UPDATE/_DELETE: the one place 2.1 shows a client's
+ * Maximum Packet Size (packet_size.h), for sessions it persists.
  */
 #include <mosquitto.h>
 #include <mosquitto_broker.h>
 
 #include "adapters.h"
 #include "broker_v21.h"
+#include "port.h"
 
 int adapter__client_offline_v21(int event, void *event_data, void *userdata)
 {
@@ -35,5 +38,21 @@ int adapter__subscribe_v21(int event, void *event_data, void *userdata)
 	if(protocol == 5) return MOSQ_ERR_SUCCESS;
 	dlq__subscribed_without_nack(&pl->engine, mosquitto_client_id(ed->client), ed->data.topic_filter, protocol);
 	/* Anything else would refuse the subscription. */
+	return MOSQ_ERR_SUCCESS;
+}
+
+int adapter__persist_client_v21(int event, void *event_data, void *userdata)
+{
+	struct dlq_evt_persist_client *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+
+	dlq__event(&pl->engine);
+	if(ed->data.clientid == NULL) return MOSQ_ERR_SUCCESS;
+	uint32_t max = event == DLQ_MOSQ_EVT_PERSIST_CLIENT_DELETE ? 0 : ed->data.max_packet_size;
+	if(packet_limits__set(&pl->limits, ed->data.clientid, max)){
+		port__log(DLQ_LOG_ERR, "out of memory: the Maximum Packet Size of \"%s\" is not known to the plugin",
+				ed->data.clientid);
+	}
+	/* A persistence callback's answer is not a decision. */
 	return MOSQ_ERR_SUCCESS;
 }
