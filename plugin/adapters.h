@@ -43,6 +43,8 @@ int adapter__client_offline_v21(int event, void *event_data, void *userdata);
 /* 2.1 only (events_v21.c): a client subscribed; one without MQTT 5 to a
  * tracked filter is reported (dlq__subscribed_without_nack). */
 int adapter__subscribe_v21(int event, void *event_data, void *userdata);
+/* 2.1 only (events_v21.c): a client's connection is established. */
+int adapter__connect_v21(int event, void *event_data, void *userdata);
 /* 2.1 only (message_out_v21.c): the broker writes a PUBLISH to a client:
  * counted (exact attempts) and stamped with delivery-count. */
 int adapter__message_out_v21(int event, void *event_data, void *userdata);

@@ -65,6 +65,16 @@ struct dlq_evt_subscribe {
 	void *future2[8];
 };
 
+/* MOSQ_EVT_CONNECT's data, as 2.1.2's broker.h lays it out (struct
+ * mosquitto_evt_connect): a client's connection is established, after its
+ * session's pending messages were checked and written
+ * (src/handle_connect.c, connect__on_authorised). */
+struct dlq_evt_connect {
+	void *future;
+	struct mosquitto *client;
+	void *future2[4];
+};
+
 /* Events of 2.1's persistence interface (include/mosquitto/broker.h). */
 #define DLQ_MOSQ_EVT_PERSIST_CLIENT_ADD 19
 #define DLQ_MOSQ_EVT_PERSIST_CLIENT_DELETE 20

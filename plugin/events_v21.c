@@ -6,6 +6,8 @@
  * (src/loop.c, do_disconnect), where 2.0 fired DISCONNECT for both. To the
  * engine both are the end of a connection. SUBSCRIBE: the one place a
  * broker shows the plugin a subscriber, and so one that cannot NACK.
+ * CONNECT: the connection is established (its reconnect access checks are
+ * over), a sign exact counting uses (sends.c).
  * PERSIST_CLIENT_ADD/_UPDATE/_DELETE: the one place 2.1 shows a client's
  * Maximum Packet Size (packet_size.h), for sessions it persists.
  */
@@ -22,6 +24,18 @@ int adapter__client_offline_v21(int event, void *event_data, void *userdata)
 	(void)event;
 
 	adapter__connection_ended(userdata, ed->client);
+	return MOSQ_ERR_SUCCESS;
+}
+
+int adapter__connect_v21(int event, void *event_data, void *userdata)
+{
+	struct dlq_evt_connect *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+	(void)event;
+
+	const char *client = mosquitto_client_id(ed->client);
+	if(client) dlq__client_active(&pl->engine, client, (uintptr_t)ed->client);
+	else dlq__event(&pl->engine);
 	return MOSQ_ERR_SUCCESS;
 }
 

@@ -46,6 +46,7 @@ static const struct {
 	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL, NULL, NEED_ALWAYS },
 	{ DLQ_MOSQ_EVT_CLIENT_OFFLINE, NULL, adapter__client_offline_v21, NULL, NEED_ALWAYS },
 	{ DLQ_MOSQ_EVT_SUBSCRIBE, NULL, adapter__subscribe_v21, NULL, NEED_ALWAYS },
+	{ DLQ_MOSQ_EVT_CONNECT, NULL, adapter__connect_v21, NULL, NEED_MESSAGE_OUT },
 	{ DLQ_MOSQ_EVT_MESSAGE_OUT, NULL, adapter__message_out_v21, NULL, NEED_MESSAGE_OUT },
 	{ DLQ_MOSQ_EVT_PERSIST_CLIENT_ADD, NULL, adapter__persist_client_v21, NULL, NEED_NO_PERSISTENCE },
 	{ DLQ_MOSQ_EVT_PERSIST_CLIENT_UPDATE, NULL, adapter__persist_client_v21, NULL, NEED_NO_PERSISTENCE },
@@ -74,11 +75,12 @@ static bool wanted(const struct dlq_plugin *pl, size_t i)
 	return false;
 }
 
-/* Exact counting needs MESSAGE_OUT and 2.1's property accessors (the
- * stamp is found on every send without copying). */
+/* Exact counting needs MESSAGE_OUT, CONNECT (which ends a reconnect's
+ * access checks) and 2.1's property accessors (the stamp is found on every
+ * send without copying). */
 static bool can_count_sends(const struct broker_caps *c)
 {
-	return c->line == BROKER_LINE_21 && c->evt_message_out && c->v21.get_length_all != NULL;
+	return c->line == BROKER_LINE_21 && c->evt_message_out && c->evt_connect && c->v21.get_length_all != NULL;
 }
 
 static void unregister_first(struct dlq_plugin *pl, size_t count)

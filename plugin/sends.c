@@ -47,9 +47,12 @@ void dlq__sent_without_stamp(struct dlq *d, const struct dlq_policy *p)
 	COUNT(d, p, sent_without_stamp, 1);
 }
 
-/* Every READ check of a message the client was sent before is one of a
- * reconnect (2.1 routes a stored message to a client once; it checks it
- * again only when that client's session is continued). */
+/* Only a reconnect's check diverts: one made from a connection the client
+ * is not known to be on (2.1 checks a continued session's messages before
+ * the CONNECT event, which marks the connection as the client's). A check
+ * from the client's live connection is a new send of a message it may have
+ * acknowledged (a retained message again on a new subscription): not the
+ * plugin's to remove. */
 bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
 {
 	if(c->id == NULL || c->id[0] == '\0') return false;
@@ -60,7 +63,7 @@ bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
 	/* Another copy (an overlapping subscription) of a message just removed
 	 * from this session goes too: its dead letter is made. */
 	if(dv && dv->diverted) return true;
-	if(dv == NULL || dv->sends == 0) return false;
+	if(dv == NULL || dv->sends == 0 || dv->client->online == c->conn) return false;
 	unsigned delivered = engine__attempt_of(r, dv);
 	if(delivered < r->policy->max_attempts) return false;
 	if(!engine__divert_redelivered(d, dv, c->client, delivered)) return false;

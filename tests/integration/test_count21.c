@@ -291,7 +291,7 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("count21");
-	TCase *tc = tcase_create("core");
+	TCase *tc = harness_tcase("count21");
 	tcase_set_timeout(tc, TEST_TIMEOUT);
 	tcase_add_test(tc, test_measured_case);
 	tcase_add_test(tc, test_delivery_count_on_by_default);

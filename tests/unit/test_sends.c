@@ -124,6 +124,27 @@ START_TEST(diverted_at_max_attempts_sends)
 }
 END_TEST
 
+/* A check from the client's live connection (a retained message sent again
+ * on a new subscription) is no reconnect: never diverted. */
+START_TEST(live_connection_checks_do_not_divert)
+{
+	char id[DLQ_ID_LEN + 1];
+	start_with("allow");
+	publish("poison", id);
+	dlq__client_active(&d, "s", 1);
+	for(int i = 1; i <= 4; i++){
+		ck_assert(!check_id("s", 1, "jobs/a", "poison", id));
+		ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), (unsigned)i);
+	}
+	ck_assert(!check_id("s", 1, "jobs/a", "poison", id));
+	ck_assert_uint_eq(dead_letters(), 0);
+	/* The same client from a new connection: a reconnect. */
+	ck_assert(check_id("s", 2, "jobs/a", "poison", id));
+	ck_assert_uint_eq(dead_letters(), 1);
+	stop();
+}
+END_TEST
+
 /* A NACK's attempt is the sends so far; its retry copy starts at the
  * record's next attempt and counts its own sends from there. */
 START_TEST(nack_and_copy_use_the_sends)
@@ -177,6 +198,7 @@ static Suite *sends_suite(void)
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, sends_are_attempts_per_client);
 	tcase_add_test(tc, diverted_at_max_attempts_sends);
+	tcase_add_test(tc, live_connection_checks_do_not_divert);
 	tcase_add_test(tc, nack_and_copy_use_the_sends);
 	tcase_add_test(tc, sends_leave_with_their_record);
 	suite_add_tcase(s, tc);
