@@ -38,6 +38,9 @@ void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len,
 		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(topic), Q(client));
 		return;
 	}
+	/* The same record sent to the same client again: a redelivery,
+	 * counted as an attempt. */
+	if(dv->sends > 1) COUNT(d, r->policy, redeliveries, 1);
 	s->attempt = engine__attempt_of(r, dv);
 	s->policy = r->policy;
 }
