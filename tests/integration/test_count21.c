@@ -217,6 +217,41 @@ START_TEST(test_delivery_count_off)
 }
 END_TEST
 
+/* A retained tracked message is sent again each time the subscriber
+ * subscribes: each send is one more delivery (delivery-count 1..4), but
+ * it was acknowledged each time, and the broker's check before each
+ * retained send comes from the live connection, not from a reconnect:
+ * nothing is diverted, no dead letter. */
+START_TEST(test_retained_resubscribed)
+{
+	SKIP_ON_20();
+	struct scene s;
+	scene_start(&s, tracking_broker(__func__, "allow", false));
+	struct raw_options po = { .id = "retainer", .protocol = MQTT_PROTOCOL_V5, .clean = true };
+	struct raw *pub = raw_new(s.b, &po);
+	raw_connect(pub);
+	raw_set_retain(pub, true);
+	ck_assert_uint_lt(raw_publish(pub, "jobs/retained", "kept", 4, 1), 0x80);
+	struct raw *w = persistent(s.b, "worker", MQTT_PROTOCOL_V5, NULL);
+	raw_connect(w);
+	for(int i = 1; i <= 4; i++){
+		char want[4];
+		snprintf(want, sizeof(want), "%d", i);
+		ck_assert_uint_eq(raw_subscribe(w, "jobs/retained", 1), 1);
+		const struct raw_msg *m = raw_expect(w);
+		ck_assert_str_eq(m->payload, "kept");
+		ck_assert(m->retain);
+		expect_count(m, want);
+		ck_assert(raw_puback(w, m->mid));
+	}
+	raw_drain(w, HARNESS_SETTLE_MS);
+	ck_assert_uint_eq(raw_count(w, NULL, NULL), 4);
+	expect_dead_letters(&s, 0);
+	raw_free(w);
+	raw_free(pub);
+}
+END_TEST
+
 /* ---- 3b. Maximum Packet Size ---- */
 
 /* A v5 subscriber with a session the broker persists and Maximum Packet
@@ -296,6 +331,7 @@ int main(void)
 	tcase_add_test(tc, test_measured_case);
 	tcase_add_test(tc, test_delivery_count_on_by_default);
 	tcase_add_test(tc, test_delivery_count_off);
+	tcase_add_test(tc, test_retained_resubscribed);
 	tcase_add_test(tc, test_max_packet_size);
 	tcase_add_test(tc, test_window1_slot);
 	suite_add_tcase(s, tc);
