@@ -150,8 +150,9 @@ static struct broker *count_broker(const char *label, const char *delivery_count
 }
 
 /* The original (1), its retry copy after a NACK (2), that copy resent after
- * a reconnect of the persistent session (3); a v3.1.1 subscriber of the
- * same message gets no properties at all. With off: none anywhere. */
+ * a reconnect of the persistent session (3); another original (1) resent
+ * after a reconnect (2); a v3.1.1 subscriber of the same messages gets no
+ * properties at all. With off: none anywhere. */
 static void delivery_counts(const char *label, const char *option, bool on)
 {
 	struct scene s;
@@ -192,12 +193,31 @@ static void delivery_counts(const char *label, const char *option, bool on)
 	ck_assert_uint_eq(o->nusers, 0);
 	ck_assert(raw_puback(old, o->mid));
 
+	/* An original resent after a reconnect: its second delivery. */
+	client_publish_str(s.pub, TOPIC, "again", 1);
+	m = raw_expect(w);
+	ck_assert_str_eq(m->payload, "again");
+	expect_count(m, on ? "1" : NULL);
+	raw_close(w);
+	ck_assert_msg(raw_connect(w), "the worker found no session");
+	m = raw_expect(w);
+	ck_assert_str_eq(m->payload, "again");
+	ck_assert(m->dup);
+	expect_count(m, on ? "2" : NULL);
+	ck_assert(raw_puback(w, m->mid));
+	o = raw_expect(old);
+	ck_assert_str_eq(o->payload, "again");
+	ck_assert_uint_eq(o->nusers, 0);
+	ck_assert(raw_puback(old, o->mid));
+
 	raw_drain(w, HARNESS_SETTLE_MS);
 	raw_drain(old, 0);
+	expect_received(w, "again", 2);
+	expect_received(old, "again", 1);
 	expect_received(w, "job", 3);
 	expect_received(old, "job", 1);
 	/* The observer (v5, clean session) has its own count. */
-	const struct it_msg *seen = client_expect(s.watch, FILTER, 1);
+	const struct it_msg *seen = client_expect(s.watch, FILTER, 2);
 	ck_assert_uint_eq(msg_user_count(seen, DLQ_PROP_DELIVERY_COUNT), on ? 1 : 0);
 	raw_free(w);
 	raw_free(old);
