@@ -11,6 +11,7 @@
 
 #include "broker_caps.h"
 #include "dlq.h"
+#include "packet_size.h"
 
 /* One per loaded instance, passed to every callback as userdata. */
 struct dlq_plugin {
@@ -22,6 +23,7 @@ struct dlq_plugin {
 	size_t option_count;
 	struct broker_caps caps;           /* what the broker offers; filled once at startup */
 	bool own_check;                    /* acl_check is running for the plugin: ignore the callback */
+	struct dlq_packet_limits limits;   /* owned: clients' Maximum Packet Sizes, where 2.1 shows them */
 };
 
 int adapter__message(int event, void *event_data, void *userdata);
@@ -49,8 +51,15 @@ int adapter__client_offline_v21(int event, void *event_data, void *userdata);
  * without MQTT 5 to a tracked filter is reported
  * (dlq__subscribed_without_nack). */
 int adapter__subscribe_v21(int event, void *event_data, void *userdata);
-/* 2.1 only (events_v21.c): a client connected, or unsubscribed. */
+/* 2.1 only (events_v21.c): a client connected (its connection is
+ * established), or unsubscribed. */
 int adapter__connect_v21(int event, void *event_data, void *userdata);
 int adapter__unsubscribe_v21(int event, void *event_data, void *userdata);
+/* 2.1 only (message_out_v21.c): the broker writes a PUBLISH to a client:
+ * counted (exact attempts) and stamped with delivery-count. */
+int adapter__message_out_v21(int event, void *event_data, void *userdata);
+/* 2.1 only (events_v21.c): a persisted session was added, updated or
+ * deleted: its client's Maximum Packet Size. */
+int adapter__persist_client_v21(int event, void *event_data, void *userdata);
 
 #endif

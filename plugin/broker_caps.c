@@ -136,6 +136,37 @@ static bool event_registers(mosquitto_plugin_id_t *identifier, int event)
 	return true;
 }
 
+static const char *const v21_names[] = {
+	"mosquitto_property_identifier",
+	"mosquitto_property_next",
+	"mosquitto_property_string_name",
+	"mosquitto_property_string_name_length",
+	"mosquitto_property_string_value",
+	"mosquitto_property_string_value_length",
+	"mosquitto_property_copy_all",
+	"mosquitto_property_get_length_all",
+};
+#define V21_COUNT (sizeof(v21_names) / sizeof(v21_names[0]))
+
+/* 2.1's accessors, all or none (they are in the broker executable). */
+static void props_v21(struct broker_caps *c, void *broker)
+{
+	void *fns[V21_COUNT];
+	for(size_t i = 0; i < V21_COUNT; i++){
+		fns[i] = broker_symbol(broker, v21_names[i]);
+		if(fns[i] == NULL) return;
+	}
+	struct broker_props_v21 *v = &c->v21;
+	*(void **)&v->identifier = fns[0];
+	*(void **)&v->next = fns[1];
+	*(void **)&v->string_name = fns[2];
+	*(void **)&v->string_name_length = fns[3];
+	*(void **)&v->string_value = fns[4];
+	*(void **)&v->string_value_length = fns[5];
+	*(void **)&v->copy_all = fns[6];
+	*(void **)&v->get_length_all = fns[7];
+}
+
 int broker_caps__probe(struct broker_caps *c, mosquitto_plugin_id_t *identifier, char *err, size_t errlen)
 {
 	memset(c, 0, sizeof(*c));
@@ -149,6 +180,7 @@ int broker_caps__probe(struct broker_caps *c, mosquitto_plugin_id_t *identifier,
 	c->evt_client_offline = event_registers(identifier, DLQ_MOSQ_EVT_CLIENT_OFFLINE);
 	c->evt_subscribe = event_registers(identifier, DLQ_MOSQ_EVT_SUBSCRIBE);
 	c->line = c->set_info || c->evt_message_out ? BROKER_LINE_21 : BROKER_LINE_20;
+	if(c->line == BROKER_LINE_21) props_v21(c, broker);
 
 	if(reader_from_broker(c, broker)) return 0;
 	char why[512];

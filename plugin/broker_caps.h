@@ -36,6 +36,20 @@ typedef int (*broker_acl_check_v21_fn)(struct mosquitto *client, const char *top
 		void *payload, uint8_t qos, bool retain, mosquitto_property *properties, int access);
 typedef int (*broker_set_info_fn)(mosquitto_plugin_id_t *identifier, const char *name, const char *version);
 
+/* 2.1's property functions that read without copying, and the list
+ * helpers 2.0.21 does not export: the MESSAGE_OUT path runs on every send,
+ * so it allocates nothing to find the dlq-id. All NULL on 2.0. */
+struct broker_props_v21 {
+	int (*identifier)(const mosquitto_property *p);
+	mosquitto_property *(*next)(const mosquitto_property *p);
+	const char *(*string_name)(const mosquitto_property *p);
+	uint16_t (*string_name_length)(const mosquitto_property *p);
+	const char *(*string_value)(const mosquitto_property *p);
+	uint16_t (*string_value_length)(const mosquitto_property *p);
+	int (*copy_all)(mosquitto_property **dest, const mosquitto_property *src);
+	unsigned int (*get_length_all)(const mosquitto_property *p);
+};
+
 struct broker_caps {
 	enum broker_line line;
 	/* 2.1 events mosquitto_callback_register accepted (2.0 refuses them). */
@@ -52,6 +66,8 @@ struct broker_caps {
 	/* 2.1's mosquitto_client (the session of a client id, connected or
 	 * not), or NULL. */
 	struct mosquitto *(*client_by_id)(const char *clientid);
+	/* Complete (every pointer set) or all NULL; on 2.1 only. */
+	struct broker_props_v21 v21;
 	enum broker_prop_source prop_source;
 	struct dlq_prop_reader props;
 	void *libmosquitto;                /* owned dlopen handle with BROKER_PROPS_LIBMOSQUITTO, else NULL */

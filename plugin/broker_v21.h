@@ -9,7 +9,9 @@
 #ifndef DLQ_BROKER_V21_H
 #define DLQ_BROKER_V21_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <mosquitto.h>
 
@@ -44,7 +46,8 @@ struct dlq_evt_client_offline {
 
 /* MOSQ_EVT_CONNECT's data, as 2.1.2's broker.h lays it out (struct
  * mosquitto_evt_connect): a client's connect was accepted, its session
- * resumed or made (src/handle_connect.c, connect__on_authorised). */
+ * resumed or made, after its session's pending messages were checked and
+ * written (src/handle_connect.c, connect__on_authorised). */
 struct dlq_evt_connect {
 	void *future;
 	struct mosquitto *client;
@@ -85,6 +88,38 @@ struct dlq_evt_unsubscribe {
 	void *future;
 	struct mosquitto *client;
 	struct dlq_subscription data;
+	void *future2[8];
+};
+
+/* Events of 2.1's persistence interface (include/mosquitto/broker.h). */
+#define DLQ_MOSQ_EVT_PERSIST_CLIENT_ADD 19
+#define DLQ_MOSQ_EVT_PERSIST_CLIENT_DELETE 20
+#define DLQ_MOSQ_EVT_PERSIST_CLIENT_UPDATE 21
+
+/* struct mosquitto_client and struct mosquitto_evt_persist_client as
+ * 2.1.2's broker.h lays them out: a session the broker persists (session
+ * expiry interval not 0), sent at CONNECT (after the session's pending
+ * messages were written), and on updates. max_packet_size is the client's
+ * MQTT v5 Maximum Packet Size (0: none). 2.1 refuses these events to a
+ * plugin while `persistence true` is set (src/plugin_callbacks.c). */
+struct dlq_persist_client {
+	char *clientid;
+	char *username;
+	char *auth_method;
+	time_t will_delay_time;
+	time_t session_expiry_time;
+	uint32_t will_delay_interval;
+	uint32_t session_expiry_interval;
+	uint32_t max_packet_size;
+	uint16_t listener_port;
+	uint8_t max_qos;
+	bool retain_available;
+	void *future2[8];
+};
+
+struct dlq_evt_persist_client {
+	void *future;
+	struct dlq_persist_client data;
 	void *future2[8];
 };
 

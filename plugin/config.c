@@ -314,6 +314,22 @@ static int set_redelivery(struct dlq_config *c, const char *v, char *err, size_t
 	return EINVAL;
 }
 
+/* on or off, as plugin_opt_redelivery_tracking spells its modes. */
+static int set_delivery_count(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	c->delivery_count_given = true;
+	if(!strcmp(v, "on")){
+		c->delivery_count = true;
+	}else if(!strcmp(v, "off")){
+		c->delivery_count = false;
+	}else{
+		errtext__set(err, errlen, "plugin_opt_delivery_count " QFMT ": expected on (each delivery of a tracked "
+				"message carries its attempt number, Mosquitto 2.1) or off", Q(v));
+		return EINVAL;
+	}
+	return 0;
+}
+
 static int set_sys_interval(struct dlq_config *c, const char *v, char *err, size_t errlen)
 {
 	if(config__parse_delay_ms(v, &c->sys_interval_ms) || (c->sys_interval_ms && c->sys_interval_ms < 1000)){
@@ -338,6 +354,7 @@ static const struct {
 	{"v5_sessions_persist", set_v5_sessions_persist},
 	{"sys_interval", set_sys_interval},
 	{"redelivery_tracking", set_redelivery},
+	{"delivery_count", set_delivery_count},
 };
 #define SINGLE_COUNT (sizeof(single_options) / sizeof(single_options[0]))
 
@@ -354,6 +371,7 @@ int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config
 	c.max_pending_bytes = DLQ_DEFAULT_MAX_PENDING_BYTES;
 	c.state_save_interval_ms = DLQ_DEFAULT_STATE_SAVE_INTERVAL_MS;
 	c.sys_interval_ms = DLQ_DEFAULT_SYS_INTERVAL_MS;
+	c.delivery_count = true;
 	if(err && errlen) err[0] = '\0';
 
 	for(size_t i = 0; i < count; i++){

@@ -41,6 +41,8 @@ struct dlq_config {
 	uint64_t sys_interval_ms;         /* plugin_opt_sys_interval; 0: no $SYS topics */
 	bool v5_sessions_persist;         /* plugin_opt_v5_sessions_persist: v5 clean_start=false clients set an expiry */
 	enum dlq_redelivery_mode redelivery; /* plugin_opt_redelivery_tracking */
+	bool delivery_count;              /* plugin_opt_delivery_count (default on): stamp delivery-count (2.1) */
+	bool delivery_count_given;        /* plugin_opt_delivery_count was in the configuration */
 	/* Facts about the broker, filled in by the adapter layer (brokerconf.c),
 	 * not options. */
 	bool broker_persistence;          /* persistence true: sessions survive a restart */

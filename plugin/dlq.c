@@ -260,10 +260,12 @@ static bool fits_owed(const struct dlq *d, const struct dlq_envelope *e)
 }
 
 /* Deliveries of r's chain to client so far: r's attempt, plus the
- * redeliveries to that client counted since. */
+ * redeliveries to that client counted since (2.0), or the sends to it
+ * after the first (2.1, counted exactly: sends.c). */
 static unsigned attempts_of(const struct dlq *d, const struct dlq_record *r, const char *client)
 {
 	const struct dlq_delivery *dv = client ? redelivery__find(&d->redelivery, r, client) : NULL;
+	if(d->exact_counting) return engine__attempt_of(r, dv);
 	return (unsigned)r->attempt + (dv ? dv->redeliveries : 0u);
 }
 
@@ -473,7 +475,7 @@ void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn)
 /* Dead-letters a message redelivered once too often to client, as a NACK
  * at its last allowed attempt would. Returns whether the dead letter was
  * made (if not, the message must stay in the session). */
-static bool divert_redelivered(struct dlq *d, struct dlq_delivery *dv, const char *client, unsigned delivered)
+bool engine__divert_redelivered(struct dlq *d, struct dlq_delivery *dv, const char *client, unsigned delivered)
 {
 	struct dlq_record *r = dv->record;
 	char reason[512];
@@ -494,6 +496,7 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
 {
 	struct dlq_read_verdict v;
 	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF) return false;
+	if(d->exact_counting) return engine__read_check_exact(d, c);
 	if(redelivery__read_check(&d->redelivery, &d->ledger, c, &v)){
 		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(c->topic), Q(c->client));
 		return false;
@@ -507,7 +510,7 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
 
 	const struct dlq_policy *p = dv->record->policy;
 	unsigned delivered = (unsigned)dv->record->attempt + dv->redeliveries;
-	if(delivered < p->max_attempts || !divert_redelivered(d, dv, c->client, delivered)){
+	if(delivered < p->max_attempts || !engine__divert_redelivered(d, dv, c->client, delivered)){
 		dv->redeliveries++;
 		COUNT(d, p, redeliveries, 1);
 		return false;

@@ -43,6 +43,7 @@ struct dlq_counters {
 	uint64_t diverted;         /* redelivered messages removed from a session and dead-lettered */
 	uint64_t subscribers_without_nack; /* subscriptions to tracked filters by clients without MQTT 5 */
 	uint64_t subscribers_of_dead_letters; /* subscriptions taking in dead letters and tracked messages (totals only) */
+	uint64_t sent_without_stamp; /* 2.1: sends stripped of the plugin's properties to fit a Maximum Packet Size */
 };
 
 struct dlq {
@@ -69,6 +70,10 @@ struct dlq {
 	struct dlq_deadsubs deadsubs; /* owned: (client, filter) pairs warned about as reading dead letters */
 	struct dlq_sessions sessions; /* owned: sessions as Mosquitto 2.1 shows them (empty on 2.0) */
 	bool sessions_full_noted;     /* the "sessions not followed" line was logged */
+	/* Set by the adapters on a broker that shows every send (2.1's
+	 * MESSAGE_OUT): attempts are counted from sends (sends.c), not from
+	 * 2.0's reconnect bursts. */
+	bool exact_counting;
 };
 
 /* Takes ownership of *cfg (zeroed on return, whatever the result) and, with
@@ -204,6 +209,25 @@ void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn);
  * redelivered after a reconnect as often as its policy allows, and its dead
  * letter is made. Otherwise the plugin has no opinion. */
 bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c);
+
+/* ---- exact counting on Mosquitto 2.1 (sends.c) ---- */
+
+/* What the engine says about one PUBLISH the broker writes to a client. */
+struct dlq_send {
+	unsigned attempt;                /* the attempt number for that client (1 = first); 0: not tracked */
+	const struct dlq_policy *policy; /* the record's policy (borrowed), when tracked */
+};
+
+/* The broker writes a message carrying the dlq-id id (id_len bytes: the
+ * last dlq-id user property of the stored message) with this topic and
+ * payload to client. When it is a tracked record, counts the send and
+ * fills *s with the attempt it is for client. Needs d->exact_counting. */
+void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len, const char *topic,
+		const void *payload, uint32_t payload_len, struct dlq_send *s);
+
+/* A send of a message of policy p went out without the plugin's properties
+ * (they would have passed the subscriber's Maximum Packet Size). */
+void dlq__sent_without_stamp(struct dlq *d, const struct dlq_policy *p);
 
 /* Re-reads the policies from opts (the options the plugin was started
  * with; plugin_opt_policy_file is read again) and, when the whole new table

@@ -39,6 +39,20 @@ void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record
  * makes that durable). */
 void engine__nacked(struct dlq *d, struct dlq_record *r, const char *client);
 
+/* Dead-letters the message of dv, delivered `delivered` times to client
+ * without acknowledgement, as a NACK at its last allowed attempt would.
+ * Returns whether the dead letter was made (if not, the message must stay
+ * in the session). */
+bool engine__divert_redelivered(struct dlq *d, struct dlq_delivery *dv, const char *client, unsigned delivered);
+
+/* 2.1 (sends.c): the attempt number of r's chain for the client of dv (dv
+ * may be NULL: not sent to it), from the sends the broker showed. */
+unsigned engine__attempt_of(const struct dlq_record *r, const struct dlq_delivery *dv);
+
+/* 2.1 (sends.c): a READ check with exact counting; true when the message
+ * leaves the client's session (see dlq__read_check). */
+bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c);
+
 /* At startup, after the state was restored: the held copies saved in it
  * were for sessions that did not survive the restart; their dead letters
  * wait in "owed" for the first tick. */

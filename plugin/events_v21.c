@@ -9,13 +9,18 @@
  * UNSUBSCRIBE: the sessions and subscriptions the engine follows
  * (sessions.h) for the QoS and subscription identifiers of targeted retry
  * copies; SUBSCRIBE is also where the plugin sees a subscriber that cannot
- * NACK, or one whose filter takes in dead letters.
+ * NACK, or one whose filter takes in dead letters. CONNECT also says the
+ * connection is established (its reconnect access checks are over), a sign
+ * exact counting uses (sends.c).
+ * PERSIST_CLIENT_ADD/_UPDATE/_DELETE: the one place 2.1 shows a client's
+ * Maximum Packet Size (packet_size.h), for sessions it persists.
  */
 #include <mosquitto.h>
 #include <mosquitto_broker.h>
 
 #include "adapters.h"
 #include "broker_v21.h"
+#include "port.h"
 
 int adapter__client_offline_v21(int event, void *event_data, void *userdata)
 {
@@ -39,7 +44,9 @@ int adapter__connect_v21(int event, void *event_data, void *userdata)
 	(void)event;
 
 	dlq__event(&pl->engine);
-	dlq__client_connected(&pl->engine, mosquitto_client_id(ed->client), mosquitto_client_clean_session(ed->client));
+	const char *client = mosquitto_client_id(ed->client);
+	dlq__client_connected(&pl->engine, client, mosquitto_client_clean_session(ed->client));
+	if(client) dlq__client_active(&pl->engine, client, (uintptr_t)ed->client);
 	return MOSQ_ERR_SUCCESS;
 }
 
@@ -69,5 +76,21 @@ int adapter__subscribe_v21(int event, void *event_data, void *userdata)
 	if(protocol == 5) return MOSQ_ERR_SUCCESS;
 	dlq__subscribed_without_nack(&pl->engine, client, ed->data.topic_filter, protocol);
 	/* Anything else would refuse the subscription. */
+	return MOSQ_ERR_SUCCESS;
+}
+
+int adapter__persist_client_v21(int event, void *event_data, void *userdata)
+{
+	struct dlq_evt_persist_client *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+
+	dlq__event(&pl->engine);
+	if(ed->data.clientid == NULL) return MOSQ_ERR_SUCCESS;
+	uint32_t max = event == DLQ_MOSQ_EVT_PERSIST_CLIENT_DELETE ? 0 : ed->data.max_packet_size;
+	if(packet_limits__set(&pl->limits, ed->data.clientid, max)){
+		port__log(DLQ_LOG_ERR, "out of memory: the Maximum Packet Size of \"%s\" is not known to the plugin",
+				ed->data.clientid);
+	}
+	/* A persistence callback's answer is not a decision. */
 	return MOSQ_ERR_SUCCESS;
 }

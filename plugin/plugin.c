@@ -24,24 +24,36 @@
 
 #define DLQ_EXPORT __attribute__((visibility("default")))
 
+/* When a callback is registered, beyond having one for the broker's line. */
+enum callback_need {
+	NEED_ALWAYS,
+	NEED_REDELIVERY,     /* plugin_opt_redelivery_tracking defer or allow */
+	NEED_MESSAGE_OUT,    /* 2.1 with MESSAGE_OUT and its property accessors (exact counting) */
+	NEED_NO_PERSISTENCE, /* 2.1 refuses persistence events with `persistence true` */
+};
+
 static const struct {
 	int event;
 	MOSQ_FUNC_generic_callback cb;     /* NULL: none on 2.0 */
 	MOSQ_FUNC_generic_callback cb_v21; /* on a 2.1 broker, if not NULL */
 	const char *topic; /* control events only */
-	bool redelivery;   /* only with plugin_opt_redelivery_tracking on */
+	enum callback_need need;
 } callbacks[] = {
-	{ MOSQ_EVT_MESSAGE, adapter__message, NULL, NULL, false },
-	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_CONTROL_TOPIC, false },
-	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_NACK_TOPIC, false },
-	{ MOSQ_EVT_TICK, adapter__tick, NULL, NULL, false },
-	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL, NULL, false },
-	{ DLQ_MOSQ_EVT_CLIENT_OFFLINE, NULL, adapter__client_offline_v21, NULL, false },
-	{ DLQ_MOSQ_EVT_CONNECT, NULL, adapter__connect_v21, NULL, false },
-	{ DLQ_MOSQ_EVT_SUBSCRIBE, NULL, adapter__subscribe_v21, NULL, false },
-	{ DLQ_MOSQ_EVT_UNSUBSCRIBE, NULL, adapter__unsubscribe_v21, NULL, false },
-	{ MOSQ_EVT_RELOAD, adapter__reload, NULL, NULL, false },
-	{ MOSQ_EVT_ACL_CHECK, adapter__acl_check_v20, adapter__acl_check_v21, NULL, true },
+	{ MOSQ_EVT_MESSAGE, adapter__message, NULL, NULL, NEED_ALWAYS },
+	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_CONTROL_TOPIC, NEED_ALWAYS },
+	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_NACK_TOPIC, NEED_ALWAYS },
+	{ MOSQ_EVT_TICK, adapter__tick, NULL, NULL, NEED_ALWAYS },
+	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL, NULL, NEED_ALWAYS },
+	{ DLQ_MOSQ_EVT_CLIENT_OFFLINE, NULL, adapter__client_offline_v21, NULL, NEED_ALWAYS },
+	{ DLQ_MOSQ_EVT_SUBSCRIBE, NULL, adapter__subscribe_v21, NULL, NEED_ALWAYS },
+	{ DLQ_MOSQ_EVT_CONNECT, NULL, adapter__connect_v21, NULL, NEED_ALWAYS },
+	{ DLQ_MOSQ_EVT_UNSUBSCRIBE, NULL, adapter__unsubscribe_v21, NULL, NEED_ALWAYS },
+	{ DLQ_MOSQ_EVT_MESSAGE_OUT, NULL, adapter__message_out_v21, NULL, NEED_MESSAGE_OUT },
+	{ DLQ_MOSQ_EVT_PERSIST_CLIENT_ADD, NULL, adapter__persist_client_v21, NULL, NEED_NO_PERSISTENCE },
+	{ DLQ_MOSQ_EVT_PERSIST_CLIENT_UPDATE, NULL, adapter__persist_client_v21, NULL, NEED_NO_PERSISTENCE },
+	{ DLQ_MOSQ_EVT_PERSIST_CLIENT_DELETE, NULL, adapter__persist_client_v21, NULL, NEED_NO_PERSISTENCE },
+	{ MOSQ_EVT_RELOAD, adapter__reload, NULL, NULL, NEED_ALWAYS },
+	{ MOSQ_EVT_ACL_CHECK, adapter__acl_check_v20, adapter__acl_check_v21, NULL, NEED_REDELIVERY },
 };
 #define CALLBACK_COUNT (sizeof(callbacks) / sizeof(callbacks[0]))
 
@@ -55,7 +67,21 @@ static MOSQ_FUNC_generic_callback callback_for(const struct dlq_plugin *pl, size
 static bool wanted(const struct dlq_plugin *pl, size_t i)
 {
 	if(callback_for(pl, i) == NULL) return false;
-	return !callbacks[i].redelivery || pl->engine.cfg.redelivery != DLQ_REDELIVERY_OFF;
+	switch(callbacks[i].need){
+		case NEED_ALWAYS: return true;
+		case NEED_REDELIVERY: return pl->engine.cfg.redelivery != DLQ_REDELIVERY_OFF;
+		case NEED_MESSAGE_OUT: return pl->engine.exact_counting;
+		case NEED_NO_PERSISTENCE: return pl->engine.exact_counting && !pl->engine.cfg.broker_persistence;
+	}
+	return false;
+}
+
+/* Exact counting needs MESSAGE_OUT, CONNECT (which ends a reconnect's
+ * access checks) and 2.1's property accessors (the stamp is found on every
+ * send without copying). */
+static bool can_count_sends(const struct broker_caps *c)
+{
+	return c->line == BROKER_LINE_21 && c->evt_message_out && c->evt_connect && c->v21.get_length_all != NULL;
 }
 
 static void unregister_first(struct dlq_plugin *pl, size_t count)
@@ -87,13 +113,32 @@ static const char *self_path(void)
 	return info.dli_fname;
 }
 
+/* The startup line about how deliveries are counted and stamped. */
+static void log_counting(const struct dlq_plugin *pl)
+{
+	const struct dlq_config *cfg = &pl->engine.cfg;
+	if(!pl->engine.exact_counting){
+		if(cfg->delivery_count && cfg->delivery_count_given){
+			port__log(DLQ_LOG_NOTICE, "plugin_opt_delivery_count on: this broker (Mosquitto 2.0) does not show "
+					"a plugin each send to each subscriber, so no delivery-count is stamped");
+		}
+		return;
+	}
+	port__log(DLQ_LOG_NOTICE, "delivery counting: exact (MESSAGE_OUT): every PUBLISH of a tracked message written "
+			"to a subscriber is one attempt for it, resends included%s; delivery-count %s; Maximum Packet Size %s",
+			cfg->redelivery == DLQ_REDELIVERY_OFF ? " (redelivery tracking off: counted, never removed from a session)" : "",
+			cfg->delivery_count ? "on" : "off",
+			cfg->broker_persistence ? "not known (the broker runs with persistence true, which refuses the "
+					"persistence events that show it)" : "known for sessions the broker persists");
+}
+
 /* The one startup line about access control. */
 static void log_access_mode(enum dlq_redelivery_mode mode, enum broker_line line)
 {
 	if(line == BROKER_LINE_21 && mode != DLQ_REDELIVERY_OFF){
 		port__log(DLQ_LOG_NOTICE, "redelivery tracking: on (%s means the same on Mosquitto 2.1); access "
 				"checks are observed and left to the other ACL sources (MOSQ_ERR_PLUGIN_IGNORE), except that "
-				"a message redelivered max_attempts times is removed from its session",
+				"a message sent max_attempts times to a subscriber is removed from its session when it reconnects",
 				mode == DLQ_REDELIVERY_ALLOW ? "allow" : "defer");
 		return;
 	}
@@ -261,6 +306,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		goto refuse;
 	}
 
+	pl->engine.exact_counting = can_count_sends(&pl->caps);
 	for(size_t i = 0; i < CALLBACK_COUNT; i++){
 		if(!wanted(pl, i)) continue;
 		rc = mosquitto_callback_register(identifier, callbacks[i].event, callback_for(pl, i), callbacks[i].topic, pl);
@@ -270,6 +316,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 					register_error(rc));
 			unregister_first(pl, i);
 			dlq__cleanup(&pl->engine);
+			packet_limits__cleanup(&pl->limits);
 			broker_caps__cleanup(&pl->caps);
 			free_options(pl->options, pl->option_count);
 			free(pl);
@@ -280,6 +327,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
 			"max_pending_bytes %" PRIu64, DLQ_VERSION, policy_count, window, bound);
 	log_access_mode(mode, pl->caps.line);
+	log_counting(pl);
 	return MOSQ_ERR_SUCCESS;
 
 refuse_config:
@@ -304,6 +352,7 @@ DLQ_EXPORT int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *op
 	if(pl == NULL) return MOSQ_ERR_SUCCESS;
 	unregister_first(pl, CALLBACK_COUNT);
 	dlq__cleanup(&pl->engine);
+	packet_limits__cleanup(&pl->limits);
 	broker_caps__cleanup(&pl->caps);
 	free_options(pl->options, pl->option_count);
 	free(pl);

@@ -419,12 +419,33 @@ void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, str
 /* 2.1: the record whose dlq-id the stored message carries. The topic and
  * payload must match too: a publisher may put any dlq-id on an untracked
  * message (the plugin's own stamp comes last, and is the one read). */
+struct dlq_record *redelivery__record_by_id(const struct dlq_ledger *l, const char *id, size_t id_len,
+		const char *topic, const void *payload, uint32_t payload_len)
+{
+	struct dlq_id decoded;
+	if(!id__decode(id, id_len, &decoded)) return NULL;
+	struct dlq_record *r = ledger__find(l, &decoded);
+	return r && same_message(r, topic, payload, payload_len) ? r : NULL;
+}
+
 static struct dlq_record *find_by_id(const struct dlq_ledger *l, const struct dlq_read_check *c)
 {
-	struct dlq_id id;
-	if(!id__decode(c->id, strlen(c->id), &id)) return NULL;
-	struct dlq_record *r = ledger__find(l, &id);
-	return r && same_message(r, c->topic, c->payload, c->payload_len) ? r : NULL;
+	return redelivery__record_by_id(l, c->id, strlen(c->id), c->topic, c->payload, c->payload_len);
+}
+
+struct dlq_delivery *redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
+		const char *client)
+{
+	struct dlq_rclient *c = client_get(t, client);
+	if(c == NULL) return NULL;
+	struct dlq_delivery *d = delivery_find(t, r, c);
+	if(d == NULL) d = delivery_new(t, l, r, c);
+	if(d == NULL){
+		client_release_if_unused(t, c);
+		return NULL;
+	}
+	if(d->sends < UINT16_MAX) d->sends++;
+	return d;
 }
 
 static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq_ledger *l,

@@ -47,7 +47,8 @@ struct dlq_delivery {
 	struct dlq_delivery *rnext;   /* the record's list */
 	struct dlq_record *record;    /* borrowed */
 	struct dlq_rclient *client;   /* borrowed; holds a reference */
-	uint16_t redeliveries;        /* counted so far */
+	uint16_t redeliveries;        /* counted so far (2.0's heuristic) */
+	uint16_t sends;               /* 2.1: PUBLISHes of it written to the client (MESSAGE_OUT) */
 	bool held_connected;          /* the client held it while connected */
 	bool diverted;                /* removed from the session and dead-lettered */
 };
@@ -144,6 +145,18 @@ struct dlq_read_verdict {
  * to count or divert (dlq__read_check). */
 int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const struct dlq_read_check *c,
 		struct dlq_read_verdict *v);
+
+/* 2.1: the record whose dlq-id (id_len bytes) a stored message carries,
+ * or NULL. The topic and payload must match too: a publisher may put any
+ * dlq-id on an untracked message. */
+struct dlq_record *redelivery__record_by_id(const struct dlq_ledger *l, const char *id, size_t id_len,
+		const char *topic, const void *payload, uint32_t payload_len);
+
+/* 2.1: the broker writes r to client (MESSAGE_OUT): one more send of r to
+ * client. Returns the delivery (its sends counted), or NULL when out of
+ * memory (nothing counted). */
+struct dlq_delivery *redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
+		const char *client);
 
 /* The delivery of r to client, or NULL. */
 struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client);

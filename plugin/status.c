@@ -101,7 +101,8 @@ static bool add_counters(cJSON *o, const struct dlq_counters *c)
 			&& add_num(o, "evicted", (double)c->evicted)
 			&& add_num(o, "redeliveries", (double)c->redeliveries)
 			&& add_num(o, "diverted", (double)c->diverted)
-			&& add_num(o, "subscribersWithoutNack", (double)c->subscribers_without_nack);
+			&& add_num(o, "subscribersWithoutNack", (double)c->subscribers_without_nack)
+			&& add_num(o, "sentWithoutStamp", (double)c->sent_without_stamp);
 }
 
 static bool add_gauges(cJSON *o, const struct dlq_gauges *g)

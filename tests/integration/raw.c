@@ -36,6 +36,7 @@ struct raw {
 	size_t nmsgs, capmsgs;
 	size_t next;                /* the first one raw_next has not handed out */
 	const char *response_topic; /* borrowed: what v5 publishes carry, or NULL */
+	bool retain;                /* its publishes are retained (raw_set_retain) */
 };
 
 enum read_result { READ_PACKET, READ_TIMEOUT, READ_CLOSED };
@@ -353,7 +354,7 @@ static bool send_publish(struct raw *r, const char *topic, const void *payload, 
 		props_len = 3 + n;
 	}
 	packet__publish(&p, r->o.protocol == MQTT_PROTOCOL_V5, topic, payload, len, qos, mid, props, props_len);
-	return send_packet(r, 0x30 | (unsigned)qos << 1, &p);
+	return send_packet(r, 0x30 | (unsigned)qos << 1 | (r->retain ? 1u : 0u), &p);
 }
 
 bool raw_send_publish(struct raw *r, const char *topic, const void *payload, size_t len, int qos)
@@ -394,6 +395,11 @@ unsigned raw_publish_at(const char *file, int line, struct raw *r, const char *t
 		fail_raw(file, line, r, "no PUBACK for the PUBLISH to %s: %s", topic, why_not(res));
 	}
 	return pos < p.len ? p.body[pos] : 0; /* v5 omits a success code */
+}
+
+void raw_set_retain(struct raw *r, bool retain)
+{
+	r->retain = retain;
 }
 
 void raw_set_response_topic(struct raw *r, const char *topic)

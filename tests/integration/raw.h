@@ -128,6 +128,9 @@ unsigned raw_publish_at(const char *file, int line, struct raw *r, const char *t
  * libmosquitto's property functions will not all send. */
 void raw_set_response_topic(struct raw *r, const char *topic);
 
+/* Whether its PUBLISHes from now on carry the retain flag. */
+void raw_set_retain(struct raw *r, bool retain);
+
 /* Sends PINGREQ and waits up to timeout_ms for the PINGRESP; returns
  * whether it came (PUBLISHes meanwhile are kept). */
 #define raw_ping(r, timeout_ms) raw_ping_at(__FILE__, __LINE__, (r), (timeout_ms))

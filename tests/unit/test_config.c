@@ -880,6 +880,38 @@ START_TEST(test_state_options_bad)
 }
 END_TEST
 
+/* plugin_opt_delivery_count: on by default, on or off, once. */
+START_TEST(test_delivery_count_option)
+{
+	struct dlq_config c;
+	struct dlq_option opts[3] = {{"policy", "a max_attempts=3 dead_letter=d"}, {"delivery_count", "off"},
+		{"delivery_count", "on"}};
+
+	ck_assert_int_eq(config__parse(opts, 1, &c, err, sizeof(err)), 0);
+	ck_assert(c.delivery_count);
+	config__free(&c);
+	ck_assert_int_eq(config__parse(opts, 2, &c, err, sizeof(err)), 0);
+	ck_assert(!c.delivery_count);
+	config__free(&c);
+	opts[1].value = "on";
+	ck_assert_int_eq(config__parse(opts, 2, &c, err, sizeof(err)), 0);
+	ck_assert(c.delivery_count);
+	config__free(&c);
+
+	static const char *const bad[] = {"true", "false", "ON", "", "1"};
+	for(size_t i = 0; i < N(bad); i++){
+		opts[1].value = bad[i];
+		parse_fails(opts, 2);
+		char want[64];
+		snprintf(want, sizeof(want), "plugin_opt_delivery_count \"%s\": expected on", bad[i]);
+		ck_assert_msg(strstr(err, want) != NULL, "error \"%s\" lacks \"%s\"", err, want);
+	}
+	opts[1].value = "off";
+	parse_fails(opts, 3);
+	ck_assert_msg(strstr(err, "plugin_opt_delivery_count \"on\": given twice (first \"off\")") != NULL, "%s", err);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -910,6 +942,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_delay_ms);
 	tcase_add_test(tc, test_state_options);
 	tcase_add_test(tc, test_state_options_bad);
+	tcase_add_test(tc, test_delivery_count_option);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Exact attempt counting on Mosquitto 2.1 (d->exact_counting). 2.1 shows a
+ * plugin every PUBLISH it writes to a client (MESSAGE_OUT: the first send,
+ * every resend after a reconnect, every retry copy), so an attempt is
+ * simply a send: the chain's attempt number for client C is the record's
+ * attempt (1 for an original, one more for each retry copy) plus the sends
+ * of that record to C after the first. A message queued while C was away
+ * and never sent has no send and is no attempt. max_attempts bounds that
+ * number: at the reconnect access check of a message C was already sent
+ * max_attempts times, the message leaves C's session as a dead letter,
+ * instead of being sent once more. This replaces 2.0's burst heuristic
+ * (redelivery.h), which stays for 2.0; the sends live in the same
+ * per-(record, client) deliveries (struct dlq_delivery.sends), so their
+ * bytes are counted in the record's and go with it.
+ */
+#include <string.h>
+
+#include "dlq.h"
+#include "engine.h"
+#include "errtext.h"
+#include "port.h"
+
+unsigned engine__attempt_of(const struct dlq_record *r, const struct dlq_delivery *dv)
+{
+	unsigned sends = dv ? dv->sends : 0u;
+	return (unsigned)r->attempt + (sends ? sends - 1u : 0u);
+}
+
+void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len, const char *topic,
+		const void *payload, uint32_t payload_len, struct dlq_send *s)
+{
+	memset(s, 0, sizeof(*s));
+	struct dlq_record *r = redelivery__record_by_id(&d->ledger, id, id_len, topic, payload, payload_len);
+	if(r == NULL) return;
+	struct dlq_delivery *dv = redelivery__sent(&d->redelivery, &d->ledger, r, client);
+	if(dv == NULL){
+		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(topic), Q(client));
+		return;
+	}
+	/* The same record sent to the same client again: a redelivery,
+	 * counted as an attempt. */
+	if(dv->sends > 1) COUNT(d, r->policy, redeliveries, 1);
+	s->attempt = engine__attempt_of(r, dv);
+	s->policy = r->policy;
+}
+
+void dlq__sent_without_stamp(struct dlq *d, const struct dlq_policy *p)
+{
+	COUNT(d, p, sent_without_stamp, 1);
+}
+
+/* Only a reconnect's check diverts: one made from a connection the client
+ * is not known to be on (2.1 checks a continued session's messages before
+ * the CONNECT event, which marks the connection as the client's). A check
+ * from the client's live connection is a new send of a message it may have
+ * acknowledged (a retained message again on a new subscription): not the
+ * plugin's to remove. */
+bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
+{
+	if(c->id == NULL || c->id[0] == '\0') return false;
+	struct dlq_record *r = redelivery__record_by_id(&d->ledger, c->id, strlen(c->id), c->topic, c->payload,
+			c->payload_len);
+	if(r == NULL) return false;
+	struct dlq_delivery *dv = redelivery__find(&d->redelivery, r, c->client);
+	/* Another copy (an overlapping subscription) of a message just removed
+	 * from this session goes too: its dead letter is made. */
+	if(dv && dv->diverted) return true;
+	if(dv == NULL || dv->sends == 0 || dv->client->online == c->conn) return false;
+	unsigned delivered = engine__attempt_of(r, dv);
+	if(delivered < r->policy->max_attempts) return false;
+	if(!engine__divert_redelivered(d, dv, c->client, delivered)) return false;
+	dv->diverted = true;
+	/* A message sent before is in flight, and 2.1.2 still keeps the
+	 * in-flight slot of one removed by a reconnect access check
+	 * (src/database.c: db__client_messages_check_acl does not give back
+	 * the send quota that db__message_reconnect_reset took): as on 2.0,
+	 * the client is disconnected once so that the broker recounts it. */
+	if(redelivery__queue_kick(&d->redelivery, dv->client, c->conn)){
+		port__log(DLQ_LOG_ERR, "out of memory: " QFMT " may receive nothing more until it reconnects", Q(c->client));
+	}
+	dv->client->skip_next_burst = false; /* 2.0's burst counting is not used here */
+	return true;
+}

@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Exact counting on Mosquitto 2.1 (issue 13, points 1, 2, 3b and 5): every
+ * PUBLISH the broker writes to a subscriber (MESSAGE_OUT) is one attempt for
+ * it, and each carries its number in a delivery-count user property (MQTT
+ * v5 receivers). The cases: the issue's measured one (a v3.1.1 persistent
+ * subscriber with a window of 10 that never acknowledges and reconnects 4
+ * times: each of 5 messages is delivered exactly max_attempts times, then
+ * dead-lettered once); delivery-count on the original, on the retry copy
+ * after a NACK and on a resend after a reconnect, and its absence with
+ * plugin_opt_delivery_count off and for v3.1.1; a Maximum Packet Size the
+ * stamp would pass (the send goes out without it, counted); and what the
+ * in-flight slot of a diverted message does on 2.1. Every test is skipped
+ * on 2.0, which keeps its own counting (test_redelivery.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "raw.h"
+#include "redelivery_common.h"
+
+#define REPLY_TOPIC "count21/reply"
+#define RECOUNT_LOG "recounts its in-flight window"
+#define SKIP_ON_20() do{ if(!BROKER_IS_21()) return; }while(0)
+
+static const cJSON *get_status(struct client *c, cJSON **doc)
+{
+	static const char payload[] = "{\"commands\":[{\"command\":\"" DLQ_COMMAND_GET_STATUS "\"}]}";
+	mosquitto_property *p = NULL;
+	ck_assert_int_eq(mosquitto_property_add_string(&p, MQTT_PROP_RESPONSE_TOPIC, REPLY_TOPIC), 0);
+	size_t n = client_count(c, REPLY_TOPIC) + 1;
+	int rc = client_publish(c, DLQ_CONTROL_TOPIC, payload, (int)strlen(payload), 1, p);
+	mosquitto_property_free_all(&p);
+	ck_assert_msg(rc < 0x80, "the broker refused getStatus: %s", mosquitto_reason_string(rc));
+	*doc = msg_json(client_expect(c, REPLY_TOPIC, n));
+	ck_assert_msg(*doc != NULL, "getStatus reply is not JSON");
+	const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(*doc, "responses"), 0);
+	ck_assert_msg(e && json_str(e, "error") == NULL, "getStatus failed");
+	return cJSON_GetObjectItemCaseSensitive(e, "data");
+}
+
+static double total(struct client *c, const char *name)
+{
+	cJSON *doc;
+	double v = json_num(cJSON_GetObjectItemCaseSensitive(get_status(c, &doc), "totals"), name);
+	cJSON_Delete(doc);
+	return v;
+}
+
+static size_t log_lines(struct broker *b, const char *needle)
+{
+	char *log = broker_log(b);
+	size_t n = lines_with(log, needle);
+	free(log);
+	return n;
+}
+
+/* Fails unless m carries delivery-count want (NULL: none). */
+#define expect_count(m, want) expect_count_at(__FILE__, __LINE__, (m), (want))
+static void expect_count_at(const char *file, int line, const struct raw_msg *m, const char *want)
+{
+	size_t n = 0;
+	const char *got = NULL;
+	for(size_t i = 0; i < m->nusers; i++){
+		if(!strcmp(m->users[i].name, DLQ_PROP_DELIVERY_COUNT)){
+			n++;
+			got = m->users[i].value;
+		}
+	}
+	if(want == NULL && n == 0) return;
+	if(want && n == 1 && !strcmp(got, want)) return;
+	fail_here(file, line, "\"%s\" on %s (connection %u) carries %zu delivery-count (last %s), expected %s",
+			m->payload, m->topic, m->connection, n, got ? got : "none", want ? want : "none");
+}
+
+/* ---- 1. the issue's measured case ---- */
+
+#define BATCH 5
+
+/* Reads one connection's deliveries: n, each of "m1".."m5" once, none
+ * acknowledged; then nothing more. */
+static void read_batch(struct raw *r, unsigned connection, size_t n)
+{
+	bool seen[BATCH] = {false};
+	for(size_t i = 0; i < n; i++){
+		const struct raw_msg *m = raw_expect(r);
+		int k = m->payload[0] == 'm' ? m->payload[1] - '1' : -1;
+		ck_assert_msg(k >= 0 && k < BATCH && !seen[k] && !strcmp(m->topic, TOPIC),
+				"connection %u: unexpected \"%s\" on %s", connection, m->payload, m->topic);
+		seen[k] = true;
+	}
+	const struct raw_msg *m = NULL;
+	enum raw_event e = raw_next(r, HARNESS_SETTLE_MS, &m);
+	ck_assert_msg(e != RAW_PUBLISH, "connection %u: one more delivery, \"%s\"", connection, m ? m->payload : "");
+}
+
+/* v3.1.1, clean_session false, max_inflight_messages 10, never a PUBACK,
+ * 4 reconnections, 5 QoS 1 messages, max_attempts 3: each is delivered
+ * exactly 3 times, then dead-lettered once (retry-count 3); nothing else
+ * arrives. (2.0 and 2.1 without exact counting: the first message is
+ * counted, the other four are delivered on and on.) */
+START_TEST(test_measured_case)
+{
+	SKIP_ON_20();
+	struct scene s;
+	struct broker *b = tracking_broker(__func__, "allow", false);
+	broker_conf(b, "max_inflight_messages 10");
+	scene_start(&s, b);
+	struct raw *w = persistent(s.b, "worker", MQTT_PROTOCOL_V311, NULL);
+	join(w, FILTER);
+	char payload[4];
+	for(int i = 0; i < BATCH; i++){
+		snprintf(payload, sizeof(payload), "m%d", i + 1);
+		client_publish_str(s.pub, TOPIC, payload, 1);
+	}
+	for(unsigned connection = 1; connection <= 5; connection++){
+		if(connection > 1) ck_assert_msg(raw_connect(w), "reconnection %u found no session", connection - 1);
+		read_batch(w, connection, connection <= MAX_ATTEMPTS ? BATCH : 0);
+		raw_close(w);
+	}
+	client_expect(s.watch, DEAD, BATCH);
+	for(size_t i = 0; i < BATCH; i++){
+		const struct it_msg *m = client_msg(s.watch, DEAD, i);
+		snprintf(payload, sizeof(payload), "%s", m->payload);
+		const char *id = original_id(&s, payload, 0);
+		expect_tracking_dead_letter(m, payload, id, "worker");
+		ck_assert_str_eq(msg_user(m, DLQ_PROP_RETRY_COUNT), "3");
+	}
+	expect_dead_letters(&s, BATCH);
+	for(int i = 0; i < BATCH; i++){
+		snprintf(payload, sizeof(payload), "m%d", i + 1);
+		expect_received(w, payload, MAX_ATTEMPTS);
+	}
+	ck_assert_uint_eq(raw_count(w, NULL, NULL), BATCH * MAX_ATTEMPTS);
+	raw_free(w);
+}
+END_TEST
+
+/* ---- 2. delivery-count ---- */
+
+/* A v5 broker of its own: jobs/# with retry copies to the delivery topic,
+ * redelivery tracking off (counting needs none on 2.1). */
+static struct broker *count_broker(const char *label, const char *delivery_count)
+{
+	struct broker *b = tracking_broker(label, NULL, false);
+	if(delivery_count) broker_conf(b, "plugin_opt_delivery_count %s", delivery_count);
+	return b;
+}
+
+/* The original (1), its retry copy after a NACK (2), that copy resent after
+ * a reconnect of the persistent session (3); another original (1) resent
+ * after a reconnect (2); a v3.1.1 subscriber of the same messages gets no
+ * properties at all. With off: none anywhere. */
+static void delivery_counts(const char *label, const char *option, bool on)
+{
+	struct scene s;
+	scene_start(&s, count_broker(label, option));
+	struct raw *w = persistent(s.b, "worker", MQTT_PROTOCOL_V5, NULL);
+	struct raw *old = persistent(s.b, "old", MQTT_PROTOCOL_V311, NULL);
+	join(w, FILTER);
+	join(old, FILTER);
+	client_publish_str(s.pub, TOPIC, "job", 1);
+
+	const struct raw_msg *m = raw_expect(w);
+	ck_assert_str_eq(m->payload, "job");
+	expect_count(m, on ? "1" : NULL);
+	const char *id = raw_user(m, DLQ_PROP_ID);
+	ck_assert_ptr_nonnull(id);
+	ck_assert(raw_puback(w, m->mid));
+	ck_assert(raw_send_publish(w, DLQ_NACK_TOPIC, id, strlen(id), 0));
+
+	m = raw_expect(w);
+	ck_assert_str_eq(m->payload, "job");
+	const char *copy_id = raw_user(m, DLQ_PROP_ID);
+	ck_assert_ptr_nonnull(copy_id);
+	ck_assert_str_ne(copy_id, id);
+	ck_assert_str_eq(raw_user(m, DLQ_PROP_RETRY_COUNT), "1");
+	expect_count(m, on ? "2" : NULL);
+
+	/* Not acknowledged: the session sends it again after a reconnect. */
+	raw_close(w);
+	ck_assert_msg(raw_connect(w), "the worker found no session");
+	m = raw_expect(w);
+	ck_assert_str_eq(m->payload, "job");
+	ck_assert_str_eq(raw_user(m, DLQ_PROP_ID), copy_id);
+	expect_count(m, on ? "3" : NULL);
+	ck_assert(raw_puback(w, m->mid));
+
+	const struct raw_msg *o = raw_expect(old);
+	ck_assert_str_eq(o->payload, "job");
+	ck_assert_uint_eq(o->nusers, 0);
+	ck_assert(raw_puback(old, o->mid));
+
+	/* An original resent after a reconnect: its second delivery. */
+	client_publish_str(s.pub, TOPIC, "again", 1);
+	m = raw_expect(w);
+	ck_assert_str_eq(m->payload, "again");
+	expect_count(m, on ? "1" : NULL);
+	raw_close(w);
+	ck_assert_msg(raw_connect(w), "the worker found no session");
+	m = raw_expect(w);
+	ck_assert_str_eq(m->payload, "again");
+	ck_assert(m->dup);
+	expect_count(m, on ? "2" : NULL);
+	ck_assert(raw_puback(w, m->mid));
+	o = raw_expect(old);
+	ck_assert_str_eq(o->payload, "again");
+	ck_assert_uint_eq(o->nusers, 0);
+	ck_assert(raw_puback(old, o->mid));
+
+	raw_drain(w, HARNESS_SETTLE_MS);
+	raw_drain(old, 0);
+	expect_received(w, "again", 2);
+	expect_received(old, "again", 1);
+	expect_received(w, "job", 3);
+	expect_received(old, "job", 1);
+	/* The observer (v5, clean session) has its own count. */
+	const struct it_msg *seen = client_expect(s.watch, FILTER, 2);
+	ck_assert_uint_eq(msg_user_count(seen, DLQ_PROP_DELIVERY_COUNT), on ? 1 : 0);
+	raw_free(w);
+	raw_free(old);
+}
+
+START_TEST(test_delivery_count_on_by_default)
+{
+	SKIP_ON_20();
+	delivery_counts(__func__, NULL, true);
+}
+END_TEST
+
+START_TEST(test_delivery_count_off)
+{
+	SKIP_ON_20();
+	delivery_counts(__func__, "off", false);
+}
+END_TEST
+
+/* A retained tracked message is sent again each time the subscriber
+ * subscribes: each send is one more delivery (delivery-count 1..4), but
+ * it was acknowledged each time, and the broker's check before each
+ * retained send comes from the live connection, not from a reconnect:
+ * nothing is diverted, no dead letter. */
+START_TEST(test_retained_resubscribed)
+{
+	SKIP_ON_20();
+	struct scene s;
+	scene_start(&s, tracking_broker(__func__, "allow", false));
+	struct raw_options po = { .id = "retainer", .protocol = MQTT_PROTOCOL_V5, .clean = true };
+	struct raw *pub = raw_new(s.b, &po);
+	raw_connect(pub);
+	raw_set_retain(pub, true);
+	ck_assert_uint_lt(raw_publish(pub, "jobs/retained", "kept", 4, 1), 0x80);
+	struct raw *w = persistent(s.b, "worker", MQTT_PROTOCOL_V5, NULL);
+	raw_connect(w);
+	for(int i = 1; i <= 4; i++){
+		char want[4];
+		snprintf(want, sizeof(want), "%d", i);
+		ck_assert_uint_eq(raw_subscribe(w, "jobs/retained", 1), 1);
+		const struct raw_msg *m = raw_expect(w);
+		ck_assert_str_eq(m->payload, "kept");
+		ck_assert(m->retain);
+		expect_count(m, want);
+		ck_assert(raw_puback(w, m->mid));
+	}
+	raw_drain(w, HARNESS_SETTLE_MS);
+	ck_assert_uint_eq(raw_count(w, NULL, NULL), 4);
+	expect_dead_letters(&s, 0);
+	raw_free(w);
+	raw_free(pub);
+}
+END_TEST
+
+/* ---- 3b. Maximum Packet Size ---- */
+
+/* A v5 subscriber with a session the broker persists and Maximum Packet
+ * Size 64 (the broker runs without `persistence true`, so 2.1 shows it):
+ * a 32-byte tracked message fits without the stamp (44 bytes as the broker
+ * counts them) but not with it (dlq-id and delivery-count: 91). It arrives,
+ * once, without the plugin's properties, and sentWithoutStamp counts it;
+ * the broker drops nothing. */
+START_TEST(test_max_packet_size)
+{
+	SKIP_ON_20();
+	struct scene s;
+	scene_start(&s, count_broker(__func__, NULL));
+	struct raw_options o = { .id = "small", .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = 3600,
+		.max_packet_size = 64 };
+	struct raw *w = raw_new(s.b, &o);
+	join(w, FILTER);
+	char big[33];
+	memset(big, 'x', 32);
+	big[32] = '\0';
+	client_publish_str(s.pub, TOPIC, big, 1);
+	const struct raw_msg *m = raw_expect(w);
+	ck_assert_str_eq(m->payload, big);
+	ck_assert_ptr_null(raw_user(m, DLQ_PROP_ID));
+	expect_count(m, NULL);
+	ck_assert(raw_puback(w, m->mid));
+
+	raw_drain(w, HARNESS_SETTLE_MS);
+	expect_received(w, big, 1);
+	ck_assert_uint_eq(raw_count(w, NULL, NULL), 1);
+	ck_assert_uint_eq(log_lines(s.b, "Dropping too large outgoing PUBLISH"), 0);
+	ck_assert_uint_eq(total(s.watch, "sentWithoutStamp"), 1);
+	/* The observer, with no limit, got it with its stamp. */
+	expect_original(client_expect(s.watch, FILTER, 1));
+	raw_free(w);
+}
+END_TEST
+
+/* ---- 5. the in-flight slot of a diverted message ---- */
+
+/* max_inflight_messages 1: "poison" is in flight and "next" queued behind
+ * it. The subscriber crashes on "poison" three times; at the fourth
+ * connection "poison" is diverted. 2.1.2 does not give the slot back
+ * (src/database.c, db__client_messages_check_acl), so the plugin still
+ * disconnects the subscriber once, and "next" then arrives, once. Measured:
+ * without that kick "next" does not come on that connection (the crash loop
+ * reconnects after its 2 s of silence). */
+START_TEST(test_window1_slot)
+{
+	SKIP_ON_20();
+	struct scene s;
+	scene_start(&s, tracking_broker(__func__, "allow", true));
+	struct raw *w = persistent(s.b, "worker", MQTT_PROTOCOL_V5, NULL);
+	join(w, FILTER);
+	client_publish_str(s.pub, TOPIC, "poison", 1);
+	client_publish_str(s.pub, TOPIC, "next", 1);
+	const char *id = original_id(&s, "poison", 0);
+	struct crash_loop cl = { .r = w, .crash_on = "poison", .stop_after = "next", .dlq_id = id };
+	crash_loop(&cl);
+	expect_tracking_dead_letter(client_expect(s.watch, DEAD, 1), "poison", id, "worker");
+	expect_dead_letters(&s, 1);
+	raw_drain(w, HARNESS_SETTLE_MS);
+	expect_received(w, "poison", MAX_ATTEMPTS);
+	expect_received(w, "next", 1);
+	ck_assert_msg(cl.closed_by_broker == 1 && cl.timeouts == 0,
+			"expected one close by the broker and no timeout, got %u and %u", cl.closed_by_broker, cl.timeouts);
+	ck_assert_uint_eq(log_lines(s.b, RECOUNT_LOG), 1);
+	raw_free(w);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("count21");
+	TCase *tc = harness_tcase("count21");
+	tcase_set_timeout(tc, TEST_TIMEOUT);
+	tcase_add_test(tc, test_measured_case);
+	tcase_add_test(tc, test_delivery_count_on_by_default);
+	tcase_add_test(tc, test_delivery_count_off);
+	tcase_add_test(tc, test_retained_resubscribed);
+	tcase_add_test(tc, test_max_packet_size);
+	tcase_add_test(tc, test_window1_slot);
+	suite_add_tcase(s, tc);
+	return harness_run(s);
+}

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Unit tests of sends.c, exact counting as Mosquitto 2.1 shows it: every
+ * PUBLISH written to a client (dlq__sent, from MESSAGE_OUT) is one attempt
+ * of its record's chain for that client; READ checks carry the stored
+ * message's dlq-id; at a reconnect check of a message already sent
+ * max_attempts times the message leaves the session as a dead letter.
+ * Against the fake broker port.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "dlq.h"
+#include "fake_port.h"
+#include "mosquitto_dlq.h"
+
+static struct dlq d;
+
+static void start_with(const char *mode)
+{
+	struct dlq_option opts[] = {
+		{"policy", "jobs/# max_attempts=3 dead_letter=dead/jobs"},
+		{"redelivery_tracking", mode},
+	};
+	struct dlq_config cfg;
+	char err[512];
+	fake_reset();
+	ck_assert_msg(config__parse(opts, 2, &cfg, err, sizeof(err)) == 0, "config__parse: %s", err);
+	cfg.sys_interval_ms = 0;
+	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
+	d.exact_counting = true;
+}
+
+static void stop(void)
+{
+	dlq__cleanup(&d);
+	fake_reset();
+}
+
+static void publish(char *payload, char id[DLQ_ID_LEN + 1])
+{
+	const struct dlq_policy *p = dlq__policy_for(&d, "jobs/a");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(dlq__track(&d, p, "jobs/a", payload, (uint32_t)strlen(payload), 1, NULL, 0, id), 0);
+}
+
+/* One send; returns its attempt number (0: not tracked). */
+static unsigned sent(const char *client, const char *id, const char *topic, const char *payload)
+{
+	struct dlq_send s;
+	dlq__sent(&d, client, id, strlen(id), topic, payload, (uint32_t)strlen(payload), &s);
+	return s.attempt;
+}
+
+static bool check_id(const char *client, uintptr_t conn, const char *topic, const char *payload, const char *id)
+{
+	struct dlq_read_check c = {
+		.client = client, .conn = conn, .topic = topic,
+		.payload = payload, .payload_len = (uint32_t)strlen(payload), .qos = 1, .id = id,
+	};
+	return dlq__read_check(&d, &c);
+}
+
+static size_t dead_letters(void)
+{
+	size_t n = 0;
+	for(size_t i = 0; i < fake.publish_count; i++){
+		if(!strcmp(fake.publishes[i].topic, "dead/jobs")) n++;
+	}
+	return n;
+}
+
+/* Each send to a client is one more attempt for it; another client counts
+ * on its own; a forged id or other content is no record. */
+START_TEST(sends_are_attempts_per_client)
+{
+	char id[DLQ_ID_LEN + 1];
+	start_with("allow");
+	publish("poison", id);
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 1);
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 2);
+	ck_assert_uint_eq(sent("t", id, "jobs/a", "poison"), 1);
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 3);
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "potion"), 0);
+	ck_assert_uint_eq(sent("s", id, "jobs/b", "poison"), 0);
+	ck_assert_uint_eq(sent("s", "AAAAAAAAAAAAAAAA", "jobs/a", "poison"), 0);
+	ck_assert_uint_eq(sent("s", "short", "jobs/a", "poison"), 0);
+	stop();
+}
+END_TEST
+
+/* A reconnect check of a message sent fewer than max_attempts times, or
+ * never sent (queued while away), keeps it; at max_attempts sends it is
+ * diverted (dead letter, retry-count 3), the client is kicked once at the
+ * next tick, and the message's other copy in the session goes too. */
+START_TEST(diverted_at_max_attempts_sends)
+{
+	char id[DLQ_ID_LEN + 1], queued[DLQ_ID_LEN + 1];
+	start_with("allow");
+	publish("poison", id);
+	publish("queued", queued);
+	for(uintptr_t conn = 1; conn <= 3; conn++){
+		ck_assert(!check_id("s", conn, "jobs/a", "queued", queued));
+		ck_assert(!check_id("s", conn, "jobs/a", "poison", id));
+		ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), (unsigned)conn);
+		dlq__client_left(&d, "s", conn);
+	}
+	ck_assert_uint_eq(dead_letters(), 0);
+	ck_assert(check_id("s", 4, "jobs/a", "poison", id));
+	ck_assert(check_id("s", 4, "jobs/a", "poison", id));
+	ck_assert(!check_id("s", 4, "jobs/a", "queued", queued));
+	ck_assert(!check_id("t", 9, "jobs/a", "poison", id));
+	ck_assert_uint_eq(dead_letters(), 1);
+	ck_assert_uint_eq(d.counters.diverted, 1);
+	const struct fake_publish *dl = &fake.publishes[0];
+	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_RETRY_COUNT), "3");
+	ck_assert_ptr_nonnull(strstr(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_REASON), "delivered 3 times"));
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.kick_count, 1);
+	stop();
+}
+END_TEST
+
+/* A check from the client's live connection (a retained message sent again
+ * on a new subscription) is no reconnect: never diverted. */
+START_TEST(live_connection_checks_do_not_divert)
+{
+	char id[DLQ_ID_LEN + 1];
+	start_with("allow");
+	publish("poison", id);
+	dlq__client_active(&d, "s", 1);
+	for(int i = 1; i <= 4; i++){
+		ck_assert(!check_id("s", 1, "jobs/a", "poison", id));
+		ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), (unsigned)i);
+	}
+	ck_assert(!check_id("s", 1, "jobs/a", "poison", id));
+	ck_assert_uint_eq(dead_letters(), 0);
+	/* The same client from a new connection: a reconnect. */
+	ck_assert(check_id("s", 2, "jobs/a", "poison", id));
+	ck_assert_uint_eq(dead_letters(), 1);
+	stop();
+}
+END_TEST
+
+/* A NACK's attempt is the sends so far; its retry copy starts at the
+ * record's next attempt and counts its own sends from there. */
+START_TEST(nack_and_copy_use_the_sends)
+{
+	char id[DLQ_ID_LEN + 1];
+	start_with("off");
+	publish("poison", id);
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 1);
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 2);
+	struct dlq_nack_result res;
+	struct dlq_nack n = {.id = id, .id_len = strlen(id), .client = "s", .client_persists = true};
+	dlq__nack(&d, &n, &res);
+	ck_assert_int_eq(res.status, DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(res.attempt, 2);
+	const char *copy_id = fake_header_value(&fake.publishes[0], DLQ_PROP_ID);
+	ck_assert_ptr_nonnull(copy_id);
+	char copy[DLQ_ID_LEN + 1];
+	snprintf(copy, sizeof(copy), "%s", copy_id);
+	ck_assert_uint_eq(sent("s", copy, "jobs/a", "poison"), 3);
+	/* Tracking off: counted, never removed from a session. */
+	ck_assert(!check_id("s", 5, "jobs/a", "poison", copy));
+	struct dlq_nack n2 = {.id = copy, .id_len = strlen(copy), .client = "s", .client_persists = true};
+	dlq__nack(&d, &n2, &res);
+	ck_assert_int_eq(res.status, DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(res.attempt, 3);
+	stop();
+}
+END_TEST
+
+/* Sends live in deliveries, counted in the record's bytes and gone with it. */
+START_TEST(sends_leave_with_their_record)
+{
+	char id[DLQ_ID_LEN + 1];
+	start_with("allow");
+	publish("poison", id);
+	uint64_t bytes = d.ledger.bytes;
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 1);
+	ck_assert_uint_gt(d.ledger.bytes, bytes);
+	fake.now_ms += 400000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.ledger.count, 0);
+	ck_assert_uint_eq(d.redelivery.count, 0);
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 0);
+	stop();
+}
+END_TEST
+
+static Suite *sends_suite(void)
+{
+	Suite *s = suite_create("sends");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, sends_are_attempts_per_client);
+	tcase_add_test(tc, diverted_at_max_attempts_sends);
+	tcase_add_test(tc, live_connection_checks_do_not_divert);
+	tcase_add_test(tc, nack_and_copy_use_the_sends);
+	tcase_add_test(tc, sends_leave_with_their_record);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(sends_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
