@@ -75,6 +75,9 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return ENOMEM;
 	}
+	/* Without memory for it the cache answers every lookup from the trie:
+	 * slower, not wrong. */
+	(void)match_cache__init(&d->matches, d->policy_generation);
 	d->ledger.on_drop = record_dropped;
 	d->ledger.on_drop_ctx = d;
 	if(gauges__init(&d->gauges, &d->cfg.policies)){
@@ -88,11 +91,6 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 		engine__settle_restored_holds(d);
 	}
 	return rc;
-}
-
-const struct dlq_policy *dlq__policy_for(const struct dlq *d, const char *topic)
-{
-	return policy__match(&d->cfg.policies, topic);
 }
 
 static const char *kind_text(const struct dlq_envelope *e)
@@ -421,10 +419,34 @@ static void kick_clients(struct dlq *d)
 	}
 }
 
-void dlq__tick(struct dlq *d)
+/* Whether this tick has nothing to do before the state file and $SYS
+ * topics: nothing the broker took or may have taken, no record past its
+ * window, no delayed copy due, nothing owed, no client to disconnect. The
+ * broker ticks about once per message under load, so this is checked in a
+ * few loads instead of walking each part's own early return. */
+static bool tick_idle(const struct dlq *d, uint64_t now)
+{
+	const struct dlq_record *oldest = d->ledger.oldest;
+	return d->unsaved.list.count == 0 && d->outbox.settling.count == 0 && d->outbox.sent.count == 0
+			&& d->outbox.owed.count == 0 && d->redelivery.kicks == NULL
+			&& (d->delayed.count == 0 || d->delayed.heap[0]->due_ms > now)
+			&& (oldest == NULL || now - oldest->created_ms <= d->cfg.nack_window_ms);
+}
+
+/* Whether no tick could have anything to do, whatever the time: nothing
+ * tracked, delayed, owed or taken, no state file, no $SYS topics. Then a
+ * tick need not even read the clock. */
+static bool tick_timeless(const struct dlq *d)
+{
+	return d->ledger.oldest == NULL && d->delayed.count == 0 && d->unsaved.list.count == 0
+			&& d->outbox.settling.count == 0 && d->outbox.sent.count == 0 && d->outbox.owed.count == 0
+			&& d->redelivery.kicks == NULL && d->cfg.sys_interval_ms == 0 && d->cfg.state_file == NULL;
+}
+
+static __attribute__((noinline)) void tick_work(struct dlq *d)
 {
 	uint64_t now = port__now_ms();
-
+	if(tick_idle(d, now)) goto timed;
 	/* What was accepted before the previous tick was taken by the broker
 	 * at the top of this loop pass. */
 	engine__settle_taken(d, now);
@@ -447,8 +469,14 @@ void dlq__tick(struct dlq *d)
 	/* Everything accepted so far is taken at the top of the next pass. */
 	outbox__move_all(&d->outbox.settling, &d->outbox.sent);
 	kick_clients(d);
-	persist__tick(d);
-	systopics__tick(d);
+timed:
+	persist__tick(d, now);
+	systopics__tick(d, now);
+}
+
+void dlq__tick(struct dlq *d)
+{
+	if(!tick_timeless(d)) tick_work(d);
 }
 
 void dlq__client_active(struct dlq *d, const char *client, uintptr_t conn)
@@ -532,6 +560,7 @@ void dlq__cleanup(struct dlq *d)
 	free(d->policy_counters);
 	d->policy_counters = NULL;
 	nonack__free(&d->nonack);
+	match_cache__cleanup(&d->matches);
 	systopics__cleanup(&d->sys);
 	for(size_t i = 0; i < d->retired_count; i++){
 		policy__table_free(&d->retired[i]);

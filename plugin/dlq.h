@@ -17,6 +17,7 @@
 #include "holds.h"
 #include "id.h"
 #include "ledger.h"
+#include "match_cache.h"
 #include "nonack.h"
 #include "outbox.h"
 #include "persist.h"
@@ -58,6 +59,7 @@ struct dlq {
 	struct dlq_policy_table *retired; /* owned: tables replaced by reloads, kept while chains use them */
 	size_t retired_count;
 	unsigned policy_generation;       /* bumped by every reload */
+	struct dlq_match_cache matches;   /* owned: policy matches by topic, of cfg.policies */
 	struct dlq_counters counters;          /* totals */
 	struct dlq_counters *policy_counters;  /* owned: one per policy of cfg.policies, by index */
 	struct dlq_gauge_book gauges;          /* owned: running gauges of ledger, outbox and schedule */
@@ -76,8 +78,13 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen);
 void dlq__cleanup(struct dlq *d);
 
 /* The policy for an inbound publish on topic, or NULL: then the message is
- * not tracked and nothing else need be done. Borrowed from the config. */
-const struct dlq_policy *dlq__policy_for(const struct dlq *d, const char *topic);
+ * not tracked and nothing else need be done. Borrowed from the config.
+ * Answered from a cache of recent topics when it can be (match_cache.h),
+ * which is why d is not const. */
+static inline const struct dlq_policy *dlq__policy_for(struct dlq *d, const char *topic)
+{
+	return match_cache__match(&d->matches, &d->cfg.policies, d->policy_generation, topic);
+}
 
 /* Tracks an inbound publish that matched policy: records it in the ledger
  * and writes the dlq-id to stamp it with into id_out. headers are the
@@ -130,7 +137,9 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 const char *dlq__nack_status_text(enum dlq_nack_status s);
 
 /* Once per broker loop pass: lets go of what the broker has taken, expires
- * records, publishes the retry copies now due, and retries owed envelopes. */
+ * records, publishes the retry copies now due, and retries owed envelopes.
+ * When nothing could be due it returns at once, without reading the clock
+ * (the broker ticks about once per message under load). */
 void dlq__tick(struct dlq *d);
 
 /* A client's connection ended. Retry copies for it that are owed, delayed,
