@@ -197,8 +197,9 @@ int ledger__insert(struct dlq_ledger *l, struct dlq_record *r)
 	}
 	l->newest = r;
 	l->count++;
-	l->bytes += record__bytes(r);
-	gauges__record(l->book, r->policy, +1, record__bytes(r));
+	size_t bytes = record__bytes(r);
+	l->bytes += bytes;
+	gauges__record(l->book, r->policy, +1, bytes);
 	return 0;
 }
 
@@ -238,8 +239,9 @@ static void drop_oldest(struct dlq_ledger *l, bool expired)
 		l->newest = NULL;
 	}
 	l->count--;
-	l->bytes -= record__bytes(r);
-	gauges__record(l->book, r->policy, -1, record__bytes(r));
+	size_t bytes = record__bytes(r);
+	l->bytes -= bytes;
+	gauges__record(l->book, r->policy, -1, bytes);
 	record__free(r);
 }
 
