@@ -199,28 +199,26 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record
 
 void engine__send(struct dlq *d, struct dlq_envelope *e)
 {
-	struct dlq_headers h = {0};
+	struct dlq_envelope_props props;
 	struct dlq_record *copy = NULL;
 	int rc = 0;
 	if(e->kind == DLQ_ENV_RETRY_COPY && !e->recorded && e->policy){
 		copy = copy_record_new(e);
 		if(copy == NULL) rc = ENOMEM;
 	}
-	if(rc == 0) rc = envelope__headers(e, &h);
 	if(rc == 0){
-		rc = port__publish(e->target_client, e->topic, envelope__qos(e), false,
-				e->payload, e->payload_len, h.data, h.len);
+		/* The plugin's properties go to the port as strings, after the
+		 * original's encoded headers: no encoded copy of them is made. */
+		envelope__props(e, &props);
+		rc = port__publish_with(e->target_client, e->topic, envelope__qos(e), false,
+				e->payload, e->payload_len, e->headers, e->headers_len, props.items, props.count);
 	}
-	headers__free(&h);
 	d->changes++;
 
 	if(rc == 0){
 		if(e->kind == DLQ_ENV_DEAD_LETTER){
-			char origin[DLQ_ID_LEN + 1];
-			id__encode(&e->origin_id, origin);
 			COUNT(d, e->policy, dead_letters, 1);
-			port__log(DLQ_LOG_NOTICE, "dead-lettered message from \"%s\" (origin-id %s) to \"%s\" after %u deliveries: %s",
-					e->origin_topic, origin, e->topic, (unsigned)e->retry_count, e->reason);
+			port__log_dead_letter(e->origin_topic, props.origin_id, e->topic, (unsigned)e->retry_count, e->reason);
 		}else{
 			COUNT(d, e->policy, retry_copies, 1);
 			if(copy) record_copy(d, e, copy);

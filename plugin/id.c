@@ -69,24 +69,29 @@ void id__encode(const struct dlq_id *id, char out[DLQ_ID_LEN + 1])
 	*out = '\0';
 }
 
-static int b64url_value(char c)
+/* The value of each byte as a base64url digit, or -1; filled on first use
+ * (every NACK decodes an id). */
+static int8_t digit_of[256];
+static bool digits_ready;
+
+static void fill_digits(void)
 {
-	if(c >= 'A' && c <= 'Z') return c - 'A';
-	if(c >= 'a' && c <= 'z') return c - 'a' + 26;
-	if(c >= '0' && c <= '9') return c - '0' + 52;
-	if(c == '-') return 62;
-	if(c == '_') return 63;
-	return -1;
+	memset(digit_of, -1, sizeof(digit_of));
+	for(int v = 0; v < 64; v++){
+		digit_of[(unsigned char)b64url[v]] = (int8_t)v;
+	}
+	digits_ready = true;
 }
 
 bool id__decode(const char *s, size_t len, struct dlq_id *out)
 {
 	if(s == NULL || len != DLQ_ID_LEN) return false;
+	if(!digits_ready) fill_digits();
 	size_t o = 0;
 	for(size_t i = 0; i < DLQ_ID_LEN; i += 4){
 		uint32_t v = 0;
 		for(size_t j = 0; j < 4; j++){
-			int d = b64url_value(s[i + j]);
+			int d = digit_of[(unsigned char)s[i + j]];
 			if(d < 0) return false;
 			v = (v << 6) | (uint32_t)d;
 		}
