@@ -145,8 +145,9 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 		port__log(DLQ_LOG_ERR, "random source failed (%s): message on \"%s\" not tracked", strerror(rc), topic);
 		return rc;
 	}
-	struct dlq_record *r = record__new(&id, NULL, topic, NULL, payload, payload_len,
-			headers, headers_len, policy, 1, qos, port__now_ms());
+	/* Redelivery tracking binds every record to the broker's payload. */
+	struct dlq_record *r = (d->cfg.redelivery != DLQ_REDELIVERY_OFF ? record__new_more : record__new)(&id, NULL,
+			topic, NULL, payload, payload_len, headers, headers_len, policy, 1, qos, port__now_ms());
 	if(r == NULL){
 		port__log(DLQ_LOG_ERR, "out of memory: message on \"%s\" not tracked", topic);
 		return ENOMEM;
@@ -173,7 +174,7 @@ static struct dlq_record *copy_record_new(const struct dlq_envelope *e)
 	struct dlq_record *copy = record__new(&e->id, &e->origin_id, e->topic, e->origin_topic,
 			e->payload, e->payload_len, e->headers, e->headers_len, e->policy,
 			(uint16_t)(e->retry_count + 1), e->qos, port__now_ms());
-	if(copy) copy->first_nack_ms = e->first_nack_ms;
+	if(copy) record__set_first_nack_ms(copy, e->first_nack_ms);
 	return copy;
 }
 

@@ -119,9 +119,9 @@ static struct dlq_envelope *from_record(enum dlq_envelope_kind kind, const struc
 	struct dlq_envelope *e = envelope_new(kind, pt);
 	if(e == NULL) return NULL;
 	e->id = *id;
-	e->origin_id = r->origin_id;
+	e->origin_id = *record__origin_id(r);
 	e->time_ms = now_ms;
-	e->first_nack_ms = r->first_nack_ms ? r->first_nack_ms : now_ms;
+	e->first_nack_ms = record__first_nack_ms(r) ? record__first_nack_ms(r) : now_ms;
 	e->retry_count = r->attempt;
 	e->qos = r->qos;
 	return e;
