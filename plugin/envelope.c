@@ -34,10 +34,10 @@ static size_t str_size(const char *s)
 	return s ? strlen(s) + 1 : 0;
 }
 
-static const char *put_str(char **p, const char *s)
+/* Copies n bytes of s (its terminator included; n from str_size) to *p. */
+static const char *put_str(char **p, const char *s, size_t n)
 {
 	if(s == NULL) return NULL;
-	size_t n = strlen(s) + 1;
 	char *dst = *p;
 	memcpy(dst, s, n);
 	*p += n;
@@ -54,21 +54,28 @@ static const uint8_t *put_bytes(char **p, const uint8_t *b, size_t n)
 
 static struct dlq_envelope *envelope_new(enum dlq_envelope_kind kind, const struct parts *pt)
 {
-	size_t size = sizeof(struct dlq_envelope) + str_size(pt->target_client) + str_size(pt->topic)
-			+ str_size(pt->origin_topic) + str_size(pt->filter) + str_size(pt->dead_letter)
-			+ str_size(pt->reason) + str_size(pt->client) + pt->payload_len + pt->headers_len;
+	/* Each string's length is taken once: a NACK makes an envelope. */
+	const char *str[7] = {
+		pt->target_client, pt->topic, pt->origin_topic, pt->filter, pt->dead_letter, pt->reason, pt->client,
+	};
+	size_t len[7];
+	size_t size = sizeof(struct dlq_envelope) + pt->payload_len + pt->headers_len;
+	for(int i = 0; i < 7; i++){
+		len[i] = str_size(str[i]);
+		size += len[i];
+	}
 	struct dlq_envelope *e = calloc(1, size);
 	if(e == NULL) return NULL;
 
 	char *p = e->data;
 	e->kind = kind;
-	e->target_client = put_str(&p, pt->target_client);
-	e->topic = put_str(&p, pt->topic);
-	e->origin_topic = put_str(&p, pt->origin_topic);
-	e->filter = put_str(&p, pt->filter);
-	e->dead_letter = put_str(&p, pt->dead_letter);
-	e->reason = put_str(&p, pt->reason);
-	e->client = put_str(&p, pt->client);
+	e->target_client = put_str(&p, str[0], len[0]);
+	e->topic = put_str(&p, str[1], len[1]);
+	e->origin_topic = put_str(&p, str[2], len[2]);
+	e->filter = put_str(&p, str[3], len[3]);
+	e->dead_letter = put_str(&p, str[4], len[4]);
+	e->reason = put_str(&p, str[5], len[5]);
+	e->client = put_str(&p, str[6], len[6]);
 	e->payload = put_bytes(&p, pt->payload, pt->payload_len);
 	e->payload_len = pt->payload_len;
 	e->headers = put_bytes(&p, pt->headers, pt->headers_len);
