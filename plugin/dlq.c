@@ -21,13 +21,6 @@
 /* At most one "evicting" warning per this many milliseconds. */
 #define EVICT_LOG_INTERVAL_MS 60000
 
-struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p)
-{
-	long i = policy__index_in(&d->cfg.policies, p);
-	if(i < 0 || d->policy_counters == NULL) return NULL;
-	return &d->policy_counters[i];
-}
-
 static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
 {
 	struct dlq *d = ctx;
@@ -469,8 +462,10 @@ static __attribute__((noinline)) void tick_work(struct dlq *d)
 	outbox__move_all(&d->outbox.settling, &d->outbox.sent);
 	kick_clients(d);
 timed:
-	persist__tick(d, now);
-	systopics__tick(d, now);
+	/* Checked here, where the answer is usually no, to spare two calls
+	 * per tick. */
+	if(d->cfg.state_file) persist__tick(d, now);
+	if(d->cfg.sys_interval_ms) systopics__tick(d, now);
 }
 
 void dlq__tick(struct dlq *d)

@@ -190,7 +190,12 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 
 /* The counters of policy p, or NULL when p is not in the current table
  * (a chain that began under a policy since removed by a reload). */
-struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p);
+static inline struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p)
+{
+	long i = policy__index_in(&d->cfg.policies, p);
+	if(i < 0 || d->policy_counters == NULL) return NULL;
+	return &d->policy_counters[i];
+}
 
 /* How many envelopes the plugin owes: outbox and delayed copies. */
 static inline size_t dlq__owed_count(const struct dlq *d)
