@@ -17,7 +17,9 @@
 struct dlq_plugin {
 	mosquitto_plugin_id_t *identifier; /* borrowed from the broker */
 	struct dlq engine;                 /* owned */
-	uint64_t last_tick_ms;             /* 0 until the first TICK */
+	uint64_t ticks;                    /* TICK events so far */
+	uint64_t ticks_seen;               /* ticks when a tracked message last looked */
+	uint64_t ticks_seen_ms;            /* since when no tick came; 0: not known yet */
 	bool warned_no_tick;
 	struct dlq_option *options;        /* owned deep copy of the plugin's options, for reloads */
 	size_t option_count;

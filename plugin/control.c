@@ -37,10 +37,28 @@ static const char *clean_reason(const char *in, size_t len, char out[DLQ_REASON_
 	return out;
 }
 
+/* The reply being built: {"responses":[...]}, made when the first entry
+ * or anything else goes into it. A compact NACK that goes well and wants
+ * no reply (the NACK storm's hot path) never makes it. */
+struct replies {
+	cJSON *root;      /* owned; NULL until needed */
+	cJSON *responses; /* borrowed from root */
+};
+
+/* The responses array, made on first use; NULL when out of memory. */
+static cJSON *replies_array(struct replies *rp)
+{
+	if(rp->responses) return rp->responses;
+	if(rp->root == NULL) rp->root = cJSON_CreateObject();
+	rp->responses = rp->root ? cJSON_AddArrayToObject(rp->root, "responses") : NULL;
+	return rp->responses;
+}
+
 /* Appends one response entry. id and correlation may be NULL. */
 static int add_response(cJSON *responses, const char *command, const char *id, size_t id_len,
 		const cJSON *correlation, const struct dlq_nack_result *res, const char *error)
 {
+	if(responses == NULL) return ENOMEM;
 	cJSON *r = cJSON_CreateObject();
 	if(r == NULL) return ENOMEM;
 	cJSON_AddItemToArray(responses, r);
@@ -79,7 +97,7 @@ static int add_response(cJSON *responses, const char *command, const char *id, s
 
 static int run_nack(struct dlq *d, const struct dlq_control_request *req, const char *id, size_t id_len,
 		const char *reason, size_t reason_len, int64_t delay_ms, const cJSON *correlation,
-		cJSON *responses, unsigned *errors)
+		struct replies *rp, unsigned *errors)
 {
 	char reason_buf[DLQ_REASON_MAX_BYTES + 1];
 	struct dlq_nack n = {
@@ -99,10 +117,11 @@ static int run_nack(struct dlq *d, const struct dlq_control_request *req, const 
 		/* A compact NACK that went well and wants no reply: nothing to
 		 * build (the NACK storm's hot path). */
 		if(req->compact && !req->reply_wanted) return 0;
-		return add_response(responses, DLQ_COMMAND_NACK, id, id_len, correlation, &res, NULL);
+		return add_response(replies_array(rp), DLQ_COMMAND_NACK, id, id_len, correlation, &res, NULL);
 	}
 	(*errors)++;
-	return add_response(responses, DLQ_COMMAND_NACK, id, id_len, correlation, NULL, dlq__nack_status_text(res.status));
+	return add_response(replies_array(rp), DLQ_COMMAND_NACK, id, id_len, correlation, NULL,
+			dlq__nack_status_text(res.status));
 }
 
 static bool is_space(char c)
@@ -110,7 +129,7 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-static int handle_compact(struct dlq *d, const struct dlq_control_request *req, cJSON *responses, unsigned *errors)
+static int handle_compact(struct dlq *d, const struct dlq_control_request *req, struct replies *rp, unsigned *errors)
 {
 	/* Surrounding white space is forgiven: `echo ID | mosquitto_pub -l`
 	 * and friends add a newline. */
@@ -136,12 +155,12 @@ static int handle_compact(struct dlq *d, const struct dlq_control_request *req, 
 		}
 		if(!ok){
 			(*errors)++;
-			return add_response(responses, DLQ_COMMAND_NACK, p, len, NULL, NULL,
+			return add_response(replies_array(rp), DLQ_COMMAND_NACK, p, len, NULL, NULL,
 					"\"" DLQ_PROP_NACK_DELAY_MS "\" must be a whole number of milliseconds");
 		}
 	}
 	const char *reason = req->reason;
-	return run_nack(d, req, p, len, reason, reason ? strlen(reason) : 0, delay, NULL, responses, errors);
+	return run_nack(d, req, p, len, reason, reason ? strlen(reason) : 0, delay, NULL, rp, errors);
 }
 
 static int command_error(cJSON *responses, const char *command, const cJSON *correlation, const char *error, unsigned *errors)
@@ -172,8 +191,9 @@ static int command_nack(struct dlq *d, const struct dlq_control_request *req, co
 		delay_ms = (int64_t)ms;
 	}
 	const char *r = cJSON_IsString(reason) ? reason->valuestring : NULL;
+	struct replies rp = { .responses = responses };
 	return run_nack(d, req, id->valuestring, strlen(id->valuestring), r, r ? strlen(r) : 0,
-			delay_ms, correlation, responses, errors);
+			delay_ms, correlation, &rp, errors);
 }
 
 /* Adds {"command":name,"data":data} (taking data) to responses. */
@@ -344,11 +364,11 @@ static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJS
 
 int control__handle(struct dlq *d, const struct dlq_control_request *req, struct dlq_control_reply *reply)
 {
+	struct replies rp = {0};
 	memset(reply, 0, sizeof(*reply));
-	cJSON *root = cJSON_CreateObject();
-	cJSON *responses = root ? cJSON_AddArrayToObject(root, "responses") : NULL;
-	if(responses == NULL){
-		cJSON_Delete(root);
+	/* A compact NACK that wants no reply makes one only if it fails. */
+	if(!(req->compact && !req->reply_wanted) && replies_array(&rp) == NULL){
+		cJSON_Delete(rp.root);
 		return ENOMEM;
 	}
 	/* A response topic the reply cannot go to: the default topic instead,
@@ -363,25 +383,26 @@ int control__handle(struct dlq *d, const struct dlq_control_request *req, struct
 		snprintf(msg, sizeof(msg), "response topic \"%s%s\" %s: replied on " DLQ_RESPONSE_TOPIC " instead",
 				shown, cut ? "..." : "", problem);
 		reply->topic = DLQ_RESPONSE_TOPIC;
-		if(cJSON_AddStringToObject(root, "responseTopicError", msg) == NULL){
-			cJSON_Delete(root);
+		if(replies_array(&rp) == NULL || cJSON_AddStringToObject(rp.root, "responseTopicError", msg) == NULL){
+			cJSON_Delete(rp.root);
 			return ENOMEM;
 		}
 	}
 	int rc;
 	if(req->compact){
-		rc = handle_compact(d, req, responses, &reply->errors);
+		rc = handle_compact(d, req, &rp, &reply->errors);
 	}else{
-		rc = handle_json(d, req, responses, &reply->errors);
+		rc = handle_json(d, req, rp.responses, &reply->errors);
 	}
 	if(rc == 0){
 		reply->must_send = !req->compact || reply->errors > 0 || req->reply_wanted;
 		if(reply->must_send){
-			reply->json = cJSON_PrintUnformatted(root);
+			/* Whatever must be sent has an entry, so the reply was made. */
+			reply->json = rp.root ? cJSON_PrintUnformatted(rp.root) : NULL;
 			if(reply->json == NULL) rc = ENOMEM;
 		}
 	}
-	cJSON_Delete(root);
+	cJSON_Delete(rp.root);
 	return rc;
 }
 

@@ -21,13 +21,6 @@
 /* At most one "evicting" warning per this many milliseconds. */
 #define EVICT_LOG_INTERVAL_MS 60000
 
-struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p)
-{
-	long i = policy__index_in(&d->cfg.policies, p);
-	if(i < 0 || d->policy_counters == NULL) return NULL;
-	return &d->policy_counters[i];
-}
-
 static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
 {
 	struct dlq *d = ctx;
@@ -63,6 +56,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
+	d->exact_counting = d->cfg.sends_visible;
 	outbox__init(&d->outbox);
 	unsaved__init(&d->unsaved);
 	schedule__init(&d->delayed);
@@ -76,6 +70,9 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return ENOMEM;
 	}
+	/* Without memory for it the cache answers every lookup from the trie:
+	 * slower, not wrong. */
+	(void)match_cache__init(&d->matches, d->policy_generation);
 	d->ledger.on_drop = record_dropped;
 	d->ledger.on_drop_ctx = d;
 	if(gauges__init(&d->gauges, &d->cfg.policies)){
@@ -89,11 +86,6 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 		engine__settle_restored_holds(d);
 	}
 	return rc;
-}
-
-const struct dlq_policy *dlq__policy_for(const struct dlq *d, const char *topic)
-{
-	return policy__match(&d->cfg.policies, topic);
 }
 
 static const char *kind_text(const struct dlq_envelope *e)
@@ -148,8 +140,9 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 		port__log(DLQ_LOG_ERR, "random source failed (%s): message on \"%s\" not tracked", strerror(rc), topic);
 		return rc;
 	}
-	struct dlq_record *r = record__new(&id, NULL, topic, NULL, payload, payload_len,
-			headers, headers_len, policy, 1, qos, port__now_ms());
+	/* Redelivery tracking binds every record to the broker's payload. */
+	struct dlq_record *r = (engine__counts_deliveries(d) ? record__new_more : record__new)(&id, NULL,
+			topic, NULL, payload, payload_len, headers, headers_len, policy, 1, qos, port__now_ms());
 	if(r == NULL){
 		port__log(DLQ_LOG_ERR, "out of memory: message on \"%s\" not tracked", topic);
 		return ENOMEM;
@@ -176,7 +169,7 @@ static struct dlq_record *copy_record_new(const struct dlq_envelope *e, uint8_t 
 	struct dlq_record *copy = record__new(&e->id, &e->origin_id, e->topic, e->origin_topic,
 			e->payload, e->payload_len, e->headers, e->headers_len, e->policy,
 			(uint16_t)(e->retry_count + 1), qos, port__now_ms());
-	if(copy) copy->first_nack_ms = e->first_nack_ms;
+	if(copy) record__set_first_nack_ms(copy, e->first_nack_ms);
 	return copy;
 }
 
@@ -202,6 +195,7 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record
 
 void engine__send(struct dlq *d, struct dlq_envelope *e)
 {
+	struct dlq_envelope_props props;
 	struct dlq_headers h = {0};
 	struct dlq_record *copy = NULL;
 	struct dlq_sub_match m;
@@ -215,13 +209,26 @@ void engine__send(struct dlq *d, struct dlq_envelope *e)
 		copy = copy_record_new(e, (uint8_t)qos);
 		if(copy == NULL) rc = ENOMEM;
 	}
-	if(rc == 0) rc = envelope__headers(e, &h);
-	if(rc == 0) rc = engine__add_sub_ids(&h, &m);
 	if(rc == 0){
-		rc = port__publish(e->target_client, e->topic, (uint8_t)qos, false,
-				e->payload, e->payload_len, h.data, h.len);
+		/* The plugin's properties go to the port as strings, after the
+		 * original's encoded headers: no encoded copy of them is made,
+		 * except to add the subscription identifiers of a targeted copy
+		 * (2.1, engine__copy_qos). */
+		const uint8_t *hdr = e->headers;
+		size_t hdr_len = e->headers_len;
+		if(m.id_count){
+			rc = headers__append_raw(&h, e->headers, e->headers_len);
+			if(rc == 0) rc = engine__add_sub_ids(&h, &m);
+			hdr = h.data;
+			hdr_len = h.len;
+		}
+		envelope__props(e, &props);
+		if(rc == 0){
+			rc = port__publish_with(e->target_client, e->topic, (uint8_t)qos, false,
+					e->payload, e->payload_len, hdr, hdr_len, props.items, props.count);
+		}
+		headers__free(&h);
 	}
-	headers__free(&h);
 	d->changes++;
 
 	if(rc == 0){
@@ -229,11 +236,8 @@ void engine__send(struct dlq *d, struct dlq_envelope *e)
 		 * only at QoS 1 or 2 (dlq__client_offline). */
 		if(e->kind == DLQ_ENV_RETRY_COPY) e->qos = (uint8_t)qos;
 		if(e->kind == DLQ_ENV_DEAD_LETTER){
-			char origin[DLQ_ID_LEN + 1];
-			id__encode(&e->origin_id, origin);
 			COUNT(d, e->policy, dead_letters, 1);
-			port__log(DLQ_LOG_NOTICE, "dead-lettered message from \"%s\" (origin-id %s) to \"%s\" after %u deliveries: %s",
-					e->origin_topic, origin, e->topic, (unsigned)e->retry_count, e->reason);
+			port__log_dead_letter(e->origin_topic, props.origin_id, e->topic, (unsigned)e->retry_count, e->reason);
 		}else{
 			COUNT(d, e->policy, retry_copies, 1);
 			if(copy) record_copy(d, e, copy);
@@ -431,11 +435,34 @@ static void kick_clients(struct dlq *d)
 	}
 }
 
-void dlq__tick(struct dlq *d)
+/* Whether this tick has nothing to do before the state file and $SYS
+ * topics: nothing the broker took or may have taken, no record past its
+ * window, no delayed copy due, nothing owed, no client to disconnect. The
+ * broker ticks about once per message under load, so this is checked in a
+ * few loads instead of walking each part's own early return. */
+static bool tick_idle(const struct dlq *d, uint64_t now)
+{
+	const struct dlq_record *oldest = d->ledger.oldest;
+	return d->unsaved.list.count == 0 && d->outbox.settling.count == 0 && d->outbox.sent.count == 0
+			&& d->outbox.owed.count == 0 && d->redelivery.kicks == NULL
+			&& (d->delayed.count == 0 || d->delayed.heap[0]->due_ms > now)
+			&& (oldest == NULL || now - oldest->created_ms <= d->cfg.nack_window_ms);
+}
+
+/* Whether no tick could have anything to do, whatever the time: nothing
+ * tracked, delayed, owed or taken, no state file, no $SYS topics. Then a
+ * tick need not even read the clock. */
+static bool tick_timeless(const struct dlq *d)
+{
+	return d->ledger.oldest == NULL && d->delayed.count == 0 && d->unsaved.list.count == 0
+			&& d->outbox.settling.count == 0 && d->outbox.sent.count == 0 && d->outbox.owed.count == 0
+			&& d->redelivery.kicks == NULL && d->cfg.sys_interval_ms == 0 && d->cfg.state_file == NULL;
+}
+
+static __attribute__((noinline)) void tick_work(struct dlq *d)
 {
 	uint64_t now = port__now_ms();
-
-	sessions__settle(&d->sessions);
+	if(tick_idle(d, now)) goto timed;
 	/* What was accepted before the previous tick was taken by the broker
 	 * at the top of this loop pass. */
 	engine__settle_taken(d, now);
@@ -458,8 +485,19 @@ void dlq__tick(struct dlq *d)
 	/* Everything accepted so far is taken at the top of the next pass. */
 	outbox__move_all(&d->outbox.settling, &d->outbox.sent);
 	kick_clients(d);
-	persist__tick(d);
-	systopics__tick(d);
+timed:
+	/* Checked here, where the answer is usually no, to spare two calls
+	 * per tick. */
+	if(d->cfg.state_file) persist__tick(d, now);
+	if(d->cfg.sys_interval_ms) systopics__tick(d, now);
+}
+
+void dlq__tick(struct dlq *d)
+{
+	/* 2.1: sessions that ended in the previous loop pass, and were not
+	 * resumed in it, are forgotten. */
+	if(d->sessions.ended) sessions__settle(&d->sessions);
+	if(!tick_timeless(d)) tick_work(d);
 }
 
 void dlq__client_active(struct dlq *d, const char *client, uintptr_t conn)
@@ -546,6 +584,7 @@ void dlq__cleanup(struct dlq *d)
 	nonack__free(&d->nonack);
 	deadsubs__free(&d->deadsubs);
 	sessions__cleanup(&d->sessions);
+	match_cache__cleanup(&d->matches);
 	systopics__cleanup(&d->sys);
 	for(size_t i = 0; i < d->retired_count; i++){
 		policy__table_free(&d->retired[i]);

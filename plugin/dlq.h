@@ -18,6 +18,7 @@
 #include "holds.h"
 #include "id.h"
 #include "ledger.h"
+#include "match_cache.h"
 #include "nonack.h"
 #include "outbox.h"
 #include "persist.h"
@@ -62,6 +63,7 @@ struct dlq {
 	struct dlq_policy_table *retired; /* owned: tables replaced by reloads, kept while chains use them */
 	size_t retired_count;
 	unsigned policy_generation;       /* bumped by every reload */
+	struct dlq_match_cache matches;   /* owned: policy matches by topic, of cfg.policies */
 	struct dlq_counters counters;          /* totals */
 	struct dlq_counters *policy_counters;  /* owned: one per policy of cfg.policies, by index */
 	struct dlq_gauge_book gauges;          /* owned: running gauges of ledger, outbox and schedule */
@@ -70,11 +72,19 @@ struct dlq {
 	struct dlq_deadsubs deadsubs; /* owned: (client, filter) pairs warned about as reading dead letters */
 	struct dlq_sessions sessions; /* owned: sessions as Mosquitto 2.1 shows them (empty on 2.0) */
 	bool sessions_full_noted;     /* the "sessions not followed" line was logged */
-	/* Set by the adapters on a broker that shows every send (2.1's
-	 * MESSAGE_OUT): attempts are counted from sends (sends.c), not from
-	 * 2.0's reconnect bursts. */
+	/* From cfg.sends_visible, set by the adapters on a broker that shows
+	 * every send (2.1's MESSAGE_OUT): attempts are counted from sends
+	 * (sends.c), not from 2.0's reconnect bursts. */
 	bool exact_counting;
 };
+
+/* Whether deliveries to clients are followed per record (redelivery
+ * tracking, or 2.1's exact counting): then every record, originals too,
+ * carries the part of a record that holds them (record__new_more). */
+static inline bool engine__counts_deliveries(const struct dlq *d)
+{
+	return d->cfg.redelivery != DLQ_REDELIVERY_OFF || d->exact_counting;
+}
 
 /* Takes ownership of *cfg (zeroed on return, whatever the result) and, with
  * a state file, restores the saved state (see persist.h). Returns 0, ENOMEM,
@@ -87,8 +97,13 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen);
 void dlq__cleanup(struct dlq *d);
 
 /* The policy for an inbound publish on topic, or NULL: then the message is
- * not tracked and nothing else need be done. Borrowed from the config. */
-const struct dlq_policy *dlq__policy_for(const struct dlq *d, const char *topic);
+ * not tracked and nothing else need be done. Borrowed from the config.
+ * Answered from a cache of recent topics when it can be (match_cache.h),
+ * which is why d is not const. */
+static inline const struct dlq_policy *dlq__policy_for(struct dlq *d, const char *topic)
+{
+	return match_cache__match(&d->matches, &d->cfg.policies, d->policy_generation, topic);
+}
 
 /* Tracks an inbound publish that matched policy: records it in the ledger
  * and writes the dlq-id to stamp it with into id_out. headers are the
@@ -141,7 +156,9 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 const char *dlq__nack_status_text(enum dlq_nack_status s);
 
 /* Once per broker loop pass: lets go of what the broker has taken, expires
- * records, publishes the retry copies now due, and retries owed envelopes. */
+ * records, publishes the retry copies now due, and retries owed envelopes.
+ * When nothing could be due it returns at once, without reading the clock
+ * (the broker ticks about once per message under load). */
 void dlq__tick(struct dlq *d);
 
 /* A client's connection ended. Retry copies for it that are owed, delayed,
@@ -239,7 +256,12 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 
 /* The counters of policy p, or NULL when p is not in the current table
  * (a chain that began under a policy since removed by a reload). */
-struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p);
+static inline struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p)
+{
+	long i = policy__index_in(&d->cfg.policies, p);
+	if(i < 0 || d->policy_counters == NULL) return NULL;
+	return &d->policy_counters[i];
+}
 
 /* How many envelopes the plugin owes: outbox and delayed copies. */
 static inline size_t dlq__owed_count(const struct dlq *d)

@@ -78,12 +78,32 @@ struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const cha
  * and frees), for the given reason. */
 struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *e, const char *reason, int64_t now_ms);
 
-/* Writes the properties e is published with into h: the original headers,
- * then for a retry copy dlq-id, retry-count, origin-topic, origin-id, and for
- * a retry copy that was held back also first-nack-time; for
- * a dead letter retry-count, origin-topic, origin-id, dead-letter-reason,
- * dead-letter-client, dead-letter-filter, dead-letter-time. Returns 0 or
- * ENOMEM. */
+#define DLQ_ENVELOPE_PROPS_MAX 7
+
+/* The plugin's own user properties of an envelope, in the order they go
+ * out, with the texts they need: names are constants, values point into
+ * the envelope or into this struct (so it must outlive the publish). */
+struct dlq_envelope_props {
+	struct dlq_user_prop items[DLQ_ENVELOPE_PROPS_MAX];
+	size_t count;
+	char id[DLQ_ID_LEN + 1];
+	char origin_id[DLQ_ID_LEN + 1];
+	char retry_count[8];
+	char when[32];
+};
+
+/* Fills out with the properties the plugin adds to e: for a retry copy
+ * dlq-id, retry-count, origin-topic, origin-id, and for a retry copy that
+ * was held back also first-nack-time; for a dead letter retry-count,
+ * origin-topic, origin-id, dead-letter-reason, dead-letter-client,
+ * dead-letter-filter, dead-letter-time. They follow e's original headers.
+ * Cannot fail. */
+void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *out);
+
+/* Writes every property e is published with into h: the original headers,
+ * then envelope__props. Returns 0, or ENOMEM (also for a part over 65535
+ * bytes, which headers cannot hold). For tests and the state file's checks; publishing hands
+ * the parts to port__publish_with instead. */
 int envelope__headers(const struct dlq_envelope *e, struct dlq_headers *h);
 
 /* QoS a dead letter is published with: at least 1. */
@@ -91,7 +111,8 @@ uint8_t envelope__qos(const struct dlq_envelope *e);
 
 void envelope__free(struct dlq_envelope *e);
 
-/* RFC 3339 UTC with milliseconds, e.g. 2026-11-30T03:12:45.123Z. */
+/* RFC 3339 UTC with milliseconds, e.g. 2026-11-30T03:12:45.123Z. Years
+ * outside 1000-9999 are written as strftime's %Y writes them (unpadded). */
 void envelope__format_time(int64_t ms, char out[32]);
 
 #endif

@@ -75,7 +75,7 @@ static void dead_letter_held(struct dlq *d, const char *client, const char *reas
 	struct dlq_holder *k = holds__find(&d->holds, client);
 	struct dlq_record *r = k ? k->records : NULL;
 	while(r){
-		struct dlq_record *next = r->hold_next;
+		struct dlq_record *next = record__more(r)->hold_next; /* held: a retry copy */
 		if(qos0_only && (r->qos > 0 || d->cfg.queue_qos0_messages)){
 			/* The session lasts and the broker keeps this copy in it:
 			 * it is the session's now. The snapshot no longer holds it

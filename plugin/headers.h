@@ -38,6 +38,14 @@ struct dlq_header {
 	uint16_t b_len;
 };
 
+/* A user property by its two strings, both borrowed and NUL-terminated:
+ * what the plugin adds to a retry copy or dead letter, handed to the port
+ * as it is, without an encoded copy. */
+struct dlq_user_prop {
+	const char *name;
+	const char *value;
+};
+
 /* Appends an entry. b is used for DLQ_HDR_USER_PROPERTY only. Returns 0,
  * EINVAL (a part over 65535 bytes) or ENOMEM. */
 int headers__add(struct dlq_headers *h, uint8_t kind, const void *a, size_t a_len, const void *b, size_t b_len);

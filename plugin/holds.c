@@ -38,8 +38,8 @@ void holds__cleanup(struct dlq_holds *h)
 		struct dlq_holder *k = h->table[i];
 		while(k){
 			struct dlq_holder *next = k->hnext;
-			for(struct dlq_record *r = k->records; r; r = r->hold_next){
-				r->holder = NULL;
+			for(struct dlq_record *r = k->records; r; r = record__more(r)->hold_next){
+				record__more(r)->holder = NULL;
 			}
 			free(k);
 			k = next;
@@ -82,6 +82,9 @@ static void grow(struct dlq_holds *h)
 
 int holds__add(struct dlq_holds *h, struct dlq_record *r, const char *client)
 {
+	struct dlq_record_more *m = record__more(r);
+	/* Only retry copies are held, and they have the more part. */
+	if(m == NULL) return EINVAL;
 	struct dlq_holder *k = holds__find(h, client);
 	if(k == NULL){
 		size_t n = strlen(client) + 1;
@@ -96,10 +99,10 @@ int holds__add(struct dlq_holds *h, struct dlq_record *r, const char *client)
 		h->table[b] = k;
 		h->holders++;
 	}
-	r->holder = k;
-	r->hold_prev = NULL;
-	r->hold_next = k->records;
-	if(k->records) k->records->hold_prev = r;
+	m->holder = k;
+	m->hold_prev = NULL;
+	m->hold_next = k->records;
+	if(k->records) record__more(k->records)->hold_prev = r;
 	k->records = r;
 	k->count++;
 	h->records++;
@@ -108,17 +111,18 @@ int holds__add(struct dlq_holds *h, struct dlq_record *r, const char *client)
 
 void holds__release(struct dlq_holds *h, struct dlq_record *r)
 {
-	struct dlq_holder *k = r->holder;
+	struct dlq_record_more *m = record__more(r);
+	struct dlq_holder *k = m ? m->holder : NULL;
 	if(k == NULL) return;
-	if(r->hold_prev){
-		r->hold_prev->hold_next = r->hold_next;
+	if(m->hold_prev){
+		record__more(m->hold_prev)->hold_next = m->hold_next;
 	}else{
-		k->records = r->hold_next;
+		k->records = m->hold_next;
 	}
-	if(r->hold_next) r->hold_next->hold_prev = r->hold_prev;
-	r->holder = NULL;
-	r->hold_next = NULL;
-	r->hold_prev = NULL;
+	if(m->hold_next) record__more(m->hold_next)->hold_prev = m->hold_prev;
+	m->holder = NULL;
+	m->hold_next = NULL;
+	m->hold_prev = NULL;
 	k->count--;
 	h->records--;
 	if(k->count) return;

@@ -37,7 +37,8 @@ int holds__init(struct dlq_holds *h);
 /* Frees every holder; the records stay (no longer held). */
 void holds__cleanup(struct dlq_holds *h);
 
-/* Holds r for client. r must not be held already. Returns 0 or ENOMEM. */
+/* Holds r for client. r must not be held already. Returns 0, ENOMEM, or
+ * EINVAL when r is not a retry copy (it has no more part to hold it in). */
 int holds__add(struct dlq_holds *h, struct dlq_record *r, const char *client);
 
 /* Lets go of r, if held (its holder is freed with its last record). */
@@ -46,7 +47,8 @@ void holds__release(struct dlq_holds *h, struct dlq_record *r);
 /* The client r is held for, or NULL. Borrowed. */
 static inline const char *holds__client(const struct dlq_record *r)
 {
-	return r->holder ? r->holder->client : NULL;
+	const struct dlq_record_more *m = record__more(r);
+	return m && m->holder ? m->holder->client : NULL;
 }
 
 /* The holder of client, or NULL. Borrowed. */

@@ -4,6 +4,7 @@
  * list by age. Lookups are O(1); expiry and eviction take from the old end.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +33,7 @@ void ledger__cleanup(struct dlq_ledger *l)
 	memset(l, 0, sizeof(*l));
 }
 
-struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *origin_id,
+static struct dlq_record *record_alloc(bool more, const struct dlq_id *id, const struct dlq_id *origin_id,
 		const char *topic, const char *origin_topic,
 		const void *payload, uint32_t payload_len,
 		const uint8_t *headers, size_t headers_len,
@@ -45,37 +46,31 @@ struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *ori
 	}
 	if(topic_len > UINT16_MAX || origin_len > UINT16_MAX || headers_len > UINT32_MAX) return NULL;
 
-	size_t size = sizeof(struct dlq_record) + topic_len + 1 + (origin_len ? origin_len + 1 : 0)
-			+ payload_len + headers_len;
+	size_t size = sizeof(struct dlq_record) + (more ? sizeof(struct dlq_record_more) : 0)
+			+ topic_len + 1 + (origin_len ? origin_len + 1 : 0) + payload_len + headers_len;
 	struct dlq_record *r = malloc(size);
 	if(r == NULL) return NULL;
 
 	r->hnext = NULL;
-	r->older = NULL;
 	r->newer = NULL;
 	r->nackers = NULL;
 	r->policy = policy;
-	r->deliveries = NULL;
-	r->payload_next = NULL;
-	r->content_next = NULL;
-	r->payload_ref = 0;
-	r->content_hash = 0;
-	r->extra_bytes = 0;
-	r->holder = NULL;
-	r->hold_next = NULL;
-	r->hold_prev = NULL;
 	r->created_ms = now_ms;
-	r->first_nack_ms = 0;
 	r->id = *id;
-	r->origin_id = origin_id ? *origin_id : *id;
 	r->payload_len = payload_len;
 	r->headers_len = (uint32_t)headers_len;
 	r->topic_len = (uint16_t)topic_len;
 	r->origin_topic_len = (uint16_t)origin_len;
 	r->attempt = attempt;
 	r->qos = qos;
+	r->flags = more ? DLQ_RECORD_MORE : 0;
+	struct dlq_record_more *m = record__more(r);
+	if(m){
+		memset(m, 0, sizeof(*m));
+		m->origin_id = origin_id ? *origin_id : *id;
+	}
 
-	char *p = r->data;
+	char *p = (char *)record__data(r);
 	memcpy(p, topic, topic_len + 1);
 	p += topic_len + 1;
 	if(origin_len){
@@ -86,6 +81,28 @@ struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *ori
 	p += payload_len;
 	if(headers_len) memcpy(p, headers, headers_len);
 	return r;
+}
+
+struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
+{
+	/* A retry copy: its chain's origin differs from its own id. */
+	bool copy = origin_id && memcmp(origin_id->raw, id->raw, sizeof(id->raw));
+	return record_alloc(copy, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
+			policy, attempt, qos, now_ms);
+}
+
+struct dlq_record *record__new_more(const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
+{
+	return record_alloc(true, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
+			policy, attempt, qos, now_ms);
 }
 
 void record__free(struct dlq_record *r)
@@ -107,10 +124,12 @@ static size_t nacker_bytes(const struct dlq_nacker *n)
 
 size_t record__bytes(const struct dlq_record *r)
 {
-	/* The allocation, plus one hash bucket slot: the table keeps about one
-	 * bucket per record. */
-	size_t bytes = sizeof(*r) + r->topic_len + 1 + (r->origin_topic_len ? r->origin_topic_len + 1u : 0u)
-			+ r->payload_len + r->headers_len + sizeof(struct dlq_record *) + r->extra_bytes;
+	/* The allocation, plus one hash bucket slot: the table keeps at most
+	 * one bucket per record (between a half and one). */
+	const struct dlq_record_more *m = record__more(r);
+	size_t bytes = sizeof(*r) + (m ? sizeof(*m) + m->extra_bytes : 0)
+			+ r->topic_len + 1 + (r->origin_topic_len ? r->origin_topic_len + 1u : 0u)
+			+ r->payload_len + r->headers_len + sizeof(struct dlq_record *);
 	for(const struct dlq_nacker *n = r->nackers; n; n = n->next){
 		bytes += nacker_bytes(n);
 	}
@@ -158,11 +177,13 @@ static size_t bucket_of(const struct dlq_ledger *l, const struct dlq_id *id)
 	return (size_t)(id__hash(id) & (l->nbuckets - 1));
 }
 
-/* Doubles the table when it holds more records than buckets. A failed
- * resize leaves the old table working, only with longer chains. */
+/* Doubles the table when it holds twice as many records as buckets: chains
+ * of one or two (ids are random), and 4 to 8 bytes of table per record
+ * instead of 8 to 16. A failed resize leaves the old table working, only
+ * with longer chains. */
 static void maybe_grow(struct dlq_ledger *l)
 {
-	if(l->count < l->nbuckets) return;
+	if(l->count < 2 * l->nbuckets) return;
 	size_t n = l->nbuckets * 2;
 	struct dlq_record **b = calloc(n, sizeof(*b));
 	if(b == NULL) return;
@@ -189,7 +210,6 @@ int ledger__insert(struct dlq_ledger *l, struct dlq_record *r)
 	l->buckets[k] = r;
 
 	r->newer = NULL;
-	r->older = l->newest;
 	if(l->newest){
 		l->newest->newer = r;
 	}else{
@@ -197,8 +217,9 @@ int ledger__insert(struct dlq_ledger *l, struct dlq_record *r)
 	}
 	l->newest = r;
 	l->count++;
-	l->bytes += record__bytes(r);
-	gauges__record(l->book, r->policy, +1, record__bytes(r));
+	size_t bytes = record__bytes(r);
+	l->bytes += bytes;
+	gauges__record(l->book, r->policy, +1, bytes);
 	return 0;
 }
 
@@ -232,14 +253,11 @@ static void drop_oldest(struct dlq_ledger *l, bool expired)
 	*pp = r->hnext;
 
 	l->oldest = r->newer;
-	if(l->oldest){
-		l->oldest->older = NULL;
-	}else{
-		l->newest = NULL;
-	}
+	if(l->oldest == NULL) l->newest = NULL;
 	l->count--;
-	l->bytes -= record__bytes(r);
-	gauges__record(l->book, r->policy, -1, record__bytes(r));
+	size_t bytes = record__bytes(r);
+	l->bytes -= bytes;
+	gauges__record(l->book, r->policy, -1, bytes);
 	record__free(r);
 }
 

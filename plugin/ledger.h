@@ -26,12 +26,13 @@ struct dlq_nacker {
 struct dlq_delivery;
 struct dlq_holder;
 
-struct dlq_record {
-	struct dlq_record *hnext;  /* hash chain */
-	struct dlq_record *older;  /* age list */
-	struct dlq_record *newer;
-	struct dlq_nacker *nackers;/* owned list */
-	const struct dlq_policy *policy; /* borrowed from the policy table */
+/* The parts of a record that most records never use: redelivery tracking
+ * (plugin_opt_redelivery_tracking, off by default), holds (retry copies for
+ * a client whose session does not persist) and the chain's origin (retry
+ * copies). A record has them, in its own allocation after the struct, only
+ * when it is a retry copy or was made with them (record__new_more);
+ * record__more gives NULL otherwise. */
+struct dlq_record_more {
 	/* Redelivery tracking (redelivery.h), which owns these: */
 	struct dlq_delivery *deliveries; /* to the clients that received it */
 	struct dlq_record *payload_next; /* chain of the by-payload index */
@@ -43,17 +44,30 @@ struct dlq_record {
 	struct dlq_holder *holder; /* the client it is held for; NULL: not held */
 	struct dlq_record *hold_next;
 	struct dlq_record *hold_prev;
-	uint64_t created_ms;
 	int64_t first_nack_ms;     /* wall clock of the chain's first NACK; 0: none yet */
+	struct dlq_id origin_id;   /* the first id of the chain */
+};
+
+#define DLQ_RECORD_MORE 1u /* flags: a struct dlq_record_more follows the struct */
+
+/* One tracked delivery, one allocation: the struct, its more part if any,
+ * then topic NUL [origin_topic NUL] payload headers. What every record
+ * keeps is kept small (72 bytes): a message kept NACKable costs the broker
+ * that, its payload, topic and properties, and little else. */
+struct dlq_record {
+	struct dlq_record *hnext;  /* hash chain */
+	struct dlq_record *newer;  /* age list, from the ledger's oldest */
+	struct dlq_nacker *nackers;/* owned list */
+	const struct dlq_policy *policy; /* borrowed from the policy table */
+	uint64_t created_ms;
 	struct dlq_id id;
-	struct dlq_id origin_id;   /* the first id of the chain (== id for an original) */
 	uint32_t payload_len;
 	uint32_t headers_len;
 	uint16_t topic_len;
 	uint16_t origin_topic_len; /* 0: the origin topic is the topic */
 	uint16_t attempt;          /* deliveries of the chain this record stands for, from 1 */
 	uint8_t qos;
-	char data[];               /* topic NUL [origin_topic NUL] payload headers */
+	uint8_t flags;             /* DLQ_RECORD_MORE */
 };
 
 struct dlq_ledger {
@@ -77,27 +91,64 @@ int ledger__init(struct dlq_ledger *l);
 void ledger__cleanup(struct dlq_ledger *l);
 
 /* Allocates a record (not yet in any ledger). origin_topic may be NULL or
- * equal to topic. Returns NULL when out of memory or when a topic exceeds
- * 65535 bytes. The caller owns the record until ledger__insert. */
+ * equal to topic; origin_id NULL or equal to id makes an original, any
+ * other a retry copy, which gets the more part (record__more). Returns NULL
+ * when out of memory or when a topic exceeds 65535 bytes. The caller owns
+ * the record until ledger__insert. */
 struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
+/* record__new, with the more part whatever the record is (redelivery
+ * tracking needs it on every record). */
+struct dlq_record *record__new_more(const struct dlq_id *id, const struct dlq_id *origin_id,
 		const char *topic, const char *origin_topic,
 		const void *payload, uint32_t payload_len,
 		const uint8_t *headers, size_t headers_len,
 		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
 void record__free(struct dlq_record *r);
 
-static inline const char *record__topic(const struct dlq_record *r){ return r->data; }
+static inline struct dlq_record_more *record__more(const struct dlq_record *r)
+{
+	return (r->flags & DLQ_RECORD_MORE) ? (struct dlq_record_more *)(void *)((char *)(uintptr_t)r + sizeof(*r)) : NULL;
+}
+static inline const char *record__data(const struct dlq_record *r)
+{
+	return (const char *)r + sizeof(*r) + ((r->flags & DLQ_RECORD_MORE) ? sizeof(struct dlq_record_more) : 0);
+}
+static inline const char *record__topic(const struct dlq_record *r){ return record__data(r); }
 static inline const char *record__origin_topic(const struct dlq_record *r)
 {
-	return r->origin_topic_len ? r->data + r->topic_len + 1 : r->data;
+	return r->origin_topic_len ? record__data(r) + r->topic_len + 1 : record__data(r);
 }
 static inline const uint8_t *record__payload(const struct dlq_record *r)
 {
-	return (const uint8_t *)r->data + r->topic_len + 1 + (r->origin_topic_len ? r->origin_topic_len + 1u : 0u);
+	return (const uint8_t *)record__data(r) + r->topic_len + 1 + (r->origin_topic_len ? r->origin_topic_len + 1u : 0u);
 }
 static inline const uint8_t *record__headers(const struct dlq_record *r)
 {
 	return record__payload(r) + r->payload_len;
+}
+/* The first id of r's chain (r's own for an original). Borrowed from r. */
+static inline const struct dlq_id *record__origin_id(const struct dlq_record *r)
+{
+	const struct dlq_record_more *m = record__more(r);
+	return m ? &m->origin_id : &r->id;
+}
+/* Wall clock of the chain's first NACK; 0: none yet (always, for an
+ * original without the more part). */
+static inline int64_t record__first_nack_ms(const struct dlq_record *r)
+{
+	const struct dlq_record_more *m = record__more(r);
+	return m ? m->first_nack_ms : 0;
+}
+/* Sets it; a record without the more part (an original: no NACK precedes
+ * it) keeps none. */
+static inline void record__set_first_nack_ms(struct dlq_record *r, int64_t ms)
+{
+	struct dlq_record_more *m = record__more(r);
+	if(m) m->first_nack_ms = ms;
 }
 
 /* Bytes the record accounts for in the memory bound: its allocation, its

@@ -270,7 +270,7 @@ void persist__note_remove(struct dlq *d, uint64_t seq)
 	d->persist.removed[d->persist.removed_count++] = seq;
 }
 
-void persist__tick(struct dlq *d)
+void persist__tick(struct dlq *d, uint64_t now)
 {
 	if(!enabled(d)) return;
 	if(d->persist.removed_count){
@@ -284,7 +284,6 @@ void persist__tick(struct dlq *d)
 		if(rc) report_failure(d, "journal entry not written", strerror(rc));
 		d->persist.removed_count = 0;
 	}
-	uint64_t now = port__now_ms();
 	if((now - d->persist.last_save_ms >= d->cfg.state_save_interval_ms && marker(d) != d->persist.saved_marker)
 			|| (d->persist.failing && now - d->persist.last_save_ms >= 1000)){
 		if(save_snapshot(d)) d->persist.last_save_ms = now;

@@ -58,9 +58,9 @@ void persist__note_hold(struct dlq *d, const struct dlq_record *r, const char *c
 /* The broker took the envelope with seq (or it was replaced). */
 void persist__note_remove(struct dlq *d, uint64_t seq);
 
-/* Once per tick: journals what was taken, and saves a snapshot when the
- * interval has passed and anything changed. */
-void persist__tick(struct dlq *d);
+/* Once per tick (now: port__now_ms): journals what was taken, and saves a
+ * snapshot when the interval has passed and anything changed. */
+void persist__tick(struct dlq *d, uint64_t now);
 
 /* At shutdown: saves the final snapshot (everything not taken included)
  * and closes the journal. Returns how many envelopes it saved. */

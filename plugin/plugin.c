@@ -299,6 +299,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	enum dlq_redelivery_mode mode = cfg.redelivery;
 	uint64_t window = cfg.nack_window_ms;
 	uint64_t bound = cfg.max_pending_bytes;
+	cfg.sends_visible = can_count_sends(&pl->caps);
 	rc = dlq__init(&pl->engine, &cfg, err, sizeof(err));
 	if(rc){
 		port__log(DLQ_LOG_ERR, "could not start: %s", err);
@@ -306,7 +307,6 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		goto refuse;
 	}
 
-	pl->engine.exact_counting = can_count_sends(&pl->caps);
 	for(size_t i = 0; i < CALLBACK_COUNT; i++){
 		if(!wanted(pl, i)) continue;
 		rc = mosquitto_callback_register(identifier, callbacks[i].event, callback_for(pl, i), callbacks[i].topic, pl);

@@ -475,12 +475,6 @@ const struct dlq_policy *policy__match(const struct dlq_policy_table *t, const c
 	return best == NONE ? NULL : &t->items[best];
 }
 
-long policy__index_in(const struct dlq_policy_table *t, const struct dlq_policy *p)
-{
-	if(p == NULL || t->items == NULL || p < t->items || p >= t->items + t->count) return -1;
-	return (long)(p - t->items);
-}
-
 void policy__free(struct dlq_policy *p)
 {
 	if(p == NULL) return;

@@ -53,8 +53,13 @@ int policy__table_finish(struct dlq_policy_table *t, char *err, size_t errlen);
 const struct dlq_policy *policy__match(const struct dlq_policy_table *t, const char *topic);
 
 /* The position of p in t's array, or -1 when p is NULL or belongs to
- * another table (one a reload replaced). */
-long policy__index_in(const struct dlq_policy_table *t, const struct dlq_policy *p);
+ * another table (one a reload replaced). Inline: every counter and gauge
+ * update of a tracked message asks. */
+static inline long policy__index_in(const struct dlq_policy_table *t, const struct dlq_policy *p)
+{
+	if(p == NULL || t->items == NULL || p < t->items || p >= t->items + t->count) return -1;
+	return (long)(p - t->items);
+}
 
 /* Frees everything the table owns and zeroes it. */
 void policy__table_free(struct dlq_policy_table *t);

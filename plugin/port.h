@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "headers.h"
+
 enum dlq_log_level {
 	DLQ_LOG_ERR,
 	DLQ_LOG_WARNING,
@@ -27,16 +29,36 @@ enum dlq_log_level {
 int port__publish(const char *client, const char *topic, uint8_t qos, bool retain,
 		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len);
 
+/* port__publish with more user properties after the encoded headers, each
+ * given by its strings (borrowed for the call), so that the plugin's own
+ * properties of a retry copy or dead letter go to the broker's property
+ * list without an encoded copy of them first. */
+int port__publish_with(const char *client, const char *topic, uint8_t qos, bool retain,
+		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len,
+		const struct dlq_user_prop *extra, size_t extra_count);
+
 /* Disconnects a client (its session stays). Returns 0, or ENOENT when no
  * client has that id. */
 int port__kick(const char *client);
 
-/* Logs one line, prefixed "dlq: ". */
+/* Logs one line, prefixed "dlq: ", formatted once. */
 void port__log(enum dlq_log_level level, const char *fmt, ...)
 #if defined(__GNUC__)
 	__attribute__((format(printf, 2, 3)))
 #endif
 	;
+
+/* The line each dead letter logs, at notice level, when the broker has
+ * accepted it: origin topic, origin-id, dead-letter topic, deliveries,
+ * reason. */
+#define DLQ_LOG_DEAD_LETTER_FMT "dead-lettered message from \"%s\" (origin-id %s) to \"%s\" after %u deliveries: %s"
+
+/* Logs DLQ_LOG_DEAD_LETTER_FMT with these values, prefixed "dlq: ". Apart
+ * from port__log because it is the one line logged per message in a NACK
+ * storm: the broker formats it directly, once, where port__log formats
+ * first and the broker then copies. */
+void port__log_dead_letter(const char *origin_topic, const char *origin_id, const char *topic,
+		unsigned deliveries, const char *reason);
 
 /* Monotonic milliseconds, for windows and ages. */
 uint64_t port__now_ms(void);

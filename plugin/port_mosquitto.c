@@ -14,6 +14,7 @@
 
 #include <mosquitto.h>
 #include <mosquitto_broker.h>
+#include <mqtt_protocol.h>
 
 #include "port.h"
 #include "props.h"
@@ -42,8 +43,9 @@ int port__kick(const char *client)
 	return mosquitto_kick_client_by_clientid(client, false) == MOSQ_ERR_SUCCESS ? 0 : ENOENT;
 }
 
-int port__publish(const char *client, const char *topic, uint8_t qos, bool retain,
-		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len)
+int port__publish_with(const char *client, const char *topic, uint8_t qos, bool retain,
+		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len,
+		const struct dlq_user_prop *extra, size_t extra_count)
 {
 	void *copy = NULL;
 	mosquitto_property *props = NULL;
@@ -60,8 +62,13 @@ int port__publish(const char *client, const char *topic, uint8_t qos, bool retai
 		memcpy(copy, payload, payload_len);
 	}
 	int rc = props__from_headers(headers, headers_len, &props);
+	for(size_t i = 0; rc == 0 && i < extra_count; i++){
+		rc = mosquitto_property_add_string_pair(&props, MQTT_PROP_USER_PROPERTY, extra[i].name, extra[i].value);
+		if(rc) rc = rc == MOSQ_ERR_NOMEM ? ENOMEM : EINVAL;
+	}
 	if(rc){
 		mosquitto_free(copy);
+		mosquitto_property_free_all(&props);
 		return rc;
 	}
 	/* On success the broker owns copy and props; on failure they are ours. */
@@ -74,6 +81,12 @@ int port__publish(const char *client, const char *topic, uint8_t qos, bool retai
 	return 0;
 }
 
+int port__publish(const char *client, const char *topic, uint8_t qos, bool retain,
+		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len)
+{
+	return port__publish_with(client, topic, qos, retain, payload, payload_len, headers, headers_len, NULL, 0);
+}
+
 void port__log(enum dlq_log_level level, const char *fmt, ...)
 {
 	static const int levels[] = {
@@ -83,13 +96,22 @@ void port__log(enum dlq_log_level level, const char *fmt, ...)
 		[DLQ_LOG_INFO] = MOSQ_LOG_INFO,
 		[DLQ_LOG_DEBUG] = MOSQ_LOG_DEBUG,
 	};
-	char buf[1024];
+	char buf[1024] = "dlq: ";
 	va_list ap;
 
+	/* Formatted here once, prefix included: the broker's own formatting
+	 * of "%s" is then a copy. */
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	vsnprintf(buf + 5, sizeof(buf) - 5, fmt, ap);
 	va_end(ap);
-	mosquitto_log_printf(levels[level], "dlq: %s", buf);
+	mosquitto_log_printf(levels[level], "%s", buf);
+}
+
+void port__log_dead_letter(const char *origin_topic, const char *origin_id, const char *topic,
+		unsigned deliveries, const char *reason)
+{
+	mosquitto_log_printf(MOSQ_LOG_NOTICE, "dlq: " DLQ_LOG_DEAD_LETTER_FMT, origin_topic, origin_id, topic,
+			deliveries, reason);
 }
 
 uint64_t port__now_ms(void)

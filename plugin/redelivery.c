@@ -11,6 +11,13 @@
 
 #include "redelivery.h"
 
+/* Redelivery tracking's fields of a record live in its more part
+ * (ledger.h), which every record has while tracking is on: tracked ones
+ * are made with it, retry copies always have it. The indexes chain records
+ * through it, at a fixed offset from the record. */
+#define MORE(r) record__more(r)
+#define MORE_OFFSET(field) (sizeof(struct dlq_record) + offsetof(struct dlq_record_more, field))
+
 #define INITIAL_SIZE 256
 
 /* ---- hashing ---- */
@@ -118,12 +125,12 @@ static uint64_t client_key(const void *item)
 
 static uint64_t payload_key(const void *item)
 {
-	return mix(((const struct dlq_record *)item)->payload_ref);
+	return mix(MORE((const struct dlq_record *)item)->payload_ref);
 }
 
 static uint64_t content_key(const void *item)
 {
-	return ((const struct dlq_record *)item)->content_hash;
+	return MORE((const struct dlq_record *)item)->content_hash;
 }
 
 /* ---- lifetime ---- */
@@ -137,13 +144,14 @@ int redelivery__init(struct dlq_redelivery *t)
 void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 {
 	for(struct dlq_record *r = l ? l->oldest : NULL; r; r = r->newer){
-		ledger__adjust_bytes(l, r, -1, r->extra_bytes);
-		r->extra_bytes = 0;
-		r->deliveries = NULL;
-		r->payload_next = NULL;
-		r->content_next = NULL;
-		r->payload_ref = 0;
-		r->content_hash = 0;
+		if(MORE(r) == NULL) continue;
+		ledger__adjust_bytes(l, r, -1, MORE(r)->extra_bytes);
+		MORE(r)->extra_bytes = 0;
+		MORE(r)->deliveries = NULL;
+		MORE(r)->payload_next = NULL;
+		MORE(r)->content_next = NULL;
+		MORE(r)->payload_ref = 0;
+		MORE(r)->content_hash = 0;
 	}
 	for(size_t i = 0; t->table && i < t->table_size; i++){
 		struct dlq_delivery *d = t->table[i];
@@ -274,6 +282,9 @@ struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const stru
 static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
 		struct dlq_rclient *c)
 {
+	/* A record made without the part that lists deliveries (neither
+	 * redelivery tracking nor exact counting was on) has none. */
+	if(MORE(r) == NULL) return NULL;
 	if(table_grow((void ***)&t->table, &t->table_size, t->count, offsetof(struct dlq_delivery, hnext), delivery_key)){
 		return NULL;
 	}
@@ -284,9 +295,9 @@ static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_le
 	size_t k = hash_pair(r, c) & (t->table_size - 1);
 	d->hnext = t->table[k];
 	t->table[k] = d;
-	d->rnext = r->deliveries;
-	r->deliveries = d;
-	r->extra_bytes += DLQ_DELIVERY_BYTES;
+	d->rnext = MORE(r)->deliveries;
+	MORE(r)->deliveries = d;
+	MORE(r)->extra_bytes += DLQ_DELIVERY_BYTES;
 	ledger__adjust_bytes(l, r, +1, DLQ_DELIVERY_BYTES);
 	c->deliveries++;
 	t->count++;
@@ -297,19 +308,19 @@ static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_le
 
 static void unbind_payload(struct dlq_redelivery *t, struct dlq_record *r)
 {
-	if(r->payload_ref == 0) return;
-	table_unlink((void **)t->by_payload, t->by_payload_size, r, offsetof(struct dlq_record, payload_next), mix(r->payload_ref));
-	r->payload_ref = 0;
-	r->payload_next = NULL;
+	if(MORE(r)->payload_ref == 0) return;
+	table_unlink((void **)t->by_payload, t->by_payload_size, r, MORE_OFFSET(payload_next), mix(MORE(r)->payload_ref));
+	MORE(r)->payload_ref = 0;
+	MORE(r)->payload_next = NULL;
 	t->bound--;
 }
 
 static void unindex_content(struct dlq_redelivery *t, struct dlq_record *r)
 {
-	if(r->content_hash == 0) return;
-	table_unlink((void **)t->by_content, t->by_content_size, r, offsetof(struct dlq_record, content_next), r->content_hash);
-	r->content_hash = 0;
-	r->content_next = NULL;
+	if(MORE(r)->content_hash == 0) return;
+	table_unlink((void **)t->by_content, t->by_content_size, r, MORE_OFFSET(content_next), MORE(r)->content_hash);
+	MORE(r)->content_hash = 0;
+	MORE(r)->content_next = NULL;
 	t->indexed--;
 }
 
@@ -319,20 +330,20 @@ static void bind(struct dlq_redelivery *t, struct dlq_record *r, uintptr_t ref)
 	/* The broker frees stored messages and reuses their addresses: a newer
 	 * message at the same address replaces the older binding. */
 	if(t->by_payload){
-		for(struct dlq_record *o = t->by_payload[mix(ref) & (t->by_payload_size - 1)]; o; o = o->payload_next){
-			if(o->payload_ref == ref){
+		for(struct dlq_record *o = t->by_payload[mix(ref) & (t->by_payload_size - 1)]; o; o = MORE(o)->payload_next){
+			if(MORE(o)->payload_ref == ref){
 				unbind_payload(t, o);
 				break;
 			}
 		}
 	}
 	unbind_payload(t, r);
-	if(table_grow((void ***)&t->by_payload, &t->by_payload_size, t->bound, offsetof(struct dlq_record, payload_next), payload_key)){
+	if(table_grow((void ***)&t->by_payload, &t->by_payload_size, t->bound, MORE_OFFSET(payload_next), payload_key)){
 		return;
 	}
-	r->payload_ref = ref;
+	MORE(r)->payload_ref = ref;
 	size_t k = mix(ref) & (t->by_payload_size - 1);
-	r->payload_next = t->by_payload[k];
+	MORE(r)->payload_next = t->by_payload[k];
 	t->by_payload[k] = r;
 	t->bound++;
 }
@@ -356,8 +367,8 @@ static struct dlq_record *by_content(const struct dlq_redelivery *t, const char 
 {
 	if(t->by_content == NULL) return NULL;
 	uint64_t h = hash_content(topic, payload, len);
-	for(struct dlq_record *r = t->by_content[h & (t->by_content_size - 1)]; r; r = r->content_next){
-		if(r->content_hash == h && same_message(r, topic, payload, len)) return r;
+	for(struct dlq_record *r = t->by_content[h & (t->by_content_size - 1)]; r; r = MORE(r)->content_next){
+		if(MORE(r)->content_hash == h && same_message(r, topic, payload, len)) return r;
 	}
 	return NULL;
 }
@@ -371,12 +382,12 @@ int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct
 	 * next: it replaces an older one in the index. */
 	struct dlq_record *old = by_content(t, record__topic(r), record__payload(r), r->payload_len);
 	if(old) unindex_content(t, old);
-	if(table_grow((void ***)&t->by_content, &t->by_content_size, t->indexed, offsetof(struct dlq_record, content_next), content_key)){
+	if(table_grow((void ***)&t->by_content, &t->by_content_size, t->indexed, MORE_OFFSET(content_next), content_key)){
 		return ENOMEM;
 	}
-	r->content_hash = h;
+	MORE(r)->content_hash = h;
 	size_t k = h & (t->by_content_size - 1);
-	r->content_next = t->by_content[k];
+	MORE(r)->content_next = t->by_content[k];
 	t->by_content[k] = r;
 	t->indexed++;
 
@@ -397,9 +408,11 @@ int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct
 
 void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r)
 {
+	/* An original made while tracking was off: nothing of it is here. */
+	if(MORE(r) == NULL) return;
 	unbind_payload(t, r);
 	unindex_content(t, r);
-	struct dlq_delivery *d = r->deliveries;
+	struct dlq_delivery *d = MORE(r)->deliveries;
 	while(d){
 		struct dlq_delivery *next = d->rnext;
 		table_unlink((void **)t->table, t->table_size, d, offsetof(struct dlq_delivery, hnext), hash_pair(r, d->client));
@@ -409,9 +422,9 @@ void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, str
 		free(d);
 		d = next;
 	}
-	r->deliveries = NULL;
-	ledger__adjust_bytes(l, r, -1, r->extra_bytes);
-	r->extra_bytes = 0;
+	MORE(r)->deliveries = NULL;
+	ledger__adjust_bytes(l, r, -1, MORE(r)->extra_bytes);
+	MORE(r)->extra_bytes = 0;
 }
 
 /* ---- READ checks ---- */
@@ -455,8 +468,8 @@ static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq
 	uintptr_t ref = (uintptr_t)c->payload;
 	if(ref == 0 || c->payload_len == 0) return NULL;
 	if(t->by_payload){
-		for(struct dlq_record *r = t->by_payload[mix(ref) & (t->by_payload_size - 1)]; r; r = r->payload_next){
-			if(r->payload_ref == ref){
+		for(struct dlq_record *r = t->by_payload[mix(ref) & (t->by_payload_size - 1)]; r; r = MORE(r)->payload_next){
+			if(MORE(r)->payload_ref == ref){
 				/* An address reused by a message not seen being tracked
 				 * (a will, another plugin's publish) is not this record. */
 				return same_message(r, c->topic, c->payload, c->payload_len) ? r : NULL;

@@ -107,9 +107,9 @@ int state__encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t 
 	int rc;
 	size_t at = entry_begin(b, ENTRY_RECORD, &rc);
 	if(rc == 0){
-		rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_raw(b, r->origin_id.raw, DLQ_ID_RAW_LEN)
+		rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_raw(b, record__origin_id(r)->raw, DLQ_ID_RAW_LEN)
 				|| put_u(b, (uint64_t)to_wall(r->created_ms, mono_now, wall_now), 8)
-				|| put_u(b, (uint64_t)r->first_nack_ms, 8)
+				|| put_u(b, (uint64_t)record__first_nack_ms(r), 8)
 				|| put_u(b, r->attempt, 2) || put_u(b, r->qos, 1)
 				|| put_str(b, r->policy->filter) || put_str(b, record__topic(r))
 				|| put_str(b, r->origin_topic_len ? record__origin_topic(r) : "")
@@ -188,7 +188,7 @@ int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_
 	if(put_raw(out, SNAPSHOT_MAGIC, MAGIC_LEN) || put_u(out, d->next_seq, 8)) return ENOMEM;
 	for(const struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
 		if(state__encode_record(r, mono_now, wall_now, out)) return ENOMEM;
-		if(r->holder && state__encode_hold(r, holds__client(r), out)) return ENOMEM;
+		if(holds__client(r) && state__encode_hold(r, holds__client(r), out)) return ENOMEM;
 	}
 	if(encode_list(&d->outbox.owed, mono_now, wall_now, out)
 			|| encode_list(&d->outbox.sent, mono_now, wall_now, out)
@@ -337,10 +337,12 @@ static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, in
 	if(d->ledger.newest && created_mono < d->ledger.newest->created_ms) created_mono = d->ledger.newest->created_ms;
 	struct dlq_record *rec = NULL;
 	if(ok && policy && mono_now - created_mono <= d->cfg.nack_window_ms && ledger__find(&d->ledger, &id) == NULL){
-		rec = record__new(&id, &origin, topic, origin_topic, payload, plen, headers, hlen, policy, attempt, qos, created_mono);
+		/* Redelivery tracking indexes every restored record (dlq.c). */
+		rec = (engine__counts_deliveries(d) ? record__new_more : record__new)(&id, &origin, topic,
+				origin_topic, payload, plen, headers, hlen, policy, attempt, qos, created_mono);
 		if(rec == NULL) r->bad = r->nomem = true;
 	}
-	if(rec) rec->first_nack_ms = first_nack;
+	if(rec) record__set_first_nack_ms(rec, first_nack);
 	for(uint16_t i = 0; i < n && !r->bad; i++){
 		char *c = get_str(r, false);
 		/* A nacker may become a dead letter's dead-letter-client (gone.c). */
@@ -533,7 +535,7 @@ static void decode_hold(struct dlq *d, struct reader *r)
 	char *client;
 	struct dlq_record *rec = decode_client_entry(d, r, &client);
 	/* Gone (expired), already held, or over (NACKed by its client). */
-	if(rec && rec->holder == NULL && !ledger__has_nacker(rec, client)
+	if(rec && holds__client(rec) == NULL && !ledger__has_nacker(rec, client)
 			&& holds__add(&d->holds, rec, client) == ENOMEM){
 		r->bad = r->nomem = true;
 	}

@@ -23,8 +23,8 @@ struct dlq_sys {
 	unsigned generation;         /* the policy generation they describe */
 };
 
-/* Publishes what changed when the interval has passed. */
-void systopics__tick(struct dlq *d);
+/* Publishes what changed when the interval has passed (now: port__now_ms). */
+void systopics__tick(struct dlq *d, uint64_t now);
 
 void systopics__cleanup(struct dlq_sys *s);
 

@@ -15,7 +15,7 @@ static size_t ledger_length(const struct dlq *d)
 {
 	size_t n = 0;
 	for(const struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
-		FUZZ_CHECK(r->newer == NULL || r->newer->older == r, "age list broken");
+		FUZZ_CHECK(r->newer != NULL || r == d->ledger.newest, "age list broken");
 		FUZZ_CHECK(n < d->ledger.count, "age list longer than the count");
 		n++;
 	}

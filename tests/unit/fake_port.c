@@ -97,6 +97,39 @@ int port__publish(const char *client, const char *topic, uint8_t qos, bool retai
 	return 0;
 }
 
+/* port__publish_with ends in FAKE_PORT_PUBLISH_ENTRY: port__publish itself,
+ * or, where a file that includes this one wraps port__publish (tests/fuzz),
+ * a function of that file that calls its wrapper, so that the wrapper's
+ * checks see every publish. */
+#ifdef FAKE_PORT_PUBLISH_ENTRY
+int FAKE_PORT_PUBLISH_ENTRY(const char *client, const char *topic, uint8_t qos, bool retain,
+		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len);
+#else
+#define FAKE_PORT_PUBLISH_ENTRY port__publish
+#endif
+
+/* The extra properties are encoded after the headers, so a test reads one
+ * header list, as the plugin's publishes had before port__publish_with. */
+int port__publish_with(const char *client, const char *topic, uint8_t qos, bool retain,
+		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len,
+		const struct dlq_user_prop *extra, size_t extra_count)
+{
+	struct dlq_headers h = {0};
+	int rc = headers__append_raw(&h, headers, headers_len);
+	for(size_t i = 0; rc == 0 && i < extra_count; i++){
+		rc = headers__add_user(&h, extra[i].name, extra[i].value);
+	}
+	if(rc == 0) rc = FAKE_PORT_PUBLISH_ENTRY(client, topic, qos, retain, payload, payload_len, h.data, h.len);
+	headers__free(&h);
+	return rc;
+}
+
+void port__log_dead_letter(const char *origin_topic, const char *origin_id, const char *topic,
+		unsigned deliveries, const char *reason)
+{
+	port__log(DLQ_LOG_NOTICE, DLQ_LOG_DEAD_LETTER_FMT, origin_topic, origin_id, topic, deliveries, reason);
+}
+
 void port__log(enum dlq_log_level level, const char *fmt, ...)
 {
 	char buf[2048];

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "envelope.h"
 #include "fake_port.h"
@@ -119,6 +120,48 @@ START_TEST(format_time_writes_rfc3339_utc_with_milliseconds)
 	ck_assert_str_eq(out, "2000-02-29T00:00:00.999Z");
 	envelope__format_time(253402300799999LL, out);
 	ck_assert_str_eq(out, "9999-12-31T23:59:59.999Z");
+}
+END_TEST
+
+/* The reference: what gmtime_r and strftime write. */
+static void reference_time(int64_t ms, char out[32])
+{
+	time_t s = (time_t)(ms / 1000);
+	int frac = (int)(ms % 1000);
+	if(frac < 0){
+		frac += 1000;
+		s -= 1;
+	}
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, 32 - n, ".%03dZ", frac);
+}
+
+START_TEST(format_time_agrees_with_strftime)
+{
+	char a[32], b[32];
+	/* Day and year boundaries, leap days, the ends of the 4-digit years,
+	 * before 1970, and pseudo-random instants in between. */
+	const int64_t fixed[] = {
+		-1, -999, -1000, -1001, -86400000, -62167219200000LL, -62167219200001LL, 253402300800000LL,
+		951868799999LL, 951868800000LL, 4107542400000LL, 978307199999LL, 978307200000LL,
+	};
+	for(size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++){
+		envelope__format_time(fixed[i], a);
+		reference_time(fixed[i], b);
+		ck_assert_msg(!strcmp(a, b), "%lld: %s, strftime says %s", (long long)fixed[i], a, b);
+	}
+	uint64_t x = 88172645463325252ull;
+	for(int i = 0; i < 200000; i++){
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		int64_t ms = (int64_t)(x % 253402300800000ull);
+		envelope__format_time(ms, a);
+		reference_time(ms, b);
+		ck_assert_msg(!strcmp(a, b), "%lld: %s, strftime says %s", (long long)ms, a, b);
+	}
 }
 END_TEST
 
@@ -447,6 +490,7 @@ static Suite *envelope_suite(void)
 	Suite *s = suite_create("envelope");
 	TCase *tc = tcase_create("time");
 	tcase_add_test(tc, format_time_writes_rfc3339_utc_with_milliseconds);
+	tcase_add_test(tc, format_time_agrees_with_strftime);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("retry copy");

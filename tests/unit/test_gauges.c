@@ -309,7 +309,7 @@ START_TEST(redelivery_tracking_bytes_keep_the_gauges_exact)
 	};
 	ck_assert(!dlq__read_check(&d, &rc));                      /* a delivery is noted: extra bytes */
 	check_gauges();
-	ck_assert_uint_gt(d.ledger.oldest->extra_bytes, 0);
+	ck_assert_uint_gt(record__more(d.ledger.oldest)->extra_bytes, 0);
 	fake.now_ms += 11000;
 	dlq__tick(&d);
 	check_gauges();

@@ -5,6 +5,7 @@
  * grows with the number of clients.
  */
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,15 +20,36 @@ static struct dlq_policy policy = {
 	.max_attempts = 3,
 };
 
+/* A retry copy (only copies are held): its origin differs from its id. */
 static struct dlq_record *record(unsigned n)
 {
-	struct dlq_id id;
+	struct dlq_id id, origin;
 	memset(&id, 0, sizeof(id));
 	memcpy(id.raw, &n, sizeof(n));
-	struct dlq_record *r = record__new(&id, NULL, "jobs", NULL, "x", 1, NULL, 0, &policy, 2, 1, 0);
+	origin = id;
+	origin.raw[DLQ_ID_RAW_LEN - 1] = 0xff;
+	struct dlq_record *r = record__new(&id, &origin, "jobs", NULL, "x", 1, NULL, 0, &policy, 2, 1, 0);
 	ck_assert_ptr_nonnull(r);
 	return r;
 }
+
+START_TEST(an_original_cannot_be_held)
+{
+	struct dlq_holds h;
+	ck_assert_int_eq(holds__init(&h), 0);
+	struct dlq_id id;
+	memset(&id, 7, sizeof(id));
+	struct dlq_record *r = record__new(&id, NULL, "jobs", NULL, "x", 1, NULL, 0, &policy, 1, 1, 0);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_ptr_null(record__more(r));
+	ck_assert_int_eq(holds__add(&h, r, "w1"), EINVAL);
+	ck_assert_ptr_null(holds__client(r));
+	holds__release(&h, r);
+	ck_assert_uint_eq(h.records, 0);
+	holds__cleanup(&h);
+	record__free(r);
+}
+END_TEST
 
 START_TEST(records_are_held_by_client_and_released_one_by_one)
 {
@@ -107,6 +129,7 @@ static Suite *holds_suite(void)
 	TCase *tc = tcase_create("holds");
 	tcase_add_test(tc, records_are_held_by_client_and_released_one_by_one);
 	tcase_add_test(tc, many_clients_grow_the_table);
+	tcase_add_test(tc, an_original_cannot_be_held);
 	suite_add_tcase(s, tc);
 	return s;
 }

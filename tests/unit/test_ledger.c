@@ -53,15 +53,18 @@ static uint64_t sum_bytes(const struct dlq_ledger *l)
 	return sum;
 }
 
-/* The age list, both ways, and the byte count agree with each other. */
+/* The age list, the table and the byte count agree with each other. */
 static void check_consistent(const struct dlq_ledger *l)
 {
 	ck_assert_uint_eq(l->bytes, sum_bytes(l));
 	size_t n = 0;
-	for(const struct dlq_record *r = l->newest; r; r = r->older){
+	const struct dlq_record *last = NULL;
+	for(const struct dlq_record *r = l->oldest; r; r = r->newer){
 		ck_assert_ptr_eq(ledger__find(l, &r->id), r);
+		last = r;
 		n++;
 	}
+	ck_assert_ptr_eq(last, l->newest);
 	ck_assert_uint_eq(n, l->count);
 	if(l->count == 0){
 		ck_assert_ptr_null(l->oldest);
@@ -69,6 +72,32 @@ static void check_consistent(const struct dlq_ledger *l)
 		ck_assert_uint_eq(l->bytes, 0);
 	}
 }
+
+START_TEST(an_original_is_the_small_record)
+{
+	struct dlq_id id = fresh_id();
+	struct dlq_record *r = record__new(&id, &id, "jobs/1", "jobs/1", "p", 1, NULL, 0, &policy, 1, 1, 7);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_ptr_null(record__more(r));
+	ck_assert_mem_eq(record__origin_id(r)->raw, id.raw, sizeof(id.raw));
+	ck_assert_int_eq(record__first_nack_ms(r), 0);
+	record__set_first_nack_ms(r, 5); /* an original keeps none */
+	ck_assert_int_eq(record__first_nack_ms(r), 0);
+	ck_assert_str_eq(record__topic(r), "jobs/1");
+	ck_assert_mem_eq(record__payload(r), "p", 1);
+	/* What it accounts for: the struct, topic, payload and a bucket. */
+	ck_assert_uint_eq(record__bytes(r), sizeof(*r) + 7 + 1 + sizeof(void *));
+	record__free(r);
+	/* With the more part (redelivery tracking), the same message costs
+	 * that part more, and says so. */
+	r = record__new_more(&id, NULL, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 1, 1, 7);
+	ck_assert_ptr_nonnull(record__more(r));
+	ck_assert_str_eq(record__topic(r), "jobs/1");
+	ck_assert_mem_eq(record__origin_id(r)->raw, id.raw, sizeof(id.raw));
+	ck_assert_uint_eq(record__bytes(r), sizeof(*r) + sizeof(struct dlq_record_more) + 7 + 1 + sizeof(void *));
+	record__free(r);
+}
+END_TEST
 
 START_TEST(a_record_keeps_what_it_was_made_from)
 {
@@ -86,7 +115,9 @@ START_TEST(a_record_keeps_what_it_was_made_from)
 	ck_assert_uint_eq(r->headers_len, h.len);
 	ck_assert_mem_eq(record__headers(r), h.data, h.len);
 	ck_assert_mem_eq(r->id.raw, id.raw, sizeof(id.raw));
-	ck_assert_mem_eq(r->origin_id.raw, origin.raw, sizeof(origin.raw));
+	ck_assert_mem_eq(record__origin_id(r)->raw, origin.raw, sizeof(origin.raw));
+	/* A retry copy (another origin) has the more part; an original not. */
+	ck_assert_ptr_nonnull(record__more(r));
 	ck_assert_ptr_eq(r->policy, &policy);
 	ck_assert_uint_eq(r->attempt, 2);
 	ck_assert_uint_eq(r->qos, 2);
@@ -411,6 +442,7 @@ static Suite *ledger_suite(void)
 	TCase *tc = tcase_create("records");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, a_record_keeps_what_it_was_made_from);
+	tcase_add_test(tc, an_original_is_the_small_record);
 	tcase_add_test(tc, an_origin_topic_equal_to_the_topic_is_the_topic);
 	tcase_add_test(tc, a_topic_over_65535_bytes_makes_no_record);
 	tcase_add_test(tc, inserted_records_are_found_by_id);

@@ -154,7 +154,7 @@ static void same_record(const struct dlq_record *x, const struct dlq_record *y, 
 {
 	char nx[256], ny[256];
 	ck_assert_mem_eq(x->id.raw, y->id.raw, DLQ_ID_RAW_LEN);
-	ck_assert_mem_eq(x->origin_id.raw, y->origin_id.raw, DLQ_ID_RAW_LEN);
+	ck_assert_mem_eq(record__origin_id(x)->raw, record__origin_id(y)->raw, DLQ_ID_RAW_LEN);
 	ck_assert_uint_eq(x->attempt, y->attempt);
 	ck_assert_uint_eq(x->qos, y->qos);
 	ck_assert_str_eq(record__topic(x), record__topic(y));
@@ -166,7 +166,7 @@ static void same_record(const struct dlq_record *x, const struct dlq_record *y, 
 	ck_assert_str_eq(x->policy->filter, y->policy->filter);
 	/* The policy is the new table's, not a pointer into the old one. */
 	ck_assert_ptr_eq(y->policy, dlq__policy_for(&b, record__topic(y)));
-	ck_assert_int_eq(x->first_nack_ms, y->first_nack_ms);
+	ck_assert_int_eq(record__first_nack_ms(x), record__first_nack_ms(y));
 	nackers(x, nx, sizeof(nx));
 	nackers(y, ny, sizeof(ny));
 	ck_assert_str_eq(nx, ny);
