@@ -9,19 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "holds.h"
 
 #define HOLDS_INITIAL_SIZE 64
-
-static size_t hash_of(const char *s)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for(; *s; s++){
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ull;
-	}
-	return (size_t)h;
-}
 
 int holds__init(struct dlq_holds *h)
 {
@@ -52,7 +43,7 @@ void holds__cleanup(struct dlq_holds *h)
 struct dlq_holder *holds__find(const struct dlq_holds *h, const char *client)
 {
 	if(h->size == 0) return NULL;
-	for(struct dlq_holder *k = h->table[hash_of(client) & (h->size - 1)]; k; k = k->hnext){
+	for(struct dlq_holder *k = h->table[hash__string(client) & (h->size - 1)]; k; k = k->hnext){
 		if(!strcmp(k->client, client)) return k;
 	}
 	return NULL;
@@ -69,7 +60,7 @@ static void grow(struct dlq_holds *h)
 		struct dlq_holder *k = h->table[i];
 		while(k){
 			struct dlq_holder *next = k->hnext;
-			size_t b = hash_of(k->client) & (size - 1);
+			size_t b = hash__string(k->client) & (size - 1);
 			k->hnext = table[b];
 			table[b] = k;
 			k = next;
@@ -94,7 +85,7 @@ int holds__add(struct dlq_holds *h, struct dlq_record *r, const char *client)
 		k->records = NULL;
 		k->count = 0;
 		if(h->holders >= h->size) grow(h);
-		size_t b = hash_of(client) & (h->size - 1);
+		size_t b = hash__string(client) & (h->size - 1);
 		k->hnext = h->table[b];
 		h->table[b] = k;
 		h->holders++;
@@ -127,7 +118,7 @@ void holds__release(struct dlq_holds *h, struct dlq_record *r)
 	h->records--;
 	if(k->count) return;
 
-	struct dlq_holder **pp = &h->table[hash_of(k->client) & (h->size - 1)];
+	struct dlq_holder **pp = &h->table[hash__string(k->client) & (h->size - 1)];
 	while(*pp != k){
 		pp = &(*pp)->hnext;
 	}

@@ -9,20 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "sessions.h"
 #include "topic.h"
 
 #define SESSIONS_INITIAL_SIZE 64
-
-static size_t hash_of(const char *s)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for(; *s; s++){
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ull;
-	}
-	return (size_t)h;
-}
 
 void sessions__init(struct dlq_sessions *s)
 {
@@ -55,7 +46,7 @@ void sessions__cleanup(struct dlq_sessions *s)
 static struct dlq_session *find(const struct dlq_sessions *s, const char *client)
 {
 	if(s->size == 0) return NULL;
-	for(struct dlq_session *e = s->table[hash_of(client) & (s->size - 1)]; e; e = e->hnext){
+	for(struct dlq_session *e = s->table[hash__string(client) & (s->size - 1)]; e; e = e->hnext){
 		if(!strcmp(e->client, client)) return e;
 	}
 	return NULL;
@@ -71,7 +62,7 @@ static void grow(struct dlq_sessions *s)
 		struct dlq_session *e = s->table[i];
 		while(e){
 			struct dlq_session *next = e->hnext;
-			size_t slot = hash_of(e->client) & (size - 1);
+			size_t slot = hash__string(e->client) & (size - 1);
 			e->hnext = table[slot];
 			table[slot] = e;
 			e = next;
@@ -102,7 +93,7 @@ static struct dlq_session *entry_of(struct dlq_sessions *s, const char *client, 
 	}
 	memcpy(e->client, client, len + 1);
 	e->bytes = bytes;
-	size_t slot = hash_of(client) & (s->size - 1);
+	size_t slot = hash__string(client) & (s->size - 1);
 	e->hnext = s->table[slot];
 	s->table[slot] = e;
 	s->count++;
@@ -151,7 +142,7 @@ int sessions__offline(struct dlq_sessions *s, const char *client)
 /* Unlinks e from the table and frees it (not on the ended list). */
 static void drop(struct dlq_sessions *s, struct dlq_session *e)
 {
-	struct dlq_session **p = &s->table[hash_of(e->client) & (s->size - 1)];
+	struct dlq_session **p = &s->table[hash__string(e->client) & (s->size - 1)];
 	while(*p != e) p = &(*p)->hnext;
 	*p = e->hnext;
 	forget_subs(s, e);

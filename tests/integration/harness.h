@@ -357,6 +357,11 @@ const char *json_str(const cJSON *e, const char *name);
 /* The number member name of o; fails the test if there is none. */
 double json_num(const cJSON *o, const char *name);
 
+/* getStatus's data, asked for by the v5 client c (subscribed to
+ * reply_topic) with reply_topic as its response topic; *doc is the reply,
+ * for the caller to free with cJSON_Delete. Fails the test on an error. */
+const cJSON *status_get(struct client *c, const char *reply_topic, cJSON **doc);
+
 /* The entry of filter among a getStatus reply's "policies"; fails the
  * test if there is none. */
 const cJSON *status_policy(const cJSON *data, const char *filter);

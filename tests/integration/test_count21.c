@@ -25,26 +25,10 @@
 #define RECOUNT_LOG "recounts its in-flight window"
 #define SKIP_ON_20() do{ if(!BROKER_IS_21()) return; }while(0)
 
-static const cJSON *get_status(struct client *c, cJSON **doc)
-{
-	static const char payload[] = "{\"commands\":[{\"command\":\"" DLQ_COMMAND_GET_STATUS "\"}]}";
-	mosquitto_property *p = NULL;
-	ck_assert_int_eq(mosquitto_property_add_string(&p, MQTT_PROP_RESPONSE_TOPIC, REPLY_TOPIC), 0);
-	size_t n = client_count(c, REPLY_TOPIC) + 1;
-	int rc = client_publish(c, DLQ_CONTROL_TOPIC, payload, (int)strlen(payload), 1, p);
-	mosquitto_property_free_all(&p);
-	ck_assert_msg(rc < 0x80, "the broker refused getStatus: %s", mosquitto_reason_string(rc));
-	*doc = msg_json(client_expect(c, REPLY_TOPIC, n));
-	ck_assert_msg(*doc != NULL, "getStatus reply is not JSON");
-	const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(*doc, "responses"), 0);
-	ck_assert_msg(e && json_str(e, "error") == NULL, "getStatus failed");
-	return cJSON_GetObjectItemCaseSensitive(e, "data");
-}
-
 static double total(struct client *c, const char *name)
 {
 	cJSON *doc;
-	double v = json_num(cJSON_GetObjectItemCaseSensitive(get_status(c, &doc), "totals"), name);
+	double v = json_num(cJSON_GetObjectItemCaseSensitive(status_get(c, REPLY_TOPIC, &doc), "totals"), name);
 	cJSON_Delete(doc);
 	return v;
 }

@@ -25,23 +25,6 @@
 #define REPLY_TOPIC "subs/reply"
 #define POLICY_FILTER "jobs/#"
 
-/* getStatus's data, from a v5 client; *doc is the reply to free. */
-static const cJSON *get_status(struct client *c, cJSON **doc)
-{
-	static const char payload[] = "{\"commands\":[{\"command\":\"" DLQ_COMMAND_GET_STATUS "\"}]}";
-	mosquitto_property *p = NULL;
-	ck_assert_int_eq(mosquitto_property_add_string(&p, MQTT_PROP_RESPONSE_TOPIC, REPLY_TOPIC), 0);
-	size_t n = client_count(c, REPLY_TOPIC) + 1;
-	int rc = client_publish(c, DLQ_CONTROL_TOPIC, payload, (int)strlen(payload), 1, p);
-	mosquitto_property_free_all(&p);
-	ck_assert_msg(rc < 0x80, "the broker refused getStatus: %s", mosquitto_reason_string(rc));
-	*doc = msg_json(client_expect(c, REPLY_TOPIC, n));
-	ck_assert_msg(*doc != NULL, "getStatus reply is not JSON");
-	const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(*doc, "responses"), 0);
-	ck_assert_msg(e && json_str(e, "error") == NULL, "getStatus failed");
-	return cJSON_GetObjectItemCaseSensitive(e, "data");
-}
-
 /* How often the log has the warning about client id. */
 static int warnings_for(struct broker *b, const char *id)
 {
@@ -70,7 +53,7 @@ START_TEST(test_old_protocol_subscriber_reported)
 	clients_settle(old, modern, untracked);
 
 	cJSON *doc;
-	const cJSON *data = get_status(modern, &doc);
+	const cJSON *data = status_get(modern, REPLY_TOPIC, &doc);
 	double total = json_num(cJSON_GetObjectItemCaseSensitive(data, "totals"), "subscribersWithoutNack");
 	double policy = json_num(status_policy(data, POLICY_FILTER), "subscribersWithoutNack");
 	cJSON_Delete(doc);
@@ -105,7 +88,7 @@ START_TEST(test_old_protocol_subscriber_reported)
 	struct client *again = client_new_session(b, id, MQTT_PROTOCOL_V311, 0);
 	client_subscribe(again, "jobs/x", 1);
 	client_sync(again);
-	data = get_status(modern, &doc);
+	data = status_get(modern, REPLY_TOPIC, &doc);
 	total = json_num(cJSON_GetObjectItemCaseSensitive(data, "totals"), "subscribersWithoutNack");
 	cJSON_Delete(doc);
 	ck_assert_msg(total == 4, "subscribersWithoutNack %g after the reconnect, expected 4", total);
@@ -145,7 +128,7 @@ START_TEST(test_subscribers_of_dead_letters)
 	clients_settle(all, plus, insp, worker);
 
 	cJSON *doc;
-	const cJSON *data = get_status(insp, &doc);
+	const cJSON *data = status_get(insp, REPLY_TOPIC, &doc);
 	double total = json_num(cJSON_GetObjectItemCaseSensitive(data, "totals"), "subscribersOfDeadLetters");
 	cJSON_Delete(doc);
 	int w_all = dead_warnings_for(b, client_id(all)), w_plus = dead_warnings_for(b, client_id(plus));
