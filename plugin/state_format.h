@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The state file format (see state.h), shared by its writer (state.c) and
+ * its reader (state_read.c). A file is a header, then entries:
+ *   type (1) | length (4, big endian) | body (length) | CRC-32 (4) of all before it in the entry
+ * Snapshot header "DLQSTAT1", then the next envelope sequence number (8);
+ * entries are records (type 1) and envelopes (type 2), and a last entry
+ * (type 4) holding how many came before it, so that a file cut between two
+ * entries is known to be cut. Journal header
+ * "DLQJRNL1"; entries add an envelope (type 2) or remove one by its
+ * sequence number (type 3). A client that NACKed a record (type 5) and a
+ * record held for a client (type 6, holds.h) follow their record in a
+ * snapshot and are journaled as they happen; a hold whose client is among
+ * the record's nackers is over. Times are saved as wall-clock milliseconds
+ * and turned back into the monotonic clock on restore.
+ */
+#ifndef DLQ_STATE_FORMAT_H
+#define DLQ_STATE_FORMAT_H
+
+#define SNAPSHOT_MAGIC "DLQSTAT1"
+#define JOURNAL_MAGIC "DLQJRNL1"
+#define MAGIC_LEN 8
+
+enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_NACKER = 5, ENTRY_HOLD = 6 };
+
+#endif
