@@ -27,6 +27,7 @@ static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
 	/* A held copy whose record leaves is let go: past its NACK window the
 	 * client had the time to NACK it (see holds.h). */
 	holds__release(&d->holds, r);
+	if(d->recent_sends[r->id.raw[0]].record == r) d->recent_sends[r->id.raw[0]].record = NULL;
 	redelivery__record_gone(&d->redelivery, &d->ledger, r);
 	if(expired){
 		COUNT(d, r->policy, expired, 1);

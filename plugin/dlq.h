@@ -76,6 +76,15 @@ struct dlq {
 	 * every send (2.1's MESSAGE_OUT): attempts are counted from sends
 	 * (sends.c), not from 2.0's reconnect bursts. */
 	bool exact_counting;
+	/* The records of recent sends' dlq-ids (sends.c), by the id's first
+	 * byte: the broker writes a stored message to each of its subscribers,
+	 * mostly within a few sends of each other, so a send's id text is
+	 * compared instead of decoded and looked up. Borrowed; a record is
+	 * forgotten when it leaves the ledger (record_dropped). */
+	struct dlq_sent_slot {
+		struct dlq_record *record;
+		char id[DLQ_ID_LEN];
+	} recent_sends[256];
 };
 
 /* Whether deliveries to clients are followed per record (redelivery

@@ -35,6 +35,10 @@ int idgen__next(struct dlq_idgen *g, struct dlq_id *out);
 int idgen__fraction(struct dlq_idgen *g, double *out);
 
 /* Writes the 16-character text form and a NUL. */
+/* The first raw byte of the id whose text is s (DLQ_ID_LEN characters),
+ * from its first two characters; any byte for text that is no id. */
+uint8_t id__first_byte(const char *s);
+
 void id__encode(const struct dlq_id *id, char out[DLQ_ID_LEN + 1]);
 
 /* Parses the text form; false unless s is exactly 16 base64url characters. */

@@ -46,8 +46,8 @@ static struct dlq_record *record_alloc(bool more, const struct dlq_id *id, const
 	}
 	if(topic_len > UINT16_MAX || origin_len > UINT16_MAX || headers_len > UINT32_MAX) return NULL;
 
-	size_t size = sizeof(struct dlq_record) + (more ? sizeof(struct dlq_record_more) : 0)
-			+ topic_len + 1 + (origin_len ? origin_len + 1 : 0) + payload_len + headers_len;
+	size_t size = DLQ_RECORD_HEAD(more) + topic_len + 1 + (origin_len ? origin_len + 1 : 0) + payload_len + headers_len;
+	if(size < sizeof(struct dlq_record)) size = sizeof(struct dlq_record);
 	struct dlq_record *r = malloc(size);
 	if(r == NULL) return NULL;
 
@@ -127,7 +127,7 @@ size_t record__bytes(const struct dlq_record *r)
 	/* The allocation, plus one hash bucket slot: the table keeps at most
 	 * one bucket per record (between a half and one). */
 	const struct dlq_record_more *m = record__more(r);
-	size_t bytes = sizeof(*r) + (m ? sizeof(*m) + m->extra_bytes : 0)
+	size_t bytes = DLQ_RECORD_HEAD(m != NULL) + (m ? m->extra_bytes : 0)
 			+ r->topic_len + 1 + (r->origin_topic_len ? r->origin_topic_len + 1u : 0u)
 			+ r->payload_len + r->headers_len + sizeof(struct dlq_record *);
 	for(const struct dlq_nacker *n = r->nackers; n; n = n->next){

@@ -52,8 +52,10 @@ struct dlq_record_more {
 
 /* One tracked delivery, one allocation: the struct, its more part if any,
  * then topic NUL [origin_topic NUL] payload headers. What every record
- * keeps is kept small (72 bytes): a message kept NACKable costs the broker
- * that, its payload, topic and properties, and little else. */
+ * keeps is kept small (68 bytes: without the more part the topic starts
+ * at data, in what would be the struct's tail padding, so that a 100-byte
+ * message fits one malloc size class lower): a message kept NACKable costs
+ * the broker that, its payload, topic and properties, and little else. */
 struct dlq_record {
 	struct dlq_record *hnext;  /* hash chain */
 	struct dlq_record *newer;  /* age list, from the ledger's oldest */
@@ -68,7 +70,14 @@ struct dlq_record {
 	uint16_t attempt;          /* deliveries of the chain this record stands for, from 1 */
 	uint8_t qos;
 	uint8_t flags;             /* DLQ_RECORD_MORE */
+	/* Without the more part, the topic and what follows it; with it, the
+	 * more part is at sizeof(struct dlq_record) (aligned), then the rest. */
+	char data[];
 };
+
+/* Bytes of a record before its topic. */
+#define DLQ_RECORD_HEAD(more) ((more) ? sizeof(struct dlq_record) + sizeof(struct dlq_record_more) \
+		: offsetof(struct dlq_record, data))
 
 struct dlq_ledger {
 	struct dlq_record **buckets; /* owned */
@@ -115,7 +124,7 @@ static inline struct dlq_record_more *record__more(const struct dlq_record *r)
 }
 static inline const char *record__data(const struct dlq_record *r)
 {
-	return (const char *)r + sizeof(*r) + ((r->flags & DLQ_RECORD_MORE) ? sizeof(struct dlq_record_more) : 0);
+	return (const char *)r + DLQ_RECORD_HEAD(r->flags & DLQ_RECORD_MORE);
 }
 static inline const char *record__topic(const struct dlq_record *r){ return record__data(r); }
 static inline const char *record__origin_topic(const struct dlq_record *r)

@@ -6,14 +6,13 @@
  * last dlq-id user property of the stored properties; the engine counts
  * the send as one attempt (sends.c). For an MQTT v5 receiver, this one send
  * then gets a copy of the property list with a delivery-count user property
- * (plugin_opt_delivery_count), never a change of the stored list: the
- * broker frees a replaced list after the send. Where the receiver's Maximum
+ * (plugin_opt_delivery_count; send_props_v21.h builds it), never a change
+ * of the stored list: the broker frees a replaced list after the send. Where the receiver's Maximum
  * Packet Size is known (packet_size.h) and the plugin's properties would
  * pass it, the send goes out without them, counted (sentWithoutStamp),
  * instead of being dropped by the broker. This runs on every send, so an
  * untracked message costs a look at its property list and nothing more.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include <mosquitto.h>
@@ -27,6 +26,7 @@
 #include "packet_size.h"
 #include "port.h"
 #include "props.h"
+#include "send_props_v21.h"
 
 /* Bytes the broker may add to a send that the plugin does not see: message
  * expiry (5), topic alias (3), a subscription identifier (up to 5). Counted
@@ -49,6 +49,21 @@ static const char *last_dlq_id(const struct broker_props_v21 *v, const mosquitto
 	}
 	if(found == NULL) *len = 0;
 	return found;
+}
+
+/* n in decimal into out (NUL-terminated); returns its length. snprintf
+ * costs a send more than the rest of the counting does. */
+static size_t decimal(unsigned n, char out[12])
+{
+	char tmp[12];
+	size_t len = 0;
+	do{
+		tmp[len++] = (char)('0' + n % 10u);
+		n /= 10u;
+	}while(n);
+	for(size_t i = 0; i < len; i++) out[i] = tmp[len - 1 - i];
+	out[len] = '\0';
+	return len;
 }
 
 static bool fits(const struct mosquitto_evt_message *ed, uint64_t props_len, uint32_t limit, uint64_t slack)
@@ -100,24 +115,21 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 	/* MQTT 3.1 and 3.1.1 receivers get no properties at all. */
 	if(s.attempt == 0 || mosquitto_client_protocol_version(ed->client) != 5) return MOSQ_ERR_SUCCESS;
 
+	char count[12];
+	size_t count_len = pl->engine.cfg.delivery_count ? decimal(s.attempt, count) : 0;
 	uint32_t limit = packet_limits__get(&pl->limits, client);
-	uint64_t props_len = v->get_length_all(ed->properties);
-	char count[12] = "";
-	if(pl->engine.cfg.delivery_count){
-		snprintf(count, sizeof(count), "%u", s.attempt);
-		props_len += packet__user_property_len(sizeof(DLQ_PROP_DELIVERY_COUNT) - 1, strlen(count));
+	if(limit){
+		uint64_t props_len = v->get_length_all(ed->properties);
+		if(count_len) props_len += packet__user_property_len(sizeof(DLQ_PROP_DELIVERY_COUNT) - 1, count_len);
+		if(!fits(ed, props_len, limit, UNSEEN_PROPS_MAX)){
+			send_without_stamp(pl, ed, &s, client, limit);
+			return MOSQ_ERR_SUCCESS;
+		}
 	}
-	if(limit && !fits(ed, props_len, limit, UNSEEN_PROPS_MAX)){
-		send_without_stamp(pl, ed, &s, client, limit);
-		return MOSQ_ERR_SUCCESS;
-	}
-	if(count[0] == '\0') return MOSQ_ERR_SUCCESS;
+	if(count_len == 0) return MOSQ_ERR_SUCCESS;
 
-	mosquitto_property *copy = NULL;
-	if(v->copy_all(&copy, ed->properties) != MOSQ_ERR_SUCCESS
-			|| mosquitto_property_add_string_pair(&copy, MQTT_PROP_USER_PROPERTY, DLQ_PROP_DELIVERY_COUNT, count)
-			!= MOSQ_ERR_SUCCESS){
-		mosquitto_property_free_all(&copy);
+	mosquitto_property *copy;
+	if(send_props_v21__with_count(v, ed->properties, count, count_len, &copy) != MOSQ_ERR_SUCCESS){
 		port__log(DLQ_LOG_ERR, "out of memory: a send on " QFMT " to " QFMT " goes without its delivery-count",
 				Q(ed->topic), Q(client));
 		return MOSQ_ERR_SUCCESS;

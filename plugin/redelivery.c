@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "redelivery.h"
 
 /* Redelivery tracking's fields of a record live in its more part
@@ -45,7 +46,7 @@ static uint64_t mix(uint64_t x)
 
 static uint64_t hash_client_id(const char *id)
 {
-	return fnv(FNV_START, id, strlen(id));
+	return hash__string(id);
 }
 
 static uint64_t hash_pair(const struct dlq_record *r, const struct dlq_rclient *c)
@@ -439,6 +440,11 @@ struct dlq_record *redelivery__record_by_id(const struct dlq_ledger *l, const ch
 	if(!id__decode(id, id_len, &decoded)) return NULL;
 	struct dlq_record *r = ledger__find(l, &decoded);
 	return r && same_message(r, topic, payload, payload_len) ? r : NULL;
+}
+
+bool redelivery__is_message(const struct dlq_record *r, const char *topic, const void *payload, uint32_t payload_len)
+{
+	return same_message(r, topic, payload, payload_len);
 }
 
 static struct dlq_record *find_by_id(const struct dlq_ledger *l, const struct dlq_read_check *c)

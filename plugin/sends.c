@@ -27,11 +27,31 @@ unsigned engine__attempt_of(const struct dlq_record *r, const struct dlq_deliver
 	return (unsigned)r->attempt + (sends ? sends - 1u : 0u);
 }
 
+/* The record the dlq-id id (id_len bytes) names, if it is this message;
+ * through d->recent_sends: 2.1 asks about a stored message once for each
+ * of its sends and once for each READ check. */
+static struct dlq_record *record_of(struct dlq *d, const char *id, size_t id_len, const char *topic,
+		const void *payload, uint32_t payload_len)
+{
+	struct dlq_sent_slot *slot = id_len == DLQ_ID_LEN ? &d->recent_sends[id__first_byte(id)] : NULL;
+	if(slot && slot->record && !memcmp(slot->id, id, DLQ_ID_LEN)){
+		return redelivery__is_message(slot->record, topic, payload, payload_len) ? slot->record : NULL;
+	}
+	struct dlq_record *r = redelivery__record_by_id(&d->ledger, id, id_len, topic, payload, payload_len);
+	if(r == NULL) return NULL;
+	/* A valid id: its text is the record's, and its first byte the
+	 * slot's. */
+	slot = &d->recent_sends[r->id.raw[0]];
+	slot->record = r;
+	memcpy(slot->id, id, DLQ_ID_LEN);
+	return r;
+}
+
 void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len, const char *topic,
 		const void *payload, uint32_t payload_len, struct dlq_send *s)
 {
 	memset(s, 0, sizeof(*s));
-	struct dlq_record *r = redelivery__record_by_id(&d->ledger, id, id_len, topic, payload, payload_len);
+	struct dlq_record *r = record_of(d, id, id_len, topic, payload, payload_len);
 	if(r == NULL) return;
 	struct dlq_delivery *dv = redelivery__sent(&d->redelivery, &d->ledger, r, client);
 	if(dv == NULL){
@@ -59,8 +79,7 @@ void dlq__sent_without_stamp(struct dlq *d, const struct dlq_policy *p)
 bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
 {
 	if(c->id == NULL || c->id[0] == '\0') return false;
-	struct dlq_record *r = redelivery__record_by_id(&d->ledger, c->id, strlen(c->id), c->topic, c->payload,
-			c->payload_len);
+	struct dlq_record *r = record_of(d, c->id, strlen(c->id), c->topic, c->payload, c->payload_len);
 	if(r == NULL) return false;
 	struct dlq_delivery *dv = redelivery__find(&d->redelivery, r, c->client);
 	/* Another copy (an overlapping subscription) of a message just removed

@@ -275,10 +275,12 @@ bool sessions__match(const struct dlq_sessions *s, const char *client, const cha
 	memset(m, 0, sizeof(*m));
 	const struct dlq_session *e = find(s, client);
 	if(e == NULL || e->subs_unknown || e->ended) return false;
+	/* The filters were checked when they were added (sessions__subscribe). */
+	if(!topic__valid_publish(topic)) return false;
 	bool any = false;
 	for(size_t i = 0; i < e->sub_count; i++){
 		const struct dlq_sub *sub = &e->subs[i];
-		if(!topic__matches(sub->applied, topic)) continue;
+		if(!topic__matches_valid(sub->applied, topic)) continue;
 		if(!any || sub->qos > m->qos) m->qos = sub->qos;
 		add_id(m, sub->identifier);
 		any = true;

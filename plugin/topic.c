@@ -83,10 +83,15 @@ bool topic__valid_publish(const char *t)
 
 bool topic__matches(const char *filter, const char *topic)
 {
+	if(!topic__valid_filter(filter) || !topic__valid_publish(topic)) return false;
+	return topic__matches_valid(filter, topic);
+}
+
+bool topic__matches_valid(const char *filter, const char *topic)
+{
 	const char *f = filter;
 	const char *t = topic;
 
-	if(!topic__valid_filter(filter) || !topic__valid_publish(topic)) return false;
 	/* MQTT-4.7.2-1: a filter starting with a wildcard does not match a
 	 * topic starting with '$'. */
 	if(topic[0] == '$' && (filter[0] == '+' || filter[0] == '#')) return false;

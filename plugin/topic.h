@@ -21,6 +21,11 @@ bool topic__valid_publish(const char *t);
  * filter starting with a wildcard does not match a topic starting with '$'. */
 bool topic__matches(const char *filter, const char *topic);
 
+/* topic__matches for a filter that passed topic__valid_filter and a topic
+ * that passed topic__valid_publish: for a table of checked filters, where
+ * checking each again on every lookup would cost more than the match. */
+bool topic__matches_valid(const char *filter, const char *topic);
+
 /* True if some topic matches both filters a and b under topic__matches'
  * rules (wildcards on either side, '$' topics not matched by a leading
  * wildcard); false if either is not a valid filter. */

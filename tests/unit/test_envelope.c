@@ -310,8 +310,7 @@ START_TEST(without_a_reason_the_dead_letter_says_attempts_ran_out)
 	ck_assert_ptr_nonnull(e);
 	ck_assert_ptr_nonnull(e->reason);
 	/* It names the limit that was reached. */
-	ck_assert_msg(strstr(e->reason, "max_attempts") != NULL, "reason \"%s\"", e->reason);
-	ck_assert_msg(strstr(e->reason, "3") != NULL, "reason \"%s\"", e->reason);
+	ck_assert_str_eq(e->reason, "max_attempts (3) reached");
 
 	struct dlq_headers h = {0};
 	ck_assert_int_eq(envelope__headers(e, &h), 0);

@@ -62,6 +62,7 @@ START_TEST(decode_inverts_encode)
 		ck_assert(id__decode(text, DLQ_ID_LEN, &back));
 		ck_assert_mem_eq(back.raw, id.raw, sizeof(id.raw));
 		ck_assert_uint_eq(id__hash(&back), id__hash(&id));
+		ck_assert_uint_eq(id__first_byte(text), id.raw[0]);
 	}
 }
 END_TEST

@@ -192,6 +192,29 @@ START_TEST(sends_leave_with_their_record)
 }
 END_TEST
 
+/* Sends of many records interleaved (more than the recent-sends slots, so
+ * records share slots and take turns in them): each counts its own. */
+START_TEST(interleaved_sends_count_per_record)
+{
+	enum { N = 600 };
+	static char ids[N][DLQ_ID_LEN + 1];
+	static char payloads[N][16];
+	start_with("allow");
+	for(int i = 0; i < N; i++){
+		snprintf(payloads[i], sizeof(payloads[i]), "job %d", i);
+		publish(payloads[i], ids[i]);
+	}
+	for(unsigned round = 1; round <= 3; round++){
+		for(int i = 0; i < N; i++){
+			ck_assert_uint_eq(sent("s", ids[i], "jobs/a", payloads[i]), round);
+			ck_assert_uint_eq(sent("s", ids[i], "jobs/a", "other"), 0);
+		}
+	}
+	ck_assert_uint_eq(sent("t", ids[N - 1], "jobs/a", payloads[N - 1]), 1);
+	stop();
+}
+END_TEST
+
 static Suite *sends_suite(void)
 {
 	Suite *s = suite_create("sends");
@@ -201,6 +224,7 @@ static Suite *sends_suite(void)
 	tcase_add_test(tc, live_connection_checks_do_not_divert);
 	tcase_add_test(tc, nack_and_copy_use_the_sends);
 	tcase_add_test(tc, sends_leave_with_their_record);
+	tcase_add_test(tc, interleaved_sends_count_per_record);
 	suite_add_tcase(s, tc);
 	return s;
 }
