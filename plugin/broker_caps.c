@@ -20,7 +20,6 @@
 
 #include "broker_caps.h"
 #include "broker_v21.h"
-#include "send_props_v21.h"
 
 #define LIBMOSQUITTO_SONAME "libmosquitto.so.1"
 
@@ -166,7 +165,6 @@ static void props_v21(struct broker_caps *c, void *broker)
 	*(void **)&v->string_value_length = fns[5];
 	*(void **)&v->copy_all = fns[6];
 	*(void **)&v->get_length_all = fns[7];
-	v->layout_ok = send_props_v21__check(v);
 }
 
 int broker_caps__probe(struct broker_caps *c, mosquitto_plugin_id_t *identifier, char *err, size_t errlen)

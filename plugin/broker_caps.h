@@ -48,9 +48,6 @@ struct broker_props_v21 {
 	uint16_t (*string_value_length)(const mosquitto_property *p);
 	int (*copy_all)(mosquitto_property **dest, const mosquitto_property *src);
 	unsigned int (*get_length_all)(const mosquitto_property *p);
-	/* A list the broker built reads back as 2.1.2's node layout says
-	 * (send_props_v21.h): one send's list may be built in it. */
-	bool layout_ok;
 };
 
 struct broker_caps {

@@ -6,8 +6,8 @@
  * last dlq-id user property of the stored properties; the engine counts
  * the send as one attempt (sends.c). For an MQTT v5 receiver, this one send
  * then gets a copy of the property list with a delivery-count user property
- * (plugin_opt_delivery_count; send_props_v21.h builds it), never a change
- * of the stored list: the broker frees a replaced list after the send. Where the receiver's Maximum
+ * (plugin_opt_delivery_count), never a change of the stored list: the
+ * broker frees a replaced list after the send. Where the receiver's Maximum
  * Packet Size is known (packet_size.h) and the plugin's properties would
  * pass it, the send goes out without them, counted (sentWithoutStamp),
  * instead of being dropped by the broker. This runs on every send, so an
@@ -26,7 +26,6 @@
 #include "packet_size.h"
 #include "port.h"
 #include "props.h"
-#include "send_props_v21.h"
 
 /* Bytes the broker may add to a send that the plugin does not see: message
  * expiry (5), topic alias (3), a subscription identifier (up to 5). Counted
@@ -128,8 +127,13 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 	}
 	if(count_len == 0) return MOSQ_ERR_SUCCESS;
 
-	mosquitto_property *copy;
-	if(send_props_v21__with_count(v, ed->properties, count, count_len, &copy) != MOSQ_ERR_SUCCESS){
+	/* Only through the broker's public functions: its property lists are
+	 * its own structures, whose layout is no contract. */
+	mosquitto_property *copy = NULL;
+	if(v->copy_all(&copy, ed->properties) != MOSQ_ERR_SUCCESS
+			|| mosquitto_property_add_string_pair(&copy, MQTT_PROP_USER_PROPERTY, DLQ_PROP_DELIVERY_COUNT, count)
+			!= MOSQ_ERR_SUCCESS){
+		mosquitto_property_free_all(&copy);
 		port__log(DLQ_LOG_ERR, "out of memory: a send on " QFMT " to " QFMT " goes without its delivery-count",
 				Q(ed->topic), Q(client));
 		return MOSQ_ERR_SUCCESS;
