@@ -38,6 +38,8 @@
  */
 #include <string.h>
 
+#include <mosquitto.h>
+
 #include "dlq.h"
 #include "fake_port.h"
 #include "fuzz.h"
@@ -75,10 +77,16 @@ static const uint32_t payload_lens[] = {0, 6, 3, 1};
 static const char *const filters[] = {"#", "orders/+", "$share/g/orders/#", "+/alerts/#", "once", "slow/#", "fanout",
 		"dead/#", "+", "retry/fanout"};
 
+/* FUZZ_TRACE=1 in the environment: each operation is printed (to read a
+ * finding with the replay driver). */
+static bool trace;
+#define TRACE(...) do{ if(trace) fprintf(stderr, __VA_ARGS__); }while(0)
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
+	trace = getenv("FUZZ_TRACE") != NULL;
 	return 0;
 }
 
@@ -112,6 +120,8 @@ static void harvest(struct run *r)
 	for(size_t i = 0; i < fake.publish_count; i++){
 		const struct fake_publish *p = &fake.publishes[i];
 		const char *id = fake_header_value(p, DLQ_PROP_ID);
+		TRACE("  published %s to \"%.20s\" QoS %u: %s\n", p->topic, p->client ? p->client : "(all)", p->qos,
+				id ? id : "-");
 		if(id && p->client) remember(r, id, p->topic, p->payload, p->payload_len);
 		r->published++;
 	}
@@ -128,6 +138,26 @@ static int pick_client(struct fuzz_input *in, char **owned)
 	*owned = fuzz_input_string(in);
 	if(*owned == NULL) *owned = strdup("");
 	FUZZ_CHECK(*owned != NULL, "out of memory");
+	/* The broker takes only client ids that are MQTT strings: valid
+	 * UTF-8 of at most 65535 bytes (its dead letters carry them as
+	 * properties); bytes past 0x7F are folded into ASCII when the whole is
+	 * not valid. */
+	size_t n = strlen(*owned);
+	if(n > 65535) (*owned)[n = 65535] = '\0';
+	if(mosquitto_validate_utf8(*owned, (int)n) != MOSQ_ERR_SUCCESS){
+		for(size_t i = 0; i < n; i++){
+			uint8_t v = (uint8_t)(*owned)[i] & 0x7F;
+			(*owned)[i] = (char)(v < 0x20 || v == 0x7F ? 'u' : v);
+		}
+	}
+	/* One of the fixed ids given as a string is that client. */
+	for(int k = 0; k < CLIENTS; k++){
+		if(!strcmp(*owned, clients[k])){
+			free(*owned);
+			*owned = NULL;
+			return k;
+		}
+	}
 	return -1;
 }
 
@@ -231,6 +261,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			char out[DLQ_ID_LEN + 1];
 			if(pol && dlq__track(&r.d, pol, topic, payloads[p], payload_lens[p], qos, NULL, 0, out) == 0){
 				remember(&r, out, topic, payloads[p], payload_lens[p]);
+				TRACE("track %s %u bytes QoS %u: %s\n", topic, payload_lens[p], qos, out);
 			}
 			break;
 		}
@@ -247,6 +278,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			const struct dlq_record *rec = redelivery__record_by_id(&r.d.ledger, id, id_len, topic, payload, len);
 			unsigned base = rec ? rec->attempt : 0;
 			dlq__sent(&r.d, client, id, id_len, topic, payload, len, &s);
+			TRACE("send to \"%.20s\" %.*s on %s (%u bytes): attempt %u\n", client, (int)(id_len > 20 ? 20 : id_len), id,
+					topic, len, s.attempt);
 			r.sent_calls++;
 			bool ours = same_content(k, topic, payload, len);
 			if(ours && ci >= 0) k->sends[ci]++;
@@ -282,10 +315,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint64_t diverted = r.d.counters.diverted;
 			bool real = k == NULL && redelivery__record_by_id(&r.d.ledger, cid, id_len, c.topic, c.payload, c.payload_len);
 			bool removed = dlq__read_check(&r.d, &c);
+			TRACE("check \"%.20s\" conn %lu (live %lu) %.20s on %s: %s\n", client, (unsigned long)c.conn,
+					(unsigned long)conn, cid, c.topic, removed ? "removed" : "kept");
 			FUZZ_CHECK(!removed || real || same_content(k, c.topic, c.payload, c.payload_len),
 					"a read check of a forged id or other content removed a message");
 			FUZZ_CHECK(r.d.counters.diverted <= diverted + 1, "diverted jumped");
 			free(cid);
+			harvest(&r); /* a diverted message's dead letter */
 			break;
 		}
 		case 3: {
@@ -301,6 +337,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			};
 			struct dlq_nack_result res;
 			dlq__nack(&r.d, &n, &res);
+			TRACE("nack \"%.20s\" %.*s persists %d: %s\n", client, (int)(id_len > 20 ? 20 : id_len), id,
+					n.client_persists, dlq__nack_status_text(res.status));
 			if(res.status == DLQ_NACK_RETRIED || res.status == DLQ_NACK_DEAD_LETTERED){
 				FUZZ_CHECK(k != NULL || (id_len == DLQ_ID_LEN && fuzz_known_id(&r.d, id)),
 						"a NACK of a forged id accepted");
@@ -310,6 +348,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case 4:
+			TRACE("tick\n");
 			dlq__tick(&r.d);
 			harvest(&r);
 			break;
@@ -319,16 +358,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			bool clean = fuzz_input_byte(&in) & 1;
 			dlq__client_connected(&r.d, client, clean);
 			dlq__client_active(&r.d, client, ++conn);
+			TRACE("connect \"%.20s\" clean %d conn %lu\n", client, clean, (unsigned long)conn);
 			break;
 		}
 		case 6:
 			ci = pick_client(&in, &owned);
+			TRACE("offline \"%.20s\"\n", ci >= 0 ? clients[ci] : owned);
 			dlq__client_left(&r.d, ci >= 0 ? clients[ci] : owned, conn);
 			dlq__client_offline(&r.d, ci >= 0 ? clients[ci] : owned);
 			harvest(&r);
 			break;
 		case 7:
 			ci = pick_client(&in, &owned);
+			TRACE("gone \"%.20s\"\n", ci >= 0 ? clients[ci] : owned);
 			dlq__client_left(&r.d, ci >= 0 ? clients[ci] : owned, conn);
 			dlq__client_gone(&r.d, ci >= 0 ? clients[ci] : owned);
 			harvest(&r);
@@ -339,6 +381,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint8_t qos = fuzz_input_byte(&in) % 3;
 			uint32_t sid = fuzz_input_byte(&in);
 			dlq__subscribed(&r.d, ci >= 0 ? clients[ci] : owned, filter, qos, sid);
+			TRACE("subscribe \"%.20s\" %s QoS %u id %u\n", ci >= 0 ? clients[ci] : owned, filter, qos, sid);
 			break;
 		}
 		case 9: {
@@ -346,6 +389,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fake.now_ms += (uint64_t)(b & 63) * 100u;
 			fake.wall_ms += (int64_t)(b & 63) * 100;
 			fake.fail_publishes = b >> 6;
+			TRACE("clock +%ums, refuse %d\n", (b & 63) * 100u, b >> 6);
 			break;
 		}
 		}
@@ -353,7 +397,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(id);
 	}
 
-	fuzz_port_clear();
+	harvest(&r);
 	r.published += fuzz_flush(&r.d);
 	FUZZ_CHECK(fuzz_owed_count(&r.d) == 0, "%zu envelopes still owed after a flush", fuzz_owed_count(&r.d));
 	/* Each accepted NACK made one envelope, each diverted message one dead
