@@ -5,8 +5,8 @@
  *   fuzz_gen_seeds <corpus dir>   (tests/fuzz/corpus)
  * writes state_snapshot/{full,header-only,truncated} and
  * state_journal/{full,header-only,remove-only}, and the binary scripts of
- * the sessions, sends and packet_size targets (their formats are in
- * fuzz_sessions.c, fuzz_sends.c and fuzz_packet_size.c). Not run by the
+ * the sessions, sends, packet_size and message_out targets (their formats
+ * are in fuzz_<target>.c). Not run by the
  * tests; the seeds it wrote are committed.
  */
 #include <errno.h>
@@ -254,6 +254,45 @@ static void packet_size_seeds(const char *dir)
 	put_script(dir, "packet_size", "boundaries", &s);
 }
 
+/* fuzz_message_out.c: clients 0 "w1" .. 3; content 0x80 | k<<4 the k-th
+ * tracked message's topic and payload; property kinds 0 a tracked dlq-id,
+ * 1 | k<<3 a fixed name (k: dlq-id, dlq-idx, dlq-i, DLQ-ID, retry-count,
+ * delivery-count, k, origin-topic) with a value, 2 any pair, 3 a content
+ * type, 4 a payload format, 5 to 7 an expiry. */
+static void mo_send(struct script *s, unsigned client, bool v5, unsigned qos, unsigned content, unsigned count)
+{
+	b(s, 1); b(s, client); b(s, v5); b(s, qos); b(s, content); b(s, count);
+}
+
+static void message_out_seeds(const char *dir)
+{
+	struct script s = {0};
+	b(&s, 0); b(&s, 0); b(&s, 1);               /* track orders/1 "poison" */
+	mo_send(&s, 0, true, 1, 0x80, 2);           /* its send to w1: delivery-count 1 */
+	b(&s, 1 | (6 << 3)); str(&s, "v");          /* k=v */
+	b(&s, 0);                                   /* dlq-id */
+	mo_send(&s, 0, true, 1, 0x80, 1); b(&s, 0); /* again: 2 */
+	mo_send(&s, 1, false, 1, 0x80, 1); b(&s, 0);/* an MQTT 3 receiver */
+	b(&s, 2); b(&s, 0); u32(&s, 64);            /* w1's Maximum Packet Size 64 */
+	mo_send(&s, 0, true, 1, 0x80, 3); b(&s, 0); b(&s, 3); str(&s, "text/plain"); b(&s, 5); u32(&s, 60);
+	b(&s, 2); b(&s, 0); u32(&s, 20);            /* too small even without the stamp */
+	mo_send(&s, 0, true, 2, 0x80, 1); b(&s, 0);
+	b(&s, 3);
+	put_script(dir, "message_out", "stamp-and-limit", &s);
+
+	s.len = 0;
+	b(&s, 0); b(&s, 1); b(&s, 0);               /* track once "" */
+	mo_send(&s, 2, true, 0, 0x80, 3);           /* empty client id */
+	b(&s, 0);
+	b(&s, 1); str(&s, "");                      /* a later, empty dlq-id: NULL on 2.1.2 */
+	b(&s, 1 | (1 << 3)); str(&s, "x");
+	mo_send(&s, 3, true, 0, 0x80, 2);
+	b(&s, 1); str(&s, "AAAAAAAAAAAAAAAA");     /* forged */
+	b(&s, 2); str(&s, "dlq-id"); str(&s, "short");
+	mo_send(&s, 0, true, 0, 3, 1); b(&s, 0);    /* the id on another topic */
+	put_script(dir, "message_out", "empty-forged-and-last", &s);
+}
+
 int main(int argc, char **argv)
 {
 	struct dlq_headers snap = {0};
@@ -277,6 +316,7 @@ int main(int argc, char **argv)
 	sessions_seeds(argv[1]);
 	sends_seeds(argv[1]);
 	packet_size_seeds(argv[1]);
+	message_out_seeds(argv[1]);
 	headers__free(&snap);
 	headers__free(&journal);
 	headers__free(&remove);
