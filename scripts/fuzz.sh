@@ -38,6 +38,9 @@ fi
 if [ ! -f "$build/meson-private/coredata.dat" ]; then
 	CC=$cc meson setup "$build" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 fi
+# A target added since build-fuzz/ was configured is unknown to `meson
+# compile` until the build files are regenerated.
+ninja -C "$build" build.ninja >/dev/null
 meson compile -C "$build" $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
