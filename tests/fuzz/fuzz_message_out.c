@@ -131,9 +131,42 @@ static uint16_t v_string_value_length(const mosquitto_property *p)
 	return v ? (uint16_t)strlen(v) : 0;
 }
 
+/* 2.1.2's copy (libcommon/property_common.c) takes a string property
+ * with no value (libmosquitto makes one for ""); 2.0.11's
+ * mosquitto_property_copy_all, the only one here, calls strdup(NULL) on
+ * it. So the copy is made property by property, of the kinds this target
+ * makes. */
 static int v_copy_all(mosquitto_property **dest, const mosquitto_property *src)
 {
-	return mosquitto_property_copy_all(dest, src);
+	*dest = NULL;
+	for(const mosquitto_property *p = src; p; p = mosquitto_property_next(p)){
+		int id = mosquitto_property_identifier(p), rc;
+		if(id == MQTT_PROP_USER_PROPERTY){
+			char *n = NULL, *v = NULL;
+			mosquitto_property_read_string_pair(p, id, &n, &v, false);
+			rc = mosquitto_property_add_string_pair(dest, id, n ? n : "", v ? v : "");
+			free(n);
+			free(v);
+		}else if(id == MQTT_PROP_CONTENT_TYPE){
+			char *v = NULL;
+			mosquitto_property_read_string(p, id, &v, false);
+			rc = mosquitto_property_add_string(dest, id, v ? v : "");
+			free(v);
+		}else if(id == MQTT_PROP_PAYLOAD_FORMAT_INDICATOR){
+			uint8_t v = 0;
+			mosquitto_property_read_byte(p, id, &v, false);
+			rc = mosquitto_property_add_byte(dest, id, v);
+		}else{
+			uint32_t v = 0;
+			mosquitto_property_read_int32(p, id, &v, false);
+			rc = mosquitto_property_add_int32(dest, id, v);
+		}
+		if(rc != MOSQ_ERR_SUCCESS){
+			mosquitto_property_free_all(dest);
+			return rc;
+		}
+	}
+	return MOSQ_ERR_SUCCESS;
 }
 
 /* The encoded length of the kinds of property this target makes. */
