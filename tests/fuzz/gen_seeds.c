@@ -110,7 +110,10 @@ static void sessions_seeds(const char *dir)
 	ss_client_op(&s, 4, 0);                          /* disconnect */
 	ss_connect(&s, 0, false);                        /* not resumed: ended */
 	b(&s, 5);                                        /* tick */
+	ss_connect(&s, 1, false);
+	ss_subscribe(&s, 1, "orders/#", 1, 2, false);
 	ss_client_op(&s, 4, 1);
+	ss_match(&s, 1, "orders/1");                     /* ended: nothing known */
 	b(&s, 5);
 	ss_match(&s, 1, "orders/1");
 	put_script(dir, "sessions", "lifecycle", &s);
