@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(policy_line policy_json config control state_snapshot state_journal props)
+[ ${#targets[@]} -eq 0 ] && targets=(policy_line policy_json config control state_snapshot state_journal props sessions sends packet_size message_out)
 jobs=${FUZZ_JOBS:-1}
 build=build-fuzz
 
@@ -38,6 +38,9 @@ fi
 if [ ! -f "$build/meson-private/coredata.dat" ]; then
 	CC=$cc meson setup "$build" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 fi
+# A target added since build-fuzz/ was configured is unknown to `meson
+# compile` until the build files are regenerated.
+ninja -C "$build" build.ninja >/dev/null
 meson compile -C "$build" $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}

@@ -4,8 +4,10 @@
  * that they follow the format when it changes:
  *   fuzz_gen_seeds <corpus dir>   (tests/fuzz/corpus)
  * writes state_snapshot/{full,header-only,truncated} and
- * state_journal/{full,header-only,remove-only}. Not run by the tests; the
- * seeds it wrote are committed.
+ * state_journal/{full,header-only,remove-only}, and the binary scripts of
+ * the sessions, sends, packet_size and message_out targets (their formats
+ * are in fuzz_<target>.c). Not run by the
+ * tests; the seeds it wrote are committed.
  */
 #include <errno.h>
 #include <string.h>
@@ -22,6 +24,276 @@ static void put(const char *dir, const char *target, const char *name, const uin
 	FUZZ_CHECK(fwrite(data, 1, len, fp) == len, "%s: short write", path);
 	fclose(fp);
 	printf("%s: %zu bytes\n", path, len);
+}
+
+/* A script being written: bytes, and strings in fuzz_input.h's form. */
+struct script {
+	uint8_t data[4096];
+	size_t len;
+};
+
+static void b(struct script *s, unsigned v)
+{
+	FUZZ_CHECK(s->len < sizeof(s->data), "script too long");
+	s->data[s->len++] = (uint8_t)v;
+}
+
+static void str(struct script *s, const char *v)
+{
+	size_t n = strlen(v);
+	FUZZ_CHECK(n < 0xFE, "string too long");
+	b(s, (unsigned)n);
+	for(size_t i = 0; i < n; i++) b(s, (uint8_t)v[i]);
+}
+
+static void u32(struct script *s, uint32_t v)
+{
+	b(s, v >> 24);
+	b(s, v >> 16);
+	b(s, v >> 8);
+	b(s, v);
+}
+
+#define S_NULL 0xFF
+#define S_HUGE 0xFE
+
+/* fuzz_sessions.c: clients 0 "a", 1 "b", 2 "$share-like/c", 3 "", 4 NULL,
+ * 5 a string of the input. */
+static void ss_connect(struct script *s, unsigned client, bool clean)
+{
+	b(s, 0);
+	b(s, client);
+	b(s, clean);
+}
+
+static void ss_subscribe(struct script *s, unsigned client, const char *filter, unsigned qos, uint32_t id, bool old)
+{
+	b(s, 1);
+	b(s, client);
+	if(filter) str(s, filter); else b(s, S_NULL);
+	b(s, qos);
+	u32(s, id);
+	b(s, old);
+}
+
+static void ss_client_op(struct script *s, unsigned op, unsigned client)
+{
+	b(s, op);
+	b(s, client);
+}
+
+static void ss_match(struct script *s, unsigned client, const char *topic)
+{
+	b(s, 6);
+	b(s, client);
+	str(s, topic);
+}
+
+static void put_script(const char *dir, const char *target, const char *name, const struct script *s)
+{
+	put(dir, target, name, s->data, s->len);
+}
+
+static void sessions_seeds(const char *dir)
+{
+	struct script s = {0};
+	ss_connect(&s, 0, true);
+	ss_subscribe(&s, 0, "orders/+", 1, 7, false);
+	ss_subscribe(&s, 0, "$share/g/orders/#", 2, 3, false);
+	ss_subscribe(&s, 0, "orders/+", 0, 9, false); /* replaces */
+	ss_match(&s, 0, "orders/1");
+	b(&s, 2); b(&s, 0); str(&s, "orders/+");        /* unsubscribe */
+	ss_match(&s, 0, "orders/1");
+	ss_client_op(&s, 3, 0);                          /* offline: lasts */
+	ss_connect(&s, 0, false);                        /* resumes */
+	ss_match(&s, 0, "orders/1");
+	ss_client_op(&s, 4, 0);                          /* disconnect */
+	ss_connect(&s, 0, false);                        /* not resumed: ended */
+	b(&s, 5);                                        /* tick */
+	ss_connect(&s, 1, false);
+	ss_subscribe(&s, 1, "orders/#", 1, 2, false);
+	ss_client_op(&s, 4, 1);
+	ss_match(&s, 1, "orders/1");                     /* ended: nothing known */
+	b(&s, 5);
+	ss_match(&s, 1, "orders/1");
+	put_script(dir, "sessions", "lifecycle", &s);
+
+	s.len = 0;
+	ss_connect(&s, 4, true);                         /* NULL client (2.1.2) */
+	ss_subscribe(&s, 4, NULL, 1, 0, true);
+	ss_subscribe(&s, 0, NULL, 1, 0, true);           /* NULL filter */
+	ss_subscribe(&s, 3, "", 0, 0, true);             /* 2.0's "" */
+	ss_subscribe(&s, 3, "$share/", 0, 0, false);
+	ss_subscribe(&s, 3, "$share/g/", 0, 0, false);
+	ss_subscribe(&s, 3, "$share//x", 0, 0, false);
+	ss_subscribe(&s, 3, "a/#/b", 0, 0, false);
+	b(&s, 2); b(&s, 4); b(&s, S_NULL);
+	b(&s, 7); b(&s, S_NULL);
+	b(&s, 7); str(&s, "");
+	ss_client_op(&s, 3, 3);
+	ss_client_op(&s, 4, 4);
+	put_script(dir, "sessions", "null-and-empty", &s);
+
+	s.len = 0;
+	b(&s, 0); b(&s, 5); b(&s, S_HUGE); b(&s, 1); b(&s, 2); b(&s, 'c'); b(&s, 0);
+	b(&s, 1); b(&s, 5); b(&s, S_HUGE); b(&s, 1); b(&s, 2); b(&s, 'c');
+	b(&s, S_HUGE); b(&s, 0); b(&s, 0); b(&s, 'f'); b(&s, 2); u32(&s, 268435455u); b(&s, 0);
+	b(&s, 8); b(&s, 1); b(&s, 79); b(&s, 1);         /* bulk: past SESSION_SUBS_MAX */
+	ss_match(&s, 1, "bulk/1/x");
+	ss_subscribe(&s, 1, "bulk/1/+", 2, 5, false);
+	b(&s, 7); b(&s, S_HUGE); b(&s, 0); b(&s, 0); b(&s, '#');
+	put_script(dir, "sessions", "huge-and-bulk", &s);
+
+	s.len = 0;
+	const char *const dead[] = {"#", "+/#", "dead/#", "$share/g/#", "dead/orders", "+/+", "dead-alerts", "+/alerts/#"};
+	for(size_t i = 0; i < sizeof(dead) / sizeof(dead[0]); i++){
+		ss_subscribe(&s, i % 3, dead[i], 1, (uint32_t)i, i & 1);
+		b(&s, 7); str(&s, dead[i]);
+	}
+	ss_subscribe(&s, 0, "#", 1, 0, false);           /* again: counted, not logged */
+	ss_client_op(&s, 3, 0);
+	ss_subscribe(&s, 0, "#", 1, 0, false);
+	put_script(dir, "sessions", "dead-letter-subscribers", &s);
+}
+
+/* fuzz_sends.c: clients 0 "w1", 1 "w2", 2 "", 3 "$share-ish", 4/5 a
+ * string of the input; ids 0-199 the k-th newest kept, 201 sixteen bytes,
+ * 202 a string; content 0 the record's own. */
+static void sd_op(struct script *s, unsigned op, unsigned client)
+{
+	b(s, op);
+	b(s, client);
+}
+
+static void sd_track(struct script *s, unsigned topic, unsigned payload, unsigned qos)
+{
+	b(s, 0); b(s, topic); b(s, payload); b(s, qos);
+}
+
+static void sd_send(struct script *s, unsigned client, unsigned id, unsigned content)
+{
+	sd_op(s, 1, client); b(s, id); b(s, content);
+}
+
+static void sd_check(struct script *s, unsigned client, unsigned id, unsigned content, unsigned conn)
+{
+	sd_op(s, 2, client); b(s, id); b(s, content); b(s, conn);
+}
+
+static void sd_nack(struct script *s, unsigned client, unsigned id, unsigned flags)
+{
+	sd_op(s, 3, client); b(s, id); b(s, flags);
+	if(flags & 2) b(s, 3);
+}
+
+static void sends_seeds(const char *dir)
+{
+	struct script s = {0};
+	sd_track(&s, 0, 1, 1);                      /* orders/1 "poison" */
+	sd_op(&s, 5, 0); b(&s, 1);                  /* w1 connects */
+	sd_op(&s, 8, 0); b(&s, 1); b(&s, 0); b(&s, 7); /* w1 on orders/+ at QoS 0, id 7 */
+	sd_send(&s, 0, 0, 0);
+	sd_send(&s, 0, 0, 0);                       /* a resend */
+	sd_send(&s, 1, 0, 0);                       /* to w2 */
+	sd_nack(&s, 0, 0, 0);                       /* a retry copy to w1 */
+	b(&s, 4);
+	sd_send(&s, 0, 0, 0);                       /* the copy's send */
+	sd_op(&s, 6, 0);                            /* offline */
+	sd_op(&s, 5, 0); b(&s, 0);
+	sd_check(&s, 0, 0, 0, 2);
+	sd_nack(&s, 0, 0, 3);                       /* delayed, persists */
+	sd_op(&s, 7, 0);                            /* gone */
+	b(&s, 9); b(&s, 63);
+	b(&s, 4);
+	put_script(dir, "sends", "copy-chain", &s);
+
+	s.len = 0;
+	sd_track(&s, 0, 1, 1);
+	for(unsigned conn = 0; conn < 3; conn++){
+		sd_op(&s, 5, 0); b(&s, 0);
+		sd_check(&s, 0, 0, 0, 1);               /* from the live connection */
+		sd_send(&s, 0, 0, 0);
+		sd_op(&s, 6, 0);
+	}
+	sd_check(&s, 0, 0, 0, 2);                   /* a reconnect's check: diverted */
+	sd_check(&s, 0, 0, 0, 2);
+	sd_check(&s, 1, 0, 0, 2);
+	b(&s, 4);
+	put_script(dir, "sends", "divert-at-max", &s);
+
+	s.len = 0;
+	sd_track(&s, 4, 0, 0);                      /* eu/alerts/x, empty payload */
+	sd_track(&s, 3, 2, 2);                      /* fanout, a payload with a NUL */
+	sd_send(&s, 0, 201, 0);
+	for(int i = 0; i < 16; i++) b(&s, 'A');
+	sd_send(&s, 0, 202, 0); str(&s, "short");
+	sd_send(&s, 0, 202, 0); b(&s, S_HUGE); b(&s, 0); b(&s, 0); b(&s, 'A');
+	sd_send(&s, 0, 0, 1);                       /* the record's id on other content */
+	sd_send(&s, 4, 0, 0); b(&s, S_HUGE); b(&s, 0); b(&s, 0); b(&s, 'c');
+	sd_send(&s, 4, 1, 0); b(&s, S_NULL);
+	sd_check(&s, 2, 202, 0, 2); str(&s, "");
+	sd_nack(&s, 2, 201, 0);
+	for(int i = 0; i < 16; i++) b(&s, 'B');
+	sd_nack(&s, 3, 1, 0);
+	b(&s, 9); b(&s, 0xC0);                      /* the broker refuses three */
+	sd_nack(&s, 3, 0, 0);
+	b(&s, 4);
+	put_script(dir, "sends", "forged-and-odd", &s);
+}
+
+/* fuzz_packet_size.c: 12-byte records. */
+static void packet_size_seeds(const char *dir)
+{
+	struct script s = {0};
+	for(unsigned sel = 0; sel < 17; sel++){
+		uint8_t r[12] = {0, (uint8_t)(sel % 3), (uint8_t)sel, (uint8_t)(sel << 1), 0, 4, 0, (uint8_t)sel,
+				(uint8_t)((sel + 5) % 17), 0, (uint8_t)sel, (uint8_t)sel};
+		for(int i = 0; i < 12; i++) b(&s, r[i]);
+	}
+	for(unsigned c = 0; c < 8; c++){
+		uint8_t r[12] = {1, 0, (uint8_t)(c + 2), (uint8_t)(c == 5), (uint8_t)c, 0, (uint8_t)c, 0, 0, 0, 0, 0};
+		for(int i = 0; i < 12; i++) b(&s, r[i]);
+	}
+	put_script(dir, "packet_size", "boundaries", &s);
+}
+
+/* fuzz_message_out.c: clients 0 "w1" .. 3; content 0x80 | k<<4 the k-th
+ * tracked message's topic and payload; property kinds 0 a tracked dlq-id,
+ * 1 | k<<3 a fixed name (k: dlq-id, dlq-idx, dlq-i, DLQ-ID, retry-count,
+ * delivery-count, k, origin-topic) with a value, 2 any pair, 3 a content
+ * type, 4 a payload format, 5 to 7 an expiry. */
+static void mo_send(struct script *s, unsigned client, bool v5, unsigned qos, unsigned content, unsigned count)
+{
+	b(s, 1); b(s, client); b(s, v5); b(s, qos); b(s, content); b(s, count);
+}
+
+static void message_out_seeds(const char *dir)
+{
+	struct script s = {0};
+	b(&s, 0); b(&s, 0); b(&s, 1);               /* track orders/1 "poison" */
+	mo_send(&s, 0, true, 1, 0x80, 2);           /* its send to w1: delivery-count 1 */
+	b(&s, 1 | (6 << 3)); str(&s, "v");          /* k=v */
+	b(&s, 0);                                   /* dlq-id */
+	mo_send(&s, 0, true, 1, 0x80, 1); b(&s, 0); /* again: 2 */
+	mo_send(&s, 1, false, 1, 0x80, 1); b(&s, 0);/* an MQTT 3 receiver */
+	b(&s, 2); b(&s, 0); u32(&s, 64);            /* w1's Maximum Packet Size 64 */
+	mo_send(&s, 0, true, 1, 0x80, 3); b(&s, 0); b(&s, 3); str(&s, "text/plain"); b(&s, 5); u32(&s, 60);
+	b(&s, 2); b(&s, 0); u32(&s, 20);            /* too small even without the stamp */
+	mo_send(&s, 0, true, 2, 0x80, 1); b(&s, 0);
+	b(&s, 3);
+	put_script(dir, "message_out", "stamp-and-limit", &s);
+
+	s.len = 0;
+	b(&s, 0); b(&s, 1); b(&s, 0);               /* track once "" */
+	mo_send(&s, 2, true, 0, 0x80, 3);           /* empty client id */
+	b(&s, 0);
+	b(&s, 1); str(&s, "");                      /* a later, empty dlq-id: NULL on 2.1.2 */
+	b(&s, 1 | (1 << 3)); str(&s, "x");
+	mo_send(&s, 3, true, 0, 0x80, 2);
+	b(&s, 1); str(&s, "AAAAAAAAAAAAAAAA");     /* forged */
+	b(&s, 2); str(&s, "dlq-id"); str(&s, "short");
+	mo_send(&s, 0, true, 0, 3, 1); b(&s, 0);    /* the id on another topic */
+	put_script(dir, "message_out", "empty-forged-and-last", &s);
 }
 
 int main(int argc, char **argv)
@@ -44,6 +316,10 @@ int main(int argc, char **argv)
 	FUZZ_CHECK(state__encode_journal_header(&remove) == 0 && state__encode_remove(1, &remove) == 0
 			&& state__encode_remove(3, &remove) == 0, "journal");
 	put(argv[1], "state_journal", "remove-only", remove.data, remove.len);
+	sessions_seeds(argv[1]);
+	sends_seeds(argv[1]);
+	packet_size_seeds(argv[1]);
+	message_out_seeds(argv[1]);
 	headers__free(&snap);
 	headers__free(&journal);
 	headers__free(&remove);
