@@ -23,6 +23,7 @@
 static const char *const names[] = {
 	"tracked", "nacks", "nacks_refused", "retry_copies", "delayed_copies", "dead_letters",
 	"publish_failures", "expired", "evicted", "untracked_full", "redeliveries", "diverted",
+	"subscribers_without_nack", "subscribers_of_dead_letters", "sent_without_stamp",
 	"records", "ledger_bytes", "pending", "delayed", "owed_bytes",
 };
 #define NAME_COUNT (sizeof(names) / sizeof(names[0]))
@@ -32,6 +33,7 @@ static void values_of(const struct dlq_counters *c, const struct dlq_gauges *g, 
 	uint64_t all[NAME_COUNT] = {
 		c->tracked, c->nacks, c->nacks_refused, c->retry_copies, c->delayed, c->dead_letters,
 		c->publish_failures, c->expired, c->evicted, c->untracked_full, c->redeliveries, c->diverted,
+		c->subscribers_without_nack, c->subscribers_of_dead_letters, c->sent_without_stamp,
 		g->records, g->ledger_bytes, g->pending, g->delayed, g->owed_bytes,
 	};
 	memcpy(v, all, sizeof(all));

@@ -258,6 +258,17 @@ START_TEST(test_sys_topics)
 	m = wait_value(late, DLQ_SYS_TOPIC_PREFIX "policies/0/filter", "alpha");
 	ck_assert_msg(m->retain, "policies/0/filter is not retained");
 	wait_value(late, DLQ_SYS_TOPIC_PREFIX "retry_copies", "0");
+
+	/* The counters 2.1 alone can fill: a subscriber of everything takes
+	 * in the dead letters (issue 13); on 2.0 they stay 0. */
+	wait_value(sys, DLQ_SYS_TOPIC_PREFIX "subscribers_of_dead_letters", "0");
+	wait_value(sys, DLQ_SYS_TOPIC_PREFIX "sent_without_stamp", "0");
+	if(BROKER_IS_21()){
+		struct client *all = client_new(b, "all", MQTT_PROTOCOL_V5);
+		client_subscribe(all, "#", 1);
+		wait_value(sys, DLQ_SYS_TOPIC_PREFIX "subscribers_of_dead_letters", "1");
+		wait_value(sys, DLQ_SYS_TOPIC_PREFIX "policies/0/subscribers_of_dead_letters", "0");
+	}
 }
 END_TEST
 
