@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * The engine (see dlq.h): tracking inbound publishes, turning NACKs into
- * retry copies (at once or after a delay) and dead letters, keeping what the
- * broker has not taken, and holding the memory bound. Every outbound effect
- * goes through port.h.
+ * The engine (see dlq.h): tracking inbound publishes, handing retry copies
+ * and dead letters to the broker and keeping what it has not taken, holding
+ * the memory bound, and the per-delivery checks of redelivery tracking.
+ * NACKs are nack.c, ticks tick.c. Every outbound effect goes through
+ * port.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -96,7 +97,7 @@ static const char *kind_text(const struct dlq_envelope *e)
 
 /* Makes room for bytes more in the ledger, oldest records first, without
  * touching what is owed. */
-static void make_room(struct dlq *d, size_t bytes)
+void engine__make_room(struct dlq *d, size_t bytes)
 {
 	uint64_t max = d->cfg.max_pending_bytes;
 	uint64_t owed = dlq__owed_bytes(d);
@@ -122,7 +123,7 @@ static int remember(struct dlq *d, struct dlq_record *r)
 		record__free(r);
 		return ENOSPC;
 	}
-	make_room(d, bytes);
+	engine__make_room(d, bytes);
 	return ledger__insert(&d->ledger, r);
 }
 
@@ -255,250 +256,6 @@ void engine__send(struct dlq *d, struct dlq_envelope *e)
 				kind_text(e), e->topic, strerror(rc));
 	}
 	outbox__push(&d->outbox, &d->outbox.owed, e);
-}
-
-/* Owed envelopes are never evicted, so a new one is taken only while what
- * is owed, with it, stays within the bound. */
-static bool fits_owed(const struct dlq *d, const struct dlq_envelope *e)
-{
-	return dlq__owed_bytes(d) + e->bytes <= d->cfg.max_pending_bytes;
-}
-
-/* Deliveries of r's chain to client so far: r's attempt, plus the
- * redeliveries to that client counted since (2.0), or the sends to it
- * after the first (2.1, counted exactly: sends.c). */
-static unsigned attempts_of(const struct dlq *d, const struct dlq_record *r, const char *client)
-{
-	const struct dlq_delivery *dv = client ? redelivery__find(&d->redelivery, r, client) : NULL;
-	if(d->exact_counting) return engine__attempt_of(r, dv);
-	return (unsigned)r->attempt + (dv ? dv->redeliveries : 0u);
-}
-
-static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nack *n, struct dlq_nack_result *res)
-{
-	struct dlq_id copy_id;
-	double jitter = 0.0;
-	const struct dlq_policy *p = r->policy;
-	const char *target = p->retry_to ? NULL : n->client;
-
-	if(idgen__next(&d->idgen, &copy_id) || (p->retry_jitter > 0.0 && idgen__fraction(&d->idgen, &jitter))){
-		res->status = DLQ_NACK_RANDOM_FAILED;
-		return;
-	}
-	struct dlq_envelope *e = envelope__retry_copy(r, &copy_id, p->retry_to, target, n->client, port__wall_ms());
-	if(e == NULL){
-		res->status = DLQ_NACK_NOMEM;
-		return;
-	}
-	if(!fits_owed(d, e)){
-		envelope__free(e);
-		res->status = DLQ_NACK_FULL;
-		return;
-	}
-	e->seq = d->next_seq++;
-	e->retry_count = (uint16_t)res->attempt;
-	/* Its QoS is decided when it is published (engine__copy_qos). */
-	e->target_persists = target && n->client_persists;
-	int64_t requested = n->delay_requested ? (int64_t)(n->delay_ms > INT64_MAX ? INT64_MAX : n->delay_ms) : -1;
-	e->delay_ms = policy__retry_delay_ms(p, res->attempt, requested, jitter);
-	res->delay_ms = e->delay_ms;
-	if(e->delay_ms == 0){
-		res->status = DLQ_NACK_RETRIED;
-		persist__note_add(d, e, false);
-		engine__send(d, e);
-		return;
-	}
-	e->due_ms = port__now_ms() + e->delay_ms;
-	if(schedule__push(&d->delayed, e)){
-		envelope__free(e);
-		res->status = DLQ_NACK_NOMEM;
-		return;
-	}
-	d->changes++;
-	COUNT(d, p, delayed, 1);
-	persist__note_add(d, e, false);
-	res->status = DLQ_NACK_RETRIED;
-}
-
-int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
-		unsigned delivered, bool bounded)
-{
-	struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
-	if(e == NULL || (bounded && !fits_owed(d, e))){
-		int rc = e ? ENOSPC : ENOMEM;
-		envelope__free(e);
-		return rc;
-	}
-	e->seq = d->next_seq++;
-	e->retry_count = (uint16_t)delivered;
-	persist__note_add(d, e, false);
-	engine__send(d, e);
-	return 0;
-}
-
-static void nack_dead_letter(struct dlq *d, struct dlq_record *r, const struct dlq_nack *n, struct dlq_nack_result *res)
-{
-	int rc = engine__dead_letter_of(d, r, n->client, n->reason, res->attempt, true);
-	res->status = rc == 0 ? DLQ_NACK_DEAD_LETTERED : rc == ENOSPC ? DLQ_NACK_FULL : DLQ_NACK_NOMEM;
-}
-
-void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *res)
-{
-	struct dlq_id id;
-	const struct dlq_policy *policy = NULL;
-
-	memset(res, 0, sizeof(*res));
-	if(!id__decode(n->id, n->id_len, &id)){
-		res->status = DLQ_NACK_MALFORMED_ID;
-		goto refused;
-	}
-	struct dlq_record *r = ledger__find(&d->ledger, &id);
-	if(r == NULL){
-		res->status = DLQ_NACK_UNKNOWN_ID;
-		d->counters.unknown_ids++;
-		goto refused;
-	}
-	policy = r->policy;
-	/* A retry copy for the delivery topic goes to this client alone, and
-	 * the broker makes no read check on such a publish: a client may NACK
-	 * only what it may read, whoever gave it the id. */
-	if(n->may_read && n->may_read(n->may_read_ctx, record__topic(r), record__payload(r), r->payload_len, r->qos)){
-		res->status = DLQ_NACK_NOT_PERMITTED;
-		goto refused;
-	}
-	res->attempt = attempts_of(d, r, n->client);
-	res->max_attempts = r->policy->max_attempts;
-	if(dlq__owed_bytes(d) >= d->cfg.max_pending_bytes){
-		res->status = DLQ_NACK_FULL;
-		goto refused;
-	}
-	int rc = ledger__add_nacker(&d->ledger, r, n->client);
-	if(rc == EEXIST){
-		res->status = DLQ_NACK_DUPLICATE;
-		goto refused;
-	}else if(rc){
-		res->status = DLQ_NACK_NOMEM;
-		goto refused;
-	}
-
-	/* On failure nothing was published or recorded, so r is still there
-	 * and the nacker is undone: the NACK may be made again. */
-	if(res->attempt < r->policy->max_attempts){
-		nack_retry(d, r, n, res);
-	}else{
-		nack_dead_letter(d, r, n, res);
-	}
-	if(res->status != DLQ_NACK_RETRIED && res->status != DLQ_NACK_DEAD_LETTERED){
-		ledger__drop_last_nacker(&d->ledger, r);
-		goto refused;
-	}
-	persist__note_nacker(d, r, n->client);
-	engine__nacked(d, r, n->client);
-	COUNT(d, policy, nacks, 1);
-	/* The envelope and the nacker took room: the ledger gives it back. */
-	make_room(d, 0);
-	return;
-
-refused:
-	COUNT(d, policy, nacks_refused, 1);
-}
-
-const char *dlq__nack_status_text(enum dlq_nack_status s)
-{
-	switch(s){
-		case DLQ_NACK_RETRIED: return "retried";
-		case DLQ_NACK_DEAD_LETTERED: return "dead-lettered";
-		case DLQ_NACK_MALFORMED_ID: return "malformed dlq-id: expected 16 base64url characters";
-		case DLQ_NACK_UNKNOWN_ID: return "unknown or expired dlq-id";
-		case DLQ_NACK_DUPLICATE: return "delivery already NACKed by this client";
-		case DLQ_NACK_FULL: return "refused: retry copies and dead letters not yet published fill max_pending_bytes";
-		case DLQ_NACK_NOMEM: return "out of memory";
-		case DLQ_NACK_RANDOM_FAILED: return "the random source failed: no dlq-id for the retry copy";
-		case DLQ_NACK_NOT_PERMITTED: return "refused: this client may not read the message";
-	}
-	return "unknown status";
-}
-
-/* Mosquitto 2.0.x does not give back the in-flight slot of a message
- * removed when a session reconnects (src/handle_connect.c,
- * connection_check_acl): with a window of one, nothing more would be sent
- * to that client. Disconnected once, it reconnects to a recounted window. */
-static void kick_clients(struct dlq *d)
-{
-	struct dlq_kick *k = redelivery__take_kicks(&d->redelivery);
-	while(k){
-		struct dlq_kick *next = k->next;
-		int rc = port__kick(k->client);
-		port__log(DLQ_LOG_NOTICE, "disconnected " QFMT " once so that the broker recounts its in-flight window "
-				"after a diverted message%s%s", Q(k->client), rc ? ": " : "", rc ? strerror(rc) : "");
-		free(k);
-		k = next;
-	}
-}
-
-/* Whether this tick has nothing to do before the state file and $SYS
- * topics: nothing the broker took or may have taken, no record past its
- * window, no delayed copy due, nothing owed, no client to disconnect. The
- * broker ticks about once per message under load, so this is checked in a
- * few loads instead of walking each part's own early return. */
-static bool tick_idle(const struct dlq *d, uint64_t now)
-{
-	const struct dlq_record *oldest = d->ledger.oldest;
-	return d->unsaved.list.count == 0 && d->outbox.settling.count == 0 && d->outbox.sent.count == 0
-			&& d->outbox.owed.count == 0 && d->redelivery.kicks == NULL
-			&& (d->delayed.count == 0 || d->delayed.heap[0]->due_ms > now)
-			&& (oldest == NULL || now - oldest->created_ms <= d->cfg.nack_window_ms);
-}
-
-/* Whether no tick could have anything to do, whatever the time: nothing
- * tracked, delayed, owed or taken, no state file, no $SYS topics. Then a
- * tick need not even read the clock. */
-static bool tick_timeless(const struct dlq *d)
-{
-	return d->ledger.oldest == NULL && d->delayed.count == 0 && d->unsaved.list.count == 0
-			&& d->outbox.settling.count == 0 && d->outbox.sent.count == 0 && d->outbox.owed.count == 0
-			&& d->redelivery.kicks == NULL && d->cfg.sys_interval_ms == 0 && d->cfg.state_file == NULL;
-}
-
-static __attribute__((noinline)) void tick_work(struct dlq *d)
-{
-	uint64_t now = port__now_ms();
-	if(tick_idle(d, now)) goto timed;
-	/* What was accepted before the previous tick was taken by the broker
-	 * at the top of this loop pass. */
-	engine__settle_taken(d, now);
-	ledger__expire(&d->ledger, now, d->cfg.nack_window_ms);
-
-	struct dlq_envelope *e;
-	while((e = schedule__peek(&d->delayed)) != NULL && e->due_ms <= now){
-		schedule__remove(&d->delayed, e);
-		engine__send(d, e);
-	}
-
-	/* Try everything owed once; what fails again goes back in order. */
-	size_t n = d->outbox.owed.count;
-	while(n-- > 0){
-		e = d->outbox.owed.head;
-		outbox__unlink(&d->outbox, &d->outbox.owed, e);
-		engine__send(d, e);
-	}
-
-	/* Everything accepted so far is taken at the top of the next pass. */
-	outbox__move_all(&d->outbox.settling, &d->outbox.sent);
-	kick_clients(d);
-timed:
-	/* Checked here, where the answer is usually no, to spare two calls
-	 * per tick. */
-	if(d->cfg.state_file) persist__tick(d, now);
-	if(d->cfg.sys_interval_ms) systopics__tick(d, now);
-}
-
-void dlq__tick(struct dlq *d)
-{
-	/* 2.1: sessions that ended in the previous loop pass, and were not
-	 * resumed in it, are forgotten. */
-	if(d->sessions.ended) sessions__settle(&d->sessions);
-	if(!tick_timeless(d)) tick_work(d);
 }
 
 void dlq__client_active(struct dlq *d, const char *client, uintptr_t conn)

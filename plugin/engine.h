@@ -19,6 +19,10 @@
 		if(pc_) pc_->field += (n); \
 	}while(0)
 
+/* Makes room for bytes more in the ledger, oldest records first, without
+ * touching what is owed. */
+void engine__make_room(struct dlq *d, size_t bytes);
+
 /* Hands e to the broker. Accepted: e waits in "sent" until the broker has
  * taken it. Refused (or no memory for a copy's record): e waits in "owed".
  * Takes e either way. */
