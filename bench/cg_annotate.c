@@ -42,6 +42,25 @@ static void add_callback(struct callbacks *cb, const char *fn, double v)
 	cb->ir[cb->n++] = v;
 }
 
+/* The count that starts a callgrind_annotate line ("1,234,567 ..."), in
+ * *v, and where the rest of the line starts; false if there is none. */
+static bool leading_count(const char *line, double *v, const char **rest)
+{
+	char digits[64];
+	size_t nd = 0;
+	const char *s = line;
+	while(*s == ' ') s++;
+	while((*s >= '0' && *s <= '9') || *s == ','){
+		if(*s != ',' && nd < sizeof(digits) - 1) digits[nd++] = *s;
+		s++;
+	}
+	if(nd == 0) return false;
+	digits[nd] = '\0';
+	*v = strtod(digits, NULL);
+	*rest = s;
+	return true;
+}
+
 /* Parses "1,234,567 (12.3%)  file:function [object]" lines. */
 void cg__parse(const char *file, double ir[NFN])
 {
@@ -52,17 +71,9 @@ void cg__parse(const char *file, double ir[NFN])
 	FILE *p = popen(cmd, "r");
 	if(p == NULL) return;
 	while(fgets(line, sizeof(line), p)){
-		char digits[64];
-		size_t nd = 0;
-		const char *s = line;
-		while(*s == ' ') s++;
-		while((*s >= '0' && *s <= '9') || *s == ','){
-			if(*s != ',' && nd < sizeof(digits) - 1) digits[nd++] = *s;
-			s++;
-		}
-		if(nd == 0) continue;
-		digits[nd] = '\0';
-		double v = strtod(digits, NULL);
+		double v;
+		const char *s;
+		if(!leading_count(line, &v, &s)) continue;
 		const char *name = strstr(s, "  ");
 		if(name == NULL) continue;
 		name += 2;
@@ -132,16 +143,9 @@ void cg__print_profile(const char *file, bool inclusive, double units, const cha
 			continue;
 		}
 		if(!table || line[0] == '-' || line[0] == '\n' || is_caller_frame(line)) continue;
-		char digits[64];
-		size_t nd = 0;
-		const char *s = line;
-		while(*s == ' ') s++;
-		while((*s >= '0' && *s <= '9') || *s == ','){
-			if(*s != ',' && nd < sizeof(digits) - 1) digits[nd++] = *s;
-			s++;
-		}
-		if(nd == 0) continue;
-		digits[nd] = '\0';
+		double v;
+		const char *s;
+		if(!leading_count(line, &v, &s)) continue;
 		/* "(share)  file:function [object]": keep the share, the
 		 * function and the object's base name. */
 		const char *share = strchr(s, '(');
@@ -166,7 +170,7 @@ void cg__print_profile(const char *file, bool inclusive, double units, const cha
 			}
 			snprintf(obj, sizeof(obj), " [%.*s]", (int)(open + 1 + n - base), base);
 		}
-		printf("%9.0f %.*s  %s%s\n", strtod(digits, NULL) / units, (int)(close - share + 1), share, fn, obj);
+		printf("%9.0f %.*s  %s%s\n", v / units, (int)(close - share + 1), share, fn, obj);
 	}
 	printf("```\n");
 	pclose(p);
