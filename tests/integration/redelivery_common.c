@@ -155,6 +155,14 @@ void expect_dead_letters_at(const char *file, int line, struct scene *s, size_t 
 	client_expect_exactly_at(file, line, s->watch, "dead/#", n);
 }
 
+size_t broker_log_lines(const struct broker *b, const char *needle)
+{
+	char *log = broker_log(b);
+	size_t n = lines_with(log, needle);
+	free(log);
+	return n;
+}
+
 size_t lines_with(const char *text, const char *needle)
 {
 	size_t n = 0;

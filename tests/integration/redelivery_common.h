@@ -105,4 +105,7 @@ void expect_dead_letters_at(const char *file, int line, struct scene *s, size_t 
 /* How many lines of text contain needle. */
 size_t lines_with(const char *text, const char *needle);
 
+/* How many lines of b's whole log contain needle. */
+size_t broker_log_lines(const struct broker *b, const char *needle);
+
 #endif
