@@ -48,7 +48,8 @@ struct dlq_config {
 	bool broker_persistence;          /* persistence true: sessions survive a restart */
 	bool per_listener_settings;       /* the broker sends no TICK events */
 	bool queue_qos0_messages;         /* the broker keeps QoS 0 messages for offline sessions */
-	bool sends_visible;               /* 2.1: the broker shows every send (MESSAGE_OUT): exact counting */
+	bool exact_counting;              /* 2.1: the broker shows every send (MESSAGE_OUT): attempts are
+	                                     counted from sends (sends.c), not from 2.0's reconnect bursts */
 	/* Whether the broker holds a session for client (2.1's
 	 * mosquitto_client), called with broker_ctx: 1 yes, 0 no; NULL where
 	 * the broker cannot say (2.0). Set by the plugin, not an option. */

@@ -58,7 +58,6 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
-	d->exact_counting = d->cfg.sends_visible;
 	outbox__init(&d->outbox);
 	unsaved__init(&d->unsaved);
 	schedule__init(&d->delayed);
@@ -292,7 +291,7 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
 {
 	struct dlq_read_verdict v;
 	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF) return false;
-	if(d->exact_counting) return engine__read_check_exact(d, c);
+	if(d->cfg.exact_counting) return engine__read_check_exact(d, c);
 	if(redelivery__read_check(&d->redelivery, &d->ledger, c, &v)){
 		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(c->topic), Q(c->client));
 		return false;

@@ -72,10 +72,6 @@ struct dlq {
 	struct dlq_deadsubs deadsubs; /* owned: (client, filter) pairs warned about as reading dead letters */
 	struct dlq_sessions sessions; /* owned: sessions as Mosquitto 2.1 shows them (empty on 2.0) */
 	bool sessions_full_noted;     /* the "sessions not followed" line was logged */
-	/* From cfg.sends_visible, set by the adapters on a broker that shows
-	 * every send (2.1's MESSAGE_OUT): attempts are counted from sends
-	 * (sends.c), not from 2.0's reconnect bursts. */
-	bool exact_counting;
 	/* The records of recent sends' dlq-ids (sends.c), by the id's first
 	 * byte: the broker writes a stored message to each of its subscribers,
 	 * mostly within a few sends of each other, so a send's id text is
@@ -92,7 +88,7 @@ struct dlq {
  * carries the part of a record that holds them (record__new_more). */
 static inline bool engine__counts_deliveries(const struct dlq *d)
 {
-	return d->cfg.redelivery != DLQ_REDELIVERY_OFF || d->exact_counting;
+	return d->cfg.redelivery != DLQ_REDELIVERY_OFF || d->cfg.exact_counting;
 }
 
 /* Takes ownership of *cfg (zeroed on return, whatever the result) and, with
@@ -247,7 +243,7 @@ struct dlq_send {
 /* The broker writes a message carrying the dlq-id id (id_len bytes: the
  * last dlq-id user property of the stored message) with this topic and
  * payload to client. When it is a tracked record, counts the send and
- * fills *s with the attempt it is for client. Needs d->exact_counting. */
+ * fills *s with the attempt it is for client. Needs d->cfg.exact_counting. */
 void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len, const char *topic,
 		const void *payload, uint32_t payload_len, struct dlq_send *s);
 

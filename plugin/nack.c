@@ -27,7 +27,7 @@ static bool fits_owed(const struct dlq *d, const struct dlq_envelope *e)
 static unsigned attempts_of(const struct dlq *d, const struct dlq_record *r, const char *client)
 {
 	const struct dlq_delivery *dv = client ? redelivery__find(&d->redelivery, r, client) : NULL;
-	if(d->exact_counting) return engine__attempt_of(r, dv);
+	if(d->cfg.exact_counting) return engine__attempt_of(r, dv);
 	return (unsigned)r->attempt + (dv ? dv->redeliveries : 0u);
 }
 

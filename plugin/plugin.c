@@ -70,8 +70,8 @@ static bool wanted(const struct dlq_plugin *pl, size_t i)
 	switch(callbacks[i].need){
 		case NEED_ALWAYS: return true;
 		case NEED_REDELIVERY: return pl->engine.cfg.redelivery != DLQ_REDELIVERY_OFF;
-		case NEED_MESSAGE_OUT: return pl->engine.exact_counting;
-		case NEED_NO_PERSISTENCE: return pl->engine.exact_counting && !pl->engine.cfg.broker_persistence;
+		case NEED_MESSAGE_OUT: return pl->engine.cfg.exact_counting;
+		case NEED_NO_PERSISTENCE: return pl->engine.cfg.exact_counting && !pl->engine.cfg.broker_persistence;
 	}
 	return false;
 }
@@ -117,7 +117,7 @@ static const char *self_path(void)
 static void log_counting(const struct dlq_plugin *pl)
 {
 	const struct dlq_config *cfg = &pl->engine.cfg;
-	if(!pl->engine.exact_counting){
+	if(!pl->engine.cfg.exact_counting){
 		if(cfg->delivery_count && cfg->delivery_count_given){
 			port__log(DLQ_LOG_NOTICE, "plugin_opt_delivery_count on: this broker (Mosquitto 2.0) does not show "
 					"a plugin each send to each subscriber, so no delivery-count is stamped");
@@ -299,7 +299,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	enum dlq_redelivery_mode mode = cfg.redelivery;
 	uint64_t window = cfg.nack_window_ms;
 	uint64_t bound = cfg.max_pending_bytes;
-	cfg.sends_visible = can_count_sends(&pl->caps);
+	cfg.exact_counting = can_count_sends(&pl->caps);
 	rc = dlq__init(&pl->engine, &cfg, err, sizeof(err));
 	if(rc){
 		port__log(DLQ_LOG_ERR, "could not start: %s", err);

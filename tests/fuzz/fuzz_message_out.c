@@ -222,7 +222,7 @@ static void start(struct run *r)
 	fake_reset();
 	fake.record_sys = true;
 	FUZZ_CHECK(config__parse(fuzz_standard_options, fuzz_standard_count, &cfg, err, sizeof(err)) == 0, "%s", err);
-	cfg.sends_visible = true;
+	cfg.exact_counting = true;
 	cfg.delivery_count = true;
 	FUZZ_CHECK(dlq__init(&r->pl.engine, &cfg, err, sizeof(err)) == 0, "dlq__init: %s", err);
 	r->pl.caps.props = fake_reader_v21;

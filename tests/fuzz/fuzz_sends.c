@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Fuzz target: exact counting on Mosquitto 2.1 (sends.c, d->exact_counting):
+ * Fuzz target: exact counting on Mosquitto 2.1 (sends.c, d->cfg.exact_counting):
  * the sends the broker shows (MESSAGE_OUT, dlq__sent) of messages carrying
  * tracked, forged or malformed dlq-id values, on their own topic and payload
  * or another, the READ checks of 2.1's exact path (dlq__read_check with the
@@ -242,9 +242,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct dlq_config cfg;
 	char err[512];
 	FUZZ_CHECK(config__parse(opts, fuzz_standard_count + 1, &cfg, err, sizeof(err)) == 0, "config__parse: %s", err);
-	cfg.sends_visible = true;
+	cfg.exact_counting = true;
 	FUZZ_CHECK(dlq__init(&r.d, &cfg, err, sizeof(err)) == 0, "dlq__init: %s", err);
-	FUZZ_CHECK(r.d.exact_counting, "exact counting is off");
+	FUZZ_CHECK(r.d.cfg.exact_counting, "exact counting is off");
 
 	for(int op = 0; op < MAX_OPS && fuzz_input_more(&in); op++){
 		uint8_t code = fuzz_input_byte(&in) % 10;

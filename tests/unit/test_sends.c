@@ -31,7 +31,7 @@ static void start_with(const char *mode)
 	ck_assert_msg(config__parse(opts, 2, &cfg, err, sizeof(err)) == 0, "config__parse: %s", err);
 	cfg.sys_interval_ms = 0;
 	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
-	d.exact_counting = true;
+	d.cfg.exact_counting = true;
 }
 
 static void stop(void)
