@@ -92,16 +92,28 @@ static __attribute__((noinline)) void track_message(struct dlq_plugin *pl, struc
 	}
 }
 
+/* A message the match cache had no answer for, or a tracked one. */
+static __attribute__((noinline)) int message_not_plain(struct dlq_plugin *pl, struct mosquitto_evt_message *ed,
+		const struct dlq_policy *policy)
+{
+	if(policy == NULL) policy = dlq__policy_for(&pl->engine, ed->topic);
+	if(policy) track_message(pl, ed, policy);
+	return MOSQ_ERR_SUCCESS;
+}
+
 int adapter__message(int event, void *event_data, void *userdata)
 {
 	struct mosquitto_evt_message *ed = event_data;
 	struct dlq_plugin *pl = userdata;
 	(void)event;
 
-	dlq__event(&pl->engine);
-	const struct dlq_policy *policy = dlq__policy_for(&pl->engine, ed->topic);
-	if(policy) track_message(pl, ed, policy);
-	return MOSQ_ERR_SUCCESS;
+	dlq__quiet_event(&pl->engine);
+	/* The common case, a topic the cache knows to match no policy, in
+	 * as few instructions as it takes: no call but strlen. */
+	const struct dlq_policy *policy;
+	bool hit = dlq__policy_cached(&pl->engine, ed->topic, &policy);
+	if(hit && policy == NULL) return MOSQ_ERR_SUCCESS;
+	return message_not_plain(pl, ed, hit ? policy : NULL);
 }
 
 /* Sends a reply to the requesting client only, so that one client never sees
@@ -201,7 +213,7 @@ int adapter__tick(int event, void *event_data, void *userdata)
 	(void)event_data;
 
 	pl->ticks++;
-	dlq__event(&pl->engine);
+	dlq__quiet_event(&pl->engine);
 	dlq__tick(&pl->engine);
 	return MOSQ_ERR_SUCCESS;
 }

@@ -132,6 +132,7 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 {
 	struct dlq_id id;
 
+	d->tick_quiet = false;
 	if(payload_len > d->cfg.max_pending_bytes){
 		COUNT(d, policy, untracked_full, 1);
 		return ENOSPC;
@@ -291,6 +292,7 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
 {
 	struct dlq_read_verdict v;
 	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF) return false;
+	d->tick_quiet = false; /* it may queue a kick */
 	if(d->cfg.exact_counting) return engine__read_check_exact(d, c);
 	if(redelivery__read_check(&d->redelivery, &d->ledger, c, &v)){
 		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(c->topic), Q(c->client));

@@ -72,6 +72,14 @@ struct dlq {
 	struct dlq_deadsubs deadsubs; /* owned: (client, filter) pairs warned about as reading dead letters */
 	struct dlq_sessions sessions; /* owned: sessions as Mosquitto 2.1 shows them (empty on 2.0) */
 	bool sessions_full_noted;     /* the "sessions not followed" line was logged */
+	/* The last tick found nothing to do, whatever the time (tick.c,
+	 * tick_timeless): nothing tracked, delayed, owed or taken, no state
+	 * file, no $SYS topics. From there only a tracked message, a READ
+	 * check (a kick), a reload or a session's end (sessions.ended, which
+	 * dlq__tick looks at too) can give a tick work, and dlq__track,
+	 * dlq__read_check and dlq__reload clear this; so does every broker
+	 * event but those of dlq__quiet_event (dlq__event). */
+	bool tick_quiet;
 	/* The records of recent sends' dlq-ids (sends.c), by the id's first
 	 * byte: the broker writes a stored message to each of its subscribers,
 	 * mostly within a few sends of each other, so a send's id text is
@@ -108,6 +116,12 @@ void dlq__cleanup(struct dlq *d);
 static inline const struct dlq_policy *dlq__policy_for(struct dlq *d, const char *topic)
 {
 	return match_cache__match(&d->matches, &d->cfg.policies, d->policy_generation, topic);
+}
+/* Whether the cache knows topic's policy (then in *policy, NULL for none);
+ * false: ask dlq__policy_for. */
+static inline bool dlq__policy_cached(struct dlq *d, const char *topic, const struct dlq_policy **policy)
+{
+	return match_cache__hit(&d->matches, d->policy_generation, topic, policy);
 }
 
 /* Tracks an inbound publish that matched policy: records it in the ledger
@@ -163,8 +177,14 @@ const char *dlq__nack_status_text(enum dlq_nack_status s);
 /* Once per broker loop pass: lets go of what the broker has taken, expires
  * records, publishes the retry copies now due, and retries owed envelopes.
  * When nothing could be due it returns at once, without reading the clock
- * (the broker ticks about once per message under load). */
-void dlq__tick(struct dlq *d);
+ * (the broker ticks about once per message under load); and when the last
+ * tick found nothing at all to do and no event came since that could
+ * change that (tick_quiet), in one load, inlined into the TICK callback. */
+void dlq__tick_awake(struct dlq *d);
+static inline void dlq__tick(struct dlq *d)
+{
+	if(!d->tick_quiet || d->sessions.ended) dlq__tick_awake(d);
+}
 
 /* A client's connection ended. Retry copies for it that are owed, delayed,
  * or were sent in this loop pass (the broker has not taken them yet) become
@@ -216,8 +236,18 @@ bool dlq__subscribed_to_dead_letters(struct dlq *d, const char *client, const ch
  * Connections are the broker's context pointers, as opaque numbers. */
 
 /* Any broker event other than those below: it ends a reconnect's run of
- * access checks. */
-static inline void dlq__event(struct dlq *d){ redelivery__event(&d->redelivery); }
+ * access checks, and may give the next tick work (a quiet tick looks
+ * again). */
+static inline void dlq__event(struct dlq *d)
+{
+	redelivery__event(&d->redelivery);
+	d->tick_quiet = false;
+}
+/* The events that cannot give a tick work by themselves: a tick, and an
+ * inbound publish before it is tracked (dlq__track then wakes the tick).
+ * The broker sends both about once per message under load, so an
+ * untracked message's tick returns at once. */
+static inline void dlq__quiet_event(struct dlq *d){ redelivery__event(&d->redelivery); }
 
 /* client showed it is connected on conn (it published, subscribed, sent a
  * control message, or was checked for writing). */

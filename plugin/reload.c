@@ -81,6 +81,7 @@ static void free_unused_retired(struct dlq *d)
 int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char *err, size_t errlen)
 {
 	struct dlq_config fresh;
+	d->tick_quiet = false;
 	int rc = config__parse(opts, count, &fresh, err, errlen);
 	if(rc) return rc;
 

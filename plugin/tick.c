@@ -89,10 +89,14 @@ timed:
 	if(d->cfg.sys_interval_ms) systopics__tick(d, now);
 }
 
-void dlq__tick(struct dlq *d)
+void dlq__tick_awake(struct dlq *d)
 {
 	/* 2.1: sessions that ended in the previous loop pass, and were not
 	 * resumed in it, are forgotten. */
 	if(d->sessions.ended) sessions__settle(&d->sessions);
-	if(!tick_timeless(d)) tick_work(d);
+	if(tick_timeless(d)){
+		d->tick_quiet = true;
+		return;
+	}
+	tick_work(d);
 }

@@ -540,6 +540,40 @@ START_TEST(records_expire_after_the_nack_window)
 }
 END_TEST
 
+/* A tick with nothing to do at any time (no $SYS topics, nothing tracked)
+ * makes the next ticks return at once; what comes after it wakes them. */
+START_TEST(a_quiet_tick_wakes_for_what_comes_after_it)
+{
+	const struct dlq_option opts[] = {
+		{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
+		{"nack_window", "10s"},
+		{"sys_interval", "0s"},
+	};
+	start(opts, ARRAY_LEN(opts));
+	uint64_t t0 = fake.now_ms;
+	dlq__tick(&d);
+	ck_assert(d.tick_quiet);
+	dlq__quiet_event(&d); /* an untracked message, a tick */
+	ck_assert(d.tick_quiet);
+
+	/* A tracked message (dlq__track, with no event before it) wakes the
+	 * tick: its record expires after the window. */
+	char a[DLQ_ID_LEN + 1];
+	track("numbers", "a", 1, a);
+	ck_assert(!d.tick_quiet);
+	fake.now_ms = t0 + 10001;
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.counters.expired, 1);
+	ck_assert_uint_eq(d.ledger.count, 0);
+
+	/* Quiet again; any other event wakes it. */
+	dlq__tick(&d);
+	ck_assert(d.tick_quiet);
+	dlq__event(&d);
+	ck_assert(!d.tick_quiet);
+}
+END_TEST
+
 START_TEST(the_default_window_is_300_seconds)
 {
 	start(standard, ARRAY_LEN(standard));
@@ -1519,6 +1553,7 @@ static Suite *dlq_suite(void)
 	tc = tcase_create("window and bound");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, records_expire_after_the_nack_window);
+	tcase_add_test(tc, a_quiet_tick_wakes_for_what_comes_after_it);
 	tcase_add_test(tc, the_default_window_is_300_seconds);
 	tcase_add_test(tc, the_bound_evicts_the_oldest_records_first);
 	tcase_add_test(tc, a_message_larger_than_the_bound_is_not_tracked);

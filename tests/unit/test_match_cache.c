@@ -61,8 +61,18 @@ START_TEST(answers_are_the_tries_hit_or_miss)
 	ck_assert_int_eq(match_cache__init(&c, 0), 0);
 	const char *topics[] = {
 		"bench/plain/1", "bench/tracked/1", "site/7/a/b", "x/alarm3/y", "$SYS/alarm3/y",
-		"bench/decoy5/z", "bench/decoy5", "", "a", "bench/tracked/", "bench/tracked/1/2",
+		"bench/decoy5/z", "bench/decoy5", "", "b", "bench/tracked/", "bench/tracked/1/2",
 	};
+	/* (Chosen so that no two of them share a slot: then each is missed
+	 * exactly once.) */
+	for(size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); i++){
+		for(size_t j = 0; j < i; j++){
+			if(topics[i][0] && topics[j][0]){
+				ck_assert_uint_ne(match_cache__slot(topics[i], strlen(topics[i])),
+						match_cache__slot(topics[j], strlen(topics[j])));
+			}
+		}
+	}
 	size_t n = sizeof(topics) / sizeof(topics[0]);
 	for(int round = 0; round < 3; round++){
 		for(size_t i = 0; i < n; i++){
