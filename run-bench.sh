@@ -83,10 +83,12 @@ fi
 # dlq_bench is a meson target once the top-level meson.build has
 # subdir('bench'); until then it is compiled here with the same flags.
 if grep -q "^subdir('bench')" meson.build; then
-	ninja -C "$BUILD" bench/dlq_bench >>"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+	ninja -C "$BUILD" bench/dlq_bench bench/dlq_floor.so >>"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 	bench="$BUILD/bench/dlq_bench"
+	floor=(--floor-plugin "$BUILD/bench/dlq_floor.so")
 else
 	bench="$BUILD/dlq_bench"
+	floor=()
 	# shellcheck disable=SC2046
 	gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Iinclude bench/*.c \
 		$(pkg-config --cflags --libs libmosquitto) -lpthread -o "$bench"
@@ -106,7 +108,7 @@ sources=$(cat plugin/*.c plugin/*.h include/*.h | sha256sum | cut -c1-12)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "no commit")
 rm -rf "$BUILD/callgrind" "$log"
 run=("$bench" --revision "git $commit, plugin sources sha256 $sources" --plugin "$BUILD/mosquitto_dlq.so"
-	--callgrind-dir "$BUILD/callgrind" "${broker_args[@]}" "${extra[@]}" "$@")
+	"${floor[@]}" --callgrind-dir "$BUILD/callgrind" "${broker_args[@]}" "${extra[@]}" "$@")
 if ! $broker_mounted_here; then
 	trap - EXIT
 	exec "${run[@]}"

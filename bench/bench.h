@@ -211,6 +211,7 @@ void load__result_free(struct load_result *res);
 /* ---- the suites (suite.c, memory.c, callgrind.c) ---- */
 
 #define BENCH_MAX_ROUNDS 16
+#define CG_PAIRS_LIMIT 5     /* --callgrind-pairs */
 #define BENCH_MAX_PLUGIN_OPTS 16
 
 struct bench_config {
@@ -227,6 +228,8 @@ struct bench_config {
 	uint64_t prefill;            /* tracked messages sent before the rounds */
 	uint64_t memory_count;       /* messages per payload size */
 	uint64_t callgrind_count;    /* tracked messages in the callgrind run */
+	const char *floor_plugin_path; /* bench/floor_plugin.c built, or NULL: no floor cases */
+	int callgrind_pairs;         /* pairs of callgrind runs per case, 1..CG_PAIRS_LIMIT; the median is reported */
 	const char *callgrind_dir;   /* where the profiles go; NULL: a new /tmp directory */
 	const char *valgrind_root;   /* the broker's root, for valgrind (broker_opts) */
 	char broker_version[32];     /* "2.0.11", "2.1.2"; "" if unknown */

@@ -27,14 +27,23 @@ struct cg_case {
 	int policies;                /* 0: BENCH_POLICIES */
 	const char *opt;             /* one more plugin option, or NULL */
 	bool profile;                /* also a profile of the plugin's callbacks alone */
+	bool floor;                  /* the floor plugin (bench/floor_plugin.c) instead of the plugin */
 };
+
+#define CG_PAIRS_MAX CG_PAIRS_LIMIT
 
 struct cg_result {
 	bool ok;
 	bool na;                     /* the plugin refused the case's option */
-	double per[NFN];             /* Ir per published message */
+	double per[NFN];             /* Ir per published message: the median of the pairs */
+	int pairs;                   /* pairs of runs measured */
+	double total_lo, total_hi;   /* the range of per[FN_TOTAL] over the pairs */
 };
 
+/* res's per[] as the median of each figure over pairs (per pair: the
+ * difference of the large and the small run, per message), and the range
+ * of the totals. */
+void cg__median(double per[][NFN], int pairs, struct cg_result *res);
 /* Fills ir from `callgrind_annotate --inclusive=yes FILE` (zeros for what
  * is not found). */
 void cg__parse(const char *file, double ir[NFN]);

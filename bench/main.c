@@ -39,6 +39,9 @@ static void usage(FILE *f, const char *prog)
 		"                     private directory, e.g. --plugin-opt 'state_file {dir}/dlq.state'\n"
 		"  --revision TEXT    what was measured (printed in the header)\n"
 		"  --callgrind-dir D  keep the callgrind profiles in D (default: a new /tmp directory)\n"
+		"  --floor-plugin PATH  the floor plugin (bench/floor_plugin.c, built as dlq_floor.so): the callgrind\n"
+		"                     suite's floor cases, the least the broker's API costs per tracked message\n"
+		"  --callgrind-pairs N  pairs of callgrind runs per case, 1..5 (default 3, quick 1): the median is reported\n"
 		"  --no-pin           do not pin the brokers to CPU 0 and the load to CPU 1\n"
 		"  --valgrind-root R  the broker lives in root R (2.1's): the callgrind suite runs\n"
 		"                     chroot R valgrind ... /usr/sbin/mosquitto (run-bench.sh --broker 2.1)\n",
@@ -169,6 +172,8 @@ int main(int argc, char **argv)
 		{ "no-callgrind", no_argument, NULL, 'n' },
 		{ "revision", required_argument, NULL, 'v' },
 		{ "callgrind-dir", required_argument, NULL, 'c' },
+		{ "callgrind-pairs", required_argument, NULL, 'C' },
+		{ "floor-plugin", required_argument, NULL, 'F' },
 		{ "no-pin", no_argument, NULL, 'P' },
 		{ "valgrind-root", required_argument, NULL, 'R' },
 		{ "plugin-opt", required_argument, NULL, 'O' },
@@ -188,6 +193,7 @@ int main(int argc, char **argv)
 	int nopts = 0;
 	double seconds = 0;
 	int rounds = 0;
+	int cg_pairs = 0;
 	const char *revision = NULL;
 	bool pin = true;
 	int c;
@@ -203,6 +209,7 @@ int main(int argc, char **argv)
 			case 'c': cfg.callgrind_dir = optarg; break;
 			case 'P': pin = false; break;
 			case 'R': cfg.valgrind_root = optarg; break;
+			case 'F': cfg.floor_plugin_path = optarg; break;
 			case 'O': {
 				/* "key value": a key, blanks, a value. */
 				size_t k = strcspn(optarg, " \t");
@@ -222,6 +229,13 @@ int main(int argc, char **argv)
 				rounds = parse_int(optarg);
 				if(rounds < 1 || rounds > BENCH_MAX_ROUNDS){
 					fprintf(stderr, "%s: --rounds must be 1..%d\n", argv[0], BENCH_MAX_ROUNDS);
+					return 2;
+				}
+				break;
+			case 'C':
+				cg_pairs = parse_int(optarg);
+				if(cg_pairs < 1 || cg_pairs > CG_PAIRS_LIMIT){
+					fprintf(stderr, "%s: --callgrind-pairs must be 1..%d\n", argv[0], CG_PAIRS_LIMIT);
 					return 2;
 				}
 				break;
@@ -256,6 +270,7 @@ int main(int argc, char **argv)
 	cfg.prefill = cfg.quick ? 0 : 260000;
 	cfg.memory_count = cfg.quick ? 5000 : 20000;
 	cfg.callgrind_count = cfg.quick ? 200 : 2000;
+	cfg.callgrind_pairs = cg_pairs ? cg_pairs : (cfg.quick ? 1 : 3);
 	/* The durability suite: fewer rounds (seven phases each), and a
 	 * fixed workload under strace for the fdatasync counts. */
 	cfg.durability_rounds = rounds ? rounds : (cfg.quick ? 2 : 4);

@@ -74,12 +74,15 @@ def budgets(a, b):
     ha, ra = find(a, "Budgets (issue 14)")
     hb, rb = find(b, "Budgets (issue 14)")
     by_b = {r[0]: r for r in rb}
-    mi, vi = column(ha, "measured"), column(ha, "met/missed")
-    print("| path | budget | %s | %s | met/missed %s · %s |" % (a["version"], b["version"], a["version"], b["version"]))
-    print("|---|---|---|---|---|")
+    mi, fi, vi = column(ha, "measured"), column(ha, "floor"), column(ha, "met/missed")
+    fb = column(hb, "floor")
+    v1, v2 = a["version"], b["version"]
+    print("| path | budget | %s | %s floor | %s | %s floor | met/missed %s · %s |" % (v1, v1, v2, v2, v1, v2))
+    print("|---|---|---|---|---|---|---|")
     for r in ra:
         o = by_b.get(r[0], [])
-        print("| %s | %s | %s | %s | %s · %s |" % (r[0], cell(r, 1), cell(r, mi), cell(o, mi), cell(r, vi), cell(o, vi)))
+        print("| %s | %s | %s | %s | %s | %s | %s · %s |" % (r[0], cell(r, 1), cell(r, mi), cell(r, fi), cell(o, mi),
+                                                            cell(o, fb), cell(r, vi), cell(o, vi)))
     # The memory budget, from the memory suite's table.
     name = "beyond payload + topic + properties B/record"
     figs, verdicts = [], []
@@ -91,8 +94,8 @@ def budgets(a, b):
         verdicts.append("**missed**" if "missed" in found else ", ".join(sorted(found)) or "–")
     h, rows = find(a, "Memory")
     sizes = " / ".join(r[0] for r in rows) or "?"
-    print("| memory per kept record beyond payload + topic + properties (B, payload %s B) | ≤ 96 B | %s | %s | %s · %s |"
-          % (sizes, figs[0], figs[1], verdicts[0], verdicts[1]))
+    print("| memory per kept record beyond payload + topic + properties (B, payload %s B) | ≤ 96 B | %s | – | %s | – "
+          "| %s · %s |" % (sizes, figs[0], figs[1], verdicts[0], verdicts[1]))
 
 
 def instructions(a, b):

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The floor plugin (the callgrind suite's "floor" cases, BENCHMARKS.md):
+ * the least any plugin doing mosquitto-dlq's job must make the broker do
+ * for a tracked message, and nothing else, so that the budgets of issue 14
+ * can be set beside what the broker's own API costs. Per inbound publish on
+ * the benchmark's tracked topics it keeps a copy of the topic and payload
+ * (a NACK must be able to make a retry copy or a dead letter of it: one
+ * allocation, kept until the broker stops, as a record is kept for its
+ * NACK window) and stamps the message with a 24-character dlq-id user
+ * property through mosquitto_property_add_string_pair (the subscriber must
+ * be able to name it). Where the broker has MESSAGE_OUT (2.1), each send
+ * of a stamped message gets its own property list with a delivery-count
+ * (mosquitto_property_copy_all, then add_string_pair; the broker frees it
+ * after the send), unless plugin_opt_delivery_count is off. No id is drawn
+ * (a constant), nothing is looked up, counted or logged: what it costs is
+ * the broker's work for the stamp and the copy. Never for production.
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mosquitto.h>
+#include <mosquitto_broker.h>
+#include <mosquitto_plugin.h>
+#include <mqtt_protocol.h>
+
+#include "bench.h"
+#include "broker_v21.h"
+
+/* As long as a dlq-id's text. */
+#define FLOOR_ID "AAAAAAAAAAAAAAAAAAAAAAAA"
+
+struct kept {
+	struct kept *next;
+	size_t payload_len;
+	char data[]; /* topic NUL payload */
+};
+
+struct floor_state {
+	mosquitto_plugin_id_t *id;
+	struct kept *kept;
+	int (*copy_all)(mosquitto_property **dest, const mosquitto_property *src);
+	int delivery_count;
+	int message_out; /* registered */
+};
+
+static struct floor_state state;
+
+static int tracked_topic(const char *topic)
+{
+	return topic && !strncmp(topic, BENCH_TOPIC_TRACKED, sizeof(BENCH_TOPIC_TRACKED) - 1);
+}
+
+static int on_message(int event, void *event_data, void *userdata)
+{
+	struct mosquitto_evt_message *ed = event_data;
+	struct floor_state *s = userdata;
+	(void)event;
+	if(!tracked_topic(ed->topic)) return MOSQ_ERR_SUCCESS;
+	size_t topic_len = strlen(ed->topic);
+	struct kept *k = malloc(sizeof(*k) + topic_len + 1 + ed->payloadlen);
+	if(k == NULL) return MOSQ_ERR_SUCCESS;
+	memcpy(k->data, ed->topic, topic_len + 1);
+	if(ed->payloadlen) memcpy(k->data + topic_len + 1, ed->payload, ed->payloadlen);
+	k->payload_len = ed->payloadlen;
+	k->next = s->kept;
+	s->kept = k;
+	mosquitto_property_add_string_pair(&ed->properties, MQTT_PROP_USER_PROPERTY, "dlq-id", FLOOR_ID);
+	return MOSQ_ERR_SUCCESS;
+}
+
+static int on_message_out(int event, void *event_data, void *userdata)
+{
+	struct mosquitto_evt_message *ed = event_data;
+	struct floor_state *s = userdata;
+	(void)event;
+	if(ed->properties == NULL || !tracked_topic(ed->topic)) return MOSQ_ERR_SUCCESS;
+	if(mosquitto_client_protocol_version(ed->client) != 5) return MOSQ_ERR_SUCCESS;
+	mosquitto_property *copy = NULL;
+	if(s->copy_all(&copy, ed->properties) != MOSQ_ERR_SUCCESS
+			|| mosquitto_property_add_string_pair(&copy, MQTT_PROP_USER_PROPERTY, "delivery-count", "1")
+			!= MOSQ_ERR_SUCCESS){
+		mosquitto_property_free_all(&copy);
+		return MOSQ_ERR_SUCCESS;
+	}
+	ed->properties = copy; /* the broker frees it after the send */
+	return MOSQ_ERR_SUCCESS;
+}
+
+int mosquitto_plugin_version(int supported_version_count, const int *supported_versions)
+{
+	for(int i = 0; i < supported_version_count; i++){
+		if(supported_versions[i] == 5) return 5;
+	}
+	return -1;
+}
+
+int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **userdata, struct mosquitto_opt *options,
+		int option_count)
+{
+	memset(&state, 0, sizeof(state));
+	state.id = identifier;
+	state.delivery_count = 1;
+	/* The benchmark's policy lines and the like are the real plugin's. */
+	for(int i = 0; i < option_count; i++){
+		if(!strcmp(options[i].key, "delivery_count") && !strcmp(options[i].value, "off")) state.delivery_count = 0;
+	}
+	*userdata = &state;
+	int rc = mosquitto_callback_register(identifier, MOSQ_EVT_MESSAGE, on_message, NULL, &state);
+	if(rc) return rc;
+	*(void **)&state.copy_all = dlsym(RTLD_DEFAULT, "mosquitto_property_copy_all");
+	if(state.delivery_count && state.copy_all){
+		/* Refused by 2.0, which has no such event: then there is no
+		 * per-send work to make. */
+		state.message_out = mosquitto_callback_register(identifier, DLQ_MOSQ_EVT_MESSAGE_OUT, on_message_out,
+				NULL, &state) == MOSQ_ERR_SUCCESS;
+	}
+	mosquitto_log_printf(MOSQ_LOG_NOTICE, "dlq floor plugin: stamp%s", state.message_out
+			? ", and delivery-count per send" : " only");
+	return MOSQ_ERR_SUCCESS;
+}
+
+int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *options, int option_count)
+{
+	struct floor_state *s = userdata;
+	(void)options;
+	(void)option_count;
+	mosquitto_callback_unregister(s->id, MOSQ_EVT_MESSAGE, on_message, NULL);
+	if(s->message_out) mosquitto_callback_unregister(s->id, DLQ_MOSQ_EVT_MESSAGE_OUT, on_message_out, NULL);
+	while(s->kept){
+		struct kept *next = s->kept->next;
+		free(s->kept);
+		s->kept = next;
+	}
+	return MOSQ_ERR_SUCCESS;
+}
