@@ -34,6 +34,9 @@
  * 50 times slower, so per message it would be overstated there; the table
  * shows it, the profiles leave it out. */
 static const char *const profile_toggle[] = { "adapter__message*", "adapter__control", NULL };
+/* The NACK callback alone: the plugin's own work per NACK is what it
+ * collects less the broker's functions it calls. */
+static const char *const control_toggle[] = { "adapter__control", NULL };
 
 static const struct cg_case cases[] = {
 	{ "bare", "bare", BROKER_BARE, LOAD_PLAIN, 1, 0, NULL, false, false },
@@ -49,6 +52,8 @@ static const struct cg_case cases[] = {
 	/* What the broker's API costs any plugin that keeps and stamps each
 	 * tracked message (and, on 2.1, gives each send its delivery-count):
 	 * the floor under the tracked budgets. */
+	{ "floor-untracked", "floor: untracked (a prefix compare)", BROKER_PLUGIN, LOAD_PLAIN, 1, 0, NULL,
+		false, true },
 	{ "floor", "floor: keep and stamp only", BROKER_PLUGIN, LOAD_TRACKED, 1, 0, NULL, false, true },
 	{ "floor-dc-off", "floor, delivery_count off", BROKER_PLUGIN, LOAD_TRACKED, 1, 0, DELIVERY_COUNT_OFF, false, true },
 	{ "floor-1to4", "floor: keep and stamp only", BROKER_PLUGIN, LOAD_TRACKED, 4, 0, NULL, false, true },
@@ -203,6 +208,16 @@ int suite__callgrind(const struct bench_config *cfg)
 		}
 		cg__median(per, pairs, &res[i]);
 		res[i].ok = true;
+		if(cc->load == LOAD_STORM && !cc->floor){
+			char ctl[320];
+			snprintf(ctl, sizeof(ctl), "%s/callgrind.%s.control-only", dir, cc->name);
+			fprintf(stderr, "callgrind: %s, the NACK callback only\n", cc->name);
+			if(run_one(cfg, cc, n1, ctl, control_toggle, NULL)
+					|| cg__split_broker_calls(ctl, &res[i].control_total, &res[i].control_calls)){
+				fprintf(stderr, "callgrind: %s: the NACK callback's profile could not be read\n", cc->name);
+				res[i].control_total = 0;
+			}
+		}
 	}
 	cg__print_tables(cases, res, NCASES, n0, n1, cfg->broker_version);
 

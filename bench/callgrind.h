@@ -30,6 +30,16 @@ struct cg_case {
 	bool floor;                  /* the floor plugin (bench/floor_plugin.c) instead of the plugin */
 };
 
+/* The broker's functions the plugin's code calls, in a profile collected
+ * inside the plugin's callbacks only (callgrind_annotate --tree=calling):
+ * their inclusive cost in all, and by function. */
+#define CG_BROKER_CALLS_MAX 24
+struct cg_broker_calls {
+	double ir;
+	char name[CG_BROKER_CALLS_MAX][96];
+	double by_name[CG_BROKER_CALLS_MAX];
+	int n;
+};
 #define CG_PAIRS_MAX CG_PAIRS_LIMIT
 
 struct cg_result {
@@ -38,6 +48,11 @@ struct cg_result {
 	double per[NFN];             /* Ir per published message: the median of the pairs */
 	int pairs;                   /* pairs of runs measured */
 	double total_lo, total_hi;   /* the range of per[FN_TOTAL] over the pairs */
+	/* The storm: a run collected inside adapter__control only, split
+	 * into the broker's functions it calls and the rest (the plugin's
+	 * own work); control_total 0: not measured. */
+	double control_total;
+	struct cg_broker_calls control_calls;
 };
 
 /* res's per[] as the median of each figure over pairs (per pair: the
@@ -47,6 +62,9 @@ void cg__median(double per[][NFN], int pairs, struct cg_result *res);
 /* Fills ir from `callgrind_annotate --inclusive=yes FILE` (zeros for what
  * is not found). */
 void cg__parse(const char *file, double ir[NFN]);
+/* Fills *total (everything the profile collected) and out; 0, or -1 when
+ * the profile could not be read. */
+int cg__split_broker_calls(const char *file, double *total, struct cg_broker_calls *out);
 /* Prints the costliest functions of a profile collected inside the
  * plugin's callbacks only, per unit, inclusive or self. */
 void cg__print_profile(const char *file, bool inclusive, double units, const char *unit);

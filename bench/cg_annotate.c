@@ -175,3 +175,148 @@ void cg__print_profile(const char *file, bool inclusive, double units, const cha
 	printf("```\n");
 	pclose(p);
 }
+
+/* The function name of a callgrind_annotate line's "file:function (Nx)
+ * [object]" part (the name only) into out; false if there is none. */
+static bool line_function(const char *s, char *out, size_t len)
+{
+	const char *colon = strchr(s, ':');
+	if(colon == NULL) return false;
+	size_t n = strcspn(colon + 1, " \n");
+	if(n == 0 || n >= len) return false;
+	snprintf(out, len, "%.*s", (int)n, colon + 1);
+	return true;
+}
+
+static bool is_plugin_line(const char *s)
+{
+	return strstr(s, "mosquitto_dlq") || strstr(s, "/plugin/");
+}
+
+/* Whether the line's object is the broker (its binary, or a library of
+ * its own, 2.1's libmosquitto_common): not the plugin, not libc. */
+static bool is_broker_line(const char *s)
+{
+	const char *open = strrchr(s, '[');
+	if(open == NULL) return false;
+	const char *base = open + 1;
+	for(const char *q = base; *q && *q != ']'; q++){
+		if(*q == '/') base = q + 1;
+	}
+	return (!strncmp(base, "mosquitto", 9) || !strncmp(base, "libmosquitto", 12)) && strncmp(base, "mosquitto_dlq", 13);
+}
+
+#define MAX_NAMES 512
+
+struct names {
+	char name[MAX_NAMES][96];
+	int n;
+};
+
+static bool names_has(const struct names *ns, const char *name)
+{
+	for(int i = 0; i < ns->n; i++){
+		if(!strcmp(ns->name[i], name)) return true;
+	}
+	return false;
+}
+
+static void names_add(struct names *ns, const char *name)
+{
+	if(ns->n < MAX_NAMES && !names_has(ns, name)) snprintf(ns->name[ns->n++], sizeof(ns->name[0]), "%s", name);
+}
+
+/* (caller, callee) pairs with their inclusive cost, each once: a function
+ * may have two blocks (with and without its file). */
+struct calls {
+	char caller[MAX_NAMES][96];
+	char callee[MAX_NAMES][96];
+	double ir[MAX_NAMES];
+	int n;
+};
+
+static void calls_add(struct calls *c, const char *caller, const char *callee, double v)
+{
+	for(int i = 0; i < c->n; i++){
+		if(!strcmp(c->caller[i], caller) && !strcmp(c->callee[i], callee)){
+			if(v > c->ir[i]) c->ir[i] = v;
+			return;
+		}
+	}
+	if(c->n == MAX_NAMES) return;
+	snprintf(c->caller[c->n], sizeof(c->caller[0]), "%s", caller);
+	snprintf(c->callee[c->n], sizeof(c->callee[0]), "%s", callee);
+	c->ir[c->n++] = v;
+}
+
+int cg__split_broker_calls(const char *file, double *total, struct cg_broker_calls *out)
+{
+	char cmd[512], line[2048];
+	static struct names plugin;
+	static struct calls calls;
+	memset(out, 0, sizeof(*out));
+	plugin.n = 0;
+	calls.n = 0;
+	*total = 0;
+	snprintf(cmd, sizeof(cmd), "callgrind_annotate --auto=no --inclusive=yes --tree=calling --threshold=100 '%s' "
+			"2>/dev/null", file);
+	/* Two passes over the output: the plugin's functions are known by
+	 * any line that names the plugin's object or sources, and callee
+	 * lines do not always do so. */
+	for(int pass = 0; pass < 2; pass++){
+		FILE *p = popen(cmd, "r");
+		if(p == NULL) return -1;
+		char caller[96] = "";
+		bool caller_is_plugin = false;
+		while(fgets(line, sizeof(line), p)){
+			double v;
+			const char *s;
+			if(!leading_count(line, &v, &s)) continue;
+			if(strstr(s, "PROGRAM TOTALS")){
+				*total = v;
+				continue;
+			}
+			const char *close = strchr(s, ')');
+			if(close == NULL) continue;
+			const char *mark = close + 1;
+			while(*mark == ' ') mark++;
+			char fn[96];
+			if(!line_function(mark, fn, sizeof(fn))) continue;
+			if(pass == 0){
+				if(is_plugin_line(mark)) names_add(&plugin, fn);
+				continue;
+			}
+			if(*mark == '*'){
+				snprintf(caller, sizeof(caller), "%s", fn);
+				caller_is_plugin = names_has(&plugin, fn);
+			}else if(*mark == '>' && caller_is_plugin && !names_has(&plugin, fn) && is_broker_line(mark)){
+				calls_add(&calls, caller, fn, v);
+			}
+		}
+		pclose(p);
+	}
+	/* By broker function, costliest first (a few). */
+	for(int i = 0; i < calls.n; i++){
+		out->ir += calls.ir[i];
+		int k = 0;
+		while(k < out->n && strcmp(out->name[k], calls.callee[i])) k++;
+		if(k == out->n){
+			if(k == CG_BROKER_CALLS_MAX) continue;
+			snprintf(out->name[k], sizeof(out->name[0]), "%s", calls.callee[i]);
+			out->n++;
+		}
+		out->by_name[k] += calls.ir[i];
+	}
+	for(int i = 1; i < out->n; i++){
+		for(int j = i; j > 0 && out->by_name[j] > out->by_name[j - 1]; j--){
+			double t = out->by_name[j];
+			out->by_name[j] = out->by_name[j - 1];
+			out->by_name[j - 1] = t;
+			char tmp[96];
+			snprintf(tmp, sizeof(tmp), "%s", out->name[j]);
+			snprintf(out->name[j], sizeof(out->name[0]), "%s", out->name[j - 1]);
+			snprintf(out->name[j - 1], sizeof(out->name[0]), "%s", tmp);
+		}
+	}
+	return *total > 0 ? 0 : -1;
+}
