@@ -12,6 +12,7 @@
 #include <mosquitto_broker.h>
 #include <mqtt_protocol.h>
 
+#include "errtext.h"
 #include "adapters.h"
 #include "control.h"
 #include "headers.h"
@@ -85,10 +86,10 @@ static __attribute__((noinline)) void track_message(struct dlq_plugin *pl, struc
 		/* Appending in place is the one change to the property list that
 		 * is safe on every 2.0.x broker. */
 		if(mosquitto_property_add_string_pair(&ed->properties, MQTT_PROP_USER_PROPERTY, DLQ_PROP_ID, id)){
-			port__log(DLQ_LOG_ERR, "out of memory: message on \"%s\" delivered without a dlq-id", ed->topic);
+			port__log(DLQ_LOG_ERR, "out of memory: message on " QFMT " delivered without a dlq-id", Q(ed->topic));
 		}
 	}else if(rc == ENOMEM){
-		port__log(DLQ_LOG_ERR, "out of memory: message on \"%s\" not tracked", ed->topic);
+		port__log(DLQ_LOG_ERR, "out of memory: message on " QFMT " not tracked", Q(ed->topic));
 	}
 }
 
@@ -125,12 +126,12 @@ static void send_reply(const char *client, const char *topic, const char *json,
 	struct dlq_headers h = {0};
 	if(correlation && headers__add(&h, DLQ_HDR_CORRELATION_DATA, correlation, correlation_len, NULL, 0)){
 		headers__free(&h);
-		port__log(DLQ_LOG_ERR, "out of memory: reply to \"%s\" not sent", client);
+		port__log(DLQ_LOG_ERR, "out of memory: reply to " QFMT " not sent", Q(client));
 		return;
 	}
 	int rc = port__publish(client, topic, 1, false, json, (uint32_t)strlen(json), h.data, h.len);
 	if(rc){
-		port__log(DLQ_LOG_WARNING, "reply to \"%s\" on \"%s\" not sent: %s", client, topic, strerror(rc));
+		port__log(DLQ_LOG_WARNING, "reply to " QFMT " on " QFMT " not sent: %s", Q(client), Q(topic), strerror(rc));
 	}
 	headers__free(&h);
 }
@@ -195,7 +196,7 @@ int adapter__control(int event, void *event_data, void *userdata)
 	}
 
 	if(control__handle(&pl->engine, &req, &reply)){
-		port__log(DLQ_LOG_ERR, "out of memory handling a control message from \"%s\"", client);
+		port__log(DLQ_LOG_ERR, "out of memory handling a control message from " QFMT, Q(client));
 	}else if(reply.must_send){
 		const void *corr = has_response_topic && has_correlation ? (correlation ? correlation : "") : NULL;
 		send_reply(client, reply.topic, reply.json, corr, correlation_len);

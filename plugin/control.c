@@ -253,7 +253,7 @@ static int command_reset_counters(struct dlq *d, const struct dlq_control_reques
 	(void)cmd;
 	(void)errors;
 	status__reset_counters(d);
-	port__log(DLQ_LOG_NOTICE, "counters reset by \"%s\"", req->client);
+	port__log(DLQ_LOG_NOTICE, "counters reset by " QFMT, Q(req->client));
 	return data_response(responses, DLQ_COMMAND_RESET_COUNTERS, correlation, NULL);
 }
 

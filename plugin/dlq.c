@@ -139,14 +139,14 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 	}
 	int rc = idgen__next(&d->idgen, &id);
 	if(rc){
-		port__log(DLQ_LOG_ERR, "random source failed (%s): message on \"%s\" not tracked", strerror(rc), topic);
+		port__log(DLQ_LOG_ERR, "random source failed (%s): message on " QFMT " not tracked", strerror(rc), Q(topic));
 		return rc;
 	}
 	/* Redelivery tracking binds every record to the broker's payload. */
 	struct dlq_record *r = (engine__counts_deliveries(d) ? record__new_more : record__new)(&id, NULL,
 			topic, NULL, payload, payload_len, headers, headers_len, policy, 1, qos, port__now_ms());
 	if(r == NULL){
-		port__log(DLQ_LOG_ERR, "out of memory: message on \"%s\" not tracked", topic);
+		port__log(DLQ_LOG_ERR, "out of memory: message on " QFMT " not tracked", Q(topic));
 		return ENOMEM;
 	}
 	rc = remember(d, r);
@@ -183,15 +183,15 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record
 	e->recorded = true;
 	copy->created_ms = port__now_ms();
 	if(remember(d, copy)){
-		port__log(DLQ_LOG_WARNING, "retry copy on \"%s\" does not fit max_pending_bytes: it is sent, "
-				"but it cannot be NACKed", e->topic);
+		port__log(DLQ_LOG_WARNING, "retry copy on " QFMT " does not fit max_pending_bytes: it is sent, "
+				"but it cannot be NACKed", Q(e->topic));
 		return;
 	}
 	persist__note_record(d, copy);
 	if(e->target_client && !e->target_persists) engine__hold(d, e, copy);
 	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF
 			&& redelivery__note_copy(&d->redelivery, &d->ledger, copy, e->target_client)){
-		port__log(DLQ_LOG_ERR, "out of memory: redeliveries of the retry copy on \"%s\" are not counted", e->topic);
+		port__log(DLQ_LOG_ERR, "out of memory: redeliveries of the retry copy on " QFMT " are not counted", Q(e->topic));
 	}
 }
 
@@ -252,8 +252,8 @@ void engine__send(struct dlq *d, struct dlq_envelope *e)
 	record__free(copy);
 	COUNT(d, e->policy, publish_failures, 1);
 	if(e->failures++ == 0){
-		port__log(DLQ_LOG_ERR, "failed to publish %s to \"%s\": %s; kept, retrying every tick",
-				kind_text(e), e->topic, strerror(rc));
+		port__log(DLQ_LOG_ERR, "failed to publish %s to " QFMT ": %s; kept, retrying every tick",
+				kind_text(e), Q(e->topic), strerror(rc));
 	}
 	outbox__push(&d->outbox, &d->outbox.owed, e);
 }

@@ -20,6 +20,7 @@
 
 #include "adapters.h"
 #include "broker_v21.h"
+#include "errtext.h"
 #include "port.h"
 
 int adapter__client_offline_v21(int event, void *event_data, void *userdata)
@@ -88,8 +89,8 @@ int adapter__persist_client_v21(int event, void *event_data, void *userdata)
 	if(ed->data.clientid == NULL) return MOSQ_ERR_SUCCESS;
 	uint32_t max = event == DLQ_MOSQ_EVT_PERSIST_CLIENT_DELETE ? 0 : ed->data.max_packet_size;
 	if(packet_limits__set(&pl->limits, ed->data.clientid, max)){
-		port__log(DLQ_LOG_ERR, "out of memory: the Maximum Packet Size of \"%s\" is not known to the plugin",
-				ed->data.clientid);
+		port__log(DLQ_LOG_ERR, "out of memory: the Maximum Packet Size of " QFMT " is not known to the plugin",
+				Q(ed->data.clientid));
 	}
 	/* A persistence callback's answer is not a decision. */
 	return MOSQ_ERR_SUCCESS;

@@ -150,8 +150,8 @@ static bool divert(struct dlq *d, const struct dlq_envelope *e, const char *reas
 {
 	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
 	if(dl == NULL){
-		port__log(DLQ_LOG_ERR, "out of memory: retry copy for \"%s\" on \"%s\" may be lost with its session",
-				e->target_client, e->topic);
+		port__log(DLQ_LOG_ERR, "out of memory: retry copy for " QFMT " on " QFMT " may be lost with its session",
+				Q(e->target_client), Q(e->topic));
 		return false;
 	}
 	dl->seq = d->next_seq++;
@@ -207,8 +207,8 @@ void dlq__client_gone(struct dlq *d, const char *client)
 	if(n == 0) return;
 	struct dlq_envelope **found = malloc(n * sizeof(*found));
 	if(found == NULL){
-		port__log(DLQ_LOG_ERR, "out of memory: %zu delayed retry copies for \"%s\" stay scheduled for a client that has gone",
-				n, client);
+		port__log(DLQ_LOG_ERR, "out of memory: %zu delayed retry copies for " QFMT " stay scheduled for a client that has gone",
+				n, Q(client));
 		return;
 	}
 	n = 0;
