@@ -7,7 +7,7 @@
  * the benchmark's tracked topics it keeps a copy of the topic and payload
  * (a NACK must be able to make a retry copy or a dead letter of it: one
  * allocation, kept until the broker stops, as a record is kept for its
- * NACK window) and stamps the message with a 24-character dlq-id user
+ * NACK window) and stamps the message with a 16-character dlq-id user
  * property through mosquitto_property_add_string_pair (the subscriber must
  * be able to name it). Where the broker has MESSAGE_OUT (2.1), each send
  * of a stamped message gets its own property list with a delivery-count
@@ -29,8 +29,8 @@
 #include "bench.h"
 #include "broker_v21.h"
 
-/* As long as a dlq-id's text. */
-#define FLOOR_ID "AAAAAAAAAAAAAAAAAAAAAAAA"
+/* As long as a dlq-id's text (DLQ_ID_LEN). */
+#define FLOOR_ID "AAAAAAAAAAAAAAAA"
 
 struct kept {
 	struct kept *next;
