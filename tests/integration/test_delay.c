@@ -278,6 +278,52 @@ START_TEST(test_bad_delays_refused)
 }
 END_TEST
 
+/* A worker with a session (expiry_s: its session expiry interval) that
+ * takes payload on "jobs", NACKs it and leaves, while a watcher reads
+ * dlq/#: what the tests of a held-back copy's subscriber leaving start
+ * from. */
+struct left_worker {
+	struct client *watcher;
+	char id[32];
+	struct nack_at at;
+};
+
+static struct left_worker nack_and_leave(struct broker *b, const char *worker, int expiry_s, const char *payload)
+{
+	struct left_worker lw;
+	struct client *w = client_new_session(b, worker, MQTT_PROTOCOL_V5, expiry_s);
+	lw.watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	client_subscribe(w, "jobs", 1);
+	client_subscribe(lw.watcher, "dlq/#", 1);
+	client_publish_str(lw.watcher, "jobs", payload, 1);
+	keep(lw.id, sizeof(lw.id), expect_original(client_expect(w, "jobs", 1)));
+	lw.at = nack_compact(w, lw.id, NULL, NULL);
+	client_free(w);
+	return lw;
+}
+
+/* The worker of nack_and_leave comes back (its session present or not, as
+ * said); its copy (due delay_ms after the NACK) was dead-lettered when it
+ * left, so nothing more comes for anyone. */
+static void back_to_nothing(struct broker *b, const struct left_worker *lw, const char *worker, int expiry_s,
+		bool session_present, int delay_ms)
+{
+	const struct it_msg *dl = client_expect(lw->watcher, "dlq/jobs", 1);
+	ck_assert_msg(dl->at_ms < lw->at.sent + (uint64_t)delay_ms, "the dead letter came only when the copy was due");
+	char reason[256];
+	snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session before its retry copy was delivered",
+			worker);
+	expect_dead_letter(dl, "jobs", lw->id, 1, worker, "jobs", reason);
+
+	struct client *w = client_new_session(b, worker, MQTT_PROTOCOL_V5, expiry_s);
+	ck_assert_msg(client_session_present(w) == session_present, "the broker %s %s's session",
+			session_present ? "did not resume" : "kept", worker);
+	sleep_until(lw->at.sent + (uint64_t)delay_ms + 500);
+	clients_settle(w, lw->watcher);
+	client_expect_exactly(w, NULL, 0);
+	client_expect_exactly(lw->watcher, NULL, 1);
+}
+
 /* A subscriber whose session ends with its connection leaves while its
  * copy is held back: the message becomes a dead letter at once, not when
  * the copy would have been due, and nothing else is published for it. */
@@ -328,39 +374,21 @@ END_TEST
 START_TEST(test_v5_session_without_option_counts_as_clean)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=2s");
-	struct client *w = client_new_session(b, "w5", MQTT_PROTOCOL_V5, 300);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
-	client_subscribe(watcher, "dlq/#", 1);
-	client_publish_str(watcher, "jobs", "job-5", 1);
-	char id[32];
-	keep(id, sizeof(id), expect_original(client_expect(w, "jobs", 1)));
-	struct nack_at at = nack_compact(w, id, NULL, NULL);
-	client_free(w);
+	struct left_worker lw = nack_and_leave(b, "w5", 300, "job-5");
 
 	if(BROKER_IS_21()){
 		it_sleep_ms(500);
-		w = client_new_session(b, "w5", MQTT_PROTOCOL_V5, 300);
+		struct client *w = client_new_session(b, "w5", MQTT_PROTOCOL_V5, 300);
 		ck_assert_msg(client_session_present(w), "the broker did not resume w5's session");
 		const struct it_msg *copy = client_expect(w, "jobs", 1);
-		expect_due(copy, &at, 2000, "2.1: a lasting session's copy");
-		expect_retry_copy(copy, "jobs", id, 1);
-		clients_settle(w, watcher);
+		expect_due(copy, &lw.at, 2000, "2.1: a lasting session's copy");
+		expect_retry_copy(copy, "jobs", lw.id, 1);
+		clients_settle(w, lw.watcher);
 		client_expect_exactly(w, NULL, 1);
-		client_expect_exactly(watcher, NULL, 0);
+		client_expect_exactly(lw.watcher, NULL, 0);
 		return;
 	}
-	const struct it_msg *dl = client_expect(watcher, "dlq/jobs", 1);
-	ck_assert_msg(dl->at_ms < at.sent + 2000, "the dead letter came only when the copy was due");
-	expect_dead_letter(dl, "jobs", id, 1, "w5", "jobs",
-			"subscriber \"w5\" left without a session before its retry copy was delivered");
-
-	w = client_new_session(b, "w5", MQTT_PROTOCOL_V5, 300);
-	ck_assert_msg(client_session_present(w), "the broker did not resume w5's session");
-	sleep_until(at.sent + 2000 + 500);
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 0);
-	client_expect_exactly(watcher, NULL, 1);
+	back_to_nothing(b, &lw, "w5", 300, true, 2000);
 }
 END_TEST
 
@@ -371,26 +399,8 @@ END_TEST
 START_TEST(test_v5_session_without_expiry_dead_letters)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=2s");
-	struct client *w = client_new_session(b, "w0", MQTT_PROTOCOL_V5, 0);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
-	client_subscribe(watcher, "dlq/#", 1);
-	client_publish_str(watcher, "jobs", "job-0", 1);
-	char id[32];
-	keep(id, sizeof(id), expect_original(client_expect(w, "jobs", 1)));
-	struct nack_at at = nack_compact(w, id, NULL, NULL);
-	client_free(w);
-
-	const struct it_msg *dl = client_expect(watcher, "dlq/jobs", 1);
-	ck_assert_msg(dl->at_ms < at.sent + 2000, "the dead letter came only when the copy was due");
-	expect_dead_letter(dl, "jobs", id, 1, "w0", "jobs",
-			"subscriber \"w0\" left without a session before its retry copy was delivered");
-	w = client_new_session(b, "w0", MQTT_PROTOCOL_V5, 0);
-	ck_assert_msg(!client_session_present(w), "the broker kept w0's session");
-	sleep_until(at.sent + 2000 + 500);
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 0);
-	client_expect_exactly(watcher, NULL, 1);
+	struct left_worker lw = nack_and_leave(b, "w0", 0, "job-0");
+	back_to_nothing(b, &lw, "w0", 0, false, 2000);
 }
 END_TEST
 
@@ -409,17 +419,12 @@ START_TEST(test_persistent_subscriber_back_before_due)
 	ck_assert_msg(BROKER_IS_21() ? seen != NULL && !twice : seen == NULL, "the notice that the option is not needed: %s",
 			seen ? (twice ? "logged twice" : "logged") : "not logged");
 	free(log);
-	struct client *w = client_new_session(b, "wp", MQTT_PROTOCOL_V5, 300);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
-	client_subscribe(watcher, "dlq/#", 1);
-	client_publish_str(watcher, "jobs", "job-6", 1);
-	char id[32];
-	keep(id, sizeof(id), expect_original(client_expect(w, "jobs", 1)));
-	struct nack_at at = nack_compact(w, id, NULL, NULL);
-	client_free(w);
+	struct left_worker lw = nack_and_leave(b, "wp", 300, "job-6");
+	struct client *watcher = lw.watcher;
+	const char *id = lw.id;
+	struct nack_at at = lw.at;
 	it_sleep_ms(500);
-	w = client_new_session(b, "wp", MQTT_PROTOCOL_V5, 300);
+	struct client *w = client_new_session(b, "wp", MQTT_PROTOCOL_V5, 300);
 	ck_assert_msg(client_session_present(w), "the broker did not resume wp's session");
 
 	const struct it_msg *copy = client_expect(w, "jobs", 1);
@@ -440,20 +445,15 @@ START_TEST(test_persistent_subscriber_away_at_due)
 {
 	struct broker *b = dlq_broker("v5_sessions_persist true",
 			"policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=1s");
-	struct client *w = client_new_session(b, "wa", MQTT_PROTOCOL_V5, 300);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
-	client_subscribe(watcher, "dlq/#", 1);
-	client_publish_str(watcher, "jobs", "job-7", 1);
-	char id[32];
-	keep(id, sizeof(id), expect_original(client_expect(w, "jobs", 1)));
-	struct nack_at at = nack_compact(w, id, NULL, NULL);
-	client_free(w);
+	struct left_worker lw = nack_and_leave(b, "wa", 300, "job-7");
+	struct client *watcher = lw.watcher;
+	const char *id = lw.id;
+	struct nack_at at = lw.at;
 	sleep_until(at.sent + 1000 + 1000);
 	clients_settle(watcher);
 	client_expect_exactly(watcher, NULL, 0);
 
-	w = client_new_session(b, "wa", MQTT_PROTOCOL_V5, 300);
+	struct client *w = client_new_session(b, "wa", MQTT_PROTOCOL_V5, 300);
 	ck_assert_msg(client_session_present(w), "the broker did not resume wa's session");
 	const struct it_msg *copy = client_expect(w, "jobs", 1);
 	ck_assert_msg(copy->at_ms >= at.sent + 1000, "copy before due");
