@@ -145,6 +145,14 @@ int redelivery__init(struct dlq_redelivery *t)
 void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 {
 	for(struct dlq_record *r = l ? l->oldest : NULL; r; r = r->newer){
+		struct dlq_record_sends *sp = record__sends(r);
+		if(sp){
+			/* Before the table goes: its bytes are counted from it. */
+			ledger__adjust_bytes(l, r, -1, (uint32_t)redelivery__table_bytes(t, r));
+			memset(sp, 0, sizeof(*sp));
+			r->flags &= (uint8_t)~(DLQ_RECORD_SPILLED | DLQ_RECORD_FIRST_DIVERTED);
+			continue;
+		}
 		if(MORE(r) == NULL) continue;
 		ledger__adjust_bytes(l, r, -1, MORE(r)->extra_bytes);
 		MORE(r)->extra_bytes = 0;
@@ -178,6 +186,8 @@ void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 	}
 	free(t->table);
 	free(t->clients);
+	free(t->numbered);
+	free(t->free_numbers);
 	free(t->by_payload);
 	free(t->by_content);
 	memset(t, 0, sizeof(*t));
@@ -212,6 +222,38 @@ static struct dlq_rclient *client_get(struct dlq_redelivery *t, const char *id)
 	return c;
 }
 
+/* c's number, given now if it has none; 0 when all 65535 are taken (or
+ * out of memory): then its sends go to the table. A number is given back
+ * only when the client is forgotten, which no record naming it allows. */
+static uint16_t client_number(struct dlq_redelivery *t, struct dlq_rclient *c)
+{
+	if(c->number) return c->number;
+	size_t n;
+	if(t->free_count){
+		n = t->free_numbers[--t->free_count];
+	}else{
+		n = t->next_number ? t->next_number : 1;
+		if(n > UINT16_MAX) return 0;
+		if(n >= t->numbered_size){
+			/* Both arrays have an entry per number: giving one back
+			 * never needs memory. */
+			size_t size = t->numbered_size ? t->numbered_size * 2 : 64;
+			if(size > (size_t)UINT16_MAX + 1) size = (size_t)UINT16_MAX + 1;
+			struct dlq_rclient **numbered = realloc(t->numbered, size * sizeof(*numbered));
+			if(numbered == NULL) return 0;
+			t->numbered = numbered;
+			uint16_t *free_numbers = realloc(t->free_numbers, size * sizeof(*free_numbers));
+			if(free_numbers == NULL) return 0;
+			t->free_numbers = free_numbers;
+			t->numbered_size = size;
+		}
+		t->next_number = n + 1;
+	}
+	t->numbered[n] = c;
+	c->number = (uint16_t)n;
+	return c->number;
+}
+
 /* A client is kept while deliveries reference it or while it is known to
  * be connected (a sign worth keeping); otherwise it is forgotten. */
 static void client_release_if_unused(struct dlq_redelivery *t, struct dlq_rclient *c)
@@ -219,6 +261,10 @@ static void client_release_if_unused(struct dlq_redelivery *t, struct dlq_rclien
 	if(c->deliveries || c->online || c->skip_next_burst) return;
 	table_unlink((void **)t->clients, t->clients_size, c, offsetof(struct dlq_rclient, hnext), hash_client_id(c->id));
 	t->client_count--;
+	if(c->number){
+		t->numbered[c->number] = NULL;
+		t->free_numbers[t->free_count++] = c->number;
+	}
 	free(c);
 }
 
@@ -280,12 +326,11 @@ struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const stru
 	return c ? delivery_find(t, r, c) : NULL;
 }
 
-static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
+/* A delivery of r to c (c NULL: the head of the list of a record with the
+ * sends part) in the table, its bytes accounted; not yet in r's list. */
+static struct dlq_delivery *delivery_alloc(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
 		struct dlq_rclient *c)
 {
-	/* A record made without the part that lists deliveries (neither
-	 * redelivery tracking nor exact counting was on) has none. */
-	if(MORE(r) == NULL) return NULL;
 	if(table_grow((void ***)&t->table, &t->table_size, t->count, offsetof(struct dlq_delivery, hnext), delivery_key)){
 		return NULL;
 	}
@@ -296,13 +341,69 @@ static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_le
 	size_t k = hash_pair(r, c) & (t->table_size - 1);
 	d->hnext = t->table[k];
 	t->table[k] = d;
-	d->rnext = MORE(r)->deliveries;
-	MORE(r)->deliveries = d;
-	MORE(r)->extra_bytes += DLQ_DELIVERY_BYTES;
+	if(MORE(r)) MORE(r)->extra_bytes += DLQ_DELIVERY_BYTES;
 	ledger__adjust_bytes(l, r, +1, DLQ_DELIVERY_BYTES);
-	c->deliveries++;
+	if(c) c->deliveries++;
 	t->count++;
 	return d;
+}
+
+/* Unlinks d from the table and frees it; the caller unlinks it from its
+ * record's list and takes its bytes away. */
+static void delivery_free(struct dlq_redelivery *t, struct dlq_delivery *d)
+{
+	table_unlink((void **)t->table, t->table_size, d, offsetof(struct dlq_delivery, hnext), hash_pair(d->record, d->client));
+	t->count--;
+	if(d->client){
+		d->client->deliveries--;
+		client_release_if_unused(t, d->client);
+	}
+	free(d);
+}
+
+/* The head of the table's list of r, a record with the sends part, or
+ * NULL (none yet: no client but the first was sent it). */
+static struct dlq_delivery *sends_head(const struct dlq_redelivery *t, const struct dlq_record *r)
+{
+	return (r->flags & DLQ_RECORD_SPILLED) ? delivery_find(t, r, NULL) : NULL;
+}
+
+static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
+		struct dlq_rclient *c)
+{
+	struct dlq_delivery **list;
+	if(MORE(r)){
+		list = &MORE(r)->deliveries;
+	}else if(record__sends(r)){
+		/* A record with the sends part keeps no list of its own: the
+		 * first client sent it besides the one in its sends part makes
+		 * the list's head, a delivery to no client. */
+		struct dlq_delivery *head = sends_head(t, r);
+		if(head == NULL){
+			head = delivery_alloc(t, l, r, NULL);
+			if(head == NULL) return NULL;
+			r->flags |= DLQ_RECORD_SPILLED;
+		}
+		list = &head->rnext;
+	}else{
+		/* A record made without either part (neither redelivery
+		 * tracking nor exact counting was on) has none. */
+		return NULL;
+	}
+	struct dlq_delivery *d = delivery_alloc(t, l, r, c);
+	if(d == NULL) return NULL;
+	d->rnext = *list;
+	*list = d;
+	return d;
+}
+
+size_t redelivery__table_bytes(const struct dlq_redelivery *t, const struct dlq_record *r)
+{
+	size_t n = 0;
+	if(record__sends(r)){
+		for(const struct dlq_delivery *d = sends_head(t, r); d; d = d->rnext) n++;
+	}
+	return n * DLQ_DELIVERY_BYTES;
 }
 
 /* ---- the indexes ---- */
@@ -327,7 +428,7 @@ static void unindex_content(struct dlq_redelivery *t, struct dlq_record *r)
 
 static void bind(struct dlq_redelivery *t, struct dlq_record *r, uintptr_t ref)
 {
-	if(ref == 0) return;
+	if(ref == 0 || MORE(r) == NULL) return;
 	/* The broker frees stored messages and reuses their addresses: a newer
 	 * message at the same address replaces the older binding. */
 	if(t->by_payload){
@@ -377,7 +478,9 @@ static struct dlq_record *by_content(const struct dlq_redelivery *t, const char 
 int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client)
 {
 	t->event++;
-	if(r->payload_len == 0) return 0; /* no address to find it by later */
+	/* No address to find it by later; or an original made for 2.1's
+	 * exact counting, which finds messages by their dlq-id. */
+	if(r->payload_len == 0 || MORE(r) == NULL) return 0;
 	uint64_t h = hash_content(record__topic(r), record__payload(r), r->payload_len);
 	/* The newest copy with this content is the one the broker will store
 	 * next: it replaces an older one in the index. */
@@ -409,6 +512,25 @@ int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct
 
 void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r)
 {
+	struct dlq_record_sends *sp = record__sends(r);
+	if(sp){
+		/* The head of the table's list goes with the list. */
+		struct dlq_delivery *d = sends_head(t, r);
+		while(d){
+			struct dlq_delivery *next = d->rnext;
+			delivery_free(t, d);
+			ledger__adjust_bytes(l, r, -1, DLQ_DELIVERY_BYTES);
+			d = next;
+		}
+		if(sp->client){
+			struct dlq_rclient *c = t->numbered[sp->client];
+			c->deliveries--;
+			client_release_if_unused(t, c);
+		}
+		memset(sp, 0, sizeof(*sp));
+		r->flags &= (uint8_t)~(DLQ_RECORD_SPILLED | DLQ_RECORD_FIRST_DIVERTED);
+		return;
+	}
 	/* An original made while tracking was off: nothing of it is here. */
 	if(MORE(r) == NULL) return;
 	unbind_payload(t, r);
@@ -416,11 +538,7 @@ void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, str
 	struct dlq_delivery *d = MORE(r)->deliveries;
 	while(d){
 		struct dlq_delivery *next = d->rnext;
-		table_unlink((void **)t->table, t->table_size, d, offsetof(struct dlq_delivery, hnext), hash_pair(r, d->client));
-		t->count--;
-		d->client->deliveries--;
-		client_release_if_unused(t, d->client);
-		free(d);
+		delivery_free(t, d);
 		d = next;
 	}
 	MORE(r)->deliveries = NULL;
@@ -452,19 +570,46 @@ static struct dlq_record *find_by_id(const struct dlq_ledger *l, const struct dl
 	return redelivery__record_by_id(l, c->id, strlen(c->id), c->topic, c->payload, c->payload_len);
 }
 
-struct dlq_delivery *redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
-		const char *client)
+int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client,
+		struct dlq_sent_to *out)
 {
 	struct dlq_rclient *c = client_get(t, client);
-	if(c == NULL) return NULL;
+	if(c == NULL) return ENOMEM;
+	*out = (struct dlq_sent_to){ .record = r, .client = c };
+	struct dlq_record_sends *sp = record__sends(r);
+	if(sp && sp->client == 0 && client_number(t, c)){
+		/* The record's first client: kept in the record. */
+		sp->client = c->number;
+		c->deliveries++;
+	}
+	if(sp && sp->client && sp->client == c->number){
+		if(sp->sends < UINT16_MAX) sp->sends++;
+		return 0;
+	}
 	struct dlq_delivery *d = delivery_find(t, r, c);
 	if(d == NULL) d = delivery_new(t, l, r, c);
 	if(d == NULL){
 		client_release_if_unused(t, c);
-		return NULL;
+		return ENOMEM;
 	}
 	if(d->sends < UINT16_MAX) d->sends++;
-	return d;
+	out->delivery = d;
+	return 0;
+}
+
+bool redelivery__sent_to(const struct dlq_redelivery *t, struct dlq_record *r, const char *client,
+		struct dlq_sent_to *out)
+{
+	struct dlq_rclient *c = client_find(t, client);
+	if(c == NULL) return false;
+	*out = (struct dlq_sent_to){ .record = r, .client = c };
+	const struct dlq_record_sends *sp = record__sends(r);
+	if(sp && sp->client && sp->client == c->number) return true;
+	/* Only the first client of a record with the sends part, until the
+	 * record has a list in the table. */
+	if(sp && !(r->flags & DLQ_RECORD_SPILLED)) return false;
+	out->delivery = delivery_find(t, r, c);
+	return out->delivery != NULL;
 }
 
 static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq_ledger *l,
