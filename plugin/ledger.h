@@ -230,8 +230,10 @@ bool ledger__has_nacker(const struct dlq_record *r, const char *client);
 void ledger__drop_last_nacker(struct dlq_ledger *l, struct dlq_record *r);
 
 /* Adds (sign +1) or takes away (-1) bytes of r's accounted size that
- * live outside the record (redelivery tracking's deliveries, counted in
- * r->extra_bytes, which the caller changes); r is in l. */
+ * live outside the record (redelivery tracking's deliveries: for a record
+ * with the more part also counted in its extra_bytes, which the caller
+ * changes; for one with the sends part, counted by the tracker); r is in
+ * l. */
 void ledger__adjust_bytes(struct dlq_ledger *l, struct dlq_record *r, int sign, uint32_t bytes);
 
 /* Takes ownership of r; r must be the newest (created_ms not older than any
