@@ -184,6 +184,7 @@ void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 		free(k);
 		k = next;
 	}
+	t->last_head = NULL;
 	free(t->table);
 	free(t->clients);
 	free(t->numbered);
@@ -358,14 +359,20 @@ static void delivery_free(struct dlq_redelivery *t, struct dlq_delivery *d)
 		d->client->deliveries--;
 		client_release_if_unused(t, d->client);
 	}
+	if(t->last_head == d) t->last_head = NULL;
 	free(d);
 }
 
 /* The head of the table's list of r, a record with the sends part, or
- * NULL (none yet: no client but the first was sent it). */
-static struct dlq_delivery *sends_head(const struct dlq_redelivery *t, const struct dlq_record *r)
+ * NULL (none yet: no client but the first was sent it). The broker writes
+ * a message to its subscribers one after the other: the last head found
+ * is asked for again at once. */
+static struct dlq_delivery *sends_head(struct dlq_redelivery *t, const struct dlq_record *r)
 {
-	return (r->flags & DLQ_RECORD_SPILLED) ? delivery_find(t, r, NULL) : NULL;
+	if(!(r->flags & DLQ_RECORD_SPILLED)) return NULL;
+	if(t->last_head && t->last_head->record == r) return t->last_head;
+	t->last_head = delivery_find(t, r, NULL);
+	return t->last_head;
 }
 
 static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
@@ -383,6 +390,7 @@ static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_le
 			head = delivery_alloc(t, l, r, NULL);
 			if(head == NULL) return NULL;
 			r->flags |= DLQ_RECORD_SPILLED;
+			t->last_head = head;
 		}
 		list = &head->rnext;
 	}else{
@@ -400,8 +408,8 @@ static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_le
 size_t redelivery__table_bytes(const struct dlq_redelivery *t, const struct dlq_record *r)
 {
 	size_t n = 0;
-	if(record__sends(r)){
-		for(const struct dlq_delivery *d = sends_head(t, r); d; d = d->rnext) n++;
+	if(record__sends(r) && (r->flags & DLQ_RECORD_SPILLED)){
+		for(const struct dlq_delivery *d = delivery_find(t, r, NULL); d; d = d->rnext) n++;
 	}
 	return n * DLQ_DELIVERY_BYTES;
 }
@@ -586,7 +594,9 @@ int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_
 		if(sp->sends < UINT16_MAX) sp->sends++;
 		return 0;
 	}
-	struct dlq_delivery *d = delivery_find(t, r, c);
+	/* Until a record with the sends part has a list, nothing of it is in
+	 * the table. */
+	struct dlq_delivery *d = sp && !(r->flags & DLQ_RECORD_SPILLED) ? NULL : delivery_find(t, r, c);
 	if(d == NULL) d = delivery_new(t, l, r, c);
 	if(d == NULL){
 		client_release_if_unused(t, c);

@@ -96,6 +96,7 @@ struct dlq_redelivery {
 	size_t numbered_size;         /* entries of both arrays */
 	size_t free_count;
 	size_t next_number;           /* the lowest never given */
+	struct dlq_delivery *last_head; /* borrowed: the head of a record's list last found (redelivery.c) */
 	struct dlq_kick *kicks;       /* owned: clients to disconnect at the next tick */
 	uint64_t event;               /* numbers every broker event, to see bursts end */
 };
