@@ -24,7 +24,7 @@ static bool fits_owed(const struct dlq *d, const struct dlq_envelope *e)
 /* Deliveries of r's chain to client so far: r's attempt, plus the
  * redeliveries to that client counted since (2.0), or the sends to it
  * after the first (2.1, counted exactly: sends.c). */
-static unsigned attempts_of(const struct dlq *d, struct dlq_record *r, const char *client)
+static unsigned attempts_of(struct dlq *d, struct dlq_record *r, const char *client)
 {
 	if(d->cfg.exact_counting){
 		struct dlq_sent_to st;

@@ -113,10 +113,13 @@ static void table_unlink(void **table, size_t size, void *item, size_t next_off,
 	if(*pp) *pp = NEXT(item, next_off);
 }
 
+/* A delivery is filed under (record, client); the head of the list of a
+ * record with the sends part under (record, no client), so that it is
+ * found from the record alone. */
 static uint64_t delivery_key(const void *item)
 {
 	const struct dlq_delivery *d = item;
-	return hash_pair(d->record, d->client);
+	return hash_pair(d->record, d->heads_list ? NULL : d->client);
 }
 
 static uint64_t client_key(const void *item)
@@ -327,10 +330,10 @@ struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const stru
 	return c ? delivery_find(t, r, c) : NULL;
 }
 
-/* A delivery of r to c (c NULL: the head of the list of a record with the
- * sends part) in the table, its bytes accounted; not yet in r's list. */
+/* A delivery of r to c in the table (filed as the head of r's list when
+ * head is true), its bytes accounted; not yet in r's list. */
 static struct dlq_delivery *delivery_alloc(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
-		struct dlq_rclient *c)
+		struct dlq_rclient *c, bool head)
 {
 	if(table_grow((void ***)&t->table, &t->table_size, t->count, offsetof(struct dlq_delivery, hnext), delivery_key)){
 		return NULL;
@@ -339,12 +342,13 @@ static struct dlq_delivery *delivery_alloc(struct dlq_redelivery *t, struct dlq_
 	if(d == NULL) return NULL;
 	d->record = r;
 	d->client = c;
-	size_t k = hash_pair(r, c) & (t->table_size - 1);
+	d->heads_list = head;
+	size_t k = delivery_key(d) & (t->table_size - 1);
 	d->hnext = t->table[k];
 	t->table[k] = d;
 	if(MORE(r)) MORE(r)->extra_bytes += DLQ_DELIVERY_BYTES;
 	ledger__adjust_bytes(l, r, +1, DLQ_DELIVERY_BYTES);
-	if(c) c->deliveries++;
+	c->deliveries++;
 	t->count++;
 	return d;
 }
@@ -353,14 +357,21 @@ static struct dlq_delivery *delivery_alloc(struct dlq_redelivery *t, struct dlq_
  * record's list and takes its bytes away. */
 static void delivery_free(struct dlq_redelivery *t, struct dlq_delivery *d)
 {
-	table_unlink((void **)t->table, t->table_size, d, offsetof(struct dlq_delivery, hnext), hash_pair(d->record, d->client));
+	table_unlink((void **)t->table, t->table_size, d, offsetof(struct dlq_delivery, hnext), delivery_key(d));
 	t->count--;
-	if(d->client){
-		d->client->deliveries--;
-		client_release_if_unused(t, d->client);
-	}
+	d->client->deliveries--;
+	client_release_if_unused(t, d->client);
 	if(t->last_head == d) t->last_head = NULL;
 	free(d);
+}
+
+static struct dlq_delivery *head_find(const struct dlq_redelivery *t, const struct dlq_record *r)
+{
+	if(t->table == NULL) return NULL;
+	for(struct dlq_delivery *d = t->table[hash_pair(r, NULL) & (t->table_size - 1)]; d; d = d->hnext){
+		if(d->record == r && d->heads_list) return d;
+	}
+	return NULL;
 }
 
 /* The head of the table's list of r, a record with the sends part, or
@@ -370,38 +381,45 @@ static void delivery_free(struct dlq_redelivery *t, struct dlq_delivery *d)
 static struct dlq_delivery *sends_head(struct dlq_redelivery *t, const struct dlq_record *r)
 {
 	if(!(r->flags & DLQ_RECORD_SPILLED)) return NULL;
-	if(t->last_head && t->last_head->record == r) return t->last_head;
-	t->last_head = delivery_find(t, r, NULL);
+	if(t->last_head == NULL || t->last_head->record != r) t->last_head = head_find(t, r);
 	return t->last_head;
+}
+
+/* The delivery of r, a record with the sends part, to c in the table, or
+ * NULL. */
+static struct dlq_delivery *sends_find(struct dlq_redelivery *t, const struct dlq_record *r, const struct dlq_rclient *c)
+{
+	struct dlq_delivery *head = sends_head(t, r);
+	if(head == NULL) return NULL;
+	if(head->client == c) return head;
+	return delivery_find(t, r, c);
 }
 
 static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
 		struct dlq_rclient *c)
 {
-	struct dlq_delivery **list;
 	if(MORE(r)){
-		list = &MORE(r)->deliveries;
-	}else if(record__sends(r)){
-		/* A record with the sends part keeps no list of its own: the
-		 * first client sent it besides the one in its sends part makes
-		 * the list's head, a delivery to no client. */
-		struct dlq_delivery *head = sends_head(t, r);
-		if(head == NULL){
-			head = delivery_alloc(t, l, r, NULL);
-			if(head == NULL) return NULL;
-			r->flags |= DLQ_RECORD_SPILLED;
-			t->last_head = head;
-		}
-		list = &head->rnext;
-	}else{
-		/* A record made without either part (neither redelivery
-		 * tracking nor exact counting was on) has none. */
-		return NULL;
+		struct dlq_delivery *d = delivery_alloc(t, l, r, c, false);
+		if(d == NULL) return NULL;
+		d->rnext = MORE(r)->deliveries;
+		MORE(r)->deliveries = d;
+		return d;
 	}
-	struct dlq_delivery *d = delivery_alloc(t, l, r, c);
+	/* A record made without either part (neither redelivery tracking nor
+	 * exact counting was on) has none. */
+	if(record__sends(r) == NULL) return NULL;
+	/* A record with the sends part keeps no list of its own: the first
+	 * client sent it besides the one in its sends part heads it. */
+	struct dlq_delivery *head = sends_head(t, r);
+	struct dlq_delivery *d = delivery_alloc(t, l, r, c, head == NULL);
 	if(d == NULL) return NULL;
-	d->rnext = *list;
-	*list = d;
+	if(head){
+		d->rnext = head->rnext;
+		head->rnext = d;
+	}else{
+		r->flags |= DLQ_RECORD_SPILLED;
+		t->last_head = d;
+	}
 	return d;
 }
 
@@ -409,7 +427,7 @@ size_t redelivery__table_bytes(const struct dlq_redelivery *t, const struct dlq_
 {
 	size_t n = 0;
 	if(record__sends(r) && (r->flags & DLQ_RECORD_SPILLED)){
-		for(const struct dlq_delivery *d = delivery_find(t, r, NULL); d; d = d->rnext) n++;
+		for(const struct dlq_delivery *d = head_find(t, r); d; d = d->rnext) n++;
 	}
 	return n * DLQ_DELIVERY_BYTES;
 }
@@ -594,9 +612,7 @@ int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_
 		if(sp->sends < UINT16_MAX) sp->sends++;
 		return 0;
 	}
-	/* Until a record with the sends part has a list, nothing of it is in
-	 * the table. */
-	struct dlq_delivery *d = sp && !(r->flags & DLQ_RECORD_SPILLED) ? NULL : delivery_find(t, r, c);
+	struct dlq_delivery *d = sp ? sends_find(t, r, c) : delivery_find(t, r, c);
 	if(d == NULL) d = delivery_new(t, l, r, c);
 	if(d == NULL){
 		client_release_if_unused(t, c);
@@ -607,7 +623,7 @@ int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_
 	return 0;
 }
 
-bool redelivery__sent_to(const struct dlq_redelivery *t, struct dlq_record *r, const char *client,
+bool redelivery__sent_to(struct dlq_redelivery *t, struct dlq_record *r, const char *client,
 		struct dlq_sent_to *out)
 {
 	struct dlq_rclient *c = client_find(t, client);
@@ -615,10 +631,7 @@ bool redelivery__sent_to(const struct dlq_redelivery *t, struct dlq_record *r, c
 	*out = (struct dlq_sent_to){ .record = r, .client = c };
 	const struct dlq_record_sends *sp = record__sends(r);
 	if(sp && sp->client && sp->client == c->number) return true;
-	/* Only the first client of a record with the sends part, until the
-	 * record has a list in the table. */
-	if(sp && !(r->flags & DLQ_RECORD_SPILLED)) return false;
-	out->delivery = delivery_find(t, r, c);
+	out->delivery = sp ? sends_find(t, r, c) : delivery_find(t, r, c);
 	return out->delivery != NULL;
 }
 

@@ -42,8 +42,8 @@
 
 /* One tracked record delivered to one client. Owned by the tracker; the
  * record's list (dlq_record_more.deliveries, or for a record with the sends
- * part, the list after the delivery to no client that heads it) and the
- * tracker's table borrow it. */
+ * part, the list from its delivery that heads_list) and the tracker's
+ * table borrow it. */
 struct dlq_delivery {
 	struct dlq_delivery *hnext;   /* table chain, by (record, client) */
 	struct dlq_delivery *rnext;   /* the record's list */
@@ -53,6 +53,7 @@ struct dlq_delivery {
 	uint16_t sends;               /* 2.1: PUBLISHes of it written to the client (MESSAGE_OUT) */
 	bool held_connected;          /* the client held it while connected */
 	bool diverted;                /* removed from the session and dead-lettered */
+	bool heads_list;              /* the head of the list of a record with the sends part (redelivery.c) */
 };
 
 /* A client the tracker knows: one with deliveries, or one known to be
@@ -197,15 +198,14 @@ static inline void redelivery__set_diverted(struct dlq_sent_to *s)
 /* 2.1: the broker writes r to client (MESSAGE_OUT): one more send of r to
  * client, counted where out says. Returns 0, or ENOMEM (nothing counted).
  * The first client of a record with the sends part costs no allocation;
- * others get a delivery each in the table, and the record one more that
- * heads its list (all accounted in the ledger's bytes; see
- * redelivery__table_bytes). */
+ * others get a delivery each in the table (accounted in the ledger's
+ * bytes; see redelivery__table_bytes). */
 int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client,
 		struct dlq_sent_to *out);
 
 /* 2.1: where the sends of r to client are kept; false: r was never sent to
  * client (nor counted). */
-bool redelivery__sent_to(const struct dlq_redelivery *t, struct dlq_record *r, const char *client,
+bool redelivery__sent_to(struct dlq_redelivery *t, struct dlq_record *r, const char *client,
 		struct dlq_sent_to *out);
 
 /* Bytes of r's deliveries kept in the table for a record with the sends

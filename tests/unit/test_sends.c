@@ -185,9 +185,9 @@ static void expect_bytes_recounted(void)
 }
 
 /* An original's sends to its first client are kept in the record: no
- * allocation, no bytes. A second client's go to the table, with the head
- * of the record's list there: two deliveries' bytes, counted in the
- * ledger's. All of them leave with the record, and so do the clients. */
+ * allocation, no bytes. Each further client's go to a delivery in the
+ * table, its bytes counted in the ledger's. All of them leave with the
+ * record, and so do the clients. */
 START_TEST(sends_leave_with_their_record)
 {
 	char id[DLQ_ID_LEN + 1];
@@ -206,14 +206,16 @@ START_TEST(sends_leave_with_their_record)
 	expect_bytes_recounted();
 
 	ck_assert_uint_eq(sent("t", id, "jobs/a", "poison"), 1);
-	ck_assert_uint_eq(d.redelivery.count, 2);
-	ck_assert_uint_eq(d.ledger.bytes, bytes + 2 * DLQ_DELIVERY_BYTES);
+	ck_assert_uint_eq(d.redelivery.count, 1);
+	ck_assert_uint_eq(d.ledger.bytes, bytes + DLQ_DELIVERY_BYTES);
 	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 1);
 	ck_assert_uint_eq(sent("t", id, "jobs/a", "poison"), 2);
 	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 3);
-	ck_assert_uint_eq(d.redelivery.count, 3);
-	ck_assert_uint_eq(d.ledger.bytes, bytes + 3 * DLQ_DELIVERY_BYTES);
-	ck_assert_uint_eq(redelivery__table_bytes(&d.redelivery, r), 3 * DLQ_DELIVERY_BYTES);
+	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 2);
+	ck_assert_uint_eq(sent("t", id, "jobs/a", "poison"), 3);
+	ck_assert_uint_eq(d.redelivery.count, 2);
+	ck_assert_uint_eq(d.ledger.bytes, bytes + 2 * DLQ_DELIVERY_BYTES);
+	ck_assert_uint_eq(redelivery__table_bytes(&d.redelivery, r), 2 * DLQ_DELIVERY_BYTES);
 	expect_bytes_recounted();
 
 	fake.now_ms += 400000;
@@ -243,7 +245,7 @@ START_TEST(first_clients_per_record)
 	ck_assert_uint_eq(sent("t", a, "jobs/a", "a"), 1);
 	ck_assert_uint_eq(sent("t", b, "jobs/a", "b"), 2);
 	ck_assert_uint_eq(sent("s", a, "jobs/a", "a"), 2);
-	ck_assert_uint_eq(d.redelivery.count, 4); /* one head and one delivery each */
+	ck_assert_uint_eq(d.redelivery.count, 2); /* the second client's of each */
 	ck_assert_uint_ne(record__sends(d.ledger.oldest)->client, record__sends(d.ledger.newest)->client);
 	fake.now_ms += 400000;
 	dlq__tick(&d);
@@ -257,15 +259,17 @@ START_TEST(first_clients_per_record)
 }
 END_TEST
 
-/* Diverted is kept per client wherever its sends are: the second client's
- * delivery (in the table) is diverted at its reconnect, the first client's
- * (in the record) not, and later at its own. */
-START_TEST(second_client_diverted_on_its_own)
+/* Diverted is kept per client wherever its sends are: "t"'s delivery (in
+ * the table, behind "u"'s, which heads the record's list) is diverted at
+ * its reconnect, "u"'s and the first client's (in the record) not; the
+ * first's later at its own. */
+START_TEST(each_client_diverted_on_its_own)
 {
 	char id[DLQ_ID_LEN + 1];
 	start_with("allow");
 	publish("poison", id);
 	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 1);
+	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 1);
 	for(uintptr_t conn = 11; conn <= 13; conn++){
 		ck_assert(!check_id("t", conn, "jobs/a", "poison", id));
 		ck_assert_uint_eq(sent("t", id, "jobs/a", "poison"), (unsigned)(conn - 10));
@@ -274,6 +278,8 @@ START_TEST(second_client_diverted_on_its_own)
 	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
 	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
 	ck_assert_uint_eq(d.counters.diverted, 1);
+	ck_assert(!check_id("u", 21, "jobs/a", "poison", id));
+	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 2);
 	ck_assert_uint_eq(record__sends(d.ledger.oldest)->sends, 1);
 	ck_assert(!(d.ledger.oldest->flags & DLQ_RECORD_FIRST_DIVERTED));
 	dlq__client_left(&d, "s", 1);
@@ -324,7 +330,7 @@ static Suite *sends_suite(void)
 	tcase_add_test(tc, nack_and_copy_use_the_sends);
 	tcase_add_test(tc, sends_leave_with_their_record);
 	tcase_add_test(tc, first_clients_per_record);
-	tcase_add_test(tc, second_client_diverted_on_its_own);
+	tcase_add_test(tc, each_client_diverted_on_its_own);
 	tcase_add_test(tc, interleaved_sends_count_per_record);
 	suite_add_tcase(s, tc);
 	return s;
