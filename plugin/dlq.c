@@ -306,7 +306,7 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
 	if(!v.redelivery) return false;
 
 	const struct dlq_policy *p = dv->record->policy;
-	unsigned delivered = (unsigned)record__attempt(dv->record) + dv->redeliveries;
+	unsigned delivered = record__attempt(dv->record) + dv->redeliveries;
 	if(delivered < p->max_attempts || !engine__divert_redelivered(d, dv->record, c->client, delivered)){
 		dv->redeliveries++;
 		COUNT(d, p, redeliveries, 1);

@@ -57,7 +57,7 @@ struct dlq_record_more {
  * client it was written to. Most records go to one subscriber, or few, so
  * the common case makes no allocation per send; the deliveries to other
  * clients are kept by redelivery tracking's table (DLQ_RECORD_SPILLED).
- * Owned by redelivery.c. 4 bytes: a record so made costs 68 bytes, as an
+ * Owned by deliveries.c. 4 bytes: a record so made costs 68 bytes, as an
  * original without it did before the chain's fields moved to the more
  * part. */
 struct dlq_record_sends {
@@ -68,8 +68,8 @@ struct dlq_record_sends {
 /* Record flags. */
 #define DLQ_RECORD_MORE 1u          /* a struct dlq_record_more follows the struct */
 #define DLQ_RECORD_SENDS 2u         /* a struct dlq_record_sends follows the struct (never with MORE) */
-#define DLQ_RECORD_FIRST_DIVERTED 4u /* with SENDS: removed from the first client's session (redelivery.c) */
-#define DLQ_RECORD_SPILLED 8u       /* with SENDS: deliveries to other clients are in the table (redelivery.c) */
+#define DLQ_RECORD_FIRST_DIVERTED 4u /* with SENDS: removed from the first client's session (deliveries.c) */
+#define DLQ_RECORD_SPILLED 8u       /* with SENDS: deliveries to other clients are in the table (deliveries.c) */
 
 /* One tracked delivery, one allocation: the struct, its more part or its
  * sends part if any, then topic NUL [origin_topic NUL] payload headers.

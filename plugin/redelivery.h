@@ -45,7 +45,7 @@
  * part, the list from its delivery that heads_list) and the tracker's
  * table borrow it. */
 struct dlq_delivery {
-	struct dlq_delivery *hnext;   /* table chain, by (record, client) */
+	struct dlq_delivery *hnext;   /* table chain, by (record, client); a list's head by record */
 	struct dlq_delivery *rnext;   /* the record's list */
 	struct dlq_record *record;    /* borrowed */
 	struct dlq_rclient *client;   /* borrowed; holds a reference */
@@ -53,7 +53,7 @@ struct dlq_delivery {
 	uint16_t sends;               /* 2.1: PUBLISHes of it written to the client (MESSAGE_OUT) */
 	bool held_connected;          /* the client held it while connected */
 	bool diverted;                /* removed from the session and dead-lettered */
-	bool heads_list;              /* the head of the list of a record with the sends part (redelivery.c) */
+	bool heads_list;              /* the head of the list of a record with the sends part (deliveries.c) */
 };
 
 /* A client the tracker knows: one with deliveries, or one known to be
@@ -97,7 +97,7 @@ struct dlq_redelivery {
 	size_t numbered_size;         /* entries of both arrays */
 	size_t free_count;
 	size_t next_number;           /* the lowest never given */
-	struct dlq_delivery *last_head; /* borrowed: the head of a record's list last found (redelivery.c) */
+	struct dlq_delivery *last_head; /* borrowed: the head of a record's list last found (deliveries.c) */
 	struct dlq_kick *kicks;       /* owned: clients to disconnect at the next tick */
 	uint64_t event;               /* numbers every broker event, to see bursts end */
 };
