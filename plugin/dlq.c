@@ -46,7 +46,8 @@ static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
  * messages the newest is found, as for copies. */
 static void index_restored(struct dlq *d)
 {
-	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF) return;
+	/* 2.1's READ checks carry the dlq-id: nothing to index. */
+	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF || d->cfg.exact_counting) return;
 	for(struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
 		/* Out of memory: the rest are not counted, which only counts less. */
 		if(redelivery__note_copy(&d->redelivery, &d->ledger, r, NULL)) break;
@@ -142,8 +143,7 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 		port__log(DLQ_LOG_ERR, "random source failed (%s): message on " QFMT " not tracked", strerror(rc), Q(topic));
 		return rc;
 	}
-	/* Redelivery tracking binds every record to the broker's payload. */
-	struct dlq_record *r = (engine__counts_deliveries(d) ? record__new_more : record__new)(&id, NULL,
+	struct dlq_record *r = engine__record_new_fn(d)(&id, NULL,
 			topic, NULL, payload, payload_len, headers, headers_len, policy, 1, qos, port__now_ms());
 	if(r == NULL){
 		port__log(DLQ_LOG_ERR, "out of memory: message on " QFMT " not tracked", Q(topic));
@@ -156,8 +156,11 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 	}
 	if(rc) return rc;
 	persist__note_record(d, r);
-	/* The payload is the broker's stored message: READ checks carry it. */
-	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF) redelivery__bind_payload(&d->redelivery, r, payload);
+	/* The payload is the broker's stored message: 2.0's READ checks carry
+	 * it (2.1's carry the dlq-id instead). */
+	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF && !d->cfg.exact_counting){
+		redelivery__bind_payload(&d->redelivery, r, payload);
+	}
 	id__encode(&id, id_out);
 	COUNT(d, policy, tracked, 1);
 	return 0;
@@ -271,9 +274,8 @@ void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn)
 /* Dead-letters a message redelivered once too often to client, as a NACK
  * at its last allowed attempt would. Returns whether the dead letter was
  * made (if not, the message must stay in the session). */
-bool engine__divert_redelivered(struct dlq *d, struct dlq_delivery *dv, const char *client, unsigned delivered)
+bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char *client, unsigned delivered)
 {
-	struct dlq_record *r = dv->record;
 	char reason[512];
 	snprintf(reason, sizeof(reason), "delivered %u times to " QFMT " without acknowledgement (max_attempts %u): "
 			"removed from its session", delivered, Q(client), (unsigned)r->policy->max_attempts);
@@ -306,8 +308,8 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
 	if(!v.redelivery) return false;
 
 	const struct dlq_policy *p = dv->record->policy;
-	unsigned delivered = (unsigned)dv->record->attempt + dv->redeliveries;
-	if(delivered < p->max_attempts || !engine__divert_redelivered(d, dv, c->client, delivered)){
+	unsigned delivered = record__attempt(dv->record) + dv->redeliveries;
+	if(delivered < p->max_attempts || !engine__divert_redelivered(d, dv->record, c->client, delivered)){
 		dv->redeliveries++;
 		COUNT(d, p, redeliveries, 1);
 		return false;

@@ -91,12 +91,15 @@ struct dlq {
 	} recent_sends[256];
 };
 
-/* Whether deliveries to clients are followed per record (redelivery
- * tracking, or 2.1's exact counting): then every record, originals too,
- * carries the part of a record that holds them (record__new_more). */
-static inline bool engine__counts_deliveries(const struct dlq *d)
+/* How records are made, for how deliveries to clients are followed per
+ * record: 2.1's exact counting gives originals the sends part (their first
+ * client's sends, in the record) and retry copies the more part; 2.0's
+ * redelivery tracking gives every record the more part; otherwise only
+ * retry copies have one. */
+static inline dlq_record_new_fn *engine__record_new_fn(const struct dlq *d)
 {
-	return d->cfg.redelivery != DLQ_REDELIVERY_OFF || d->cfg.exact_counting;
+	if(d->cfg.exact_counting) return record__new_counting;
+	return d->cfg.redelivery != DLQ_REDELIVERY_OFF ? record__new_more : record__new;
 }
 
 /* Takes ownership of *cfg (zeroed on return, whatever the result) and, with

@@ -43,15 +43,16 @@ void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record
  * makes that durable). */
 void engine__nacked(struct dlq *d, struct dlq_record *r, const char *client);
 
-/* Dead-letters the message of dv, delivered `delivered` times to client
+/* Dead-letters the message of r, delivered `delivered` times to client
  * without acknowledgement, as a NACK at its last allowed attempt would.
  * Returns whether the dead letter was made (if not, the message must stay
  * in the session). */
-bool engine__divert_redelivered(struct dlq *d, struct dlq_delivery *dv, const char *client, unsigned delivered);
+bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char *client, unsigned delivered);
 
-/* 2.1 (sends.c): the attempt number of r's chain for the client of dv (dv
- * may be NULL: not sent to it), from the sends the broker showed. */
-unsigned engine__attempt_of(const struct dlq_record *r, const struct dlq_delivery *dv);
+/* 2.1 (sends.c): the attempt number of r's chain for a client it was
+ * written to `sends` times (0: not sent to it), from the sends the broker
+ * showed. */
+unsigned engine__attempt_of(const struct dlq_record *r, unsigned sends);
 
 /* 2.1 (sends.c): a READ check with exact counting; true when the message
  * leaves the client's session (see dlq__read_check). */

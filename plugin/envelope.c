@@ -129,7 +129,7 @@ static struct dlq_envelope *from_record(enum dlq_envelope_kind kind, const struc
 	e->origin_id = *record__origin_id(r);
 	e->time_ms = now_ms;
 	e->first_nack_ms = record__first_nack_ms(r) ? record__first_nack_ms(r) : now_ms;
-	e->retry_count = r->attempt;
+	e->retry_count = (uint16_t)record__attempt(r);
 	e->qos = r->qos;
 	return e;
 }

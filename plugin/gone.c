@@ -86,7 +86,7 @@ static void dead_letter_held(struct dlq *d, const char *client, const char *reas
 			r = next;
 			continue;
 		}
-		unsigned delivered = r->attempt > 1 ? (unsigned)r->attempt - 1u : 1u;
+		unsigned delivered = record__attempt(r) > 1 ? record__attempt(r) - 1u : 1u;
 		if(engine__dead_letter_of(d, r, client, reason, delivered, false)){
 			port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " that left is lost",
 					Q(record__topic(r)), Q(client));
@@ -116,7 +116,7 @@ void engine__settle_restored_holds(struct dlq *d)
 							Q(record__topic(r)), Q(client));
 				}else{
 					e->seq = d->next_seq++;
-					e->retry_count = r->attempt > 1 ? (uint16_t)(r->attempt - 1) : 1;
+					e->retry_count = record__attempt(r) > 1 ? (uint16_t)(record__attempt(r) - 1) : 1;
 					persist__note_add(d, e, false);
 					outbox__push(&d->outbox, &d->outbox.owed, e);
 					d->changes++;

@@ -33,7 +33,11 @@ void ledger__cleanup(struct dlq_ledger *l)
 	memset(l, 0, sizeof(*l));
 }
 
-static struct dlq_record *record_alloc(bool more, const struct dlq_id *id, const struct dlq_id *origin_id,
+/* What a record is made with: the more part, or the sends part for one
+ * that would not get the more part. */
+enum record_parts { PARTS_NEEDED, PARTS_MORE, PARTS_COUNTING };
+
+static struct dlq_record *record_alloc(enum record_parts parts, const struct dlq_id *id, const struct dlq_id *origin_id,
 		const char *topic, const char *origin_topic,
 		const void *payload, uint32_t payload_len,
 		const uint8_t *headers, size_t headers_len,
@@ -45,8 +49,14 @@ static struct dlq_record *record_alloc(bool more, const struct dlq_id *id, const
 		origin_len = strlen(origin_topic);
 	}
 	if(topic_len > UINT16_MAX || origin_len > UINT16_MAX || headers_len > UINT32_MAX) return NULL;
+	/* A retry copy: its chain's origin differs from its own id. It, and
+	 * whatever else has a chain behind it, keeps the chain in the more
+	 * part. */
+	bool copy = origin_id && memcmp(origin_id->raw, id->raw, sizeof(id->raw));
+	bool more = parts == PARTS_MORE || copy || attempt != 1 || origin_len;
+	uint8_t flags = more ? DLQ_RECORD_MORE : parts == PARTS_COUNTING ? DLQ_RECORD_SENDS : 0;
 
-	size_t size = DLQ_RECORD_HEAD(more) + topic_len + 1 + (origin_len ? origin_len + 1 : 0) + payload_len + headers_len;
+	size_t size = DLQ_RECORD_HEAD(flags) + topic_len + 1 + (origin_len ? origin_len + 1 : 0) + payload_len + headers_len;
 	if(size < sizeof(struct dlq_record)) size = sizeof(struct dlq_record);
 	struct dlq_record *r = malloc(size);
 	if(r == NULL) return NULL;
@@ -60,15 +70,17 @@ static struct dlq_record *record_alloc(bool more, const struct dlq_id *id, const
 	r->payload_len = payload_len;
 	r->headers_len = (uint32_t)headers_len;
 	r->topic_len = (uint16_t)topic_len;
-	r->origin_topic_len = (uint16_t)origin_len;
-	r->attempt = attempt;
 	r->qos = qos;
-	r->flags = more ? DLQ_RECORD_MORE : 0;
+	r->flags = flags;
 	struct dlq_record_more *m = record__more(r);
 	if(m){
 		memset(m, 0, sizeof(*m));
 		m->origin_id = origin_id ? *origin_id : *id;
+		m->attempt = attempt;
+		m->origin_topic_len = (uint16_t)origin_len;
 	}
+	struct dlq_record_sends *s = record__sends(r);
+	if(s) memset(s, 0, sizeof(*s));
 
 	char *p = (char *)record__data(r);
 	memcpy(p, topic, topic_len + 1);
@@ -89,9 +101,7 @@ struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *ori
 		const uint8_t *headers, size_t headers_len,
 		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
 {
-	/* A retry copy: its chain's origin differs from its own id. */
-	bool copy = origin_id && memcmp(origin_id->raw, id->raw, sizeof(id->raw));
-	return record_alloc(copy, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
+	return record_alloc(PARTS_NEEDED, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
 			policy, attempt, qos, now_ms);
 }
 
@@ -101,7 +111,17 @@ struct dlq_record *record__new_more(const struct dlq_id *id, const struct dlq_id
 		const uint8_t *headers, size_t headers_len,
 		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
 {
-	return record_alloc(true, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
+	return record_alloc(PARTS_MORE, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
+			policy, attempt, qos, now_ms);
+}
+
+struct dlq_record *record__new_counting(const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
+{
+	return record_alloc(PARTS_COUNTING, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
 			policy, attempt, qos, now_ms);
 }
 
@@ -127,8 +147,9 @@ size_t record__bytes(const struct dlq_record *r)
 	/* The allocation, plus one hash bucket slot: the table keeps at most
 	 * one bucket per record (between a half and one). */
 	const struct dlq_record_more *m = record__more(r);
-	size_t bytes = DLQ_RECORD_HEAD(m != NULL) + (m ? m->extra_bytes : 0)
-			+ r->topic_len + 1 + (r->origin_topic_len ? r->origin_topic_len + 1u : 0u)
+	size_t origin_len = record__origin_topic_len(r);
+	size_t bytes = DLQ_RECORD_HEAD(r->flags) + (m ? m->extra_bytes : 0)
+			+ r->topic_len + 1 + (origin_len ? origin_len + 1u : 0u)
 			+ r->payload_len + r->headers_len + sizeof(struct dlq_record *);
 	for(const struct dlq_nacker *n = r->nackers; n; n = n->next){
 		bytes += nacker_bytes(n);

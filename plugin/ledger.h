@@ -26,12 +26,13 @@ struct dlq_nacker {
 struct dlq_delivery;
 struct dlq_holder;
 
-/* The parts of a record that most records never use: redelivery tracking
- * (plugin_opt_redelivery_tracking, off by default), holds (retry copies for
- * a client whose session does not persist) and the chain's origin (retry
- * copies). A record has them, in its own allocation after the struct, only
- * when it is a retry copy or was made with them (record__new_more);
- * record__more gives NULL otherwise. */
+/* The parts of a record that most records never use: what only a retry
+ * copy has (the chain's origin, its attempt, its first NACK), redelivery
+ * tracking's fields (plugin_opt_redelivery_tracking on Mosquitto 2.0, off
+ * by default) and holds (retry copies for a client whose session does not
+ * persist). A record has them, in its own allocation after the struct,
+ * only when it is a retry copy (or restored as one) or was made with them
+ * (record__new_more); record__more gives NULL otherwise. */
 struct dlq_record_more {
 	/* Redelivery tracking (redelivery.h), which owns these: */
 	struct dlq_delivery *deliveries; /* to the clients that received it */
@@ -40,6 +41,9 @@ struct dlq_record_more {
 	uintptr_t payload_ref;     /* the broker's stored payload; 0: not bound */
 	uint64_t content_hash;     /* retry copies: hash of topic, length and payload ends; 0: not indexed */
 	uint32_t extra_bytes;      /* bytes of the deliveries, counted in record__bytes */
+	/* The chain: */
+	uint16_t attempt;          /* deliveries of the chain this record stands for, from 1 */
+	uint16_t origin_topic_len; /* 0: the origin topic is the topic */
 	/* Held retry copies (holds.h), which owns these: */
 	struct dlq_holder *holder; /* the client it is held for; NULL: not held */
 	struct dlq_record *hold_next;
@@ -48,14 +52,31 @@ struct dlq_record_more {
 	struct dlq_id origin_id;   /* the first id of the chain */
 };
 
-#define DLQ_RECORD_MORE 1u /* flags: a struct dlq_record_more follows the struct */
+/* What Mosquitto 2.1's exact counting (sends.c) keeps of an original in
+ * the record itself, instead of the more part: the sends to the first
+ * client it was written to. Most records go to one subscriber, or few, so
+ * the common case makes no allocation per send; the deliveries to other
+ * clients are kept by redelivery tracking's table (DLQ_RECORD_SPILLED).
+ * Owned by deliveries.c. 4 bytes: a record so made costs 68 bytes, as an
+ * original without it did before the chain's fields moved to the more
+ * part. */
+struct dlq_record_sends {
+	uint16_t client;           /* the first client's number (struct dlq_rclient.number); 0: none yet */
+	uint16_t sends;            /* PUBLISHes of the record written to it */
+};
 
-/* One tracked delivery, one allocation: the struct, its more part if any,
- * then topic NUL [origin_topic NUL] payload headers. What every record
- * keeps is kept small (68 bytes: without the more part the topic starts
- * at data, in what would be the struct's tail padding, so that a 100-byte
- * message fits one malloc size class lower): a message kept NACKable costs
- * the broker that, its payload, topic and properties, and little else. */
+/* Record flags. */
+#define DLQ_RECORD_MORE 1u          /* a struct dlq_record_more follows the struct */
+#define DLQ_RECORD_SENDS 2u         /* a struct dlq_record_sends follows the struct (never with MORE) */
+#define DLQ_RECORD_FIRST_DIVERTED 4u /* with SENDS: removed from the first client's session (deliveries.c) */
+#define DLQ_RECORD_SPILLED 8u       /* with SENDS: deliveries to other clients are in the table (deliveries.c) */
+
+/* One tracked delivery, one allocation: the struct, its more part or its
+ * sends part if any, then topic NUL [origin_topic NUL] payload headers.
+ * What every record keeps is kept small (64 bytes), so that a 100-byte
+ * message with a short topic, and its sends part on Mosquitto 2.1, fit
+ * one malloc size class lower: a message kept NACKable costs the broker
+ * that, its payload, topic and properties, and little else. */
 struct dlq_record {
 	struct dlq_record *hnext;  /* hash chain */
 	struct dlq_record *newer;  /* age list, from the ledger's oldest */
@@ -66,18 +87,17 @@ struct dlq_record {
 	uint32_t payload_len;
 	uint32_t headers_len;
 	uint16_t topic_len;
-	uint16_t origin_topic_len; /* 0: the origin topic is the topic */
-	uint16_t attempt;          /* deliveries of the chain this record stands for, from 1 */
 	uint8_t qos;
-	uint8_t flags;             /* DLQ_RECORD_MORE */
-	/* Without the more part, the topic and what follows it; with it, the
-	 * more part is at sizeof(struct dlq_record) (aligned), then the rest. */
+	uint8_t flags;             /* DLQ_RECORD_* */
+	/* Without the more and sends parts, the topic and what follows it;
+	 * with one, that part is at sizeof(struct dlq_record), then the rest. */
 	char data[];
 };
 
 /* Bytes of a record before its topic. */
-#define DLQ_RECORD_HEAD(more) ((more) ? sizeof(struct dlq_record) + sizeof(struct dlq_record_more) \
-		: offsetof(struct dlq_record, data))
+#define DLQ_RECORD_HEAD(flags) (sizeof(struct dlq_record) \
+		+ (((flags) & DLQ_RECORD_MORE) ? sizeof(struct dlq_record_more) : 0) \
+		+ (((flags) & DLQ_RECORD_SENDS) ? sizeof(struct dlq_record_sends) : 0))
 
 struct dlq_ledger {
 	struct dlq_record **buckets; /* owned */
@@ -99,9 +119,17 @@ int ledger__init(struct dlq_ledger *l);
 /* Frees every record. */
 void ledger__cleanup(struct dlq_ledger *l);
 
+/* The shape of the functions below that make a record. */
+typedef struct dlq_record *dlq_record_new_fn(const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
+
 /* Allocates a record (not yet in any ledger). origin_topic may be NULL or
  * equal to topic; origin_id NULL or equal to id makes an original, any
- * other a retry copy, which gets the more part (record__more). Returns NULL
+ * other a retry copy; a retry copy, or any record with an attempt above 1
+ * or an origin topic of its own, gets the more part (record__more). Returns NULL
  * when out of memory or when a topic exceeds 65535 bytes. The caller owns
  * the record until ledger__insert. */
 struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *origin_id,
@@ -109,9 +137,16 @@ struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *ori
 		const void *payload, uint32_t payload_len,
 		const uint8_t *headers, size_t headers_len,
 		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
-/* record__new, with the more part whatever the record is (redelivery
+/* record__new, with the more part whatever the record is (2.0's redelivery
  * tracking needs it on every record). */
 struct dlq_record *record__new_more(const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
+/* record__new, with the sends part for a record that gets no more part
+ * (2.1's exact counting: originals). */
+struct dlq_record *record__new_counting(const struct dlq_id *id, const struct dlq_id *origin_id,
 		const char *topic, const char *origin_topic,
 		const void *payload, uint32_t payload_len,
 		const uint8_t *headers, size_t headers_len,
@@ -122,18 +157,35 @@ static inline struct dlq_record_more *record__more(const struct dlq_record *r)
 {
 	return (r->flags & DLQ_RECORD_MORE) ? (struct dlq_record_more *)(void *)((char *)(uintptr_t)r + sizeof(*r)) : NULL;
 }
+static inline struct dlq_record_sends *record__sends(const struct dlq_record *r)
+{
+	return (r->flags & DLQ_RECORD_SENDS) ? (struct dlq_record_sends *)(void *)((char *)(uintptr_t)r + sizeof(*r)) : NULL;
+}
 static inline const char *record__data(const struct dlq_record *r)
 {
-	return (const char *)r + DLQ_RECORD_HEAD(r->flags & DLQ_RECORD_MORE);
+	return (const char *)r + DLQ_RECORD_HEAD(r->flags);
+}
+/* Deliveries of the chain r stands for, from 1 (1: an original). */
+static inline unsigned record__attempt(const struct dlq_record *r)
+{
+	const struct dlq_record_more *m = record__more(r);
+	return m ? m->attempt : 1u;
+}
+/* Length of the origin topic when it differs from the topic; else 0. */
+static inline size_t record__origin_topic_len(const struct dlq_record *r)
+{
+	const struct dlq_record_more *m = record__more(r);
+	return m ? m->origin_topic_len : 0u;
 }
 static inline const char *record__topic(const struct dlq_record *r){ return record__data(r); }
 static inline const char *record__origin_topic(const struct dlq_record *r)
 {
-	return r->origin_topic_len ? record__data(r) + r->topic_len + 1 : record__data(r);
+	return record__origin_topic_len(r) ? record__data(r) + r->topic_len + 1 : record__data(r);
 }
 static inline const uint8_t *record__payload(const struct dlq_record *r)
 {
-	return (const uint8_t *)record__data(r) + r->topic_len + 1 + (r->origin_topic_len ? r->origin_topic_len + 1u : 0u);
+	size_t origin_len = record__origin_topic_len(r);
+	return (const uint8_t *)record__data(r) + r->topic_len + 1 + (origin_len ? origin_len + 1u : 0u);
 }
 static inline const uint8_t *record__headers(const struct dlq_record *r)
 {
@@ -161,7 +213,10 @@ static inline void record__set_first_nack_ms(struct dlq_record *r, int64_t ms)
 }
 
 /* Bytes the record accounts for in the memory bound: its allocation, its
- * nackers and its share of the table. */
+ * nackers, its share of the table and, with the more part, its deliveries
+ * (extra_bytes). The deliveries of a record with the sends part that are
+ * kept in the tracker's table are accounted by the tracker
+ * (redelivery__table_bytes), not here. */
 size_t record__bytes(const struct dlq_record *r);
 
 /* Records that client NACKed r. Returns 0, EEXIST if it already had, or
@@ -175,8 +230,10 @@ bool ledger__has_nacker(const struct dlq_record *r, const char *client);
 void ledger__drop_last_nacker(struct dlq_ledger *l, struct dlq_record *r);
 
 /* Adds (sign +1) or takes away (-1) bytes of r's accounted size that
- * live outside the record (redelivery tracking's deliveries, counted in
- * r->extra_bytes, which the caller changes); r is in l. */
+ * live outside the record (redelivery tracking's deliveries: for a record
+ * with the more part also counted in its extra_bytes, which the caller
+ * changes; for one with the sends part, counted by the tracker); r is in
+ * l. */
 void ledger__adjust_bytes(struct dlq_ledger *l, struct dlq_record *r, int sign, uint32_t bytes);
 
 /* Takes ownership of r; r must be the newest (created_ms not older than any

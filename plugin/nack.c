@@ -24,11 +24,15 @@ static bool fits_owed(const struct dlq *d, const struct dlq_envelope *e)
 /* Deliveries of r's chain to client so far: r's attempt, plus the
  * redeliveries to that client counted since (2.0), or the sends to it
  * after the first (2.1, counted exactly: sends.c). */
-static unsigned attempts_of(const struct dlq *d, const struct dlq_record *r, const char *client)
+static unsigned attempts_of(struct dlq *d, struct dlq_record *r, const char *client)
 {
+	if(d->cfg.exact_counting){
+		struct dlq_sent_to st;
+		bool sent = client && redelivery__sent_to(&d->redelivery, r, client, &st);
+		return engine__attempt_of(r, sent ? redelivery__sends(&st) : 0u);
+	}
 	const struct dlq_delivery *dv = client ? redelivery__find(&d->redelivery, r, client) : NULL;
-	if(d->cfg.exact_counting) return engine__attempt_of(r, dv);
-	return (unsigned)r->attempt + (dv ? dv->redeliveries : 0u);
+	return record__attempt(r) + (dv ? dv->redeliveries : 0u);
 }
 
 static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nack *n, struct dlq_nack_result *res)

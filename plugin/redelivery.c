@@ -1,25 +1,27 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Redelivery tracking (see redelivery.h): which client holds which tracked
- * record, whether it held it while connected, and which READ checks come
- * from a reconnecting session.
+ * Redelivery tracking (see redelivery.h): which READ checks come from a
+ * reconnecting session, whether a client held a record while connected,
+ * and how 2.0 finds a record from a READ check (by the stored payload's
+ * address or, for retry copies and restored records, by content). The
+ * clients and deliveries themselves are kept by deliveries.c.
  */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "chains.h"
+#include "deliveries.h"
 #include "hash.h"
 #include "redelivery.h"
 
 /* Redelivery tracking's fields of a record live in its more part
- * (ledger.h), which every record has while tracking is on: tracked ones
- * are made with it, retry copies always have it. The indexes chain records
- * through it, at a fixed offset from the record. */
+ * (ledger.h), which every record has while tracking is on on 2.0: tracked
+ * ones are made with it, retry copies always have it. The indexes chain
+ * records through it, at a fixed offset from the record. */
 #define MORE(r) record__more(r)
 #define MORE_OFFSET(field) (sizeof(struct dlq_record) + offsetof(struct dlq_record_more, field))
-
-#define INITIAL_SIZE 256
 
 /* ---- hashing ---- */
 
@@ -33,26 +35,6 @@ static uint64_t fnv(uint64_t h, const void *data, size_t len)
 	return h;
 }
 #define FNV_START 14695981039346656037ull
-
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
-static uint64_t hash_client_id(const char *id)
-{
-	return hash__string(id);
-}
-
-static uint64_t hash_pair(const struct dlq_record *r, const struct dlq_rclient *c)
-{
-	return mix((uint64_t)(uintptr_t)r * 31u + (uint64_t)(uintptr_t)c);
-}
 
 /* Retry copies are indexed by topic, length and up to CONTENT_EDGE bytes at
  * each end of the payload: hashing every payload the broker checks would
@@ -71,62 +53,13 @@ static uint64_t hash_content(const char *topic, const void *payload, uint32_t le
 		h = fnv(h, payload, CONTENT_EDGE);
 		h = fnv(h, (const char *)payload + len - CONTENT_EDGE, CONTENT_EDGE);
 	}
-	h = mix(h);
+	h = chains__mix(h);
 	return h ? h : 1; /* 0 means "not indexed" */
-}
-
-/* ---- chained tables that grow ----
- * Every table here chains through a pointer field of its items; next_off is
- * that field's offset, key() an item's hash. */
-
-typedef uint64_t (*key_fn)(const void *item);
-
-#define NEXT(item, off) (*(void **)((char *)(item) + (off)))
-
-static int table_grow(void ***table, size_t *size, size_t count, size_t next_off, key_fn key)
-{
-	if(*table && count < *size) return 0;
-	size_t n = *table ? *size * 2 : INITIAL_SIZE;
-	void **t = calloc(n, sizeof(*t));
-	if(t == NULL) return *table ? 0 : ENOMEM; /* a full table only gets slower */
-	for(size_t i = 0; *table && i < *size; i++){
-		void *item = (*table)[i];
-		while(item){
-			void *next = NEXT(item, next_off);
-			size_t k = (size_t)(key(item) & (n - 1));
-			NEXT(item, next_off) = t[k];
-			t[k] = item;
-			item = next;
-		}
-	}
-	free(*table);
-	*table = t;
-	*size = n;
-	return 0;
-}
-
-static void table_unlink(void **table, size_t size, void *item, size_t next_off, uint64_t key)
-{
-	if(table == NULL) return;
-	void **pp = &table[key & (size - 1)];
-	while(*pp && *pp != item) pp = &NEXT(*pp, next_off);
-	if(*pp) *pp = NEXT(item, next_off);
-}
-
-static uint64_t delivery_key(const void *item)
-{
-	const struct dlq_delivery *d = item;
-	return hash_pair(d->record, d->client);
-}
-
-static uint64_t client_key(const void *item)
-{
-	return hash_client_id(((const struct dlq_rclient *)item)->id);
 }
 
 static uint64_t payload_key(const void *item)
 {
-	return mix(MORE((const struct dlq_record *)item)->payload_ref);
+	return chains__mix(MORE((const struct dlq_record *)item)->payload_ref);
 }
 
 static uint64_t content_key(const void *item)
@@ -144,31 +77,13 @@ int redelivery__init(struct dlq_redelivery *t)
 
 void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 {
+	deliveries__cleanup(t, l);
 	for(struct dlq_record *r = l ? l->oldest : NULL; r; r = r->newer){
 		if(MORE(r) == NULL) continue;
-		ledger__adjust_bytes(l, r, -1, MORE(r)->extra_bytes);
-		MORE(r)->extra_bytes = 0;
-		MORE(r)->deliveries = NULL;
 		MORE(r)->payload_next = NULL;
 		MORE(r)->content_next = NULL;
 		MORE(r)->payload_ref = 0;
 		MORE(r)->content_hash = 0;
-	}
-	for(size_t i = 0; t->table && i < t->table_size; i++){
-		struct dlq_delivery *d = t->table[i];
-		while(d){
-			struct dlq_delivery *next = d->hnext;
-			free(d);
-			d = next;
-		}
-	}
-	for(size_t i = 0; t->clients && i < t->clients_size; i++){
-		struct dlq_rclient *c = t->clients[i];
-		while(c){
-			struct dlq_rclient *next = c->hnext;
-			free(c);
-			c = next;
-		}
 	}
 	struct dlq_kick *k = t->kicks;
 	while(k){
@@ -176,59 +91,20 @@ void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 		free(k);
 		k = next;
 	}
-	free(t->table);
-	free(t->clients);
 	free(t->by_payload);
 	free(t->by_content);
 	memset(t, 0, sizeof(*t));
 }
 
-/* ---- clients ---- */
-
-static struct dlq_rclient *client_find(const struct dlq_redelivery *t, const char *id)
-{
-	if(t->clients == NULL) return NULL;
-	for(struct dlq_rclient *c = t->clients[hash_client_id(id) & (t->clients_size - 1)]; c; c = c->hnext){
-		if(!strcmp(c->id, id)) return c;
-	}
-	return NULL;
-}
-
-static struct dlq_rclient *client_get(struct dlq_redelivery *t, const char *id)
-{
-	struct dlq_rclient *c = client_find(t, id);
-	if(c) return c;
-	if(table_grow((void ***)&t->clients, &t->clients_size, t->client_count, offsetof(struct dlq_rclient, hnext), client_key)){
-		return NULL;
-	}
-	size_t len = strlen(id);
-	c = calloc(1, sizeof(*c) + len + 1);
-	if(c == NULL) return NULL;
-	memcpy(c->id, id, len + 1);
-	size_t k = hash_client_id(id) & (t->clients_size - 1);
-	c->hnext = t->clients[k];
-	t->clients[k] = c;
-	t->client_count++;
-	return c;
-}
-
-/* A client is kept while deliveries reference it or while it is known to
- * be connected (a sign worth keeping); otherwise it is forgotten. */
-static void client_release_if_unused(struct dlq_redelivery *t, struct dlq_rclient *c)
-{
-	if(c->deliveries || c->online || c->skip_next_burst) return;
-	table_unlink((void **)t->clients, t->clients_size, c, offsetof(struct dlq_rclient, hnext), hash_client_id(c->id));
-	t->client_count--;
-	free(c);
-}
+/* ---- connections ---- */
 
 void redelivery__connected(struct dlq_redelivery *t, const char *client, uintptr_t conn)
 {
 	t->event++;
-	struct dlq_rclient *c = client_find(t, client);
+	struct dlq_rclient *c = deliveries__client_find(t, client);
 	/* The connection that just ended is still checked for its will. */
 	if(c && c->offline == conn) return;
-	if(c == NULL) c = client_get(t, client);
+	if(c == NULL) c = deliveries__client_get(t, client);
 	if(c == NULL) return; /* out of memory: the client stays unknown, which only counts less */
 	c->online = conn;
 	c->offline = 0;
@@ -252,57 +128,14 @@ void redelivery__disconnected(struct dlq_redelivery *t, const char *client, uint
 {
 	t->event++;
 	drop_kick(t, client, conn);
-	struct dlq_rclient *c = client_find(t, client);
+	struct dlq_rclient *c = deliveries__client_find(t, client);
 	if(c == NULL) return;
 	/* A DISCONNECT for an older connection than the one known (a takeover
 	 * reports the old one after the new one was seen) changes nothing. */
 	if(c->online && c->online != conn) return;
 	c->online = 0;
 	c->offline = conn;
-	client_release_if_unused(t, c);
-}
-
-/* ---- deliveries ---- */
-
-static struct dlq_delivery *delivery_find(const struct dlq_redelivery *t, const struct dlq_record *r,
-		const struct dlq_rclient *c)
-{
-	if(t->table == NULL) return NULL;
-	for(struct dlq_delivery *d = t->table[hash_pair(r, c) & (t->table_size - 1)]; d; d = d->hnext){
-		if(d->record == r && d->client == c) return d;
-	}
-	return NULL;
-}
-
-struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client)
-{
-	struct dlq_rclient *c = client_find(t, client);
-	return c ? delivery_find(t, r, c) : NULL;
-}
-
-static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
-		struct dlq_rclient *c)
-{
-	/* A record made without the part that lists deliveries (neither
-	 * redelivery tracking nor exact counting was on) has none. */
-	if(MORE(r) == NULL) return NULL;
-	if(table_grow((void ***)&t->table, &t->table_size, t->count, offsetof(struct dlq_delivery, hnext), delivery_key)){
-		return NULL;
-	}
-	struct dlq_delivery *d = calloc(1, sizeof(*d));
-	if(d == NULL) return NULL;
-	d->record = r;
-	d->client = c;
-	size_t k = hash_pair(r, c) & (t->table_size - 1);
-	d->hnext = t->table[k];
-	t->table[k] = d;
-	d->rnext = MORE(r)->deliveries;
-	MORE(r)->deliveries = d;
-	MORE(r)->extra_bytes += DLQ_DELIVERY_BYTES;
-	ledger__adjust_bytes(l, r, +1, DLQ_DELIVERY_BYTES);
-	c->deliveries++;
-	t->count++;
-	return d;
+	deliveries__client_release(t, c);
 }
 
 /* ---- the indexes ---- */
@@ -310,7 +143,7 @@ static struct dlq_delivery *delivery_new(struct dlq_redelivery *t, struct dlq_le
 static void unbind_payload(struct dlq_redelivery *t, struct dlq_record *r)
 {
 	if(MORE(r)->payload_ref == 0) return;
-	table_unlink((void **)t->by_payload, t->by_payload_size, r, MORE_OFFSET(payload_next), mix(MORE(r)->payload_ref));
+	chains__unlink((void **)t->by_payload, t->by_payload_size, r, MORE_OFFSET(payload_next), chains__mix(MORE(r)->payload_ref));
 	MORE(r)->payload_ref = 0;
 	MORE(r)->payload_next = NULL;
 	t->bound--;
@@ -319,7 +152,7 @@ static void unbind_payload(struct dlq_redelivery *t, struct dlq_record *r)
 static void unindex_content(struct dlq_redelivery *t, struct dlq_record *r)
 {
 	if(MORE(r)->content_hash == 0) return;
-	table_unlink((void **)t->by_content, t->by_content_size, r, MORE_OFFSET(content_next), MORE(r)->content_hash);
+	chains__unlink((void **)t->by_content, t->by_content_size, r, MORE_OFFSET(content_next), MORE(r)->content_hash);
 	MORE(r)->content_hash = 0;
 	MORE(r)->content_next = NULL;
 	t->indexed--;
@@ -327,11 +160,11 @@ static void unindex_content(struct dlq_redelivery *t, struct dlq_record *r)
 
 static void bind(struct dlq_redelivery *t, struct dlq_record *r, uintptr_t ref)
 {
-	if(ref == 0) return;
+	if(ref == 0 || MORE(r) == NULL) return;
 	/* The broker frees stored messages and reuses their addresses: a newer
 	 * message at the same address replaces the older binding. */
 	if(t->by_payload){
-		for(struct dlq_record *o = t->by_payload[mix(ref) & (t->by_payload_size - 1)]; o; o = MORE(o)->payload_next){
+		for(struct dlq_record *o = t->by_payload[chains__mix(ref) & (t->by_payload_size - 1)]; o; o = MORE(o)->payload_next){
 			if(MORE(o)->payload_ref == ref){
 				unbind_payload(t, o);
 				break;
@@ -339,11 +172,11 @@ static void bind(struct dlq_redelivery *t, struct dlq_record *r, uintptr_t ref)
 		}
 	}
 	unbind_payload(t, r);
-	if(table_grow((void ***)&t->by_payload, &t->by_payload_size, t->bound, MORE_OFFSET(payload_next), payload_key)){
+	if(chains__grow((void ***)&t->by_payload, &t->by_payload_size, t->bound, MORE_OFFSET(payload_next), payload_key)){
 		return;
 	}
 	MORE(r)->payload_ref = ref;
-	size_t k = mix(ref) & (t->by_payload_size - 1);
+	size_t k = chains__mix(ref) & (t->by_payload_size - 1);
 	MORE(r)->payload_next = t->by_payload[k];
 	t->by_payload[k] = r;
 	t->bound++;
@@ -377,13 +210,15 @@ static struct dlq_record *by_content(const struct dlq_redelivery *t, const char 
 int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client)
 {
 	t->event++;
-	if(r->payload_len == 0) return 0; /* no address to find it by later */
+	/* No address to find it by later; or an original made for 2.1's
+	 * exact counting, which finds messages by their dlq-id. */
+	if(r->payload_len == 0 || MORE(r) == NULL) return 0;
 	uint64_t h = hash_content(record__topic(r), record__payload(r), r->payload_len);
 	/* The newest copy with this content is the one the broker will store
 	 * next: it replaces an older one in the index. */
 	struct dlq_record *old = by_content(t, record__topic(r), record__payload(r), r->payload_len);
 	if(old) unindex_content(t, old);
-	if(table_grow((void ***)&t->by_content, &t->by_content_size, t->indexed, MORE_OFFSET(content_next), content_key)){
+	if(chains__grow((void ***)&t->by_content, &t->by_content_size, t->indexed, MORE_OFFSET(content_next), content_key)){
 		return ENOMEM;
 	}
 	MORE(r)->content_hash = h;
@@ -395,12 +230,12 @@ int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct
 	if(client == NULL) return 0;
 	/* A copy for one client gets no READ check when the broker hands it
 	 * over, so its delivery is made now. */
-	struct dlq_rclient *c = client_get(t, client);
+	struct dlq_rclient *c = deliveries__client_get(t, client);
 	if(c == NULL) return ENOMEM;
-	struct dlq_delivery *d = delivery_find(t, r, c);
-	if(d == NULL) d = delivery_new(t, l, r, c);
+	struct dlq_delivery *d = deliveries__find(t, r, c);
+	if(d == NULL) d = deliveries__new(t, l, r, c);
 	if(d == NULL){
-		client_release_if_unused(t, c);
+		deliveries__client_release(t, c);
 		return ENOMEM;
 	}
 	d->held_connected = c->online != 0;
@@ -409,23 +244,11 @@ int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct
 
 void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r)
 {
-	/* An original made while tracking was off: nothing of it is here. */
-	if(MORE(r) == NULL) return;
-	unbind_payload(t, r);
-	unindex_content(t, r);
-	struct dlq_delivery *d = MORE(r)->deliveries;
-	while(d){
-		struct dlq_delivery *next = d->rnext;
-		table_unlink((void **)t->table, t->table_size, d, offsetof(struct dlq_delivery, hnext), hash_pair(r, d->client));
-		t->count--;
-		d->client->deliveries--;
-		client_release_if_unused(t, d->client);
-		free(d);
-		d = next;
+	if(MORE(r)){
+		unbind_payload(t, r);
+		unindex_content(t, r);
 	}
-	MORE(r)->deliveries = NULL;
-	ledger__adjust_bytes(l, r, -1, MORE(r)->extra_bytes);
-	MORE(r)->extra_bytes = 0;
+	deliveries__record_gone(t, l, r);
 }
 
 /* ---- READ checks ---- */
@@ -452,21 +275,6 @@ static struct dlq_record *find_by_id(const struct dlq_ledger *l, const struct dl
 	return redelivery__record_by_id(l, c->id, strlen(c->id), c->topic, c->payload, c->payload_len);
 }
 
-struct dlq_delivery *redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
-		const char *client)
-{
-	struct dlq_rclient *c = client_get(t, client);
-	if(c == NULL) return NULL;
-	struct dlq_delivery *d = delivery_find(t, r, c);
-	if(d == NULL) d = delivery_new(t, l, r, c);
-	if(d == NULL){
-		client_release_if_unused(t, c);
-		return NULL;
-	}
-	if(d->sends < UINT16_MAX) d->sends++;
-	return d;
-}
-
 static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq_ledger *l,
 		const struct dlq_read_check *c)
 {
@@ -474,7 +282,7 @@ static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq
 	uintptr_t ref = (uintptr_t)c->payload;
 	if(ref == 0 || c->payload_len == 0) return NULL;
 	if(t->by_payload){
-		for(struct dlq_record *r = t->by_payload[mix(ref) & (t->by_payload_size - 1)]; r; r = MORE(r)->payload_next){
+		for(struct dlq_record *r = t->by_payload[chains__mix(ref) & (t->by_payload_size - 1)]; r; r = MORE(r)->payload_next){
 			if(MORE(r)->payload_ref == ref){
 				/* An address reused by a message not seen being tracked
 				 * (a will, another plugin's publish) is not this record. */
@@ -493,7 +301,7 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 {
 	memset(v, 0, sizeof(*v));
 	uint64_t event = ++t->event;
-	struct dlq_rclient *cl = client_find(t, c->client);
+	struct dlq_rclient *cl = deliveries__client_find(t, c->client);
 
 	/* The QoS is the stored message's. 2.0.11 stores a plugin's publish to
 	 * one client with QoS 0 whatever it is delivered with (src/loop.c,
@@ -531,7 +339,7 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 
 	if(qos == 0 || r == NULL) return 0; /* QoS 0 is never redelivered */
 	if(cl == NULL){
-		cl = client_get(t, c->client);
+		cl = deliveries__client_get(t, c->client);
 		if(cl == NULL) return ENOMEM;
 		/* Nothing says whether this connection is live or a session
 		 * left behind (restored at startup, or offline since before the
@@ -540,11 +348,11 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 		 * sent. */
 		cl->offline = c->conn;
 	}
-	struct dlq_delivery *d = delivery_find(t, r, cl);
+	struct dlq_delivery *d = deliveries__find(t, r, cl);
 	if(d == NULL){
-		d = delivery_new(t, l, r, cl);
+		d = deliveries__new(t, l, r, cl);
 		if(d == NULL){
-			client_release_if_unused(t, cl);
+			deliveries__client_release(t, cl);
 			return ENOMEM;
 		}
 	}else if(v->first_in_burst && d->held_connected){
@@ -583,3 +391,4 @@ struct dlq_kick *redelivery__take_kicks(struct dlq_redelivery *t)
 	t->kicks = NULL;
 	return k;
 }
+

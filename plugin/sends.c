@@ -10,9 +10,11 @@
  * number: at the reconnect access check of a message C was already sent
  * max_attempts times, the message leaves C's session as a dead letter,
  * instead of being sent once more. This replaces 2.0's burst heuristic
- * (redelivery.h), which stays for 2.0; the sends live in the same
- * per-(record, client) deliveries (struct dlq_delivery.sends), so their
- * bytes are counted in the record's and go with it.
+ * (redelivery.h), which stays for 2.0. The sends of an original to its
+ * first client live in the record (struct dlq_record_sends); to other
+ * clients, and those of retry copies, in the same per-(record, client)
+ * deliveries as 2.0's (struct dlq_delivery.sends). Their bytes are counted
+ * with the record's and go with it.
  */
 #include <string.h>
 
@@ -21,10 +23,9 @@
 #include "errtext.h"
 #include "port.h"
 
-unsigned engine__attempt_of(const struct dlq_record *r, const struct dlq_delivery *dv)
+unsigned engine__attempt_of(const struct dlq_record *r, unsigned sends)
 {
-	unsigned sends = dv ? dv->sends : 0u;
-	return (unsigned)r->attempt + (sends ? sends - 1u : 0u);
+	return record__attempt(r) + (sends ? sends - 1u : 0u);
 }
 
 /* The record the dlq-id id (id_len bytes) names, if it is this message;
@@ -53,15 +54,16 @@ void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len,
 	memset(s, 0, sizeof(*s));
 	struct dlq_record *r = record_of(d, id, id_len, topic, payload, payload_len);
 	if(r == NULL) return;
-	struct dlq_delivery *dv = redelivery__sent(&d->redelivery, &d->ledger, r, client);
-	if(dv == NULL){
+	struct dlq_sent_to st;
+	if(redelivery__sent(&d->redelivery, &d->ledger, r, client, &st)){
 		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(topic), Q(client));
 		return;
 	}
 	/* The same record sent to the same client again: a redelivery,
 	 * counted as an attempt. */
-	if(dv->sends > 1) COUNT(d, r->policy, redeliveries, 1);
-	s->attempt = engine__attempt_of(r, dv);
+	unsigned sends = redelivery__sends(&st);
+	if(sends > 1) COUNT(d, r->policy, redeliveries, 1);
+	s->attempt = engine__attempt_of(r, sends);
 	s->policy = r->policy;
 }
 
@@ -81,23 +83,25 @@ bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
 	if(c->id == NULL || c->id[0] == '\0') return false;
 	struct dlq_record *r = record_of(d, c->id, strlen(c->id), c->topic, c->payload, c->payload_len);
 	if(r == NULL) return false;
-	struct dlq_delivery *dv = redelivery__find(&d->redelivery, r, c->client);
+	struct dlq_sent_to st;
+	if(!redelivery__sent_to(&d->redelivery, r, c->client, &st)) return false;
 	/* Another copy (an overlapping subscription) of a message just removed
 	 * from this session goes too: its dead letter is made. */
-	if(dv && dv->diverted) return true;
-	if(dv == NULL || dv->sends == 0 || dv->client->online == c->conn) return false;
-	unsigned delivered = engine__attempt_of(r, dv);
+	if(redelivery__diverted(&st)) return true;
+	unsigned sends = redelivery__sends(&st);
+	if(sends == 0 || st.client->online == c->conn) return false;
+	unsigned delivered = engine__attempt_of(r, sends);
 	if(delivered < r->policy->max_attempts) return false;
-	if(!engine__divert_redelivered(d, dv, c->client, delivered)) return false;
-	dv->diverted = true;
+	if(!engine__divert_redelivered(d, r, c->client, delivered)) return false;
+	redelivery__set_diverted(&st);
 	/* A message sent before is in flight, and 2.1.2 still keeps the
 	 * in-flight slot of one removed by a reconnect access check
 	 * (src/database.c: db__client_messages_check_acl does not give back
 	 * the send quota that db__message_reconnect_reset took): as on 2.0,
 	 * the client is disconnected once so that the broker recounts it. */
-	if(redelivery__queue_kick(&d->redelivery, dv->client, c->conn)){
+	if(redelivery__queue_kick(&d->redelivery, st.client, c->conn)){
 		port__log(DLQ_LOG_ERR, "out of memory: " QFMT " may receive nothing more until it reconnects", Q(c->client));
 	}
-	dv->client->skip_next_burst = false; /* 2.0's burst counting is not used here */
+	st.client->skip_next_burst = false; /* 2.0's burst counting is not used here */
 	return true;
 }

@@ -94,9 +94,9 @@ int state__encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t 
 		rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_raw(b, record__origin_id(r)->raw, DLQ_ID_RAW_LEN)
 				|| put_u(b, (uint64_t)to_wall(r->created_ms, mono_now, wall_now), 8)
 				|| put_u(b, (uint64_t)record__first_nack_ms(r), 8)
-				|| put_u(b, r->attempt, 2) || put_u(b, r->qos, 1)
+				|| put_u(b, record__attempt(r), 2) || put_u(b, r->qos, 1)
 				|| put_str(b, r->policy->filter) || put_str(b, record__topic(r))
-				|| put_str(b, r->origin_topic_len ? record__origin_topic(r) : "")
+				|| put_str(b, record__origin_topic_len(r) ? record__origin_topic(r) : "")
 				|| put_bytes(b, record__payload(r), r->payload_len)
 				|| put_bytes(b, record__headers(r), r->headers_len) ? ENOMEM : 0;
 	}

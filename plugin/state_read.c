@@ -147,7 +147,7 @@ static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, in
 	struct dlq_record *rec = NULL;
 	if(ok && policy && mono_now - created_mono <= d->cfg.nack_window_ms && ledger__find(&d->ledger, &id) == NULL){
 		/* Redelivery tracking indexes every restored record (dlq.c). */
-		rec = (engine__counts_deliveries(d) ? record__new_more : record__new)(&id, &origin, topic,
+		rec = engine__record_new_fn(d)(&id, &origin, topic,
 				origin_topic, payload, plen, headers, hlen, policy, attempt, qos, created_mono);
 		if(rec == NULL) r->bad = r->nomem = true;
 	}

@@ -53,7 +53,7 @@ void status__count(const struct dlq *d, struct dlq_gauges *per_policy, struct dl
 	if(per_policy) memset(per_policy, 0, d->cfg.policies.count * sizeof(*per_policy));
 	for(const struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
 		long i = policy_index(d, r->policy);
-		size_t bytes = record__bytes(r);
+		size_t bytes = record__bytes(r) + redelivery__table_bytes(&d->redelivery, r);
 		total->records++;
 		total->ledger_bytes += bytes;
 		if(i >= 0 && per_policy){

@@ -213,6 +213,48 @@ START_TEST(test_delivery_count_off)
 }
 END_TEST
 
+/* The worker subscribes before the observer, so the broker writes each
+ * message to it first: its sends are the ones an original keeps in the
+ * record itself (the others' are deliveries of their own, as in
+ * test_redelivery.c, where the observer comes first). Counted all the
+ * same: delivery-count 1 and 2 on the sends to one persistent session
+ * across a reconnect, the third send, then at the next reconnect the
+ * message is diverted (a dead letter after 3 deliveries) and "next",
+ * behind it in the window of 1, arrives after the one kick. */
+START_TEST(test_first_subscriber_counted)
+{
+	SKIP_ON_20();
+	struct scene s = { .b = tracking_broker(__func__, "allow", true) };
+	broker_start(s.b);
+	struct raw *w = persistent(s.b, "worker", MQTT_PROTOCOL_V5, NULL);
+	join(w, FILTER);
+	s.watch = client_new(s.b, "watch", MQTT_PROTOCOL_V5);
+	s.pub = client_new(s.b, "pub", MQTT_PROTOCOL_V5);
+	client_subscribe(s.watch, DEAD, 1);
+	client_subscribe(s.watch, FILTER, 1);
+	client_publish_str(s.pub, TOPIC, "poison", 1);
+	client_publish_str(s.pub, TOPIC, "next", 1);
+	const char *id = original_id(&s, "poison", 0);
+	for(int i = 1; i <= 2; i++){
+		if(i > 1) ck_assert_msg(raw_connect(w), "the worker found no session");
+		const struct raw_msg *m = raw_expect(w);
+		ck_assert_str_eq(m->payload, "poison");
+		ck_assert_str_eq(raw_user(m, DLQ_PROP_ID), id);
+		expect_count(m, i == 1 ? "1" : "2");
+		raw_close(w); /* no PUBACK */
+	}
+	struct crash_loop cl = { .r = w, .crash_on = "poison", .stop_after = "next", .dlq_id = id };
+	crash_loop(&cl);
+	expect_tracking_dead_letter(client_expect(s.watch, DEAD, 1), "poison", id, "worker");
+	expect_dead_letters(&s, 1);
+	raw_drain(w, HARNESS_SETTLE_MS);
+	expect_received(w, "poison", MAX_ATTEMPTS);
+	expect_received(w, "next", 1);
+	ck_assert_uint_eq(total(s.watch, "diverted"), 1);
+	raw_free(w);
+}
+END_TEST
+
 /* A retained tracked message is sent again each time the subscriber
  * subscribes: each send is one more delivery (delivery-count 1..4), but
  * it was acknowledged each time, and the broker's check before each
@@ -294,6 +336,7 @@ int main(void)
 	tcase_add_test(tc, test_measured_case);
 	tcase_add_test(tc, test_delivery_count_on_by_default);
 	tcase_add_test(tc, test_delivery_count_off);
+	tcase_add_test(tc, test_first_subscriber_counted);
 	tcase_add_test(tc, test_retained_resubscribed);
 	tcase_add_test(tc, test_max_packet_size);
 	suite_add_tcase(s, tc);

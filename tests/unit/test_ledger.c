@@ -101,6 +101,46 @@ START_TEST(an_original_is_the_small_record)
 }
 END_TEST
 
+/* 2.1's exact counting: an original gets the 4-byte sends part (68 bytes
+ * before its topic on a 64-bit machine, what an original cost before), a
+ * retry copy or a record with a chain behind it the more part instead. */
+START_TEST(a_counting_original_has_the_sends_part)
+{
+	struct dlq_id id = fresh_id(), origin = fresh_id();
+	struct dlq_record *r = record__new_counting(&id, NULL, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 1, 1, 7);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_ptr_null(record__more(r));
+	ck_assert_ptr_nonnull(record__sends(r));
+	ck_assert_uint_eq(record__sends(r)->client, 0);
+	ck_assert_uint_eq(record__sends(r)->sends, 0);
+	ck_assert_uint_eq(record__attempt(r), 1);
+	ck_assert_str_eq(record__topic(r), "jobs/1");
+	ck_assert_str_eq(record__origin_topic(r), "jobs/1");
+	ck_assert_mem_eq(record__payload(r), "p", 1);
+	ck_assert_uint_eq(record__bytes(r), sizeof(*r) + sizeof(struct dlq_record_sends) + 7 + 1 + sizeof(void *));
+	if(sizeof(void *) == 8) ck_assert_uint_eq(DLQ_RECORD_HEAD(r->flags), 68);
+	record__free(r);
+
+	r = record__new_counting(&id, &origin, "jobs/retry", "jobs/1", "p", 1, NULL, 0, &policy, 2, 1, 7);
+	ck_assert_ptr_nonnull(record__more(r));
+	ck_assert_ptr_null(record__sends(r));
+	ck_assert_uint_eq(record__attempt(r), 2);
+	ck_assert_str_eq(record__origin_topic(r), "jobs/1");
+	ck_assert_mem_eq(record__payload(r), "p", 1);
+	record__free(r);
+	/* Restored with an attempt above 1 (its own id as origin): the more
+	 * part keeps the attempt. */
+	r = record__new_counting(&id, &id, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 3, 1, 7);
+	ck_assert_ptr_nonnull(record__more(r));
+	ck_assert_uint_eq(record__attempt(r), 3);
+	record__free(r);
+	r = record__new(&id, &id, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 3, 1, 7);
+	ck_assert_ptr_nonnull(record__more(r));
+	ck_assert_uint_eq(record__attempt(r), 3);
+	record__free(r);
+}
+END_TEST
+
 START_TEST(a_record_keeps_what_it_was_made_from)
 {
 	struct dlq_headers h = {0};
@@ -121,7 +161,7 @@ START_TEST(a_record_keeps_what_it_was_made_from)
 	/* A retry copy (another origin) has the more part; an original not. */
 	ck_assert_ptr_nonnull(record__more(r));
 	ck_assert_ptr_eq(r->policy, &policy);
-	ck_assert_uint_eq(r->attempt, 2);
+	ck_assert_uint_eq(record__attempt(r), 2);
 	ck_assert_uint_eq(r->qos, 2);
 	ck_assert_uint_eq(r->created_ms, 4242);
 	ck_assert_ptr_null(r->nackers);
@@ -445,6 +485,7 @@ static Suite *ledger_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, a_record_keeps_what_it_was_made_from);
 	tcase_add_test(tc, an_original_is_the_small_record);
+	tcase_add_test(tc, a_counting_original_has_the_sends_part);
 	tcase_add_test(tc, an_origin_topic_equal_to_the_topic_is_the_topic);
 	tcase_add_test(tc, a_topic_over_65535_bytes_makes_no_record);
 	tcase_add_test(tc, inserted_records_are_found_by_id);

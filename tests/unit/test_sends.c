@@ -16,6 +16,7 @@
 #include "dlq.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
+#include "status.h"
 
 static struct dlq d;
 
@@ -174,20 +175,124 @@ START_TEST(nack_and_copy_use_the_sends)
 }
 END_TEST
 
-/* Sends live in deliveries, counted in the record's bytes and gone with it. */
+/* The ledger's bytes equal a recount of its records' (status__count). */
+static void expect_bytes_recounted(void)
+{
+	struct dlq_gauges total;
+	status__count(&d, NULL, &total);
+	ck_assert_uint_eq(total.ledger_bytes, d.ledger.bytes);
+	ck_assert_uint_eq(d.gauges.total.ledger_bytes, d.ledger.bytes);
+}
+
+/* An original's sends to its first client are kept in the record: no
+ * allocation, no bytes. Each further client's go to a delivery in the
+ * table, its bytes counted in the ledger's. All of them leave with the
+ * record, and so do the clients. */
 START_TEST(sends_leave_with_their_record)
 {
 	char id[DLQ_ID_LEN + 1];
 	start_with("allow");
 	publish("poison", id);
+	struct dlq_record *r = d.ledger.newest;
+	ck_assert_ptr_nonnull(record__sends(r));
+	ck_assert_ptr_null(record__more(r));
 	uint64_t bytes = d.ledger.bytes;
+	ck_assert_uint_eq(bytes, record__bytes(r));
 	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 1);
-	ck_assert_uint_gt(d.ledger.bytes, bytes);
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 2);
+	ck_assert_uint_eq(d.ledger.bytes, bytes);
+	ck_assert_uint_eq(d.redelivery.count, 0);
+	ck_assert_uint_eq(record__sends(r)->sends, 2);
+	expect_bytes_recounted();
+
+	ck_assert_uint_eq(sent("t", id, "jobs/a", "poison"), 1);
+	ck_assert_uint_eq(d.redelivery.count, 1);
+	ck_assert_uint_eq(d.ledger.bytes, bytes + DLQ_DELIVERY_BYTES);
+	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 1);
+	ck_assert_uint_eq(sent("t", id, "jobs/a", "poison"), 2);
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 3);
+	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 2);
+	ck_assert_uint_eq(sent("t", id, "jobs/a", "poison"), 3);
+	ck_assert_uint_eq(d.redelivery.count, 2);
+	ck_assert_uint_eq(d.ledger.bytes, bytes + 2 * DLQ_DELIVERY_BYTES);
+	ck_assert_uint_eq(redelivery__table_bytes(&d.redelivery, r), 2 * DLQ_DELIVERY_BYTES);
+	expect_bytes_recounted();
+
 	fake.now_ms += 400000;
 	dlq__tick(&d);
 	ck_assert_uint_eq(d.ledger.count, 0);
+	ck_assert_uint_eq(d.ledger.bytes, 0);
+	ck_assert_uint_eq(d.gauges.total.ledger_bytes, 0);
 	ck_assert_uint_eq(d.redelivery.count, 0);
+	ck_assert_uint_eq(d.redelivery.client_count, 0);
 	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 0);
+	stop();
+}
+END_TEST
+
+/* A client forgotten with its records gives its number back; the next
+ * record's first client may be another. Records to many clients each keep
+ * their own first client. */
+START_TEST(first_clients_per_record)
+{
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	start_with("allow");
+	publish("a", a);
+	publish("b", b);
+	ck_assert_uint_eq(sent("s", a, "jobs/a", "a"), 1);
+	ck_assert_uint_eq(sent("t", b, "jobs/a", "b"), 1);
+	ck_assert_uint_eq(sent("s", b, "jobs/a", "b"), 1);
+	ck_assert_uint_eq(sent("t", a, "jobs/a", "a"), 1);
+	ck_assert_uint_eq(sent("t", b, "jobs/a", "b"), 2);
+	ck_assert_uint_eq(sent("s", a, "jobs/a", "a"), 2);
+	ck_assert_uint_eq(d.redelivery.count, 2); /* the second client's of each */
+	ck_assert_uint_ne(record__sends(d.ledger.oldest)->client, record__sends(d.ledger.newest)->client);
+	fake.now_ms += 400000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.redelivery.client_count, 0);
+	ck_assert_uint_eq(d.redelivery.free_count, 2);
+	publish("c", a);
+	ck_assert_uint_eq(sent("u", a, "jobs/a", "c"), 1);
+	ck_assert_uint_eq(d.redelivery.free_count, 1);
+	ck_assert_uint_eq(d.redelivery.count, 0);
+	stop();
+}
+END_TEST
+
+/* Diverted is kept per client wherever its sends are: "t"'s delivery (in
+ * the table, behind "u"'s, which heads the record's list) is diverted at
+ * its reconnect, "u"'s and the first client's (in the record) not; the
+ * first's later at its own. */
+START_TEST(each_client_diverted_on_its_own)
+{
+	char id[DLQ_ID_LEN + 1];
+	start_with("allow");
+	publish("poison", id);
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 1);
+	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 1);
+	for(uintptr_t conn = 11; conn <= 13; conn++){
+		ck_assert(!check_id("t", conn, "jobs/a", "poison", id));
+		ck_assert_uint_eq(sent("t", id, "jobs/a", "poison"), (unsigned)(conn - 10));
+		dlq__client_left(&d, "t", conn);
+	}
+	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
+	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
+	ck_assert_uint_eq(d.counters.diverted, 1);
+	ck_assert(!check_id("u", 21, "jobs/a", "poison", id));
+	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 2);
+	ck_assert_uint_eq(record__sends(d.ledger.oldest)->sends, 1);
+	ck_assert(!(d.ledger.oldest->flags & DLQ_RECORD_FIRST_DIVERTED));
+	dlq__client_left(&d, "s", 1);
+	ck_assert(!check_id("s", 2, "jobs/a", "poison", id));
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 2);
+	dlq__client_left(&d, "s", 2);
+	ck_assert(!check_id("s", 3, "jobs/a", "poison", id));
+	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 3);
+	dlq__client_left(&d, "s", 3);
+	ck_assert(check_id("s", 4, "jobs/a", "poison", id));
+	ck_assert(d.ledger.oldest->flags & DLQ_RECORD_FIRST_DIVERTED);
+	ck_assert_uint_eq(d.counters.diverted, 2);
+	ck_assert_uint_eq(dead_letters(), 2);
 	stop();
 }
 END_TEST
@@ -224,6 +329,8 @@ static Suite *sends_suite(void)
 	tcase_add_test(tc, live_connection_checks_do_not_divert);
 	tcase_add_test(tc, nack_and_copy_use_the_sends);
 	tcase_add_test(tc, sends_leave_with_their_record);
+	tcase_add_test(tc, first_clients_per_record);
+	tcase_add_test(tc, each_client_diverted_on_its_own);
 	tcase_add_test(tc, interleaved_sends_count_per_record);
 	suite_add_tcase(s, tc);
 	return s;

@@ -155,7 +155,7 @@ static void same_record(const struct dlq_record *x, const struct dlq_record *y, 
 	char nx[256], ny[256];
 	ck_assert_mem_eq(x->id.raw, y->id.raw, DLQ_ID_RAW_LEN);
 	ck_assert_mem_eq(record__origin_id(x)->raw, record__origin_id(y)->raw, DLQ_ID_RAW_LEN);
-	ck_assert_uint_eq(x->attempt, y->attempt);
+	ck_assert_uint_eq(record__attempt(x), record__attempt(y));
 	ck_assert_uint_eq(x->qos, y->qos);
 	ck_assert_str_eq(record__topic(x), record__topic(y));
 	ck_assert_str_eq(record__origin_topic(x), record__origin_topic(y));
