@@ -272,7 +272,9 @@ static void add_id(struct dlq_sub_match *m, uint32_t id)
 
 bool sessions__match(const struct dlq_sessions *s, const char *client, const char *topic, struct dlq_sub_match *m)
 {
-	memset(m, 0, sizeof(*m));
+	/* ids[] is read up to id_count only. */
+	m->qos = 0;
+	m->id_count = 0;
 	const struct dlq_session *e = find(s, client);
 	if(e == NULL || e->subs_unknown || e->ended) return false;
 	/* The filters were checked when they were added (sessions__subscribe). */

@@ -26,6 +26,11 @@ static size_t checked_len(const char *s)
 		uint32_t cp;
 		size_t n;
 
+		/* Printable ASCII, nearly every topic's every byte, at once. */
+		if(u[i] - 0x20u < 0x5Fu){
+			i++;
+			continue;
+		}
 		if(i >= TOPIC_MAX_BYTES) return 0;
 		if(u[i] < 0x80){
 			cp = u[i];
@@ -96,18 +101,22 @@ bool topic__matches_valid(const char *filter, const char *topic)
 	 * topic starting with '$'. */
 	if(topic[0] == '$' && (filter[0] == '+' || filter[0] == '#')) return false;
 
-	/* Walk level by level; f and t each point at the start of a level. */
+	/* Walk level by level; f and t each point at the start of a level.
+	 * Character by character: levels are short, and a call per level
+	 * (strcspn, memcmp) cost a NACK on 2.1, which matches its copy's
+	 * topic against the subscriber's filters, more than the walk. */
 	for(;;){
 		if(f[0] == '#') return true; /* the rest, however many levels */
 		if(f[0] == '+'){
-			t += strcspn(t, "/");
+			while(*t != '/' && *t != '\0') t++;
 			f++;
 		}else{
-			size_t fl = strcspn(f, "/");
-			size_t tl = strcspn(t, "/");
-			if(fl != tl || memcmp(f, t, fl)) return false;
-			f += fl;
-			t += tl;
+			while(*f != '/' && *f != '\0'){
+				if(*f != *t) return false;
+				f++;
+				t++;
+			}
+			if(*t != '/' && *t != '\0') return false;
 		}
 		/* Both at '/' or '\0' now. */
 		if(*t == '\0'){
