@@ -52,8 +52,8 @@ static const struct cg_case cases[] = {
 	/* What the broker's API costs any plugin that keeps and stamps each
 	 * tracked message (and, on 2.1, gives each send its delivery-count):
 	 * the floor under the tracked budgets. */
-	{ "floor-untracked", "floor: untracked (a prefix compare)", BROKER_PLUGIN, LOAD_PLAIN, 1, 0, NULL,
-		false, true },
+	{ "floor-hosting", "floor: a MESSAGE and a TICK callback that return", BROKER_PLUGIN, LOAD_PLAIN, 1, 0,
+		"floor hosting", false, true },
 	{ "floor", "floor: keep and stamp only", BROKER_PLUGIN, LOAD_TRACKED, 1, 0, NULL, false, true },
 	{ "floor-dc-off", "floor, delivery_count off", BROKER_PLUGIN, LOAD_TRACKED, 1, 0, DELIVERY_COUNT_OFF, false, true },
 	{ "floor-1to4", "floor: keep and stamp only", BROKER_PLUGIN, LOAD_TRACKED, 4, 0, NULL, false, true },

@@ -13,7 +13,10 @@
  * of a stamped message gets its own property list with a delivery-count
  * (mosquitto_property_copy_all, then add_string_pair; the broker frees it
  * after the send), unless plugin_opt_delivery_count is off. Any other
- * message costs it a compare of the topic's start. No id is drawn
+ * message costs it a compare of the topic's start; with plugin_opt_floor
+ * hosting, every message only a callback that returns at once (what the
+ * broker charges for calling a MESSAGE callback at all). It has a TICK
+ * callback that returns, as any plugin with timers has. No id is drawn
  * (a constant), nothing is looked up, counted or logged: what it costs is
  * the broker's work for the stamp and the copy. Never for production.
  */
@@ -43,6 +46,7 @@ struct floor_state {
 	struct kept *kept;
 	int (*copy_all)(mosquitto_property **dest, const mosquitto_property *src);
 	int delivery_count;
+	int hosting;     /* plugin_opt_floor hosting: the callbacks return at once */
 	int message_out; /* registered */
 };
 
@@ -58,7 +62,7 @@ static int on_message(int event, void *event_data, void *userdata)
 	struct mosquitto_evt_message *ed = event_data;
 	struct floor_state *s = userdata;
 	(void)event;
-	if(!tracked_topic(ed->topic)) return MOSQ_ERR_SUCCESS;
+	if(s->hosting || !tracked_topic(ed->topic)) return MOSQ_ERR_SUCCESS;
 	size_t topic_len = strlen(ed->topic);
 	struct kept *k = malloc(sizeof(*k) + topic_len + 1 + ed->payloadlen);
 	if(k == NULL) return MOSQ_ERR_SUCCESS;
@@ -68,6 +72,14 @@ static int on_message(int event, void *event_data, void *userdata)
 	k->next = s->kept;
 	s->kept = k;
 	mosquitto_property_add_string_pair(&ed->properties, MQTT_PROP_USER_PROPERTY, "dlq-id", FLOOR_ID);
+	return MOSQ_ERR_SUCCESS;
+}
+
+static int on_tick(int event, void *event_data, void *userdata)
+{
+	(void)event;
+	(void)event_data;
+	(void)userdata;
 	return MOSQ_ERR_SUCCESS;
 }
 
@@ -106,19 +118,21 @@ int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **userdata, st
 	/* The benchmark's policy lines and the like are the real plugin's. */
 	for(int i = 0; i < option_count; i++){
 		if(!strcmp(options[i].key, "delivery_count") && !strcmp(options[i].value, "off")) state.delivery_count = 0;
+		if(!strcmp(options[i].key, "floor") && !strcmp(options[i].value, "hosting")) state.hosting = 1;
 	}
 	*userdata = &state;
 	int rc = mosquitto_callback_register(identifier, MOSQ_EVT_MESSAGE, on_message, NULL, &state);
+	if(rc == MOSQ_ERR_SUCCESS) rc = mosquitto_callback_register(identifier, MOSQ_EVT_TICK, on_tick, NULL, &state);
 	if(rc) return rc;
 	*(void **)&state.copy_all = dlsym(RTLD_DEFAULT, "mosquitto_property_copy_all");
-	if(state.delivery_count && state.copy_all){
+	if(state.delivery_count && state.copy_all && !state.hosting){
 		/* Refused by 2.0, which has no such event: then there is no
 		 * per-send work to make. */
 		state.message_out = mosquitto_callback_register(identifier, DLQ_MOSQ_EVT_MESSAGE_OUT, on_message_out,
 				NULL, &state) == MOSQ_ERR_SUCCESS;
 	}
-	mosquitto_log_printf(MOSQ_LOG_NOTICE, "dlq floor plugin: stamp%s", state.message_out
-			? ", and delivery-count per send" : " only");
+	mosquitto_log_printf(MOSQ_LOG_NOTICE, "dlq floor plugin: %s", state.hosting ? "callbacks that return"
+			: state.message_out ? "stamp, and delivery-count per send" : "stamp only");
 	return MOSQ_ERR_SUCCESS;
 }
 
@@ -128,6 +142,7 @@ int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *options, int 
 	(void)options;
 	(void)option_count;
 	mosquitto_callback_unregister(s->id, MOSQ_EVT_MESSAGE, on_message, NULL);
+	mosquitto_callback_unregister(s->id, MOSQ_EVT_TICK, on_tick, NULL);
 	if(s->message_out) mosquitto_callback_unregister(s->id, DLQ_MOSQ_EVT_MESSAGE_OUT, on_message_out, NULL);
 	while(s->kept){
 		struct kept *next = s->kept->next;

@@ -268,7 +268,7 @@ int main(int argc, char **argv)
 	/* Enough 200-byte messages to fill the default 64 MiB bound (about
 	 * 310 accounted bytes each), so every round evicts as it records. */
 	cfg.prefill = cfg.quick ? 0 : 260000;
-	cfg.memory_count = cfg.quick ? 5000 : 20000;
+	cfg.memory_count = cfg.quick ? 5000 : 50000;
 	cfg.callgrind_count = cfg.quick ? 200 : 2000;
 	cfg.callgrind_pairs = cg_pairs ? cg_pairs : (cfg.quick ? 1 : 3);
 	/* The durability suite: fewer rounds (seven phases each), and a
