@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "mosquitto_dlq.h"
 
@@ -47,11 +48,23 @@ bool id__decode(const char *s, size_t len, struct dlq_id *out);
 /* A hash of the id for table lookups (the bits are random already). */
 static inline uint64_t id__hash(const struct dlq_id *id)
 {
-	uint64_t h = 0;
-	for(int i = 0; i < 8; i++){
-		h = (h << 8) | id->raw[i];
-	}
+	/* The first eight bytes as they lie in memory: in one load. */
+	uint64_t h;
+	memcpy(&h, id->raw, sizeof(h));
 	return h;
+}
+
+/* Whether two ids are the same, in two loads each. */
+_Static_assert(DLQ_ID_RAW_LEN == 12, "id__equal reads 8 + 4 bytes");
+static inline bool id__equal(const struct dlq_id *a, const struct dlq_id *b)
+{
+	uint64_t a0, b0;
+	uint32_t a1, b1;
+	memcpy(&a0, a->raw, 8);
+	memcpy(&b0, b->raw, 8);
+	memcpy(&a1, a->raw + 8, 4);
+	memcpy(&b1, b->raw + 8, 4);
+	return a0 == b0 && a1 == b1;
 }
 
 #endif

@@ -257,7 +257,7 @@ void ledger__adjust_bytes(struct dlq_ledger *l, struct dlq_record *r, int sign, 
 struct dlq_record *ledger__find(const struct dlq_ledger *l, const struct dlq_id *id)
 {
 	for(struct dlq_record *r = l->buckets[bucket_of(l, id)]; r; r = r->hnext){
-		if(!memcmp(r->id.raw, id->raw, sizeof(id->raw))) return r;
+		if(id__equal(&r->id, id)) return r;
 	}
 	return NULL;
 }

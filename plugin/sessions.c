@@ -277,8 +277,8 @@ bool sessions__match(const struct dlq_sessions *s, const char *client, const cha
 	m->id_count = 0;
 	const struct dlq_session *e = find(s, client);
 	if(e == NULL || e->subs_unknown || e->ended) return false;
-	/* The filters were checked when they were added (sessions__subscribe). */
-	if(!topic__valid_publish(topic)) return false;
+	/* The filters were checked when they were added (sessions__subscribe),
+	 * and the topic is the broker's or the configuration's. */
 	bool any = false;
 	for(size_t i = 0; i < e->sub_count; i++){
 		const struct dlq_sub *sub = &e->subs[i];

@@ -112,7 +112,9 @@ int sessions__subscribe(struct dlq_sessions *s, const char *client, const char *
 /* client unsubscribed from filter (as it sent it). */
 void sessions__unsubscribe(struct dlq_sessions *s, const char *client, const char *filter);
 
-/* Fills *m for a copy to client on topic and returns true, or returns false
+/* Fills *m for a copy to client on topic (a valid topic name: the
+ * broker's or the configuration's, as a record or policy holds it) and
+ * returns true, or returns false
  * when nothing is known (no subscription of client seen that matches topic,
  * or its list is incomplete): then the copy goes as on 2.0. A shared
  * subscription of client counts as its own: a targeted copy goes to that

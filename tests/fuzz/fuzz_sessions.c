@@ -155,6 +155,9 @@ static void subscribe(struct dlq *d, const char *client, const char *filter, uin
 
 static void check_match(const struct dlq_sessions *s, const char *client, const char *topic)
 {
+	/* sessions__match takes valid topic names only (a record's or the
+	 * configuration's). */
+	if(!topic__valid_publish(topic)) return;
 	struct dlq_sub_match m;
 	bool found = sessions__match(s, client, topic, &m);
 	const struct dlq_session *e = entry(s, client);
