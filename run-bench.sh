@@ -6,7 +6,7 @@
 # meson (debugoptimized: optimized, with the debug info callgrind needs), and
 # runs dlq_bench, which starts its own brokers on private unix sockets and
 # prints its tables as Markdown on stdout (progress on stderr).
-#   ./run-bench.sh                 thorough: about 6 minutes
+#   ./run-bench.sh                 thorough: about 9 minutes
 #   ./run-bench.sh --quick         about a minute
 #   ./run-bench.sh --only memory   one suite (throughput, durability, memory, callgrind)
 #   ./run-bench.sh --plugin-opt 'KEY VALUE'   one more option for every plugin broker

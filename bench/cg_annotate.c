@@ -109,10 +109,17 @@ static bool is_caller_frame(const char *line)
 		":mux_epoll__handle ", ":packet__read ", ":handle__packet ", ":handle__publish ",
 		":plugin__handle_message ", ":plugin__handle_tick ", ":control__process ", "ld-linux",
 		":handle__accepted_publish ", ":plugin__handle_message_in ", ":plugin__handle_control ",
+		/* 2.1's MESSAGE_OUT comes from the send of a queued message. */
+		":plugin__handle_message_out ", ":send__publish ", ":db__message_write_inflight_out_latest ",
+		":db__message_insert_outgoing ", ":db__message_delete_outgoing ", ":sub__messages_queue ",
+		":handle__pubackcomp ",
 	};
 	/* Any other frame holding the whole count is a caller too (2.1's
 	 * stripped broker has unnamed ones): only the callbacks themselves
 	 * are shown at 100%. */
+	/* Unnamed frames of a stripped broker ("???:0x0000000000046940 [.../mosquitto]")
+	 * are callers too: the plugin's functions all have names. */
+	if(strstr(line, ":0x") && strstr(line, "/mosquitto]")) return true;
 	const char *colon = strstr(line, "(100.0%)") ? strchr(strstr(line, "(100.0%)"), ':') : NULL;
 	if(strstr(line, "(100.0%)") && (colon == NULL || strncmp(colon + 1, "adapter__", 9))) return true;
 	for(size_t i = 0; i < sizeof(frames) / sizeof(frames[0]); i++){
