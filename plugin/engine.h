@@ -59,8 +59,9 @@ unsigned engine__attempt_of(const struct dlq_record *r, unsigned sends);
 bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c);
 
 /* At startup, after the state was restored: the held copies saved in it
- * were for sessions that did not survive the restart; their dead letters
- * wait in "owed" for the first tick. */
+ * were for sessions not known to last. Those whose session the broker
+ * restored (2.1 says so) are the session's now; the others did not survive
+ * the restart, and their dead letters wait in "owed" for the first tick. */
 void engine__settle_restored_holds(struct dlq *d);
 
 /* Why a targeted copy cannot reach its client (engine__copy_qos). */

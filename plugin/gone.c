@@ -108,6 +108,16 @@ void engine__settle_restored_holds(struct dlq *d)
 				struct dlq_record *r = k->records;
 				bool last = k->count == 1; /* let_go frees k, and client, with its last record */
 				const char *client = k->client;
+				/* 2.1 says which sessions it restored: one that the broker
+				 * restored keeps the copy it took (its session outlived the
+				 * connection after all: the broker stopped before the
+				 * plugin saw it go), as when a lasting session leaves. */
+				if(d->cfg.broker_has_session && d->cfg.broker_has_session(d->cfg.broker_ctx, client)){
+					holds__release(&d->holds, r);
+					d->changes++;
+					if(last) break;
+					continue;
+				}
 				snprintf(reason, sizeof(reason), "the broker restarted before subscriber " QFMT
 						", whose session does not survive a restart, confirmed its retry copy", Q(client));
 				struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
