@@ -12,9 +12,9 @@
 #include <mosquitto_broker.h>
 #include <mqtt_protocol.h>
 
-#include "errtext.h"
 #include "adapters.h"
 #include "control.h"
+#include "errtext.h"
 #include "headers.h"
 #include "mosquitto_dlq.h"
 #include "port.h"
@@ -93,11 +93,12 @@ static __attribute__((noinline)) void track_message(struct dlq_plugin *pl, struc
 	}
 }
 
-/* A message the match cache had no answer for, or a tracked one. */
+/* A message the match cache had no answer for (policy NULL), or a tracked
+ * one. */
 static __attribute__((noinline)) int message_not_plain(struct dlq_plugin *pl, struct mosquitto_evt_message *ed,
 		const struct dlq_policy *policy)
 {
-	if(policy == NULL) policy = dlq__policy_for(&pl->engine, ed->topic);
+	if(policy == NULL) policy = dlq__policy_missed(&pl->engine, ed->topic);
 	if(policy) track_message(pl, ed, policy);
 	return MOSQ_ERR_SUCCESS;
 }

@@ -126,6 +126,12 @@ static inline bool dlq__policy_cached(struct dlq *d, const char *topic, const st
 {
 	return match_cache__hit(&d->matches, d->policy_generation, topic, policy);
 }
+/* The policy for topic when dlq__policy_cached had no answer (not asking
+ * the cache a second time). */
+static inline const struct dlq_policy *dlq__policy_missed(struct dlq *d, const char *topic)
+{
+	return match_cache__miss(&d->matches, &d->cfg.policies, d->policy_generation, topic);
+}
 
 /* Tracks an inbound publish that matched policy: records it in the ledger
  * and writes the dlq-id to stamp it with into id_out. headers are the

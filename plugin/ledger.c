@@ -52,7 +52,7 @@ static struct dlq_record *record_alloc(enum record_parts parts, const struct dlq
 	/* A retry copy: its chain's origin differs from its own id. It, and
 	 * whatever else has a chain behind it, keeps the chain in the more
 	 * part. */
-	bool copy = origin_id && memcmp(origin_id->raw, id->raw, sizeof(id->raw));
+	bool copy = origin_id && !id__equal(origin_id, id);
 	bool more = parts == PARTS_MORE || copy || attempt != 1 || origin_len;
 	uint8_t flags = more ? DLQ_RECORD_MORE : parts == PARTS_COUNTING ? DLQ_RECORD_SENDS : 0;
 

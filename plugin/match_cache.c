@@ -30,9 +30,20 @@ void match_cache__cleanup(struct dlq_match_cache *c)
 	memset(c, 0, sizeof(*c));
 }
 
-const struct dlq_policy *match_cache__fill(struct dlq_match_cache *c, struct dlq_match_slot *s, uint64_t h,
-		const struct dlq_policy_table *t, const char *topic, size_t len)
+const struct dlq_policy *match_cache__miss(struct dlq_match_cache *c, const struct dlq_policy_table *t,
+		unsigned generation, const char *topic)
 {
+	if(c->slots == NULL || topic == NULL) return policy__match(t, topic);
+	if(c->generation != generation){
+		/* The table changed under the slots: their policies point into
+		 * the old one. */
+		memset(c->slots, 0, DLQ_MATCH_SLOTS * sizeof(*c->slots));
+		c->generation = generation;
+	}
+	size_t len = strlen(topic);
+	if(len - 1 >= DLQ_MATCH_TOPIC_MAX) return policy__match(t, topic);
+	uint64_t h = match_cache__hash(topic, len);
+	struct dlq_match_slot *s = &c->slots[match_cache__slot_of(h)];
 	c->misses++;
 	const struct dlq_policy *p = policy__match(t, topic);
 	s->hash = h;
@@ -40,15 +51,4 @@ const struct dlq_policy *match_cache__fill(struct dlq_match_cache *c, struct dlq
 	s->policy = p;
 	memcpy(s->topic, topic, len);
 	return p;
-}
-
-const struct dlq_policy *match_cache__other(struct dlq_match_cache *c, const struct dlq_policy_table *t,
-		unsigned generation, const char *topic)
-{
-	if(c->slots == NULL || topic == NULL) return policy__match(t, topic);
-	/* The table changed under the slots: their policies point into the
-	 * old one. */
-	memset(c->slots, 0, DLQ_MATCH_SLOTS * sizeof(*c->slots));
-	c->generation = generation;
-	return match_cache__match(c, t, generation, topic);
 }

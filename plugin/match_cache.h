@@ -105,12 +105,28 @@ static inline bool match_cache__same(const char *a, const char *b, size_t len)
 	return same;
 }
 
-/* The lookup's other paths, out of line so that a hit pays for none of
- * their registers: a miss (the trie answers and the answer takes the
- * slot), a generation change, a topic the cache does not hold. */
-const struct dlq_policy *match_cache__fill(struct dlq_match_cache *c, struct dlq_match_slot *s, uint64_t h,
-		const struct dlq_policy_table *t, const char *topic, size_t len);
-const struct dlq_policy *match_cache__other(struct dlq_match_cache *c, const struct dlq_policy_table *t,
+/* The hit path: whether the cache holds topic's answer for generation,
+ * which is then in *policy. false: ask match_cache__match. Inline, for
+ * the path of every inbound publish. */
+static inline bool match_cache__hit(struct dlq_match_cache *c, unsigned generation, const char *topic,
+		const struct dlq_policy **policy)
+{
+	if(c->slots == NULL || topic == NULL || c->generation != generation) return false;
+	size_t len = strlen(topic);
+	/* The empty topic and the longest ones are not cached. */
+	if(len - 1 >= DLQ_MATCH_TOPIC_MAX) return false;
+	uint64_t h = match_cache__hash(topic, len);
+	const struct dlq_match_slot *s = &c->slots[match_cache__slot_of(h)];
+	if(s->hash != h || s->len != len || !match_cache__same(s->topic, topic, len)) return false;
+	c->hits++;
+	*policy = s->policy;
+	return true;
+}
+
+/* What match_cache__hit did not answer, out of line so that a hit pays
+ * for none of its registers: the trie answers, and the answer takes the
+ * topic's slot (after emptying the cache when the generation changed). */
+const struct dlq_policy *match_cache__miss(struct dlq_match_cache *c, const struct dlq_policy_table *t,
 		unsigned generation, const char *topic);
 
 /* policy__match(t, topic), answered from the cache when it can be.
@@ -119,36 +135,8 @@ const struct dlq_policy *match_cache__other(struct dlq_match_cache *c, const str
 static inline const struct dlq_policy *match_cache__match(struct dlq_match_cache *c,
 		const struct dlq_policy_table *t, unsigned generation, const char *topic)
 {
-	if(c->slots == NULL || topic == NULL || c->generation != generation){
-		return match_cache__other(c, t, generation, topic);
-	}
-	size_t len = strlen(topic);
-	/* The empty topic and the longest ones are not cached. */
-	if(len - 1 >= DLQ_MATCH_TOPIC_MAX) return policy__match(t, topic);
-	uint64_t h = match_cache__hash(topic, len);
-	struct dlq_match_slot *s = &c->slots[match_cache__slot_of(h)];
-	if(s->hash == h && s->len == len && match_cache__same(s->topic, topic, len)){
-		c->hits++;
-		return s->policy;
-	}
-	return match_cache__fill(c, s, h, t, topic, len);
-}
-
-/* The hit path alone, for a caller that keeps the rest out of its own
- * fast path: whether the cache holds topic's answer for generation, which
- * is then in *policy. false: ask match_cache__match. */
-static inline bool match_cache__hit(struct dlq_match_cache *c, unsigned generation, const char *topic,
-		const struct dlq_policy **policy)
-{
-	if(c->slots == NULL || topic == NULL || c->generation != generation) return false;
-	size_t len = strlen(topic);
-	if(len - 1 >= DLQ_MATCH_TOPIC_MAX) return false;
-	uint64_t h = match_cache__hash(topic, len);
-	const struct dlq_match_slot *s = &c->slots[match_cache__slot_of(h)];
-	if(s->hash != h || s->len != len || !match_cache__same(s->topic, topic, len)) return false;
-	c->hits++;
-	*policy = s->policy;
-	return true;
+	const struct dlq_policy *p;
+	return match_cache__hit(c, generation, topic, &p) ? p : match_cache__miss(c, t, generation, topic);
 }
 
 /* The slot the cache files topic (len bytes) in; exposed for tests that
