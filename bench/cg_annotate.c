@@ -128,6 +128,47 @@ static bool is_caller_frame(const char *line)
 	return false;
 }
 
+/* The function name of a callgrind_annotate line's "file:function (Nx)
+ * [object]" part (the name only) into out; false if there is none. */
+static bool line_function(const char *s, char *out, size_t len)
+{
+	const char *colon = strchr(s, ':');
+	if(colon == NULL) return false;
+	size_t n = strcspn(colon + 1, " \n");
+	if(n == 0 || n >= len) return false;
+	snprintf(out, len, "%.*s", (int)n, colon + 1);
+	return true;
+}
+
+/* The base name of the line's "[object]" (its length in *len), or NULL. */
+static const char *line_object(const char *s, size_t *len)
+{
+	const char *open = strrchr(s, '[');
+	if(open == NULL) return NULL;
+	size_t n = strcspn(open + 1, "]\n");
+	const char *base = open + 1;
+	for(const char *q = open + 1; q < open + 1 + n; q++){
+		if(*q == '/') base = q + 1;
+	}
+	*len = (size_t)(open + 1 + n - base);
+	return base;
+}
+
+static bool is_plugin_line(const char *s)
+{
+	return strstr(s, "mosquitto_dlq") || strstr(s, "/plugin/");
+}
+
+/* Whether the line's object is the broker (its binary, or a library of
+ * its own, 2.1's libmosquitto_common): not the plugin, not libc. */
+static bool is_broker_line(const char *s)
+{
+	size_t len;
+	const char *base = line_object(s, &len);
+	if(base == NULL) return false;
+	return (!strncmp(base, "mosquitto", 9) || !strncmp(base, "libmosquitto", 12)) && strncmp(base, "mosquitto_dlq", 13);
+}
+
 /* Prints the costliest functions of a profile collected inside the
  * plugin's callbacks only, per unit (message or NACK), inclusive or self.
  * callgrind_annotate may list a function twice (with and without its
@@ -157,10 +198,8 @@ void cg__print_profile(const char *file, bool inclusive, double units, const cha
 		 * function and the object's base name. */
 		const char *share = strchr(s, '(');
 		const char *close = share ? strchr(share, ')') : NULL;
-		const char *colon = close ? strchr(close, ':') : NULL;
-		if(colon == NULL) continue;
 		char fn[128];
-		snprintf(fn, sizeof(fn), "%.*s", (int)strcspn(colon + 1, " \n"), colon + 1);
+		if(close == NULL || !line_function(close, fn, sizeof(fn))) continue;
 		bool seen = false;
 		for(int i = 0; i < shown && !seen; i++){
 			seen = !strcmp(shown_names[i], fn);
@@ -168,49 +207,13 @@ void cg__print_profile(const char *file, bool inclusive, double units, const cha
 		if(seen) continue;
 		snprintf(shown_names[shown++], sizeof(shown_names[0]), "%s", fn);
 		char obj[128] = "";
-		const char *open = strchr(colon, '[');
-		if(open){
-			size_t n = strcspn(open + 1, "]\n");
-			const char *base = open + 1;
-			for(const char *q = open + 1; q < open + 1 + n; q++){
-				if(*q == '/') base = q + 1;
-			}
-			snprintf(obj, sizeof(obj), " [%.*s]", (int)(open + 1 + n - base), base);
-		}
+		size_t obj_len;
+		const char *base = line_object(close, &obj_len);
+		if(base) snprintf(obj, sizeof(obj), " [%.*s]", (int)obj_len, base);
 		printf("%9.0f %.*s  %s%s\n", v / units, (int)(close - share + 1), share, fn, obj);
 	}
 	printf("```\n");
 	pclose(p);
-}
-
-/* The function name of a callgrind_annotate line's "file:function (Nx)
- * [object]" part (the name only) into out; false if there is none. */
-static bool line_function(const char *s, char *out, size_t len)
-{
-	const char *colon = strchr(s, ':');
-	if(colon == NULL) return false;
-	size_t n = strcspn(colon + 1, " \n");
-	if(n == 0 || n >= len) return false;
-	snprintf(out, len, "%.*s", (int)n, colon + 1);
-	return true;
-}
-
-static bool is_plugin_line(const char *s)
-{
-	return strstr(s, "mosquitto_dlq") || strstr(s, "/plugin/");
-}
-
-/* Whether the line's object is the broker (its binary, or a library of
- * its own, 2.1's libmosquitto_common): not the plugin, not libc. */
-static bool is_broker_line(const char *s)
-{
-	const char *open = strrchr(s, '[');
-	if(open == NULL) return false;
-	const char *base = open + 1;
-	for(const char *q = base; *q && *q != ']'; q++){
-		if(*q == '/') base = q + 1;
-	}
-	return (!strncmp(base, "mosquitto", 9) || !strncmp(base, "libmosquitto", 12)) && strncmp(base, "mosquitto_dlq", 13);
 }
 
 #define MAX_NAMES 512

@@ -8,7 +8,6 @@
  * never left out.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "callgrind.h"
@@ -51,23 +50,17 @@ static int bare_for(const struct cg_case *cases, const struct cg_result *res, in
 	return find(cases, res, n, BROKER_BARE, LOAD_PLAIN, fanout, 0, false);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 void cg__median(double per[][NFN], int pairs, struct cg_result *res)
 {
 	for(int f = 0; f < NFN; f++){
 		double v[CG_PAIRS_MAX];
 		for(int k = 0; k < pairs; k++) v[k] = per[k][f];
-		qsort(v, (size_t)pairs, sizeof(v[0]), cmp_double);
-		res->per[f] = pairs % 2 ? v[pairs / 2] : (v[pairs / 2 - 1] + v[pairs / 2]) / 2;
-		if(f == FN_TOTAL){
-			res->total_lo = v[0];
-			res->total_hi = v[pairs - 1];
-		}
+		res->per[f] = stats__median(v, (size_t)pairs);
+	}
+	res->total_lo = res->total_hi = per[0][FN_TOTAL];
+	for(int k = 1; k < pairs; k++){
+		if(per[k][FN_TOTAL] < res->total_lo) res->total_lo = per[k][FN_TOTAL];
+		if(per[k][FN_TOTAL] > res->total_hi) res->total_hi = per[k][FN_TOTAL];
 	}
 	res->pairs = pairs;
 }

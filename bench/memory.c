@@ -66,13 +66,6 @@ done:
 	return rc;
 }
 
-static double median3(double a, double b, double c)
-{
-	if(a > b){ double t = a; a = b; b = t; }
-	if(b > c){ double t = b; b = c; c = t; }
-	return a > b ? a : b;
-}
-
 int suite__memory(const struct bench_config *cfg)
 {
 	static const size_t sizes[] = { 100, 1024, 16384 };
@@ -97,8 +90,13 @@ int suite__memory(const struct bench_config *cfg)
 			rc = -1;
 			continue;
 		}
-		double bare_per = median3(bare[0].per_msg, bare[1].per_msg, bare[2].per_msg);
-		double plugin_per = median3(plugin[0].per_msg, plugin[1].per_msg, plugin[2].per_msg);
+		double bare_v[MEMORY_RUNS], plugin_v[MEMORY_RUNS];
+		for(int k = 0; k < MEMORY_RUNS; k++){
+			bare_v[k] = bare[k].per_msg;
+			plugin_v[k] = plugin[k].per_msg;
+		}
+		double bare_per = stats__median(bare_v, MEMORY_RUNS);
+		double plugin_per = stats__median(plugin_v, MEMORY_RUNS);
 		double net = plugin_per - bare_per;
 		double beyond = net - (double)sizes[i];
 		double overhead = beyond - (double)topic - MEMORY_PROPERTY_BYTES;
