@@ -104,7 +104,7 @@ fi
 
 # Which code was measured: the commit if any, and a hash of the plugin's
 # sources (the tree may differ from the commit).
-sources=$(cat plugin/*.c plugin/*.h include/*.h | sha256sum | cut -c1-12)
+sources=$(cat plugin/*/*.c plugin/*/*.h include/*.h | sha256sum | cut -c1-12)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "no commit")
 rm -rf "$BUILD/callgrind" "$log"
 run=("$bench" --revision "git $commit, plugin sources sha256 $sources" --plugin "$BUILD/mosquitto_dlq.so"

@@ -30,7 +30,7 @@
 #include <mqtt_protocol.h>
 
 #include "bench.h"
-#include "broker_v21.h"
+#include "broker/broker_v21.h"
 
 /* As long as a dlq-id's text (DLQ_ID_LEN). */
 #define FLOOR_ID "AAAAAAAAAAAAAAAA"

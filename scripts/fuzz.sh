@@ -49,7 +49,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/fuzz/ubsan.supp}
 
 run_target() {
-	local t=$1 corpus="$build/corpus/$t" findings="$build/findings/$t" log="$build/fuzz-$t.log"
+	local t=$1
+	local corpus="$build/corpus/$t" findings="$build/findings/$t" log="$build/fuzz-$t.log"
 	mkdir -p "$corpus" "$findings"
 	# Fork mode goes on after a finding, so that one run reports all it
 	# finds; each is saved under $findings. -max_len: the state seeds are

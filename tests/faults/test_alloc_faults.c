@@ -25,12 +25,12 @@
 #include <cjson/cJSON.h>
 
 #include "alloc_fail.h"
-#include "control.h"
-#include "dlq.h"
-#include "envelope.h"
+#include "api/control.h"
+#include "engine/dlq.h"
 #include "fake_port.h"
+#include "model/envelope.h"
 #include "mosquitto_dlq.h"
-#include "state.h"
+#include "store/state.h"
 
 /* ---- Known findings (handed to the lead; set to 0 once fixed) ---- */
 

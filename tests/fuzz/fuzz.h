@@ -15,9 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "config.h"
-#include "dlq.h"
-#include "headers.h"
+#include "config/config.h"
+#include "engine/dlq.h"
+#include "util/headers.h"
 
 /* Aborts with the location and a message when cond is false. */
 #define FUZZ_CHECK(cond, ...) do{ \

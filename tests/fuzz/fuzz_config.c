@@ -15,7 +15,7 @@
 
 #include "fuzz.h"
 #include "mosquitto_dlq.h"
-#include "topic.h"
+#include "util/topic.h"
 
 #define MAX_OPTIONS 32
 

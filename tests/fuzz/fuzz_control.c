@@ -39,13 +39,13 @@
 #include <cjson/cJSON.h>
 #include <mosquitto.h>
 
-#include "control.h"
-#include "control_input.h"
-#include "errtext.h"
+#include "api/control.h"
+#include "api/control_input.h"
 #include "fake_port.h"
 #include "fuzz.h"
 #include "mosquitto_dlq.h"
-#include "topic.h"
+#include "util/errtext.h"
+#include "util/topic.h"
 
 #define MAX_OPS 64
 #define RING 10

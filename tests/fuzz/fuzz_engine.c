@@ -7,11 +7,11 @@
 #include <errno.h>
 #include <string.h>
 
-#include "envelope.h"
 #include "fake_port.h"
 #include "fuzz.h"
-#include "state.h"
-#include "topic.h"
+#include "model/envelope.h"
+#include "store/state.h"
+#include "util/topic.h"
 
 const struct dlq_option fuzz_standard_options[] = {
 	{"policy", "orders/+ max_attempts=3 dead_letter=dead/orders"},

@@ -29,14 +29,14 @@
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 
-#include "adapters.h"
-#include "broker_v21.h"
+#include "broker/adapters.h"
+#include "broker/broker_v21.h"
+#include "broker/packet_size.h"
 #include "fake_port.h"
 #include "fake_reader.h"
 #include "fuzz.h"
 #include "fuzz_input.h"
 #include "mosquitto_dlq.h"
-#include "packet_size.h"
 
 #define MAX_OPS 64
 #define RING 4

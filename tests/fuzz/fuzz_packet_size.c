@@ -19,8 +19,8 @@
  */
 #include <string.h>
 
+#include "broker/packet_size.h"
 #include "fuzz.h"
-#include "packet_size.h"
 
 #define CLIENTS 6
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "policy.h"
+#include "model/policy.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "model/policy.h"
 #include "mosquitto_dlq.h"
-#include "policy.h"
-#include "topic.h"
+#include "util/topic.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -18,10 +18,10 @@
 
 #include <mosquitto.h>
 
+#include "broker/props.h"
 #include "fuzz.h"
-#include "headers.h"
-#include "props.h"
-#include "topic.h"
+#include "util/headers.h"
+#include "util/topic.h"
 
 /* True if every string of the header list is valid UTF-8, as a subscriber
  * checks it (libmosquitto's packet reader, for one): a client that receives

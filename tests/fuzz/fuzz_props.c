@@ -30,10 +30,10 @@
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 
+#include "broker/props.h"
 #include "fake_reader.h"
 #include "fuzz.h"
-#include "headers.h"
-#include "props.h"
+#include "util/headers.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

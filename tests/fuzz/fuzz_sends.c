@@ -40,14 +40,14 @@
 
 #include <mosquitto.h>
 
-#include "dlq.h"
+#include "engine/dlq.h"
 #include "fake_port.h"
 #include "fuzz.h"
 #include "fuzz_input.h"
-#include "id.h"
-#include "ledger.h"
+#include "model/ledger.h"
+#include "model/redelivery.h"
 #include "mosquitto_dlq.h"
-#include "redelivery.h"
+#include "util/id.h"
 
 #define MAX_OPS 200
 #define RING 8

@@ -32,13 +32,13 @@
  */
 #include <string.h>
 
-#include "dlq.h"
+#include "engine/dlq.h"
 #include "fake_port.h"
 #include "fuzz.h"
 #include "fuzz_input.h"
-#include "hash.h"
-#include "sessions.h"
-#include "topic.h"
+#include "model/sessions.h"
+#include "util/hash.h"
+#include "util/topic.h"
 
 #define MAX_OPS 200
 

@@ -6,10 +6,10 @@
  */
 #include <string.h>
 
-#include "envelope.h"
 #include "fake_port.h"
 #include "fuzz_state_common.h"
-#include "topic.h"
+#include "model/envelope.h"
+#include "util/topic.h"
 
 static size_t ledger_length(const struct dlq *d)
 {

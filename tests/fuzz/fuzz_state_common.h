@@ -7,7 +7,7 @@
 #define DLQ_FUZZ_STATE_H
 
 #include "fuzz.h"
-#include "state.h"
+#include "store/state.h"
 
 /* Checks a decoded engine: its report agrees with its contents, it survives
  * a save and restore unchanged, every restored record can be NACKed, clients

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "state.h"
+#include "store/state.h"
 
 static void put(const char *dir, const char *target, const char *name, const uint8_t *data, size_t len)
 {

@@ -6,7 +6,7 @@
 # src/linker.syms as 2.0.21 exports it (nm -D of Debian's 2.0.21 broker):
 # the plugin must load on every broker of the 2.0 and 2.1 lines, so it
 # calls only those directly and looks up anything else at startup
-# (plugin/broker_caps.c). Usage: check_imports.sh NM MODULE.so LIST
+# (plugin/broker/broker_caps.c). Usage: check_imports.sh NM MODULE.so LIST
 set -eu
 nm=$1
 module=$2

@@ -9,8 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dlq.h"
-#include "headers.h"
+#include "engine/dlq.h"
+#include "util/headers.h"
 
 /* Tracks payload on topic at qos with the encoded properties h (or none)
  * and writes its dlq-id to id; fails the test unless a policy matches and

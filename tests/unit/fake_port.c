@@ -11,7 +11,7 @@
 #include <sys/random.h>
 
 #include "fake_port.h"
-#include "headers.h"
+#include "util/headers.h"
 
 struct fake_port fake;
 

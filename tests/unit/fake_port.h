@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "port.h"
+#include "util/port.h"
 
 #define FAKE_MAX_PUBLISHES 256
 #define FAKE_MAX_LOGS 256

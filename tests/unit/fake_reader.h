@@ -8,7 +8,7 @@
 #ifndef DLQ_FAKE_READER_H
 #define DLQ_FAKE_READER_H
 
-#include "prop_reader.h"
+#include "broker/prop_reader.h"
 
 extern const struct dlq_prop_reader fake_reader_v20;
 extern const struct dlq_prop_reader fake_reader_v21;

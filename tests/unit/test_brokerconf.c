@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "brokerconf.h"
+#include "broker/brokerconf.h"
 
 static struct broker_facts f;
 

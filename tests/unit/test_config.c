@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "mosquitto_dlq.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))

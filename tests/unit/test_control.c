@@ -13,9 +13,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "config.h"
-#include "control.h"
-#include "dlq.h"
+#include "api/control.h"
+#include "config/config.h"
+#include "engine/dlq.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
 

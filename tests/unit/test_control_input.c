@@ -15,13 +15,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "config.h"
-#include "control.h"
-#include "control_input.h"
-#include "dlq.h"
-#include "errtext.h"
+#include "api/control.h"
+#include "api/control_input.h"
+#include "config/config.h"
+#include "engine/dlq.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
+#include "util/errtext.h"
 
 static uint64_t mono_ns(void)
 {

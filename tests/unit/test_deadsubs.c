@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "deadsubs.h"
-#include "dlq.h"
+#include "config/config.h"
+#include "engine/deadsubs.h"
+#include "engine/dlq.h"
 #include "fake_port.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -10,12 +10,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "envelope.h"
 #include "fake_port.h"
-#include "headers.h"
-#include "id.h"
-#include "ledger.h"
+#include "model/envelope.h"
+#include "model/ledger.h"
 #include "mosquitto_dlq.h"
+#include "util/headers.h"
+#include "util/id.h"
 
 static struct dlq_policy numbers = {
 	.filter = "numbers",

@@ -13,12 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "dlq.h"
+#include "api/status.h"
+#include "config/config.h"
+#include "engine/dlq.h"
 #include "engine_calls.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
-#include "status.h"
 
 static struct dlq d;
 static bool d_live;

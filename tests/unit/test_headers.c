@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "fake_port.h"
-#include "headers.h"
 #include "mosquitto_dlq.h"
+#include "util/headers.h"
 
 /* Reads the next entry and checks its kind and its parts byte for byte,
  * including the NUL each part is promised to end with. b == NULL: the entry

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "holds.h"
-#include "id.h"
-#include "ledger.h"
+#include "model/holds.h"
+#include "model/ledger.h"
+#include "util/id.h"
 
 static struct dlq_policy policy = {
 	.filter = "jobs",

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "fake_port.h"
-#include "id.h"
 #include "mosquitto_dlq.h"
+#include "util/id.h"
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 

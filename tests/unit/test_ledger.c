@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "fake_port.h"
-#include "headers.h"
-#include "id.h"
-#include "ledger.h"
+#include "model/ledger.h"
+#include "util/headers.h"
+#include "util/id.h"
 
 static struct dlq_policy policy = {
 	.filter = "numbers",

@@ -13,11 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "dlq.h"
+#include "config/config.h"
+#include "engine/dlq.h"
 #include "fake_port.h"
-#include "match_cache.h"
-#include "policy.h"
+#include "model/match_cache.h"
+#include "model/policy.h"
 
 static void add(struct dlq_policy_table *t, const char *filter, const char *dead_letter)
 {

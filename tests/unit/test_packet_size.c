@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "packet_size.h"
+#include "broker/packet_size.h"
 
 START_TEST(sizes_as_the_broker_counts_them)
 {

@@ -16,10 +16,10 @@
 
 #include <time.h>
 
-#include "config.h"
+#include "config/config.h"
+#include "model/policy.h"
 #include "mosquitto_dlq.h"
-#include "policy.h"
-#include "topic.h"
+#include "util/topic.h"
 
 static char *xstrdup(const char *s)
 {

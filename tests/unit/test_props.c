@@ -16,11 +16,11 @@
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 
+#include "broker/props.h"
 #include "fake_port.h"
 #include "fake_reader.h"
-#include "headers.h"
 #include "mosquitto_dlq.h"
-#include "props.h"
+#include "util/headers.h"
 
 /* Every test runs with both readers: 2.0's "" and 2.1's NULL for an
  * empty string must give the same results. */

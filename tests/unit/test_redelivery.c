@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "dlq.h"
+#include "config/config.h"
+#include "engine/dlq.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
 

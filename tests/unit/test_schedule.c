@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envelope.h"
-#include "schedule.h"
+#include "model/envelope.h"
+#include "model/schedule.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

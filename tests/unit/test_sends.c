@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "dlq.h"
+#include "api/status.h"
+#include "config/config.h"
+#include "engine/dlq.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
-#include "status.h"
 
 static struct dlq d;
 

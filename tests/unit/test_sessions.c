@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "dlq.h"
+#include "config/config.h"
+#include "engine/dlq.h"
 #include "engine_calls.h"
 #include "fake_port.h"
-#include "headers.h"
-#include "sessions.h"
+#include "model/sessions.h"
+#include "util/headers.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -21,15 +21,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "dlq.h"
-#include "envelope.h"
+#include "config/config.h"
+#include "engine/dlq.h"
 #include "engine_calls.h"
 #include "fake_port.h"
-#include "headers.h"
-#include "id.h"
+#include "model/envelope.h"
 #include "mosquitto_dlq.h"
-#include "state.h"
+#include "store/state.h"
+#include "util/headers.h"
+#include "util/id.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

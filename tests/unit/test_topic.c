@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topic.h"
+#include "util/topic.h"
 
 /* A string of len bytes of 'a' (caller frees). */
 static char *long_topic(size_t len)

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Status reports (see status.h), rendered with cJSON. The gauges come from
+ * the running totals (gauges.h); status__count is the walk that checks them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/status.h"
+
+/* The index of a policy of the current table, or -1. */
+static long policy_index(const struct dlq *d, const struct dlq_policy *p)
+{
+	return policy__index_in(&d->cfg.policies, p);
+}
+
+static void add_envelope(const struct dlq *d, const struct dlq_envelope *e, bool delayed,
+		struct dlq_gauges *per_policy, struct dlq_gauges *total)
+{
+	long i = policy_index(d, e->policy);
+	struct dlq_gauges *g[2] = { total, i >= 0 ? &per_policy[i] : NULL };
+	for(int k = 0; k < 2; k++){
+		if(g[k] == NULL) continue;
+		if(delayed){
+			g[k]->delayed++;
+		}else{
+			g[k]->pending++;
+		}
+		g[k]->owed_bytes += e->bytes;
+	}
+}
+
+static void add_list(const struct dlq *d, const struct dlq_envelope_list *l,
+		struct dlq_gauges *per_policy, struct dlq_gauges *total)
+{
+	for(const struct dlq_envelope *e = l->head; e; e = e->next){
+		add_envelope(d, e, false, per_policy, total);
+	}
+}
+
+void status__gauges(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total)
+{
+	*total = d->gauges.total;
+	if(per_policy == NULL) return;
+	size_t n = d->cfg.policies.count;
+	memset(per_policy, 0, n * sizeof(*per_policy));
+	memcpy(per_policy, d->gauges.per, (n < d->gauges.count ? n : d->gauges.count) * sizeof(*per_policy));
+}
+
+void status__count(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total)
+{
+	memset(total, 0, sizeof(*total));
+	if(per_policy) memset(per_policy, 0, d->cfg.policies.count * sizeof(*per_policy));
+	for(const struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
+		long i = policy_index(d, r->policy);
+		size_t bytes = record__bytes(r) + redelivery__table_bytes(&d->redelivery, r);
+		total->records++;
+		total->ledger_bytes += bytes;
+		if(i >= 0 && per_policy){
+			per_policy[i].records++;
+			per_policy[i].ledger_bytes += bytes;
+		}
+	}
+	add_list(d, &d->outbox.owed, per_policy, total);
+	add_list(d, &d->outbox.sent, per_policy, total);
+	add_list(d, &d->outbox.settling, per_policy, total);
+	for(size_t i = 0; i < d->delayed.count; i++){
+		add_envelope(d, d->delayed.heap[i], true, per_policy, total);
+	}
+}
+
+static bool add_num(cJSON *o, const char *name, double v)
+{
+	return cJSON_AddNumberToObject(o, name, v) != NULL;
+}
+
+static bool add_policy_fields(cJSON *o, const struct dlq_policy *p)
+{
+	return cJSON_AddStringToObject(o, "filter", p->filter)
+			&& add_num(o, "maxAttempts", p->max_attempts)
+			&& cJSON_AddStringToObject(o, "deadLetter", p->dead_letter)
+			&& cJSON_AddStringToObject(o, "retryTo", p->retry_to ? p->retry_to : "delivery")
+			&& add_num(o, "retryDelayMs", (double)p->retry_delay_ms)
+			&& add_num(o, "retryBackoff", p->retry_backoff)
+			&& add_num(o, "retryMaxDelayMs", (double)p->retry_max_delay_ms)
+			&& add_num(o, "retryJitter", p->retry_jitter)
+			&& cJSON_AddStringToObject(o, "source", p->source ? p->source : "");
+}
+
+static bool add_counters(cJSON *o, const struct dlq_counters *c)
+{
+	return add_num(o, "tracked", (double)c->tracked)
+			&& add_num(o, "untrackedFull", (double)c->untracked_full)
+			&& add_num(o, "nacks", (double)c->nacks)
+			&& add_num(o, "nacksRefused", (double)c->nacks_refused)
+			&& add_num(o, "retryCopies", (double)c->retry_copies)
+			&& add_num(o, "delayedCopies", (double)c->delayed)
+			&& add_num(o, "deadLetters", (double)c->dead_letters)
+			&& add_num(o, "publishFailures", (double)c->publish_failures)
+			&& add_num(o, "expired", (double)c->expired)
+			&& add_num(o, "evicted", (double)c->evicted)
+			&& add_num(o, "redeliveries", (double)c->redeliveries)
+			&& add_num(o, "diverted", (double)c->diverted)
+			&& add_num(o, "subscribersWithoutNack", (double)c->subscribers_without_nack)
+			&& add_num(o, "sentWithoutStamp", (double)c->sent_without_stamp);
+}
+
+static bool add_gauges(cJSON *o, const struct dlq_gauges *g)
+{
+	return add_num(o, "records", (double)g->records)
+			&& add_num(o, "ledgerBytes", (double)g->ledger_bytes)
+			&& add_num(o, "pending", (double)g->pending)
+			&& add_num(o, "delayed", (double)g->delayed)
+			&& add_num(o, "owedBytes", (double)g->owed_bytes);
+}
+
+cJSON *status__policies(const struct dlq *d)
+{
+	cJSON *list = cJSON_CreateArray();
+	for(size_t i = 0; list && i < d->cfg.policies.count; i++){
+		cJSON *o = cJSON_CreateObject();
+		if(o == NULL || !cJSON_AddItemToArray(list, o) || !add_policy_fields(o, &d->cfg.policies.items[i])){
+			cJSON_Delete(list);
+			return NULL;
+		}
+	}
+	return list;
+}
+
+cJSON *status__report(const struct dlq *d)
+{
+	size_t n = d->cfg.policies.count;
+	struct dlq_gauges total;
+	struct dlq_gauges *per = calloc(n ? n : 1, sizeof(*per));
+	if(per == NULL) return NULL;
+	status__gauges(d, per, &total);
+
+	cJSON *root = cJSON_CreateObject();
+	cJSON *totals = root ? cJSON_AddObjectToObject(root, "totals") : NULL;
+	cJSON *policies = root ? cJSON_AddArrayToObject(root, "policies") : NULL;
+	bool ok = totals && policies
+			&& add_counters(totals, &d->counters) && add_gauges(totals, &total)
+			&& add_num(totals, "unknownIds", (double)d->counters.unknown_ids)
+			&& add_num(totals, "subscribersOfDeadLetters", (double)d->counters.subscribers_of_dead_letters)
+			&& add_num(root, "maxPendingBytes", (double)d->cfg.max_pending_bytes)
+			&& add_num(root, "nackWindowMs", (double)d->cfg.nack_window_ms)
+			&& cJSON_AddBoolToObject(root, "stateFile", d->cfg.state_file != NULL);
+	for(size_t i = 0; ok && i < n; i++){
+		cJSON *o = cJSON_CreateObject();
+		ok = o && cJSON_AddItemToArray(policies, o)
+				&& cJSON_AddStringToObject(o, "filter", d->cfg.policies.items[i].filter)
+				&& add_counters(o, &d->policy_counters[i]) && add_gauges(o, &per[i]);
+	}
+	free(per);
+	if(!ok){
+		cJSON_Delete(root);
+		return NULL;
+	}
+	return root;
+}
+
+void status__reset_counters(struct dlq *d)
+{
+	memset(&d->counters, 0, sizeof(d->counters));
+	memset(d->policy_counters, 0, d->cfg.policies.count * sizeof(*d->policy_counters));
+}

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * $SYS/broker/dlq/... (see systopics.h). Topics, all retained:
+ *   $SYS/broker/dlq/<name>                       totals
+ *   $SYS/broker/dlq/policies/<index>/filter      the policy's filter
+ *   $SYS/broker/dlq/policies/<index>/<name>      that policy's values
+ * where <name> is one of the names below. Policy indexes count from 0 in
+ * declaration order (listPolicies shows the same order).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/status.h"
+#include "api/systopics.h"
+#include "engine/dlq.h"
+#include "mosquitto_dlq.h"
+#include "util/port.h"
+
+#define SYS_PREFIX DLQ_SYS_TOPIC_PREFIX
+
+static const char *const names[] = {
+	"tracked", "nacks", "nacks_refused", "retry_copies", "delayed_copies", "dead_letters",
+	"publish_failures", "expired", "evicted", "untracked_full", "redeliveries", "diverted",
+	"subscribers_without_nack", "subscribers_of_dead_letters", "sent_without_stamp",
+	"records", "ledger_bytes", "pending", "delayed", "owed_bytes",
+};
+#define NAME_COUNT (sizeof(names) / sizeof(names[0]))
+
+static void values_of(const struct dlq_counters *c, const struct dlq_gauges *g, uint64_t v[NAME_COUNT])
+{
+	uint64_t all[NAME_COUNT] = {
+		c->tracked, c->nacks, c->nacks_refused, c->retry_copies, c->delayed, c->dead_letters,
+		c->publish_failures, c->expired, c->evicted, c->untracked_full, c->redeliveries, c->diverted,
+		c->subscribers_without_nack, c->subscribers_of_dead_letters, c->sent_without_stamp,
+		g->records, g->ledger_bytes, g->pending, g->delayed, g->owed_bytes,
+	};
+	memcpy(v, all, sizeof(all));
+}
+
+static void publish_value(const char *topic, const char *text)
+{
+	int rc = port__publish(NULL, topic, 0, true, text, (uint32_t)strlen(text), NULL, 0);
+	if(rc) port__log(DLQ_LOG_WARNING, "could not publish %s: %s", topic, strerror(rc));
+}
+
+/* Publishes the values of one group (totals, or one policy) that changed. */
+static void publish_group(struct dlq_sys *s, size_t slot, const char *prefix, const uint64_t v[NAME_COUNT], bool first)
+{
+	char topic[256];
+	char text[32];
+	for(size_t i = 0; i < NAME_COUNT; i++){
+		uint64_t *last = &s->last_values[slot * NAME_COUNT + i];
+		if(!first && *last == v[i]) continue;
+		*last = v[i];
+		snprintf(topic, sizeof(topic), "%s%s", prefix, names[i]);
+		snprintf(text, sizeof(text), "%" PRIu64, v[i]);
+		publish_value(topic, text);
+	}
+}
+
+void systopics__tick(struct dlq *d, uint64_t now)
+{
+	struct dlq_sys *s = &d->sys;
+	if(d->cfg.sys_interval_ms == 0) return;
+	if(s->last_ms && now - s->last_ms < d->cfg.sys_interval_ms) return;
+
+	size_t policies = d->cfg.policies.count < DLQ_SYS_MAX_POLICIES ? d->cfg.policies.count : DLQ_SYS_MAX_POLICIES;
+	size_t needed = (1 + policies) * NAME_COUNT;
+	/* After a reload every topic is published again (an index may now
+	 * name another filter), and those of indexes that no longer exist are
+	 * cleared: an empty retained message removes a retained one. */
+	bool first = s->last_ms == 0 || s->value_count != needed || s->generation != d->policy_generation;
+	for(size_t i = policies; first && i < s->policies_published; i++){
+		char topic[128];
+		snprintf(topic, sizeof(topic), SYS_PREFIX "policies/%zu/filter", i);
+		publish_value(topic, "");
+		for(size_t k = 0; k < NAME_COUNT; k++){
+			snprintf(topic, sizeof(topic), SYS_PREFIX "policies/%zu/%s", i, names[k]);
+			publish_value(topic, "");
+		}
+	}
+	if(s->value_count != needed){
+		uint64_t *v = realloc(s->last_values, needed * sizeof(*v));
+		if(v == NULL) return;
+		s->last_values = v;
+		s->value_count = needed;
+	}
+	struct dlq_gauges total;
+	struct dlq_gauges *per = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*per));
+	if(per == NULL) return;
+	status__gauges(d, per, &total);
+
+	uint64_t v[NAME_COUNT];
+	values_of(&d->counters, &total, v);
+	publish_group(s, 0, SYS_PREFIX, v, first);
+	for(size_t i = 0; i < policies; i++){
+		char prefix[96];
+		snprintf(prefix, sizeof(prefix), SYS_PREFIX "policies/%zu/", i);
+		if(first){
+			char topic[128];
+			snprintf(topic, sizeof(topic), "%sfilter", prefix);
+			publish_value(topic, d->cfg.policies.items[i].filter);
+		}
+		values_of(&d->policy_counters[i], &per[i], v);
+		publish_group(s, 1 + i, prefix, v, first);
+	}
+	free(per);
+	s->last_ms = now ? now : 1;
+	s->policies_published = policies;
+	s->generation = d->policy_generation;
+}
+
+void systopics__cleanup(struct dlq_sys *s)
+{
+	free(s->last_values);
+	memset(s, 0, sizeof(*s));
+}

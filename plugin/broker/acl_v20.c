@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The access-check adapter on Mosquitto 2.0 (registered with
+ * plugin_opt_redelivery_tracking defer or allow). 2.0 has no way for a
+ * callback to stay out of a decision, and its READ checks carry no
+ * properties: the message is found by its payload (redelivery.h).
+ */
+#include <mosquitto.h>
+#include <mosquitto_broker.h>
+
+#include "broker/adapters.h"
+
+/* The broker's access check. The answer is a decision, not an observation
+ * (shared/MOSQUITTO-NOTES.md): where the plugin has no opinion it answers
+ * as the operator chose, "no opinion" (defer: acl_file or a later plugin
+ * decides) or "allowed" (allow: there is no other ACL source, which the
+ * plugin checked at startup). It denies only a READ check for a message it
+ * removes from a session (see redelivery.h). */
+int adapter__acl_check_v20(int event, void *event_data, void *userdata)
+{
+	struct mosquitto_evt_acl_check *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+	(void)event;
+
+	int no_opinion = pl->engine.cfg.redelivery == DLQ_REDELIVERY_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
+	if(pl->own_check) return no_opinion; /* the plugin asking, for a NACK: no delivery */
+	const char *client = mosquitto_client_id(ed->client);
+	if(client == NULL || ed->topic == NULL){
+		dlq__event(&pl->engine);
+		return no_opinion;
+	}
+	if(ed->access != MOSQ_ACL_READ){
+		/* Publishing and subscribing need a live connection. */
+		dlq__client_active(&pl->engine, client, (uintptr_t)ed->client);
+		return no_opinion;
+	}
+	struct dlq_read_check c = {
+		.client = client,
+		.conn = (uintptr_t)ed->client,
+		.topic = ed->topic,
+		.payload = ed->payload,
+		.payload_len = ed->payloadlen,
+		.qos = ed->qos,
+	};
+	return dlq__read_check(&pl->engine, &c) ? MOSQ_ERR_ACL_DENIED : no_opinion;
+}

@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Thin adapters between the broker's events and the engine (see
+ * adapters.h). Every adapter returns MOSQ_ERR_SUCCESS: an error from a
+ * MESSAGE or CONTROL callback would disconnect the client that sent it,
+ * and no client is to blame for the plugin's troubles.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <mosquitto.h>
+#include <mosquitto_broker.h>
+#include <mqtt_protocol.h>
+
+#include "api/control.h"
+#include "broker/adapters.h"
+#include "broker/props.h"
+#include "mosquitto_dlq.h"
+#include "util/errtext.h"
+#include "util/headers.h"
+#include "util/port.h"
+
+/* The broker fires TICK about ten times a second; none for this long while
+ * traffic flows means it never will (per_listener_settings true). */
+#define NO_TICK_WARN_MS 10000
+
+/* A tracked message looks whether ticks came since the last one looked, so
+ * that a TICK itself need not read the clock; and it reads the clock only
+ * when none came, which under load (a tick per message or so) is rare. */
+static void check_ticks(struct dlq_plugin *pl)
+{
+	if(pl->warned_no_tick) return;
+	if(pl->ticks != pl->ticks_seen){
+		pl->ticks_seen = pl->ticks;
+		pl->ticks_seen_ms = 0;
+		return;
+	}
+	uint64_t now = port__now_ms();
+	if(pl->ticks_seen_ms == 0){
+		pl->ticks_seen_ms = now;
+	}else if(now - pl->ticks_seen_ms > NO_TICK_WARN_MS){
+		pl->warned_no_tick = true;
+		port__log(DLQ_LOG_ERR, "the broker sends this plugin no TICK events (per_listener_settings true?): "
+				"NACK windows will not expire and failed publishes will not be retried");
+	}
+}
+
+/* Whether a client's session outlives its connection, as far as is known
+ * when it NACKs. 2.0.11 tells a plugin only the clean-session/clean-start
+ * flag, not a v5 client's session expiry interval, and a v5 client with
+ * clean_start=false and no expiry interval loses its session when it
+ * disconnects. So on 2.0 a v5 session counts as persistent only when the
+ * operator says its clients set an expiry interval
+ * (plugin_opt_v5_sessions_persist true; see docs/design.md). 2.1 says so
+ * itself, at the end of each connection (CLIENT_OFFLINE): a session seen
+ * to last counts as lasting; one not seen yet counts as ending, and its
+ * copies are set to wait for it when the broker says it lasts
+ * (dlq__client_offline). The option is not used there. */
+static bool session_persists(const struct dlq_plugin *pl, const struct mosquitto *client)
+{
+	if(mosquitto_client_clean_session(client)) return false;
+	if(mosquitto_client_protocol_version(client) != 5) return true;
+	if(pl->caps.line == BROKER_LINE_21){
+		const char *id = mosquitto_client_id(client);
+		return id && sessions__life(&pl->engine.sessions, id) == DLQ_SESSION_LASTS;
+	}
+	return pl->engine.cfg.v5_sessions_persist;
+}
+
+/* An inbound publish that matched policy: recorded and stamped. Apart from
+ * adapter__message so that the untracked path, nearly every message on most
+ * brokers, pays for none of this one's stack and registers. */
+static __attribute__((noinline)) void track_message(struct dlq_plugin *pl, struct mosquitto_evt_message *ed,
+		const struct dlq_policy *policy)
+{
+	check_ticks(pl);
+
+	struct dlq_headers h = {0};
+	char id[DLQ_ID_LEN + 1];
+	int rc = props__to_headers(&pl->caps.props, ed->properties, &h);
+	if(rc == 0){
+		rc = dlq__track(&pl->engine, policy, ed->topic, ed->payload, ed->payloadlen, ed->qos, h.data, h.len, id);
+	}
+	headers__free(&h);
+	if(rc == 0){
+		/* Appending in place is the one change to the property list that
+		 * is safe on every 2.0.x broker. */
+		if(mosquitto_property_add_string_pair(&ed->properties, MQTT_PROP_USER_PROPERTY, DLQ_PROP_ID, id)){
+			port__log(DLQ_LOG_ERR, "out of memory: message on " QFMT " delivered without a dlq-id", Q(ed->topic));
+		}
+	}else if(rc == ENOMEM){
+		port__log(DLQ_LOG_ERR, "out of memory: message on " QFMT " not tracked", Q(ed->topic));
+	}
+}
+
+/* A message the match cache had no answer for (policy NULL), or a tracked
+ * one. */
+static __attribute__((noinline)) int message_not_plain(struct dlq_plugin *pl, struct mosquitto_evt_message *ed,
+		const struct dlq_policy *policy)
+{
+	if(policy == NULL) policy = dlq__policy_missed(&pl->engine, ed->topic);
+	if(policy) track_message(pl, ed, policy);
+	return MOSQ_ERR_SUCCESS;
+}
+
+int adapter__message(int event, void *event_data, void *userdata)
+{
+	struct mosquitto_evt_message *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+	(void)event;
+
+	dlq__quiet_event(&pl->engine);
+	/* The common case, a topic the cache knows to match no policy, in
+	 * as few instructions as it takes: no call but strlen. */
+	const struct dlq_policy *policy;
+	bool hit = dlq__policy_cached(&pl->engine, ed->topic, &policy);
+	if(hit && policy == NULL) return MOSQ_ERR_SUCCESS;
+	return message_not_plain(pl, ed, hit ? policy : NULL);
+}
+
+/* Sends a reply to the requesting client only, so that one client never sees
+ * another's dlq-ids, and so that a response topic cannot be used to publish
+ * where the client itself may not. */
+static void send_reply(const char *client, const char *topic, const char *json,
+		const void *correlation, uint16_t correlation_len)
+{
+	struct dlq_headers h = {0};
+	if(correlation && headers__add(&h, DLQ_HDR_CORRELATION_DATA, correlation, correlation_len, NULL, 0)){
+		headers__free(&h);
+		port__log(DLQ_LOG_ERR, "out of memory: reply to " QFMT " not sent", Q(client));
+		return;
+	}
+	int rc = port__publish(client, topic, 1, false, json, (uint32_t)strlen(json), h.data, h.len);
+	if(rc){
+		port__log(DLQ_LOG_WARNING, "reply to " QFMT " on " QFMT " not sent: %s", Q(client), Q(topic), strerror(rc));
+	}
+	headers__free(&h);
+}
+
+struct read_probe {
+	struct dlq_plugin *pl;
+	struct mosquitto *client;
+};
+
+/* The broker's own answer to "may this client read that message", as it
+ * would give it for a delivery: every ACL source in order, this plugin's
+ * callback staying out of it. */
+static int may_read(void *ctx, const char *topic, const void *payload, uint32_t len, uint8_t qos)
+{
+	struct read_probe *p = ctx;
+	p->pl->own_check = true;
+	int rc = broker_caps__acl_check(&p->pl->caps, p->client, topic, len, (void *)payload, qos, false, MOSQ_ACL_READ);
+	p->pl->own_check = false;
+	return rc == MOSQ_ERR_SUCCESS ? 0 : EACCES;
+}
+
+int adapter__control(int event, void *event_data, void *userdata)
+{
+	struct mosquitto_evt_control *ed = event_data;
+	struct dlq_plugin *pl = userdata;
+	char reason[DLQ_REASON_MAX_BYTES * 4 + 1];
+	char delay[32];
+	char *response_topic = NULL;
+	void *correlation = NULL;
+	uint16_t correlation_len = 0;
+	struct dlq_control_reply reply;
+	(void)event;
+
+	dlq__event(&pl->engine);
+	const char *client = mosquitto_client_id(ed->client);
+	if(client == NULL) return MOSQ_ERR_SUCCESS;
+
+	struct dlq_control_request req = {
+		.compact = !strcmp(ed->topic, DLQ_NACK_TOPIC),
+		.payload = ed->payload,
+		.payload_len = ed->payloadlen,
+		.client = client,
+		.client_persists = session_persists(pl, ed->client),
+		.reason = NULL,
+		.delay_ms = NULL,
+	};
+	if(req.compact){
+		req.reason = props__user_value(&pl->caps.props, ed->properties, DLQ_PROP_NACK_REASON, reason, sizeof(reason));
+		req.delay_ms = props__user_value(&pl->caps.props, ed->properties, DLQ_PROP_NACK_DELAY_MS, delay, sizeof(delay));
+	}
+	/* 2.1 gives NULL for an empty response topic or correlation data: the
+	 * property is there all the same, and "" it is. */
+	bool has_response_topic = props__string(&pl->caps.props, ed->properties, MQTT_PROP_RESPONSE_TOPIC, &response_topic);
+	bool has_correlation = props__binary(&pl->caps.props, ed->properties, MQTT_PROP_CORRELATION_DATA, &correlation,
+			&correlation_len);
+	req.reply_wanted = has_response_topic;
+	req.response_topic = has_response_topic ? (response_topic ? response_topic : "") : NULL;
+	struct read_probe probe = { .pl = pl, .client = ed->client };
+	if(pl->caps.acl_check){
+		req.may_read = may_read;
+		req.may_read_ctx = &probe;
+	}
+
+	if(control__handle(&pl->engine, &req, &reply)){
+		port__log(DLQ_LOG_ERR, "out of memory handling a control message from " QFMT, Q(client));
+	}else if(reply.must_send){
+		const void *corr = has_response_topic && has_correlation ? (correlation ? correlation : "") : NULL;
+		send_reply(client, reply.topic, reply.json, corr, correlation_len);
+	}
+	control__reply_free(&reply);
+	pl->caps.props.free_copy(response_topic);
+	pl->caps.props.free_copy(correlation);
+	return MOSQ_ERR_SUCCESS;
+}
+
+int adapter__tick(int event, void *event_data, void *userdata)
+{
+	struct dlq_plugin *pl = userdata;
+	(void)event;
+	(void)event_data;
+
+	pl->ticks++;
+	dlq__quiet_event(&pl->engine);
+	dlq__tick(&pl->engine);
+	return MOSQ_ERR_SUCCESS;
+}
+
+void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client, bool session_lasts)
+{
+	dlq__event(&pl->engine);
+	const char *id = mosquitto_client_id(client);
+	if(id == NULL) return;
+	dlq__client_left(&pl->engine, id, (uintptr_t)client);
+	if(session_lasts){
+		dlq__client_offline(&pl->engine, id);
+	}else{
+		dlq__client_gone(&pl->engine, id);
+	}
+}
+
+int adapter__disconnect(int event, void *event_data, void *userdata)
+{
+	struct mosquitto_evt_disconnect *ed = event_data;
+	(void)event;
+
+	adapter__connection_ended(userdata, ed->client, false);
+	return MOSQ_ERR_SUCCESS;
+}
+
+int adapter__reload(int event, void *event_data, void *userdata)
+{
+	struct dlq_plugin *pl = userdata;
+	char err[1024];
+	(void)event;
+	(void)event_data;
+
+	dlq__event(&pl->engine);
+	if(pl->engine.cfg.policy_file == NULL){
+		port__log(DLQ_LOG_NOTICE, "reload: policies unchanged (they come from plugin_opt_policy lines only, "
+				"which Mosquitto does not pass again; use plugin_opt_policy_file for policies that reload)");
+	}else if(dlq__reload(&pl->engine, pl->options, pl->option_count, err, sizeof(err))){
+		port__log(DLQ_LOG_ERR, "reload refused, the policies in use stay: %s", err);
+	}else{
+		port__log(DLQ_LOG_NOTICE, "reload: %zu policies in use (%s re-read)", pl->engine.cfg.policies.count,
+				pl->engine.cfg.policy_file);
+	}
+	/* 2.0: any other answer would stop the broker from reloading the
+	 * plugins after this one (src/security.c). 2.1 reloads them all and
+	 * takes anything but success as an error that ends the broker. */
+	return pl->caps.line == BROKER_LINE_21 ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
+}

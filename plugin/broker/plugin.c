@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The plugin's entry points for Mosquitto's plugin API version 5: parse the
+ * options into a validated configuration (refusing to start on any error),
+ * create the instance, and register the callbacks. One table drives both
+ * registering and unregistering, so the two cannot drift apart.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mosquitto.h>
+#include <mosquitto_broker.h>
+#include <mosquitto_plugin.h>
+
+#include "broker/adapters.h"
+#include "broker/broker_v21.h"
+#include "broker/brokerconf.h"
+#include "config/config.h"
+#include "mosquitto_dlq.h"
+#include "util/port.h"
+
+#define DLQ_EXPORT __attribute__((visibility("default")))
+
+/* When a callback is registered, beyond having one for the broker's line. */
+enum callback_need {
+	NEED_ALWAYS,
+	NEED_REDELIVERY,     /* plugin_opt_redelivery_tracking defer or allow */
+	NEED_MESSAGE_OUT,    /* 2.1 with MESSAGE_OUT and its property accessors (exact counting) */
+	NEED_NO_PERSISTENCE, /* 2.1 refuses persistence events with `persistence true` */
+};
+
+static const struct {
+	int event;
+	MOSQ_FUNC_generic_callback cb;     /* NULL: none on 2.0 */
+	MOSQ_FUNC_generic_callback cb_v21; /* on a 2.1 broker, if not NULL */
+	const char *topic; /* control events only */
+	enum callback_need need;
+} callbacks[] = {
+	{ MOSQ_EVT_MESSAGE, adapter__message, NULL, NULL, NEED_ALWAYS },
+	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_CONTROL_TOPIC, NEED_ALWAYS },
+	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_NACK_TOPIC, NEED_ALWAYS },
+	{ MOSQ_EVT_TICK, adapter__tick, NULL, NULL, NEED_ALWAYS },
+	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL, NULL, NEED_ALWAYS },
+	{ DLQ_MOSQ_EVT_CLIENT_OFFLINE, NULL, adapter__client_offline_v21, NULL, NEED_ALWAYS },
+	{ DLQ_MOSQ_EVT_SUBSCRIBE, NULL, adapter__subscribe_v21, NULL, NEED_ALWAYS },
+	{ DLQ_MOSQ_EVT_CONNECT, NULL, adapter__connect_v21, NULL, NEED_ALWAYS },
+	{ DLQ_MOSQ_EVT_UNSUBSCRIBE, NULL, adapter__unsubscribe_v21, NULL, NEED_ALWAYS },
+	{ DLQ_MOSQ_EVT_MESSAGE_OUT, NULL, adapter__message_out_v21, NULL, NEED_MESSAGE_OUT },
+	{ DLQ_MOSQ_EVT_PERSIST_CLIENT_ADD, NULL, adapter__persist_client_v21, NULL, NEED_NO_PERSISTENCE },
+	{ DLQ_MOSQ_EVT_PERSIST_CLIENT_UPDATE, NULL, adapter__persist_client_v21, NULL, NEED_NO_PERSISTENCE },
+	{ DLQ_MOSQ_EVT_PERSIST_CLIENT_DELETE, NULL, adapter__persist_client_v21, NULL, NEED_NO_PERSISTENCE },
+	{ MOSQ_EVT_RELOAD, adapter__reload, NULL, NULL, NEED_ALWAYS },
+	{ MOSQ_EVT_ACL_CHECK, adapter__acl_check_v20, adapter__acl_check_v21, NULL, NEED_REDELIVERY },
+};
+#define CALLBACK_COUNT (sizeof(callbacks) / sizeof(callbacks[0]))
+
+/* The callback of entry i for the running broker, or NULL. */
+static MOSQ_FUNC_generic_callback callback_for(const struct dlq_plugin *pl, size_t i)
+{
+	if(pl->caps.line == BROKER_LINE_21 && callbacks[i].cb_v21) return callbacks[i].cb_v21;
+	return callbacks[i].cb;
+}
+
+static bool wanted(const struct dlq_plugin *pl, size_t i)
+{
+	if(callback_for(pl, i) == NULL) return false;
+	switch(callbacks[i].need){
+		case NEED_ALWAYS: return true;
+		case NEED_REDELIVERY: return pl->engine.cfg.redelivery != DLQ_REDELIVERY_OFF;
+		case NEED_MESSAGE_OUT: return pl->engine.cfg.exact_counting;
+		case NEED_NO_PERSISTENCE: return pl->engine.cfg.exact_counting && !pl->engine.cfg.broker_persistence;
+	}
+	return false;
+}
+
+/* Exact counting needs MESSAGE_OUT, CONNECT (which ends a reconnect's
+ * access checks) and 2.1's property accessors (the stamp is found on every
+ * send without copying). */
+static bool can_count_sends(const struct broker_caps *c)
+{
+	return c->line == BROKER_LINE_21 && c->evt_message_out && c->evt_connect && c->v21.get_length_all != NULL;
+}
+
+static void unregister_first(struct dlq_plugin *pl, size_t count)
+{
+	for(size_t i = 0; i < count; i++){
+		if(!wanted(pl, i)) continue;
+		mosquitto_callback_unregister(pl->identifier, callbacks[i].event, callback_for(pl, i), callbacks[i].topic);
+	}
+}
+
+/* The plugin's own text for the broker's few registration errors
+ * (mosquitto_strerror is not among the functions 2.0.21 exports). */
+static const char *register_error(int rc)
+{
+	switch(rc){
+		case MOSQ_ERR_NOMEM: return "out of memory";
+		case MOSQ_ERR_INVAL: return "invalid arguments";
+		case MOSQ_ERR_NOT_SUPPORTED: return "event not supported by this broker";
+		case MOSQ_ERR_ALREADY_EXISTS: return "already registered";
+		default: return "broker error";
+	}
+}
+
+/* The file this module was loaded from, or NULL. */
+static const char *self_path(void)
+{
+	Dl_info info;
+	if(dladdr((void *)mosquitto_plugin_version, &info) == 0) return NULL;
+	return info.dli_fname;
+}
+
+/* The startup line about how deliveries are counted and stamped. */
+static void log_counting(const struct dlq_plugin *pl)
+{
+	const struct dlq_config *cfg = &pl->engine.cfg;
+	if(!pl->engine.cfg.exact_counting){
+		if(cfg->delivery_count && cfg->delivery_count_given){
+			port__log(DLQ_LOG_NOTICE, "plugin_opt_delivery_count on: this broker (Mosquitto 2.0) does not show "
+					"a plugin each send to each subscriber, so no delivery-count is stamped");
+		}
+		return;
+	}
+	port__log(DLQ_LOG_NOTICE, "delivery counting: exact (MESSAGE_OUT): every PUBLISH of a tracked message written "
+			"to a subscriber is one attempt for it, resends included%s; delivery-count %s; Maximum Packet Size %s",
+			cfg->redelivery == DLQ_REDELIVERY_OFF ? " (redelivery tracking off: counted, never removed from a session)" : "",
+			cfg->delivery_count ? "on" : "off",
+			cfg->broker_persistence ? "not known (the broker runs with persistence true, which refuses the "
+					"persistence events that show it)" : "known for sessions the broker persists");
+}
+
+/* The one startup line about access control. */
+static void log_access_mode(enum dlq_redelivery_mode mode, enum broker_line line)
+{
+	if(line == BROKER_LINE_21 && mode != DLQ_REDELIVERY_OFF){
+		port__log(DLQ_LOG_NOTICE, "redelivery tracking: on (%s means the same on Mosquitto 2.1); access "
+				"checks are observed and left to the other ACL sources (MOSQ_ERR_PLUGIN_IGNORE), except that "
+				"a message sent max_attempts times to a subscriber is removed from its session when it reconnects",
+				mode == DLQ_REDELIVERY_ALLOW ? "allow" : "defer");
+		return;
+	}
+	switch(mode){
+		case DLQ_REDELIVERY_OFF:
+			port__log(DLQ_LOG_NOTICE, "redelivery tracking: off; access control unchanged (no access-check callback)");
+			break;
+		case DLQ_REDELIVERY_DEFER:
+			port__log(DLQ_LOG_NOTICE, "redelivery tracking: defer; access checks are left to acl_file and the plugins "
+					"loaded after this one, except that a message redelivered max_attempts times is removed "
+					"from its session");
+			break;
+		case DLQ_REDELIVERY_ALLOW:
+			port__log(DLQ_LOG_NOTICE, "redelivery tracking: allow; every access check is allowed (there is no other "
+					"ACL source), except that a message redelivered max_attempts times is removed from its session");
+			break;
+	}
+}
+
+static void free_options(struct dlq_option *opts, size_t count)
+{
+	for(size_t i = 0; opts && i < count; i++){
+		free((char *)opts[i].key);
+		free((char *)opts[i].value);
+	}
+	free(opts);
+}
+
+/* A deep copy of the broker's options, kept for reloads. NULL when out of
+ * memory (or when there are none: then count is 0). */
+static struct dlq_option *copy_options(const struct mosquitto_opt *options, int count)
+{
+	if(count <= 0) return NULL;
+	struct dlq_option *opts = calloc((size_t)count, sizeof(*opts));
+	for(int i = 0; opts && i < count; i++){
+		opts[i].key = strdup(options[i].key ? options[i].key : "");
+		opts[i].value = strdup(options[i].value ? options[i].value : "");
+		if(opts[i].key == NULL || opts[i].value == NULL){
+			free_options(opts, (size_t)count);
+			return NULL;
+		}
+	}
+	return opts;
+}
+
+DLQ_EXPORT int mosquitto_plugin_version(int supported_version_count, const int *supported_versions)
+{
+	for(int i = 0; i < supported_version_count; i++){
+		if(supported_versions[i] == 5) return 5;
+	}
+	return -1;
+}
+
+DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **userdata,
+		struct mosquitto_opt *options, int option_count)
+{
+	char err[1024] = "";
+	struct dlq_config cfg;
+	struct dlq_option *opts = NULL;
+	struct dlq_plugin *pl = NULL;
+
+	size_t count = option_count > 0 ? (size_t)option_count : 0;
+	opts = copy_options(options, option_count);
+	if(opts == NULL && count) goto nomem;
+	int rc = config__parse(opts, count, &cfg, err, sizeof(err));
+	if(rc){
+		free_options(opts, count);
+		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
+		return rc == ENOMEM ? MOSQ_ERR_NOMEM : MOSQ_ERR_INVAL;
+	}
+	pl = calloc(1, sizeof(*pl));
+	if(pl == NULL){
+		config__free(&cfg);
+		free_options(opts, count);
+		goto nomem;
+	}
+	pl->identifier = identifier;
+	pl->options = opts;
+	pl->option_count = count;
+	rc = broker_caps__probe(&pl->caps, identifier, err, sizeof(err));
+	if(rc){
+		/* Without the read functions, every copy and dead letter would
+		 * lose its publisher's properties (correlation data, response
+		 * topic, user properties) and a NACK its reason and delay: not
+		 * the plugin's contract, so it does not start (README, "Supported
+		 * brokers"). */
+		port__log(DLQ_LOG_ERR, "could not start: %s", err);
+		goto refuse_config;
+	}
+	char caps_line[512];
+	broker_caps__describe(&pl->caps, caps_line, sizeof(caps_line));
+	port__log(DLQ_LOG_NOTICE, "%s", caps_line);
+	if(pl->caps.set_info){
+		pl->caps.set_info(identifier, "mosquitto-dlq", DLQ_VERSION);
+	}
+
+	struct broker_facts facts;
+	brokerconf__read(&facts);
+	/* 2.1 sends TICK with per_listener_settings too; 2.0 does not. */
+	bool no_tick = facts.per_listener_settings && pl->caps.line == BROKER_LINE_20;
+	if(no_tick){
+		port__log(DLQ_LOG_ERR, "configuration refused: per_listener_settings true (in %s) is not supported on "
+				"Mosquitto 2.0: the broker then sends plugins no TICK events, so retry delays, NACK windows, "
+				"state saving and retries of failed publishes could not work", facts.path);
+		rc = EINVAL;
+		goto refuse_config;
+	}
+	char warn[1024];
+	int self = brokerconf__plugin_index(&facts, self_path());
+	if(pl->caps.line == BROKER_LINE_21){
+		if(cfg.redelivery != DLQ_REDELIVERY_OFF) brokerconf__check_redelivery_v21(&facts, self, warn, sizeof(warn));
+		else warn[0] = '\0';
+	}else if(brokerconf__check_redelivery(cfg.redelivery, &facts, self, err, sizeof(err), warn, sizeof(warn))){
+		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
+		rc = EINVAL;
+		goto refuse_config;
+	}
+	if(warn[0]) port__log(DLQ_LOG_WARNING, "%s", warn);
+	if(pl->caps.line == BROKER_LINE_21 && cfg.v5_sessions_persist){
+		port__log(DLQ_LOG_NOTICE, "plugin_opt_v5_sessions_persist is not needed on Mosquitto 2.1 and is not used: "
+				"the broker says at the end of each connection whether its session lasts");
+	}
+	cfg.broker_persistence = facts.persistence;
+	cfg.queue_qos0_messages = facts.queue_qos0_messages;
+	if(pl->caps.client_by_id){
+		cfg.broker_has_session = adapter__broker_has_session;
+		cfg.broker_ctx = &pl->caps;
+	}
+	cfg.per_listener_settings = no_tick;
+	if(cfg.state_file && cfg.state_save_on_change && facts.persistence){
+		char db[8192];
+		if(facts.autosave_interval == 0){
+			port__log(DLQ_LOG_WARNING, "plugin_opt_state_save_on_change is set but the broker's autosave_interval is 0 "
+					"(in %s): it saves its database only at shutdown, so a SIGKILL loses every retry copy and dead "
+					"letter it had taken and not yet delivered", facts.path);
+		}else if(brokerconf__db_path(&facts, db, sizeof(db))){
+			cfg.broker_db_path = strdup(db);
+			if(cfg.broker_db_path == NULL){
+				port__log(DLQ_LOG_ERR, "could not start: out of memory");
+				rc = ENOMEM;
+				goto refuse_config;
+			}
+			port__log(DLQ_LOG_NOTICE, "retry copies and dead letters the broker takes are kept in the state file "
+					"until the broker saves its database %s (autosave_interval %ld)", db, facts.autosave_interval);
+		}
+	}
+	if(cfg.state_file && !facts.persistence){
+		port__log(DLQ_LOG_WARNING, "plugin_opt_state_file is set but the broker runs without persistence%s%s: "
+				"retry copies for one subscriber cannot outlive a restart and are dead-lettered then",
+				facts.known ? " in " : "", facts.known ? facts.path : "");
+	}
+	if(pl->caps.acl_check == NULL){
+		port__log(DLQ_LOG_WARNING, "this broker does not export mosquitto_acl_check: NACKs are not checked against "
+				"read access, so a client that is given another's dlq-id can NACK it and receive its retry copy");
+	}
+
+	size_t policy_count = cfg.policies.count;
+	enum dlq_redelivery_mode mode = cfg.redelivery;
+	uint64_t window = cfg.nack_window_ms;
+	uint64_t bound = cfg.max_pending_bytes;
+	cfg.exact_counting = can_count_sends(&pl->caps);
+	rc = dlq__init(&pl->engine, &cfg, err, sizeof(err));
+	if(rc){
+		port__log(DLQ_LOG_ERR, "could not start: %s", err);
+		dlq__cleanup(&pl->engine);
+		goto refuse;
+	}
+
+	for(size_t i = 0; i < CALLBACK_COUNT; i++){
+		if(!wanted(pl, i)) continue;
+		rc = mosquitto_callback_register(identifier, callbacks[i].event, callback_for(pl, i), callbacks[i].topic, pl);
+		if(rc != MOSQ_ERR_SUCCESS){
+			port__log(DLQ_LOG_ERR, "could not register callback %zu (event %d%s%s): %s", i, callbacks[i].event,
+					callbacks[i].topic ? ", " : "", callbacks[i].topic ? callbacks[i].topic : "",
+					register_error(rc));
+			unregister_first(pl, i);
+			dlq__cleanup(&pl->engine);
+			packet_limits__cleanup(&pl->limits);
+			broker_caps__cleanup(&pl->caps);
+			free_options(pl->options, pl->option_count);
+			free(pl);
+			return rc;
+		}
+	}
+	*userdata = pl;
+	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
+			"max_pending_bytes %" PRIu64, DLQ_VERSION, policy_count, window, bound);
+	log_access_mode(mode, pl->caps.line);
+	log_counting(pl);
+	return MOSQ_ERR_SUCCESS;
+
+refuse_config:
+	config__free(&cfg);
+refuse:
+	broker_caps__cleanup(&pl->caps);
+	free_options(pl->options, pl->option_count);
+	free(pl);
+	return rc == ENOMEM ? MOSQ_ERR_NOMEM : rc == EINVAL ? MOSQ_ERR_INVAL : MOSQ_ERR_UNKNOWN;
+
+nomem:
+	port__log(DLQ_LOG_ERR, "out of memory while loading");
+	return MOSQ_ERR_NOMEM;
+}
+
+DLQ_EXPORT int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *options, int option_count)
+{
+	struct dlq_plugin *pl = userdata;
+	(void)options;
+	(void)option_count;
+
+	if(pl == NULL) return MOSQ_ERR_SUCCESS;
+	unregister_first(pl, CALLBACK_COUNT);
+	dlq__cleanup(&pl->engine);
+	packet_limits__cleanup(&pl->limits);
+	broker_caps__cleanup(&pl->caps);
+	free_options(pl->options, pl->option_count);
+	free(pl);
+	return MOSQ_ERR_SUCCESS;
+}

@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Configuration (see config.h): the plugin_opt_* options and the JSON policy
+ * file, parsed into one validated struct or refused with a message that names
+ * the option, the value and the reason. Only read_file touches the file
+ * system; everything else parses strings, so tests need no files. The
+ * policies themselves are parsed in policy_parse.c. Policies are
+ * numbered in the order the options appear in mosquitto.conf: the entries of
+ * plugin_opt_policy_file take the place of that option among the
+ * plugin_opt_policy lines. That order breaks ties between equally specific
+ * filters (policy.h).
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "mosquitto_dlq.h"
+#include "util/errtext.h"
+
+#define NACK_WINDOW_MIN_MS 100ull
+#define NACK_WINDOW_MAX_MS (7ull * 24 * 60 * 60 * 1000)
+#define MAX_PENDING_BYTES_MIN 1024ull
+#define POLICY_FILE_MAX_BYTES (64u * 1024 * 1024)
+
+enum number_problem { NUM_OK, NUM_SYNTAX, NUM_NO_UNIT, NUM_BAD_UNIT, NUM_ZERO, NUM_OVERFLOW };
+
+struct unit {
+	const char *name;
+	uint64_t factor;
+};
+
+static const struct unit duration_units[] = {
+	{"ms", 1}, {"s", 1000}, {"m", 60 * 1000}, {"h", 60 * 60 * 1000}, {"d", 24 * 60 * 60 * 1000}, {NULL, 0}
+};
+static const struct unit size_units[] = {
+	{"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},
+	{"kB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {NULL, 0}
+};
+
+/* A whole number (ASCII digits, no sign, no space) followed by one of units;
+ * the unit "" is only allowed when units lists it. */
+static enum number_problem parse_number(const char *s, const struct unit *units, uint64_t *out, const char **unit)
+{
+	char *end;
+	unsigned long long v;
+
+	*unit = "";
+	if(s == NULL || s[0] < '0' || s[0] > '9') return NUM_SYNTAX;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	*unit = end;
+	if(errno == ERANGE) return NUM_OVERFLOW;
+	for(const struct unit *u = units; u->name; u++){
+		if(strcmp(end, u->name)) continue;
+		if(v == 0) return NUM_ZERO;
+		if(v > UINT64_MAX / u->factor) return NUM_OVERFLOW;
+		*out = v * u->factor;
+		return NUM_OK;
+	}
+	return end[0] == '\0' ? NUM_NO_UNIT : NUM_BAD_UNIT;
+}
+
+int config__parse_duration_ms(const char *s, uint64_t *out)
+{
+	const char *unit;
+
+	return parse_number(s, duration_units, out, &unit) == NUM_OK ? 0 : EINVAL;
+}
+
+int config__parse_delay_ms(const char *s, uint64_t *out)
+{
+	const char *unit;
+
+	switch(parse_number(s, duration_units, out, &unit)){
+		case NUM_OK:
+			return 0;
+		case NUM_ZERO:
+			*out = 0;
+			return 0;
+		default:
+			return EINVAL;
+	}
+}
+
+int config__parse_size(const char *s, uint64_t *out)
+{
+	const char *unit;
+
+	return parse_number(s, size_units, out, &unit) == NUM_OK ? 0 : EINVAL;
+}
+
+/* The whole file into a malloc'd buffer; the only file I/O of the module. */
+static int read_file(const char *path, char **text, size_t *len, char *err, size_t errlen)
+{
+	FILE *fp = fopen(path, "rb");
+	char *buf = NULL;
+	size_t cap = 0;
+	size_t n = 0;
+	int rc = EINVAL;
+
+	if(fp == NULL){
+		errtext__set(err, errlen, "plugin_opt_policy_file " QFMT ": cannot open: %s", Q(path), strerror(errno));
+		return EINVAL;
+	}
+	for(;;){
+		if(n > POLICY_FILE_MAX_BYTES){
+			errtext__set(err, errlen, "plugin_opt_policy_file " QFMT ": larger than %u MiB", Q(path), POLICY_FILE_MAX_BYTES >> 20);
+			goto error;
+		}
+		if(n == cap){
+			/* One byte past the limit tells a file that is too large. */
+			size_t want = cap ? cap * 2 : 4096;
+			if(want > POLICY_FILE_MAX_BYTES + 1) want = POLICY_FILE_MAX_BYTES + 1;
+			char *b = realloc(buf, want);
+			if(b == NULL){
+				rc = ENOMEM;
+				errtext__set(err, errlen, "out of memory");
+				goto error;
+			}
+			buf = b;
+			cap = want;
+		}
+		size_t got = fread(buf + n, 1, cap - n, fp);
+		if(got == 0) break;
+		n += got;
+	}
+	if(ferror(fp)){
+		errtext__set(err, errlen, "plugin_opt_policy_file " QFMT ": cannot read: %s", Q(path), strerror(errno));
+		goto error;
+	}
+	fclose(fp);
+	*text = buf;
+	*len = n;
+	return 0;
+
+error:
+	fclose(fp);
+	free(buf);
+	return rc;
+}
+
+static int add_policy_line(struct dlq_config *c, unsigned number, const char *value, char *err, size_t errlen)
+{
+	struct dlq_policy p;
+	size_t n = errtext__set(err, errlen, "plugin_opt_policy #%u " QFMT ": ", number, Q(value));
+	int rc = config__parse_policy_line(value, &p, err ? err + n : NULL, errlen - n);
+
+	if(rc) return rc;
+	p.source = errtext__dup_printf("plugin_opt_policy #%u", number);
+	if(p.source == NULL || policy__table_add(&c->policies, &p)){
+		policy__free(&p);
+		errtext__set(err, errlen, "out of memory");
+		return ENOMEM;
+	}
+	return 0;
+}
+
+static int add_policy_file(struct dlq_config *c, const char *path, char *err, size_t errlen)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int rc;
+
+	if(path[0] == '\0'){
+		errtext__set(err, errlen, "plugin_opt_policy_file \"\": the path is empty");
+		return EINVAL;
+	}
+	c->policy_file = strdup(path);
+	if(c->policy_file == NULL){
+		errtext__set(err, errlen, "out of memory");
+		return ENOMEM;
+	}
+	rc = read_file(path, &text, &len, err, errlen);
+	if(rc) return rc;
+	size_t n = errtext__set(err, errlen, "plugin_opt_policy_file: ");
+	rc = config__parse_policy_json(text, len, path, &c->policies, err ? err + n : NULL, errlen - n);
+	if(rc == ENOMEM) errtext__set(err, errlen, "out of memory");
+	free(text);
+	return rc;
+}
+
+static int set_nack_window(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	const char *unit;
+	uint64_t ms = 0;
+	enum number_problem why = parse_number(v, duration_units, &ms, &unit);
+
+	if(why == NUM_OK && (ms < NACK_WINDOW_MIN_MS || ms > NACK_WINDOW_MAX_MS)) why = NUM_OVERFLOW;
+	switch(why){
+		case NUM_OK:
+			c->nack_window_ms = ms;
+			return 0;
+		case NUM_NO_UNIT:
+			errtext__set(err, errlen, "plugin_opt_nack_window " QFMT ": a unit is required, e.g. \"%.*ss\" (units: ms, s, m, h, d)",
+					Q(v), (int)(unit - v), v);
+			break;
+		case NUM_BAD_UNIT:
+			errtext__set(err, errlen, "plugin_opt_nack_window " QFMT ": unknown unit " QFMT " (units: ms, s, m, h, d)", Q(v), Q(unit));
+			break;
+		case NUM_SYNTAX:
+			errtext__set(err, errlen, "plugin_opt_nack_window " QFMT ": expected a whole number and a unit, e.g. \"300s\"", Q(v));
+			break;
+		default:
+			errtext__set(err, errlen, "plugin_opt_nack_window " QFMT ": must be from 100ms to 7d", Q(v));
+			break;
+	}
+	return EINVAL;
+}
+
+static int set_max_pending_bytes(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	const char *unit;
+	uint64_t bytes = 0;
+
+	switch(parse_number(v, size_units, &bytes, &unit)){
+		case NUM_OK:
+			if(bytes >= MAX_PENDING_BYTES_MIN){
+				c->max_pending_bytes = bytes;
+				return 0;
+			}
+			/* fall through */
+		case NUM_ZERO:
+			errtext__set(err, errlen, "plugin_opt_max_pending_bytes " QFMT ": must be at least 1KiB (1024 bytes)", Q(v));
+			break;
+		case NUM_BAD_UNIT:
+			errtext__set(err, errlen, "plugin_opt_max_pending_bytes " QFMT ": unknown unit " QFMT " (units: B, KiB, MiB, GiB, kB, MB, GB)",
+					Q(v), Q(unit));
+			break;
+		case NUM_OVERFLOW:
+			errtext__set(err, errlen, "plugin_opt_max_pending_bytes " QFMT ": too large", Q(v));
+			break;
+		default:
+			errtext__set(err, errlen, "plugin_opt_max_pending_bytes " QFMT ": expected a whole number of bytes with an optional unit, e.g. \"64MiB\"", Q(v));
+			break;
+	}
+	return EINVAL;
+}
+
+static int set_state_file(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	if(v[0] == '\0'){
+		errtext__set(err, errlen, "plugin_opt_state_file \"\": the path is empty");
+		return EINVAL;
+	}
+	c->state_file = strdup(v);
+	if(c->state_file == NULL){
+		errtext__set(err, errlen, "out of memory");
+		return ENOMEM;
+	}
+	return 0;
+}
+
+static int set_state_save_interval(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	if(config__parse_duration_ms(v, &c->state_save_interval_ms)){
+		errtext__set(err, errlen, "plugin_opt_state_save_interval " QFMT ": expected a duration with its unit, "
+				"e.g. \"60s\" (units: ms, s, m, h, d; at least 1s)", Q(v));
+		return EINVAL;
+	}
+	if(c->state_save_interval_ms < 1000){
+		errtext__set(err, errlen, "plugin_opt_state_save_interval " QFMT ": must be at least 1s", Q(v));
+		return EINVAL;
+	}
+	return 0;
+}
+
+static int set_bool(bool *dst, const char *key, const char *v, char *err, size_t errlen)
+{
+	if(!strcmp(v, "true")){
+		*dst = true;
+	}else if(!strcmp(v, "false")){
+		*dst = false;
+	}else{
+		errtext__set(err, errlen, "plugin_opt_%s " QFMT ": expected true or false", key, Q(v));
+		return EINVAL;
+	}
+	return 0;
+}
+
+static int set_state_save_on_change(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	return set_bool(&c->state_save_on_change, "state_save_on_change", v, err, errlen);
+}
+
+static int set_v5_sessions_persist(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	return set_bool(&c->v5_sessions_persist, "v5_sessions_persist", v, err, errlen);
+}
+
+static const char *const redelivery_modes[] = {
+	[DLQ_REDELIVERY_OFF] = "off",
+	[DLQ_REDELIVERY_DEFER] = "defer",
+	[DLQ_REDELIVERY_ALLOW] = "allow",
+};
+
+const char *config__redelivery_mode_name(enum dlq_redelivery_mode m)
+{
+	return (unsigned)m < sizeof(redelivery_modes) / sizeof(redelivery_modes[0]) ? redelivery_modes[m] : "?";
+}
+
+static int set_redelivery(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	for(size_t i = 0; i < sizeof(redelivery_modes) / sizeof(redelivery_modes[0]); i++){
+		if(!strcmp(v, redelivery_modes[i])){
+			c->redelivery = (enum dlq_redelivery_mode)i;
+			return 0;
+		}
+	}
+	errtext__set(err, errlen, "plugin_opt_redelivery_tracking " QFMT ": expected off, defer (access checks go on "
+			"to acl_file or a plugin loaded after this one) or allow (a broker with no ACL source)", Q(v));
+	return EINVAL;
+}
+
+/* on or off, as plugin_opt_redelivery_tracking spells its modes. */
+static int set_delivery_count(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	c->delivery_count_given = true;
+	if(!strcmp(v, "on")){
+		c->delivery_count = true;
+	}else if(!strcmp(v, "off")){
+		c->delivery_count = false;
+	}else{
+		errtext__set(err, errlen, "plugin_opt_delivery_count " QFMT ": expected on (each delivery of a tracked "
+				"message carries its attempt number, Mosquitto 2.1) or off", Q(v));
+		return EINVAL;
+	}
+	return 0;
+}
+
+static int set_sys_interval(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	if(config__parse_delay_ms(v, &c->sys_interval_ms) || (c->sys_interval_ms && c->sys_interval_ms < 1000)){
+		errtext__set(err, errlen, "plugin_opt_sys_interval " QFMT ": expected a duration with its unit of at least 1s, "
+				"e.g. \"10s\", or \"0s\" for no $SYS topics", Q(v));
+		return EINVAL;
+	}
+	return 0;
+}
+
+/* The options that may be given once, and what sets each. */
+static const struct {
+	const char *key;
+	int (*set)(struct dlq_config *c, const char *v, char *err, size_t errlen);
+} single_options[] = {
+	{"policy_file", add_policy_file},
+	{"nack_window", set_nack_window},
+	{"max_pending_bytes", set_max_pending_bytes},
+	{"state_file", set_state_file},
+	{"state_save_interval", set_state_save_interval},
+	{"state_save_on_change", set_state_save_on_change},
+	{"v5_sessions_persist", set_v5_sessions_persist},
+	{"sys_interval", set_sys_interval},
+	{"redelivery_tracking", set_redelivery},
+	{"delivery_count", set_delivery_count},
+};
+#define SINGLE_COUNT (sizeof(single_options) / sizeof(single_options[0]))
+
+int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config *out, char *err, size_t errlen)
+{
+	struct dlq_config c;
+	const char *first[SINGLE_COUNT] = {NULL};
+	unsigned lines = 0;
+	int rc = EINVAL;
+
+	memset(out, 0, sizeof(*out));
+	memset(&c, 0, sizeof(c));
+	c.nack_window_ms = DLQ_DEFAULT_NACK_WINDOW_MS;
+	c.max_pending_bytes = DLQ_DEFAULT_MAX_PENDING_BYTES;
+	c.state_save_interval_ms = DLQ_DEFAULT_STATE_SAVE_INTERVAL_MS;
+	c.sys_interval_ms = DLQ_DEFAULT_SYS_INTERVAL_MS;
+	c.delivery_count = true;
+	if(err && errlen) err[0] = '\0';
+
+	for(size_t i = 0; i < count; i++){
+		const char *key = opts[i].key ? opts[i].key : "";
+		const char *v = opts[i].value ? opts[i].value : "";
+
+		if(!strcmp(key, "policy")){
+			rc = add_policy_line(&c, ++lines, v, err, errlen);
+			if(rc) goto error;
+			continue;
+		}
+		size_t k = 0;
+		while(k < SINGLE_COUNT && strcmp(key, single_options[k].key)) k++;
+		if(k == SINGLE_COUNT){
+			errtext__set(err, errlen, "unknown option plugin_opt_%.*s%s", Q(key));
+			rc = EINVAL;
+			goto error;
+		}
+		if(first[k]){
+			errtext__set(err, errlen, "plugin_opt_%s " QFMT ": given twice (first " QFMT "); it may be given once", key, Q(v), Q(first[k]));
+			rc = EINVAL;
+			goto error;
+		}
+		first[k] = v;
+		rc = single_options[k].set(&c, v, err, errlen);
+		if(rc) goto error;
+	}
+	if(c.policies.count == 0){
+		errtext__set(err, errlen, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
+		rc = EINVAL;
+		goto error;
+	}
+	if(c.state_save_on_change && c.state_file == NULL){
+		errtext__set(err, errlen, "plugin_opt_state_save_on_change true needs plugin_opt_state_file");
+		rc = EINVAL;
+		goto error;
+	}
+	rc = policy__table_finish(&c.policies, err, errlen);
+	if(rc) goto error;
+	*out = c;
+	return 0;
+
+error:
+	config__free(&c);
+	return rc;
+}
+
+void config__free(struct dlq_config *c)
+{
+	if(c == NULL) return;
+	policy__table_free(&c->policies);
+	free(c->policy_file);
+	free(c->state_file);
+	free(c->broker_db_path);
+	memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Configuration: the plugin_opt_* options from mosquitto.conf and the JSON
+ * policy file, parsed once into one immutable, validated struct. Parsing from
+ * strings is kept apart from reading files so that tests need no files.
+ */
+#ifndef DLQ_CONFIG_H
+#define DLQ_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/policy.h"
+
+/* plugin_opt_redelivery_tracking: whether redeliveries count as attempts,
+ * and how the plugin answers the broker's access checks where it has no
+ * opinion (see redelivery.h). */
+enum dlq_redelivery_mode {
+	DLQ_REDELIVERY_OFF,   /* no access-check callback at all */
+	DLQ_REDELIVERY_DEFER, /* no opinion: an ACL source loaded after the plugin decides */
+	DLQ_REDELIVERY_ALLOW, /* allowed: for brokers with no ACL source */
+};
+
+/* "off", "defer", "allow". */
+const char *config__redelivery_mode_name(enum dlq_redelivery_mode m);
+
+struct dlq_option {
+	const char *key;   /* without the plugin_opt_ prefix */
+	const char *value;
+};
+
+struct dlq_config {
+	struct dlq_policy_table policies; /* owned; finished (validated, indexed) */
+	uint64_t nack_window_ms;          /* plugin_opt_nack_window */
+	uint64_t max_pending_bytes;       /* plugin_opt_max_pending_bytes */
+	char *policy_file;                /* owned; plugin_opt_policy_file or NULL */
+	char *state_file;                 /* owned; plugin_opt_state_file or NULL: no durable state */
+	uint64_t state_save_interval_ms;  /* plugin_opt_state_save_interval */
+	bool state_save_on_change;        /* plugin_opt_state_save_on_change: journal every change */
+	uint64_t sys_interval_ms;         /* plugin_opt_sys_interval; 0: no $SYS topics */
+	bool v5_sessions_persist;         /* plugin_opt_v5_sessions_persist: v5 clean_start=false clients set an expiry */
+	enum dlq_redelivery_mode redelivery; /* plugin_opt_redelivery_tracking */
+	bool delivery_count;              /* plugin_opt_delivery_count (default on): stamp delivery-count (2.1) */
+	bool delivery_count_given;        /* plugin_opt_delivery_count was in the configuration */
+	/* Facts about the broker, filled in by the adapter layer (brokerconf.c),
+	 * not options. */
+	bool broker_persistence;          /* persistence true: sessions survive a restart */
+	bool per_listener_settings;       /* the broker sends no TICK events */
+	bool queue_qos0_messages;         /* the broker keeps QoS 0 messages for offline sessions */
+	bool exact_counting;              /* 2.1: the broker shows every send (MESSAGE_OUT): attempts are
+	                                     counted from sends (sends.c), not from 2.0's reconnect bursts */
+	/* Whether the broker holds a session for client (2.1's
+	 * mosquitto_client), called with broker_ctx: 1 yes, 0 no; NULL where
+	 * the broker cannot say (2.0). Set by the plugin, not an option. */
+	int (*broker_has_session)(void *broker_ctx, const char *client);
+	void *broker_ctx;                 /* borrowed */
+	char *broker_db_path;             /* owned: the broker's database file, when it autosaves; else NULL */
+};
+
+/* Parses every option (in order) into *out, reading plugin_opt_policy_file
+ * if given, and validates the resulting policy table as a whole. Unknown
+ * keys, bad values and malformed policies are refused. Returns 0, or EINVAL
+ * with a message naming the option, the value and the reason in err (ENOMEM
+ * when out of memory). On failure *out holds nothing that needs freeing. */
+int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config *out, char *err, size_t errlen);
+
+/* Parses one plugin_opt_policy value, "<filter> key=value ...", into *out
+ * (keys: max_attempts, dead_letter, retry_to). Returns 0 or EINVAL/ENOMEM with
+ * a message in err. On failure *out holds nothing. */
+int config__parse_policy_line(const char *line, struct dlq_policy *out, char *err, size_t errlen);
+
+/* Parses a JSON policy document, {"policies":[{"filter":...,"max_attempts":...,
+ * "dead_letter":...,"retry_to":...}]}, appending its policies to t (not
+ * finished). source names the document in messages. Returns 0 or
+ * EINVAL/ENOMEM with a message in err. */
+int config__parse_policy_json(const char *text, size_t len, const char *source, struct dlq_policy_table *t, char *err, size_t errlen);
+
+/* "500ms", "30s", "10m", "1h", "1d" to milliseconds. A bare number, an
+ * unknown unit, zero or an overflow is refused with EINVAL. */
+int config__parse_duration_ms(const char *s, uint64_t *out);
+
+/* As config__parse_duration_ms, but zero ("0s", "0ms") is a valid delay. */
+int config__parse_delay_ms(const char *s, uint64_t *out);
+
+/* "65536", "512KiB", "64MiB", "1GiB" (also kB/MB/GB as powers of 1000) to
+ * bytes. Zero or an overflow is refused with EINVAL. */
+int config__parse_size(const char *s, uint64_t *out);
+
+void config__free(struct dlq_config *c);
+
+#endif

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Retry copies for a client that leaves (see dlq.h, dlq__client_gone, and
+ * holds.h): a copy for one client whose session does not persist would be
+ * lost with the session, silently, by the broker. Copies the broker has not
+ * taken yet (owed, delayed, or sent in this loop pass) are replaced by their
+ * dead letters; so are the copies it took that the client had not NACKed
+ * when it left, which are held on their ledger records until then: nothing
+ * in Mosquitto 2.0 says whether the client acknowledged them, and 2.0.11
+ * reads one packet per connection per loop pass, so a DISCONNECT sent right
+ * after a NACK arrives once the broker has handed the copy to the session
+ * that is about to end.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "util/errtext.h"
+#include "util/port.h"
+
+/* The hold of r for client is over: client counts as one of r's nackers,
+ * so that a journal replay after a restart does not hold it again (and a
+ * late NACK of it by client is refused rather than start a second chain).
+ * client may be the holder's own id, freed with the hold: released last. */
+static void let_go(struct dlq *d, struct dlq_record *r, const char *client)
+{
+	int rc = ledger__add_nacker(&d->ledger, r, client);
+	if(rc == ENOMEM){
+		port__log(DLQ_LOG_ERR, "out of memory: after a restart the retry copy on " QFMT " for " QFMT
+				" may be dead-lettered a second time", Q(record__topic(r)), Q(client));
+	}else if(rc == 0){
+		persist__note_nacker(d, r, client);
+	}
+	holds__release(&d->holds, r);
+}
+
+void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy)
+{
+	if(holds__add(&d->holds, copy, e->target_client)){
+		port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " is lost if that client "
+				"leaves before it is delivered", Q(e->topic), Q(e->target_client));
+		return;
+	}
+	persist__note_hold(d, copy, e->target_client);
+}
+
+void engine__nacked(struct dlq *d, struct dlq_record *r, const char *client)
+{
+	const char *holder = holds__client(r);
+	if(holder && !strcmp(holder, client)) holds__release(&d->holds, r);
+}
+
+/* The record of copy e (accepted, then diverted before the broker took it)
+ * need not be dead-lettered a second time. */
+static void diverted_copy(struct dlq *d, const struct dlq_envelope *e, const char *client)
+{
+	if(!e->recorded) return;
+	struct dlq_record *r = ledger__find(&d->ledger, &e->id);
+	const char *holder = r ? holds__client(r) : NULL;
+	if(holder && !strcmp(holder, client)) let_go(d, r, client);
+}
+
+/* Dead-letters every record held for client: the broker took each copy for
+ * a session that is now gone, and the client did not NACK it (qos0_only:
+ * the session lasts, and only the copies it does not keep, of QoS 0, go;
+ * the others are let go to the session). The dead
+ * letter says as much as the copy did (its retry-count), and may be a
+ * duplicate of a copy the client processed before it left. Not bounded by
+ * max_pending_bytes: the records are already counted, and refusing would
+ * lose the message. */
+static void dead_letter_held(struct dlq *d, const char *client, const char *reason, bool qos0_only)
+{
+	struct dlq_holder *k = holds__find(&d->holds, client);
+	struct dlq_record *r = k ? k->records : NULL;
+	while(r){
+		struct dlq_record *next = record__more(r)->hold_next; /* held: a retry copy */
+		if(qos0_only && (r->qos > 0 || d->cfg.queue_qos0_messages)){
+			/* The session lasts and the broker keeps this copy in it:
+			 * it is the session's now. The snapshot no longer holds it
+			 * (a journal replay after a SIGKILL still does: then the
+			 * copy is dead-lettered too, a duplicate, never a loss). */
+			holds__release(&d->holds, r);
+			d->changes++;
+			r = next;
+			continue;
+		}
+		unsigned delivered = record__attempt(r) > 1 ? record__attempt(r) - 1u : 1u;
+		if(engine__dead_letter_of(d, r, client, reason, delivered, false)){
+			port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " that left is lost",
+					Q(record__topic(r)), Q(client));
+		}
+		/* let_go frees the holder, and client with it, with its last
+		 * record: next is NULL then. */
+		let_go(d, r, client);
+		r = next;
+	}
+}
+
+void engine__settle_restored_holds(struct dlq *d)
+{
+	char reason[512];
+	for(size_t i = 0; i < d->holds.size && d->holds.records; i++){
+		struct dlq_holder *k;
+		while((k = d->holds.table[i]) != NULL){
+			while(k->records){
+				struct dlq_record *r = k->records;
+				bool last = k->count == 1; /* let_go frees k, and client, with its last record */
+				const char *client = k->client;
+				/* 2.1 says which sessions it restored: one that the broker
+				 * restored keeps the copy it took (its session outlived the
+				 * connection after all: the broker stopped before the
+				 * plugin saw it go), as when a lasting session leaves. */
+				if(d->cfg.broker_has_session && d->cfg.broker_has_session(d->cfg.broker_ctx, client)){
+					holds__release(&d->holds, r);
+					d->changes++;
+					if(last) break;
+					continue;
+				}
+				snprintf(reason, sizeof(reason), "the broker restarted before subscriber " QFMT
+						", whose session does not survive a restart, confirmed its retry copy", Q(client));
+				struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
+				if(e == NULL){
+					port__log(DLQ_LOG_ERR, "out of memory: the restored retry copy on " QFMT " for " QFMT " is lost",
+							Q(record__topic(r)), Q(client));
+				}else{
+					e->seq = d->next_seq++;
+					e->retry_count = record__attempt(r) > 1 ? (uint16_t)(record__attempt(r) - 1) : 1;
+					persist__note_add(d, e, false);
+					outbox__push(&d->outbox, &d->outbox.owed, e);
+					d->changes++;
+				}
+				let_go(d, r, client);
+				if(last) break;
+			}
+		}
+	}
+}
+
+/* A retry copy for client that would be lost with its session (all of
+ * QoS 0 when qos0_only: the session lasts, the broker drops those). */
+static bool is_copy_for(const struct dlq_envelope *e, const char *client, bool qos0_only)
+{
+	return e->kind == DLQ_ENV_RETRY_COPY && e->target_client && (qos0_only ? e->qos == 0 : !e->target_persists)
+			&& !strcmp(e->target_client, client);
+}
+
+static const char *gone_reason(const char *client, char *buf, size_t size)
+{
+	/* The client id is cut at a character boundary: the reason becomes a
+	 * user property, and a cut inside a character would be invalid UTF-8. */
+	snprintf(buf, size, "subscriber " QFMT " left without a session before its retry copy was delivered", Q(client));
+	return buf;
+}
+
+/* The dead letter for copy e, sent; NULL if it could not be made (then e
+ * stays where it is, and the caller must leave it there). */
+static bool divert(struct dlq *d, const struct dlq_envelope *e, const char *reason)
+{
+	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
+	if(dl == NULL){
+		port__log(DLQ_LOG_ERR, "out of memory: retry copy for " QFMT " on " QFMT " may be lost with its session",
+				Q(e->target_client), Q(e->topic));
+		return false;
+	}
+	dl->seq = d->next_seq++;
+	persist__note_add(d, dl, true);
+	persist__note_remove(d, e->seq);
+	engine__send(d, dl);
+	return true;
+}
+
+/* Replaces every retry copy for client in list with its dead letter. */
+static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const char *client, const char *reason,
+		bool qos0_only)
+{
+	struct dlq_envelope *e = list->head;
+	while(e){
+		struct dlq_envelope *next = e->next;
+		if(is_copy_for(e, client, qos0_only)){
+			/* Unlinked first: divert may push onto this very list. */
+			outbox__unlink(&d->outbox, list, e);
+			if(divert(d, e, reason)){
+				diverted_copy(d, e, client);
+				envelope__free(e);
+			}else{
+				outbox__push(&d->outbox, list, e);
+			}
+		}
+		e = next;
+	}
+}
+
+void dlq__client_gone(struct dlq *d, const char *client)
+{
+	char reason[512];
+
+	if(client == NULL) return;
+	nonack__forget(&d->nonack, client);
+	deadsubs__forget(&d->deadsubs, client);
+	sessions__ended(&d->sessions, client);
+	gone_reason(client, reason, sizeof(reason));
+	divert_list(d, &d->outbox.sent, client, reason, false);
+	divert_list(d, &d->outbox.owed, client, reason, false);
+	snprintf(reason, sizeof(reason), "subscriber " QFMT " left without a session before confirming its retry copy "
+			"(it may have received it)", Q(client));
+	dead_letter_held(d, client, reason, false);
+	gone_reason(client, reason, sizeof(reason));
+
+	/* Delayed copies for the client: collected first, since removing one
+	 * reorders the heap. */
+	size_t n = 0;
+	for(size_t i = 0; i < d->delayed.count; i++){
+		if(is_copy_for(d->delayed.heap[i], client, false)) n++;
+	}
+	if(n == 0) return;
+	struct dlq_envelope **found = malloc(n * sizeof(*found));
+	if(found == NULL){
+		port__log(DLQ_LOG_ERR, "out of memory: %zu delayed retry copies for " QFMT " stay scheduled for a client that has gone",
+				n, Q(client));
+		return;
+	}
+	n = 0;
+	for(size_t i = 0; i < d->delayed.count; i++){
+		if(is_copy_for(d->delayed.heap[i], client, false)) found[n++] = d->delayed.heap[i];
+	}
+	for(size_t i = 0; i < n; i++){
+		schedule__remove(&d->delayed, found[i]);
+		if(divert(d, found[i], reason)){
+			envelope__free(found[i]);
+		}else if(schedule__push(&d->delayed, found[i])){
+			/* The heap only shrank, so this cannot fail; free rather than leak. */
+			envelope__free(found[i]);
+		}
+	}
+	free(found);
+}
+
+void engine__gone_qos0(struct dlq *d, const char *client)
+{
+	char reason[512];
+	snprintf(reason, sizeof(reason), "subscriber " QFMT " went offline before its QoS 0 retry copy was delivered: "
+			"the broker keeps no QoS 0 message for an offline session", Q(client));
+	if(!d->cfg.queue_qos0_messages) divert_list(d, &d->outbox.sent, client, reason, true);
+	dead_letter_held(d, client, reason, true);
+}
+
+void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why)
+{
+	char reason[512];
+	if(why == ENGINE_COPY_NO_SESSION){
+		snprintf(reason, sizeof(reason), "subscriber " QFMT " has no session at the broker when its retry copy is "
+				"due (it left without one, or the broker restarted without it)", Q(e->target_client));
+	}else{
+		snprintf(reason, sizeof(reason), "subscriber " QFMT " is offline and its subscription to " QFMT " is QoS 0: "
+				"the broker keeps no QoS 0 message for an offline session", Q(e->target_client), Q(e->topic));
+	}
+	if(divert(d, e, reason)){
+		envelope__free(e);
+	}else{
+		outbox__push(&d->outbox, &d->outbox.owed, e);
+	}
+}

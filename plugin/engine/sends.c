@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Exact attempt counting on Mosquitto 2.1 (d->cfg.exact_counting). 2.1 shows a
+ * plugin every PUBLISH it writes to a client (MESSAGE_OUT: the first send,
+ * every resend after a reconnect, every retry copy), so an attempt is
+ * simply a send: the chain's attempt number for client C is the record's
+ * attempt (1 for an original, one more for each retry copy) plus the sends
+ * of that record to C after the first. A message queued while C was away
+ * and never sent has no send and is no attempt. max_attempts bounds that
+ * number: at the reconnect access check of a message C was already sent
+ * max_attempts times, the message leaves C's session as a dead letter,
+ * instead of being sent once more. This replaces 2.0's burst heuristic
+ * (redelivery.h), which stays for 2.0. The sends of an original to its
+ * first client live in the record (struct dlq_record_sends); to other
+ * clients, and those of retry copies, in the same per-(record, client)
+ * deliveries as 2.0's (struct dlq_delivery.sends). Their bytes are counted
+ * with the record's and go with it.
+ */
+#include <string.h>
+
+#include "engine/dlq.h"
+#include "engine/engine.h"
+#include "util/errtext.h"
+#include "util/port.h"
+
+unsigned engine__attempt_of(const struct dlq_record *r, unsigned sends)
+{
+	return record__attempt(r) + (sends ? sends - 1u : 0u);
+}
+
+/* The record the dlq-id id (id_len bytes) names, if it is this message;
+ * through d->recent_sends: 2.1 asks about a stored message once for each
+ * of its sends and once for each READ check. */
+static struct dlq_record *record_of(struct dlq *d, const char *id, size_t id_len, const char *topic,
+		const void *payload, uint32_t payload_len)
+{
+	struct dlq_sent_slot *slot = id_len == DLQ_ID_LEN ? &d->recent_sends[id__first_byte(id)] : NULL;
+	if(slot && slot->record && !memcmp(slot->id, id, DLQ_ID_LEN)){
+		return redelivery__is_message(slot->record, topic, payload, payload_len) ? slot->record : NULL;
+	}
+	struct dlq_record *r = redelivery__record_by_id(&d->ledger, id, id_len, topic, payload, payload_len);
+	if(r == NULL) return NULL;
+	/* A valid id: its text is the record's, and its first byte the
+	 * slot's. */
+	slot = &d->recent_sends[r->id.raw[0]];
+	slot->record = r;
+	memcpy(slot->id, id, DLQ_ID_LEN);
+	return r;
+}
+
+void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len, const char *topic,
+		const void *payload, uint32_t payload_len, struct dlq_send *s)
+{
+	memset(s, 0, sizeof(*s));
+	struct dlq_record *r = record_of(d, id, id_len, topic, payload, payload_len);
+	if(r == NULL) return;
+	struct dlq_sent_to st;
+	if(redelivery__sent(&d->redelivery, &d->ledger, r, client, &st)){
+		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(topic), Q(client));
+		return;
+	}
+	/* The same record sent to the same client again: a redelivery,
+	 * counted as an attempt. */
+	unsigned sends = redelivery__sends(&st);
+	if(sends > 1) COUNT(d, r->policy, redeliveries, 1);
+	s->attempt = engine__attempt_of(r, sends);
+	s->policy = r->policy;
+}
+
+void dlq__sent_without_stamp(struct dlq *d, const struct dlq_policy *p)
+{
+	COUNT(d, p, sent_without_stamp, 1);
+}
+
+/* Only a reconnect's check diverts: one made from a connection the client
+ * is not known to be on (2.1 checks a continued session's messages before
+ * the CONNECT event, which marks the connection as the client's). A check
+ * from the client's live connection is a new send of a message it may have
+ * acknowledged (a retained message again on a new subscription): not the
+ * plugin's to remove. */
+bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
+{
+	if(c->id == NULL || c->id[0] == '\0') return false;
+	struct dlq_record *r = record_of(d, c->id, strlen(c->id), c->topic, c->payload, c->payload_len);
+	if(r == NULL) return false;
+	struct dlq_sent_to st;
+	if(!redelivery__sent_to(&d->redelivery, r, c->client, &st)) return false;
+	/* Another copy (an overlapping subscription) of a message just removed
+	 * from this session goes too: its dead letter is made. */
+	if(redelivery__diverted(&st)) return true;
+	unsigned sends = redelivery__sends(&st);
+	if(sends == 0 || st.client->online == c->conn) return false;
+	unsigned delivered = engine__attempt_of(r, sends);
+	if(delivered < r->policy->max_attempts) return false;
+	if(!engine__divert_redelivered(d, r, c->client, delivered)) return false;
+	redelivery__set_diverted(&st);
+	/* A message sent before is in flight, and 2.1.2 still keeps the
+	 * in-flight slot of one removed by a reconnect access check
+	 * (src/database.c: db__client_messages_check_acl does not give back
+	 * the send quota that db__message_reconnect_reset took): as on 2.0,
+	 * the client is disconnected once so that the broker recounts it. */
+	if(redelivery__queue_kick(&d->redelivery, st.client, c->conn)){
+		port__log(DLQ_LOG_ERR, "out of memory: " QFMT " may receive nothing more until it reconnects", Q(c->client));
+	}
+	st.client->skip_next_burst = false; /* 2.0's burst counting is not used here */
+	return true;
+}

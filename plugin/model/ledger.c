@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The attempt ledger (see ledger.h): a chained hash table by dlq-id plus a
+ * list by age. Lookups are O(1); expiry and eviction take from the old end.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ledger.h"
+
+#define LEDGER_INITIAL_BUCKETS 1024
+
+int ledger__init(struct dlq_ledger *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->buckets = calloc(LEDGER_INITIAL_BUCKETS, sizeof(*l->buckets));
+	if(l->buckets == NULL) return ENOMEM;
+	l->nbuckets = LEDGER_INITIAL_BUCKETS;
+	return 0;
+}
+
+void ledger__cleanup(struct dlq_ledger *l)
+{
+	struct dlq_record *r = l->oldest;
+	while(r){
+		struct dlq_record *next = r->newer;
+		record__free(r);
+		r = next;
+	}
+	free(l->buckets);
+	memset(l, 0, sizeof(*l));
+}
+
+/* What a record is made with: the more part, or the sends part for one
+ * that would not get the more part. */
+enum record_parts { PARTS_NEEDED, PARTS_MORE, PARTS_COUNTING };
+
+static struct dlq_record *record_alloc(enum record_parts parts, const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
+{
+	size_t topic_len = strlen(topic);
+	size_t origin_len = 0;
+	if(origin_topic && strcmp(origin_topic, topic)){
+		origin_len = strlen(origin_topic);
+	}
+	if(topic_len > UINT16_MAX || origin_len > UINT16_MAX || headers_len > UINT32_MAX) return NULL;
+	/* A retry copy: its chain's origin differs from its own id. It, and
+	 * whatever else has a chain behind it, keeps the chain in the more
+	 * part. */
+	bool copy = origin_id && !id__equal(origin_id, id);
+	bool more = parts == PARTS_MORE || copy || attempt != 1 || origin_len;
+	uint8_t flags = more ? DLQ_RECORD_MORE : parts == PARTS_COUNTING ? DLQ_RECORD_SENDS : 0;
+
+	size_t size = DLQ_RECORD_HEAD(flags) + topic_len + 1 + (origin_len ? origin_len + 1 : 0) + payload_len + headers_len;
+	if(size < sizeof(struct dlq_record)) size = sizeof(struct dlq_record);
+	struct dlq_record *r = malloc(size);
+	if(r == NULL) return NULL;
+
+	r->hnext = NULL;
+	r->newer = NULL;
+	r->nackers = NULL;
+	r->policy = policy;
+	r->created_ms = now_ms;
+	r->id = *id;
+	r->payload_len = payload_len;
+	r->headers_len = (uint32_t)headers_len;
+	r->topic_len = (uint16_t)topic_len;
+	r->qos = qos;
+	r->flags = flags;
+	struct dlq_record_more *m = record__more(r);
+	if(m){
+		memset(m, 0, sizeof(*m));
+		m->origin_id = origin_id ? *origin_id : *id;
+		m->attempt = attempt;
+		m->origin_topic_len = (uint16_t)origin_len;
+	}
+	struct dlq_record_sends *s = record__sends(r);
+	if(s) memset(s, 0, sizeof(*s));
+
+	char *p = (char *)record__data(r);
+	memcpy(p, topic, topic_len + 1);
+	p += topic_len + 1;
+	if(origin_len){
+		memcpy(p, origin_topic, origin_len + 1);
+		p += origin_len + 1;
+	}
+	if(payload_len) memcpy(p, payload, payload_len);
+	p += payload_len;
+	if(headers_len) memcpy(p, headers, headers_len);
+	return r;
+}
+
+struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
+{
+	return record_alloc(PARTS_NEEDED, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
+			policy, attempt, qos, now_ms);
+}
+
+struct dlq_record *record__new_more(const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
+{
+	return record_alloc(PARTS_MORE, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
+			policy, attempt, qos, now_ms);
+}
+
+struct dlq_record *record__new_counting(const struct dlq_id *id, const struct dlq_id *origin_id,
+		const char *topic, const char *origin_topic,
+		const void *payload, uint32_t payload_len,
+		const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
+{
+	return record_alloc(PARTS_COUNTING, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
+			policy, attempt, qos, now_ms);
+}
+
+void record__free(struct dlq_record *r)
+{
+	if(r == NULL) return;
+	struct dlq_nacker *n = r->nackers;
+	while(n){
+		struct dlq_nacker *next = n->next;
+		free(n);
+		n = next;
+	}
+	free(r);
+}
+
+static size_t nacker_bytes(const struct dlq_nacker *n)
+{
+	return sizeof(*n) + strlen(n->client) + 1;
+}
+
+size_t record__bytes(const struct dlq_record *r)
+{
+	/* The allocation, plus one hash bucket slot: the table keeps at most
+	 * one bucket per record (between a half and one). */
+	const struct dlq_record_more *m = record__more(r);
+	size_t origin_len = record__origin_topic_len(r);
+	size_t bytes = DLQ_RECORD_HEAD(r->flags) + (m ? m->extra_bytes : 0)
+			+ r->topic_len + 1 + (origin_len ? origin_len + 1u : 0u)
+			+ r->payload_len + r->headers_len + sizeof(struct dlq_record *);
+	for(const struct dlq_nacker *n = r->nackers; n; n = n->next){
+		bytes += nacker_bytes(n);
+	}
+	return bytes;
+}
+
+bool ledger__has_nacker(const struct dlq_record *r, const char *client)
+{
+	for(const struct dlq_nacker *n = r->nackers; n; n = n->next){
+		if(!strcmp(n->client, client)) return true;
+	}
+	return false;
+}
+
+int ledger__add_nacker(struct dlq_ledger *l, struct dlq_record *r, const char *client)
+{
+	if(ledger__has_nacker(r, client)) return EEXIST;
+	size_t len = strlen(client);
+	struct dlq_nacker *n = malloc(sizeof(*n) + len + 1);
+	if(n == NULL) return ENOMEM;
+	memcpy(n->client, client, len + 1);
+	n->next = r->nackers;
+	r->nackers = n;
+	if(l && ledger__find(l, &r->id) == r){
+		l->bytes += nacker_bytes(n);
+		gauges__record_bytes(l->book, r->policy, +1, nacker_bytes(n));
+	}
+	return 0;
+}
+
+void ledger__drop_last_nacker(struct dlq_ledger *l, struct dlq_record *r)
+{
+	struct dlq_nacker *n = r->nackers;
+	if(n == NULL) return;
+	if(l && ledger__find(l, &r->id) == r){
+		l->bytes -= nacker_bytes(n);
+		gauges__record_bytes(l->book, r->policy, -1, nacker_bytes(n));
+	}
+	r->nackers = n->next;
+	free(n);
+}
+
+static size_t bucket_of(const struct dlq_ledger *l, const struct dlq_id *id)
+{
+	return (size_t)(id__hash(id) & (l->nbuckets - 1));
+}
+
+/* Doubles the table when it holds twice as many records as buckets: chains
+ * of one or two (ids are random), and 4 to 8 bytes of table per record
+ * instead of 8 to 16. A failed resize leaves the old table working, only
+ * with longer chains. */
+static void maybe_grow(struct dlq_ledger *l)
+{
+	if(l->count < 2 * l->nbuckets) return;
+	size_t n = l->nbuckets * 2;
+	struct dlq_record **b = calloc(n, sizeof(*b));
+	if(b == NULL) return;
+	for(size_t i = 0; i < l->nbuckets; i++){
+		struct dlq_record *r = l->buckets[i];
+		while(r){
+			struct dlq_record *next = r->hnext;
+			size_t k = (size_t)(id__hash(&r->id) & (n - 1));
+			r->hnext = b[k];
+			b[k] = r;
+			r = next;
+		}
+	}
+	free(l->buckets);
+	l->buckets = b;
+	l->nbuckets = n;
+}
+
+int ledger__insert(struct dlq_ledger *l, struct dlq_record *r)
+{
+	maybe_grow(l);
+	size_t k = bucket_of(l, &r->id);
+	r->hnext = l->buckets[k];
+	l->buckets[k] = r;
+
+	r->newer = NULL;
+	if(l->newest){
+		l->newest->newer = r;
+	}else{
+		l->oldest = r;
+	}
+	l->newest = r;
+	l->count++;
+	size_t bytes = record__bytes(r);
+	l->bytes += bytes;
+	gauges__record(l->book, r->policy, +1, bytes);
+	return 0;
+}
+
+void ledger__adjust_bytes(struct dlq_ledger *l, struct dlq_record *r, int sign, uint32_t bytes)
+{
+	if(sign > 0){
+		l->bytes += bytes;
+	}else{
+		l->bytes -= bytes;
+	}
+	gauges__record_bytes(l->book, r->policy, sign, bytes);
+}
+
+struct dlq_record *ledger__find(const struct dlq_ledger *l, const struct dlq_id *id)
+{
+	for(struct dlq_record *r = l->buckets[bucket_of(l, id)]; r; r = r->hnext){
+		if(id__equal(&r->id, id)) return r;
+	}
+	return NULL;
+}
+
+/* Unlinks the oldest record from both structures and frees it. */
+static void drop_oldest(struct dlq_ledger *l, bool expired)
+{
+	struct dlq_record *r = l->oldest;
+	if(l->on_drop) l->on_drop(l->on_drop_ctx, r, expired);
+	struct dlq_record **pp = &l->buckets[bucket_of(l, &r->id)];
+	while(*pp != r){
+		pp = &(*pp)->hnext;
+	}
+	*pp = r->hnext;
+
+	l->oldest = r->newer;
+	if(l->oldest == NULL) l->newest = NULL;
+	l->count--;
+	size_t bytes = record__bytes(r);
+	l->bytes -= bytes;
+	gauges__record(l->book, r->policy, -1, bytes);
+	record__free(r);
+}
+
+size_t ledger__expire(struct dlq_ledger *l, uint64_t now_ms, uint64_t window_ms)
+{
+	size_t n = 0;
+	while(l->oldest && now_ms - l->oldest->created_ms > window_ms){
+		drop_oldest(l, true);
+		n++;
+	}
+	return n;
+}
+
+size_t ledger__evict_to(struct dlq_ledger *l, uint64_t target)
+{
+	size_t n = 0;
+	while(l->oldest && l->bytes > target){
+		drop_oldest(l, false);
+		n++;
+	}
+	return n;
+}

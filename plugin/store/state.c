@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Writing the state file format (state_format.h): the CRC, the encoders of
+ * entries, snapshots and journal entries. Reading is state_read.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/dlq.h"
+#include "model/envelope.h"
+#include "store/state.h"
+#include "store/state_format.h"
+
+uint32_t state__crc32(const uint8_t *data, size_t len)
+{
+	static uint32_t table[256];
+	static bool ready = false;
+	if(!ready){
+		for(uint32_t i = 0; i < 256; i++){
+			uint32_t c = i;
+			for(int k = 0; k < 8; k++){
+				c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+			}
+			table[i] = c;
+		}
+		ready = true;
+	}
+	uint32_t crc = 0xFFFFFFFFu;
+	for(size_t i = 0; i < len; i++){
+		crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
+	}
+	return crc ^ 0xFFFFFFFFu;
+}
+
+/* ---- writing ---------------------------------------------------------- */
+
+static int put_raw(struct dlq_headers *b, const void *p, size_t n)
+{
+	return headers__append_raw(b, p, n);
+}
+
+static int put_u(struct dlq_headers *b, uint64_t v, int bytes)
+{
+	uint8_t tmp[8];
+	for(int i = 0; i < bytes; i++){
+		tmp[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+	}
+	return put_raw(b, tmp, (size_t)bytes);
+}
+
+static int put_str(struct dlq_headers *b, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	if(n > UINT16_MAX) return EINVAL;
+	return put_u(b, n, 2) || put_raw(b, s, n) ? ENOMEM : 0;
+}
+
+static int put_bytes(struct dlq_headers *b, const void *p, uint32_t n)
+{
+	return put_u(b, n, 4) || put_raw(b, p, n) ? ENOMEM : 0;
+}
+
+/* Starts an entry; returns the offset of its type byte. */
+static size_t entry_begin(struct dlq_headers *b, enum entry_type type, int *rc)
+{
+	size_t at = b->len;
+	*rc = put_u(b, type, 1) || put_u(b, 0, 4) ? ENOMEM : 0;
+	return at;
+}
+
+/* Fills in the length and appends the CRC. */
+static int entry_end(struct dlq_headers *b, size_t at, int rc)
+{
+	if(rc) return rc;
+	uint32_t len = (uint32_t)(b->len - at - 5);
+	for(int i = 0; i < 4; i++){
+		b->data[at + 1 + i] = (uint8_t)(len >> (8 * (3 - i)));
+	}
+	return put_u(b, state__crc32(b->data + at, b->len - at), 4) ? ENOMEM : 0;
+}
+
+static int64_t to_wall(uint64_t mono, uint64_t mono_now, int64_t wall_now)
+{
+	return wall_now - (int64_t)(mono_now - mono);
+}
+
+int state__encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t wall_now, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_RECORD, &rc);
+	if(rc == 0){
+		rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_raw(b, record__origin_id(r)->raw, DLQ_ID_RAW_LEN)
+				|| put_u(b, (uint64_t)to_wall(r->created_ms, mono_now, wall_now), 8)
+				|| put_u(b, (uint64_t)record__first_nack_ms(r), 8)
+				|| put_u(b, record__attempt(r), 2) || put_u(b, r->qos, 1)
+				|| put_str(b, r->policy->filter) || put_str(b, record__topic(r))
+				|| put_str(b, record__origin_topic_len(r) ? record__origin_topic(r) : "")
+				|| put_bytes(b, record__payload(r), r->payload_len)
+				|| put_bytes(b, record__headers(r), r->headers_len) ? ENOMEM : 0;
+	}
+	uint16_t n = 0;
+	for(const struct dlq_nacker *k = r->nackers; k; k = k->next) n++;
+	if(rc == 0) rc = put_u(b, n, 2);
+	for(const struct dlq_nacker *k = r->nackers; rc == 0 && k; k = k->next){
+		rc = put_str(b, k->client);
+	}
+	return entry_end(b, at, rc);
+}
+
+int state__encode_add(const struct dlq_envelope *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_ENVELOPE, &rc);
+	/* A delayed copy is saved with its due time; anything else is due now. */
+	int64_t due = e->due_ms ? to_wall(e->due_ms, mono_now, wall_now) : 0;
+	uint8_t flags = (uint8_t)((e->target_persists ? 1 : 0) | (e->recorded ? 2 : 0));
+	if(rc == 0){
+		rc = put_u(b, e->kind, 1) || put_u(b, e->seq, 8)
+				|| put_raw(b, e->id.raw, DLQ_ID_RAW_LEN) || put_raw(b, e->origin_id.raw, DLQ_ID_RAW_LEN)
+				|| put_u(b, (uint64_t)e->time_ms, 8) || put_u(b, (uint64_t)e->first_nack_ms, 8)
+				|| put_u(b, (uint64_t)due, 8) || put_u(b, e->delay_ms, 8)
+				|| put_u(b, e->retry_count, 2) || put_u(b, e->qos, 1) || put_u(b, flags, 1)
+				|| put_str(b, e->target_client) || put_str(b, e->topic) || put_str(b, e->origin_topic)
+				|| put_str(b, e->filter) || put_str(b, e->dead_letter) || put_str(b, e->reason)
+				|| put_str(b, e->client)
+				|| put_bytes(b, e->payload, e->payload_len) || put_bytes(b, e->headers, e->headers_len) ? ENOMEM : 0;
+	}
+	return entry_end(b, at, rc);
+}
+
+int state__encode_remove(uint64_t seq, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_REMOVE, &rc);
+	if(rc == 0) rc = put_u(b, seq, 8);
+	return entry_end(b, at, rc);
+}
+
+int state__encode_nacker(const struct dlq_record *r, const char *client, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_NACKER, &rc);
+	if(rc == 0) rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_str(b, client) ? ENOMEM : 0;
+	return entry_end(b, at, rc);
+}
+
+int state__encode_hold(const struct dlq_record *r, const char *client, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_HOLD, &rc);
+	if(rc == 0) rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_str(b, client) ? ENOMEM : 0;
+	return entry_end(b, at, rc);
+}
+
+int state__encode_journal_header(struct dlq_headers *out)
+{
+	return put_raw(out, JOURNAL_MAGIC, MAGIC_LEN);
+}
+
+static int encode_list(const struct dlq_envelope_list *l, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out)
+{
+	for(const struct dlq_envelope *e = l->head; e; e = e->next){
+		if(state__encode_add(e, mono_now, wall_now, out)) return ENOMEM;
+	}
+	return 0;
+}
+
+int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out)
+{
+	if(put_raw(out, SNAPSHOT_MAGIC, MAGIC_LEN) || put_u(out, d->next_seq, 8)) return ENOMEM;
+	for(const struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
+		if(state__encode_record(r, mono_now, wall_now, out)) return ENOMEM;
+		if(holds__client(r) && state__encode_hold(r, holds__client(r), out)) return ENOMEM;
+	}
+	if(encode_list(&d->outbox.owed, mono_now, wall_now, out)
+			|| encode_list(&d->outbox.sent, mono_now, wall_now, out)
+			|| encode_list(&d->outbox.settling, mono_now, wall_now, out)
+			|| encode_list(&d->unsaved.list, mono_now, wall_now, out)){
+		return ENOMEM;
+	}
+	for(size_t i = 0; i < d->delayed.count; i++){
+		if(state__encode_add(d->delayed.heap[i], mono_now, wall_now, out)) return ENOMEM;
+	}
+	uint64_t entries = d->ledger.count + d->holds.records + dlq__owed_count(d) + d->unsaved.list.count;
+	int rc;
+	size_t at = entry_begin(out, ENTRY_END, &rc);
+	if(rc == 0) rc = put_u(out, entries, 8);
+	return entry_end(out, at, rc);
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The plugin's durable state: a snapshot file holding the NACK ledger and
+ * every envelope not yet taken by the broker (owed, delayed, or accepted but
+ * not yet taken), and an optional journal of envelope changes written on
+ * every change between snapshots. Every entry carries a CRC, so a truncated
+ * or damaged file restores what precedes the damage; an entry holding what
+ * the plugin never writes (state_check.h) is damage too. Encoding and decoding
+ * work on buffers; the file functions do the I/O (write, fsync, rename).
+ */
+#ifndef DLQ_STATE_H
+#define DLQ_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/headers.h"
+
+struct dlq;
+struct dlq_envelope;
+struct dlq_record;
+
+/* What a decode found. */
+struct state_report {
+	size_t records;          /* ledger records restored */
+	size_t records_skipped;  /* their policy is no longer configured, or they expired */
+	size_t envelopes;        /* envelopes restored (after the journal: still live) */
+	size_t journal_entries;  /* journal entries applied */
+	bool damaged;            /* the data ended in a damaged or truncated entry */
+	size_t damaged_at;       /* its byte offset */
+	char problem[160];       /* what was wrong and where, for the log ("checksum mismatch at byte N",
+	                            "a NACKable delivery with a content type holding U+0000 at byte N") */
+};
+
+/* Encodes the whole state of d (ledger and every envelope not yet taken)
+ * as a snapshot into out (appended). Returns 0 or ENOMEM. */
+int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
+
+/* Restores a snapshot into d, which must be freshly initialised with its
+ * configuration. Envelopes go to the schedule (delay still running) or to
+ * "owed" (due, or never taken). Returns 0, or ENOMEM; damage is not an
+ * error: it is reported in rep and what came before it is kept. */
+int state__decode_snapshot(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+		struct state_report *rep);
+
+/* Journal entries: an envelope added, the envelope with seq removed, a
+ * ledger record added, a client that NACKed a record, or a record held for
+ * a client. Appended to out. */
+int state__encode_journal_header(struct dlq_headers *out);
+int state__encode_add(const struct dlq_envelope *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
+int state__encode_remove(uint64_t seq, struct dlq_headers *out);
+int state__encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
+int state__encode_nacker(const struct dlq_record *r, const char *client, struct dlq_headers *out);
+/* The retry copy r is held for client (holds.h); in a snapshot, after r. */
+int state__encode_hold(const struct dlq_record *r, const char *client, struct dlq_headers *out);
+
+/* Applies a journal to d after its snapshot: adds envelopes and records not
+ * yet there, removes the envelopes named, adds nackers. Same damage rules
+ * as the snapshot, except that a journal has no end: it is cut anywhere. */
+int state__decode_journal(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+		struct state_report *rep);
+
+/* Writes data to path atomically: path.tmp, fsync, rename, fsync of the
+ * directory. Returns 0 or an errno with a message in err. */
+int state__write_file(const char *path, const uint8_t *data, size_t len, char *err, size_t errlen);
+
+/* Reads a whole file into a malloc'd buffer. A missing file is *data NULL
+ * and returns 0. Returns an errno with a message in err otherwise. */
+int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen);
+
+/* Appends data to an open journal and syncs it (fdatasync). Returns 0 or
+ * an errno. */
+int state__append(int fd, const uint8_t *data, size_t len);
+
+/* The same without the sync (the next synced append covers it). */
+int state__append_nosync(int fd, const uint8_t *data, size_t len);
+
+/* CRC-32 (IEEE) of data, as the entries carry it. */
+uint32_t state__crc32(const uint8_t *data, size_t len);
+
+#endif

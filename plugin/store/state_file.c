@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The file side of the state (see state.h): whole-file reads, atomic
+ * replacement (write to path.tmp, fsync, rename, fsync the directory), and
+ * synced appends to the journal. Kept apart from the format so that the
+ * format's tests need no files.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/state.h"
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while(n > 0){
+		ssize_t w = write(fd, p, n);
+		if(w < 0){
+			if(errno == EINTR) continue;
+			return errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int state__write_file(const char *path, const uint8_t *data, size_t len, char *err, size_t errlen)
+{
+	char tmp[4096];
+	if(snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)){
+		snprintf(err, errlen, "path too long");
+		return ENAMETOOLONG;
+	}
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if(fd < 0){
+		int rc = errno;
+		snprintf(err, errlen, "cannot create \"%s\": %s", tmp, strerror(rc));
+		return rc;
+	}
+	int rc = write_all(fd, data, len);
+	if(rc == 0 && fsync(fd)) rc = errno;
+	if(close(fd) && rc == 0) rc = errno;
+	if(rc == 0 && rename(tmp, path)) rc = errno;
+	if(rc){
+		snprintf(err, errlen, "cannot write \"%s\": %s", path, strerror(rc));
+		unlink(tmp);
+		return rc;
+	}
+	/* The rename is durable once the directory is. */
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", path);
+	int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if(dfd >= 0){
+		(void)fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
+
+int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
+{
+	*data = NULL;
+	*len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if(fd < 0){
+		if(errno == ENOENT) return 0;
+		int rc = errno;
+		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(rc));
+		return rc;
+	}
+	struct stat st;
+	if(fstat(fd, &st)){
+		int rc = errno;
+		close(fd);
+		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(rc));
+		return rc;
+	}
+	size_t size = (size_t)st.st_size;
+	uint8_t *buf = malloc(size ? size : 1);
+	if(buf == NULL){
+		close(fd);
+		snprintf(err, errlen, "out of memory reading \"%s\"", path);
+		return ENOMEM;
+	}
+	size_t got = 0;
+	int rc = 0;
+	while(got < size){
+		ssize_t n = read(fd, buf + got, size - got);
+		if(n < 0 && errno == EINTR) continue;
+		if(n < 0) rc = errno;
+		if(n <= 0) break;
+		got += (size_t)n;
+	}
+	/* A directory opens, but does not read. */
+	if(rc == 0 && size == 0){
+		char probe;
+		if(read(fd, &probe, 1) < 0) rc = errno;
+	}
+	close(fd);
+	if(rc){
+		free(buf);
+		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(rc));
+		return rc;
+	}
+	*data = buf;
+	*len = got;
+	return 0;
+}
+
+int state__append_nosync(int fd, const uint8_t *data, size_t len)
+{
+	return write_all(fd, data, len);
+}
+
+int state__append(int fd, const uint8_t *data, size_t len)
+{
+	int rc = write_all(fd, data, len);
+	if(rc == 0 && fdatasync(fd)) rc = errno;
+	return rc;
+}

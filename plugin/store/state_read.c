@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Reading the state file format (state_format.h): decoding a snapshot or a
+ * journal into the engine, entry by entry, each checked (its CRC, and what
+ * it holds: state_check.h) before anything of it is kept. Damage ends the
+ * decode and is reported; what came before it stays restored.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/dlq.h"
+#include "model/envelope.h"
+#include "store/state.h"
+#include "store/state_check.h"
+#include "store/state_format.h"
+#include "util/topic.h"
+
+struct reader {
+	const uint8_t *p;
+	size_t left;
+	bool bad;
+	bool nomem;      /* an allocation failed: the entry is whole, the plugin is not */
+	char why[96];    /* what the entry holds that the plugin never writes, or "" */
+};
+
+/* Refuses the entry being read, saying why: what (and what it holds
+ * instead, if holding is not NULL). The first reason found wins. */
+static void refuse(struct reader *r, const char *what, const char *holding)
+{
+	if(!r->bad && r->why[0] == '\0'){
+		snprintf(r->why, sizeof(r->why), "%s%s%s", what, holding ? " holding " : "", holding ? holding : "");
+	}
+	r->bad = true;
+}
+
+static uint64_t get_u(struct reader *r, int bytes)
+{
+	if(r->bad || r->left < (size_t)bytes){
+		r->bad = true;
+		return 0;
+	}
+	uint64_t v = 0;
+	for(int i = 0; i < bytes; i++){
+		v = (v << 8) | r->p[i];
+	}
+	r->p += bytes;
+	r->left -= (size_t)bytes;
+	return v;
+}
+
+static const uint8_t *get_raw(struct reader *r, size_t n)
+{
+	if(r->bad || r->left < n){
+		r->bad = true;
+		return NULL;
+	}
+	const uint8_t *p = r->p;
+	r->p += n;
+	r->left -= n;
+	return p;
+}
+
+/* A length-prefixed string, copied into a NUL-terminated malloc'd buffer
+ * (NULL when empty and empty_is_null). */
+static char *get_str(struct reader *r, bool empty_is_null)
+{
+	size_t n = (size_t)get_u(r, 2);
+	const uint8_t *p = get_raw(r, n);
+	if(p == NULL || memchr(p, 0, n)){
+		r->bad = true;
+		return NULL;
+	}
+	if(n == 0 && empty_is_null) return NULL;
+	char *s = malloc(n + 1);
+	if(s == NULL){
+		r->bad = true;
+		r->nomem = true;
+		return NULL;
+	}
+	memcpy(s, p, n);
+	s[n] = '\0';
+	return s;
+}
+
+static const uint8_t *get_bytes(struct reader *r, uint32_t *n)
+{
+	*n = (uint32_t)get_u(r, 4);
+	return get_raw(r, *n);
+}
+
+static uint64_t to_mono(int64_t wall, uint64_t mono_now, int64_t wall_now)
+{
+	if(wall >= wall_now) return mono_now;
+	/* Unsigned: a saved time near INT64_MIN must not overflow. */
+	uint64_t ago = (uint64_t)wall_now - (uint64_t)wall;
+	return ago < mono_now ? mono_now - ago : 0;
+}
+
+static const struct dlq_policy *policy_by_filter(const struct dlq *d, const char *filter)
+{
+	if(filter == NULL) return NULL;
+	for(size_t i = 0; i < d->cfg.policies.count; i++){
+		if(!strcmp(d->cfg.policies.items[i].filter, filter)) return &d->cfg.policies.items[i];
+	}
+	return NULL;
+}
+
+static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+{
+	struct dlq_id id, origin;
+	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
+	if(p) memcpy(id.raw, p, DLQ_ID_RAW_LEN);
+	p = get_raw(r, DLQ_ID_RAW_LEN);
+	if(p) memcpy(origin.raw, p, DLQ_ID_RAW_LEN);
+	int64_t created = (int64_t)get_u(r, 8);
+	int64_t first_nack = (int64_t)get_u(r, 8);
+	uint16_t attempt = (uint16_t)get_u(r, 2);
+	uint8_t qos = (uint8_t)get_u(r, 1);
+	char *filter = get_str(r, false);
+	char *topic = get_str(r, false);
+	char *origin_topic = get_str(r, true);
+	uint32_t plen, hlen;
+	const uint8_t *payload = get_bytes(r, &plen);
+	const uint8_t *headers = get_bytes(r, &hlen);
+	uint16_t n = (uint16_t)get_u(r, 2);
+	char why[sizeof(r->why)];
+	if(r->bad){
+		/* a field is missing: malformed */
+	}else if(!state_check__headers(headers, hlen, why, sizeof(why))){
+		refuse(r, why, NULL);
+	}else if(qos > 2){
+		refuse(r, "a QoS above 2", NULL);
+	}else if(!topic || !topic__valid_publish(topic)){
+		refuse(r, "a topic that is not a topic name", NULL);
+	}else if(origin_topic && !topic__valid_publish(origin_topic)){
+		refuse(r, "an origin topic that is not a topic name", NULL);
+	}
+	bool ok = !r->bad;
+
+	const struct dlq_policy *policy = ok ? policy_by_filter(d, filter) : NULL;
+	uint64_t created_mono = to_mono(created, mono_now, wall_now);
+	/* The ledger is in age order; a clock that stepped back must not
+	 * break that. */
+	if(d->ledger.newest && created_mono < d->ledger.newest->created_ms) created_mono = d->ledger.newest->created_ms;
+	struct dlq_record *rec = NULL;
+	if(ok && policy && mono_now - created_mono <= d->cfg.nack_window_ms && ledger__find(&d->ledger, &id) == NULL){
+		/* Redelivery tracking indexes every restored record (dlq.c). */
+		rec = engine__record_new_fn(d)(&id, &origin, topic,
+				origin_topic, payload, plen, headers, hlen, policy, attempt, qos, created_mono);
+		if(rec == NULL) r->bad = r->nomem = true;
+	}
+	if(rec) record__set_first_nack_ms(rec, first_nack);
+	for(uint16_t i = 0; i < n && !r->bad; i++){
+		char *c = get_str(r, false);
+		/* A nacker may become a dead letter's dead-letter-client (gone.c). */
+		const char *bad = c ? state_check__text_or_null(c) : NULL;
+		if(bad) refuse(r, "a client id", bad);
+		if(rec && c && !r->bad && ledger__add_nacker(NULL, rec, c) == ENOMEM) r->bad = r->nomem = true;
+		free(c);
+	}
+	free(filter);
+	free(topic);
+	free(origin_topic);
+	if(r->bad){
+		record__free(rec);
+		return false;
+	}
+	if(rec){
+		ledger__insert(&d->ledger, rec);
+		rep->records++;
+	}else{
+		rep->records_skipped++;
+	}
+	return true;
+}
+
+/* Finds a live envelope by sequence number: owed or delayed (a restore puts
+ * nothing in sent or settling). */
+static struct dlq_envelope *find_seq(struct dlq *d, uint64_t seq, bool *delayed)
+{
+	for(struct dlq_envelope *e = d->outbox.owed.head; e; e = e->next){
+		if(e->seq == seq){
+			*delayed = false;
+			return e;
+		}
+	}
+	for(size_t i = 0; i < d->delayed.count; i++){
+		if(d->delayed.heap[i]->seq == seq){
+			*delayed = true;
+			return d->delayed.heap[i];
+		}
+	}
+	return NULL;
+}
+
+static bool decode_envelope(struct dlq *d, struct reader *r, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+{
+	uint8_t kind = (uint8_t)get_u(r, 1);
+	uint64_t seq = get_u(r, 8);
+	const uint8_t *id = get_raw(r, DLQ_ID_RAW_LEN);
+	const uint8_t *origin = get_raw(r, DLQ_ID_RAW_LEN);
+	int64_t time_ms = (int64_t)get_u(r, 8);
+	int64_t first_nack = (int64_t)get_u(r, 8);
+	int64_t due = (int64_t)get_u(r, 8);
+	uint64_t delay = get_u(r, 8);
+	uint16_t retry_count = (uint16_t)get_u(r, 2);
+	uint8_t qos = (uint8_t)get_u(r, 1);
+	uint8_t flags = (uint8_t)get_u(r, 1);
+	char *s[7];
+	for(int i = 0; i < 7; i++){
+		s[i] = get_str(r, true);
+	}
+	uint32_t plen, hlen;
+	const uint8_t *payload = get_bytes(r, &plen);
+	const uint8_t *headers = get_bytes(r, &hlen);
+	/* Only what the plugin itself writes: a publish topic, an origin
+	 * topic, a filter, a dead-letter topic and a client, and for a dead
+	 * letter its reason, each of them text that can be a property
+	 * (envelope__headers); anything else would fail at publish time, on
+	 * every tick, crash it, or make its subscribers drop their connection. */
+	bool ok = false;
+	char why[sizeof(r->why)];
+	const char *bad = NULL;
+	if(r->bad){
+		/* a field is missing: malformed */
+	}else if(!state_check__headers(headers, hlen, why, sizeof(why))){
+		refuse(r, why, NULL);
+	}else if(kind != DLQ_ENV_RETRY_COPY && kind != DLQ_ENV_DEAD_LETTER){
+		refuse(r, "an unknown kind", NULL);
+	}else if(qos > 2){
+		refuse(r, "a QoS above 2", NULL);
+	}else if((bad = state_check__text_or_null(s[0]))){
+		refuse(r, "a target client id", bad);
+	}else if(!s[1] || !topic__valid_publish(s[1])){
+		refuse(r, "a topic that is not a topic name", NULL);
+	}else if(!s[2] || !topic__valid_publish(s[2])){
+		refuse(r, "an origin topic that is not a topic name", NULL);
+	}else if(!s[3] || !topic__valid_filter(s[3])){
+		refuse(r, "a policy filter that is not a topic filter", NULL);
+	}else if(!s[4] || !topic__valid_publish(s[4])){
+		refuse(r, "a dead-letter topic that is not a topic name", NULL);
+	}else if(kind == DLQ_ENV_DEAD_LETTER && !s[5]){
+		refuse(r, "a dead letter without a reason", NULL);
+	}else if((bad = state_check__text_or_null(s[5]))){
+		refuse(r, "a reason", bad);
+	}else if(!s[6]){
+		refuse(r, "no NACKing client id", NULL);
+	}else if((bad = state_check__text_or_null(s[6]))){
+		refuse(r, "a NACKing client id", bad);
+	}else if(seq == UINT64_MAX){
+		refuse(r, "the largest sequence number, which has no next", NULL);
+	}else{
+		ok = true;
+	}
+	bool delayed;
+
+	struct dlq_envelope *e = NULL;
+	if(ok && find_seq(d, seq, &delayed) == NULL){
+		e = envelope__new((enum dlq_envelope_kind)kind, s[0], s[1], s[2], s[3], s[4], s[5], s[6],
+				payload, plen, headers, hlen);
+		ok = e != NULL;
+		if(e == NULL) r->nomem = true;
+	}
+	for(int i = 0; i < 7; i++){
+		free(s[i]);
+	}
+	if(!ok){
+		r->bad = true;
+		return false;
+	}
+	if(e == NULL) return true; /* already there (journal replay) */
+	e->seq = seq;
+	memcpy(e->id.raw, id, DLQ_ID_RAW_LEN);
+	memcpy(e->origin_id.raw, origin, DLQ_ID_RAW_LEN);
+	e->time_ms = time_ms;
+	e->first_nack_ms = first_nack;
+	e->delay_ms = delay;
+	e->retry_count = retry_count;
+	e->qos = qos;
+	e->target_persists = flags & 1;
+	e->recorded = flags & 2;
+	e->policy = policy_by_filter(d, e->filter);
+	if(seq >= d->next_seq) d->next_seq = seq + 1;
+	if(due && due > wall_now){
+		e->due_ms = mono_now + (uint64_t)(due - wall_now);
+		if(schedule__push(&d->delayed, e)){
+			envelope__free(e);
+			r->bad = r->nomem = true;
+			return false;
+		}
+	}else{
+		e->due_ms = 0;
+		outbox__push(&d->outbox, &d->outbox.owed, e);
+	}
+	rep->envelopes++;
+	return true;
+}
+
+static void decode_remove(struct dlq *d, struct reader *r)
+{
+	uint64_t seq = get_u(r, 8);
+	bool delayed;
+	struct dlq_envelope *e = r->bad ? NULL : find_seq(d, seq, &delayed);
+	if(e == NULL) return;
+	if(delayed){
+		schedule__remove(&d->delayed, e);
+	}else{
+		outbox__unlink(&d->outbox, &d->outbox.owed, e);
+	}
+	envelope__free(e);
+}
+
+/* The common part of a NACK and a hold entry: a dlq-id and a client id.
+ * Returns the record (NULL when it is gone, or the entry is damaged) and
+ * the client id in *client, the caller's to free (NULL when damaged). */
+static struct dlq_record *decode_client_entry(struct dlq *d, struct reader *r, char **client)
+{
+	struct dlq_id id;
+	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
+	*client = get_str(r, false);
+	const char *bad = *client ? state_check__text_or_null(*client) : NULL;
+	if(bad) refuse(r, "a client id", bad);
+	if(p == NULL || *client == NULL || r->bad) return NULL;
+	memcpy(id.raw, p, DLQ_ID_RAW_LEN);
+	return ledger__find(&d->ledger, &id);
+}
+
+static void decode_nacker(struct dlq *d, struct reader *r)
+{
+	char *client;
+	struct dlq_record *rec = decode_client_entry(d, r, &client);
+	/* Gone (expired) or already there: nothing to do. */
+	if(rec && ledger__add_nacker(&d->ledger, rec, client) == ENOMEM) r->bad = r->nomem = true;
+	/* A NACK by the client a copy is held for ends the hold. */
+	const char *holder = rec ? holds__client(rec) : NULL;
+	if(holder && !strcmp(holder, client)) holds__release(&d->holds, rec);
+	free(client);
+}
+
+static void decode_hold(struct dlq *d, struct reader *r)
+{
+	char *client;
+	struct dlq_record *rec = decode_client_entry(d, r, &client);
+	/* Gone (expired), already held, or over (NACKed by its client). */
+	if(rec && holds__client(rec) == NULL && !ledger__has_nacker(rec, client)
+			&& holds__add(&d->holds, rec, client) == ENOMEM){
+		r->bad = r->nomem = true;
+	}
+	free(client);
+}
+
+/* What an entry of type is, for the damage report. */
+static const char *entry_name(uint8_t type)
+{
+	switch(type){
+		case ENTRY_RECORD: return "a NACKable delivery";
+		case ENTRY_ENVELOPE: return "a retry copy or dead letter";
+		case ENTRY_NACKER: return "a NACK";
+		case ENTRY_HOLD: return "a held copy";
+		default: return "an entry";
+	}
+}
+
+static void damaged(struct state_report *rep, size_t at, const char *what)
+{
+	rep->damaged = true;
+	rep->damaged_at = at;
+	/* A long description is cut; the problem is still named first. */
+	if(snprintf(rep->problem, sizeof(rep->problem), "%s at byte %zu", what, at) >= (int)sizeof(rep->problem)){
+		rep->problem[sizeof(rep->problem) - 1] = '\0';
+	}
+}
+
+/* Walks the entries after a header, calling the decoder of each type
+ * allowed. */
+static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t pos, bool journal,
+		uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+{
+	uint64_t seen = 0;
+	bool ended = false;
+	while(pos < len){
+		if(ended){
+			damaged(rep, pos, "data after the end of the snapshot");
+			return 0;
+		}
+		if(len - pos < 9){
+			damaged(rep, pos, "truncated entry");
+			return 0;
+		}
+		uint8_t type = data[pos];
+		uint32_t blen = ((uint32_t)data[pos + 1] << 24) | ((uint32_t)data[pos + 2] << 16)
+				| ((uint32_t)data[pos + 3] << 8) | data[pos + 4];
+		if(len - pos - 9 < blen){
+			damaged(rep, pos, "truncated entry");
+			return 0;
+		}
+		const uint8_t *c = data + pos + 5 + blen;
+		uint32_t crc = ((uint32_t)c[0] << 24) | ((uint32_t)c[1] << 16) | ((uint32_t)c[2] << 8) | c[3];
+		if(crc != state__crc32(data + pos, 5 + (size_t)blen)){
+			damaged(rep, pos, "checksum mismatch");
+			return 0;
+		}
+		struct reader r = { .p = data + pos + 5, .left = blen, .bad = false };
+		bool ok;
+		if(type == ENTRY_RECORD){
+			ok = decode_record(d, &r, mono_now, wall_now, rep);
+		}else if(type == ENTRY_NACKER && journal){
+			decode_nacker(d, &r);
+			ok = !r.bad;
+		}else if(type == ENTRY_HOLD){
+			decode_hold(d, &r);
+			ok = !r.bad;
+		}else if(type == ENTRY_ENVELOPE){
+			ok = decode_envelope(d, &r, mono_now, wall_now, rep);
+		}else if(type == ENTRY_REMOVE && journal){
+			decode_remove(d, &r);
+			ok = !r.bad;
+		}else if(type == ENTRY_END && !journal){
+			ok = get_u(&r, 8) == seen && !r.bad;
+			ended = true;
+		}else{
+			ok = false;
+		}
+		/* Out of memory is not damage: the file stays as it is, and the
+		 * caller refuses to start rather than lose what it holds. */
+		if(r.nomem) return ENOMEM;
+		if(!ok || r.left != 0){
+			if(r.why[0]){
+				char what[sizeof(rep->problem)];
+				snprintf(what, sizeof(what), "%s with %s", entry_name(type), r.why);
+				damaged(rep, pos, what);
+			}else{
+				damaged(rep, pos, "malformed entry");
+			}
+			return 0;
+		}
+		if(journal) rep->journal_entries++;
+		seen++;
+		pos += 9 + (size_t)blen;
+	}
+	if(!journal && !ended) damaged(rep, pos, "truncated (no end of snapshot)");
+	return 0;
+}
+
+int state__decode_snapshot(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+		struct state_report *rep)
+{
+	if(len < MAGIC_LEN + 8 || memcmp(data, SNAPSHOT_MAGIC, MAGIC_LEN)){
+		damaged(rep, 0, "not a mosquitto-dlq state file (bad header)");
+		return 0;
+	}
+	struct reader r = { .p = data + MAGIC_LEN, .left = 8, .bad = false };
+	uint64_t next = get_u(&r, 8);
+	if(next > d->next_seq) d->next_seq = next;
+	return decode_entries(d, data, len, MAGIC_LEN + 8, false, mono_now, wall_now, rep);
+}
+
+int state__decode_journal(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+		struct state_report *rep)
+{
+	if(len < MAGIC_LEN || memcmp(data, JOURNAL_MAGIC, MAGIC_LEN)){
+		damaged(rep, 0, "not a mosquitto-dlq journal (bad header)");
+		return 0;
+	}
+	return decode_entries(d, data, len, MAGIC_LEN, true, mono_now, wall_now, rep);
+}

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * dlq-id generation and text form (see id.h). Random bytes come from the
+ * port in blocks of 64 ids; a failed read yields no id at all.
+ */
+#include <string.h>
+
+#include "util/id.h"
+#include "util/port.h"
+
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+void idgen__init(struct dlq_idgen *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->pos = sizeof(g->pool);
+}
+
+int idgen__next(struct dlq_idgen *g, struct dlq_id *out)
+{
+	if(g->pos + DLQ_ID_RAW_LEN > sizeof(g->pool)){
+		int rc = port__random(g->pool, sizeof(g->pool));
+		if(rc) return rc;
+		g->pos = 0;
+	}
+	memcpy(out->raw, g->pool + g->pos, DLQ_ID_RAW_LEN);
+	/* Used bytes are wiped so the pool never holds an issued id twice. */
+	memset(g->pool + g->pos, 0, DLQ_ID_RAW_LEN);
+	g->pos += DLQ_ID_RAW_LEN;
+	return 0;
+}
+
+int idgen__fraction(struct dlq_idgen *g, double *out)
+{
+	struct dlq_id id;
+	int rc = idgen__next(g, &id);
+	if(rc) return rc;
+	uint32_t v = ((uint32_t)id.raw[0] << 24) | ((uint32_t)id.raw[1] << 16) | ((uint32_t)id.raw[2] << 8) | id.raw[3];
+	*out = v / 4294967296.0;
+	return 0;
+}
+
+/* Two base64url characters for each 12-bit value, filled on first use:
+ * encoding an id is then eight lookups instead of sixteen shifts and
+ * lookups (every tracked message and every retry copy is stamped). */
+static uint16_t pairs[4096];
+static bool pairs_ready;
+
+static void fill_pairs(void)
+{
+	for(unsigned v = 0; v < 4096; v++){
+		char two[2] = { b64url[v >> 6], b64url[v & 63] };
+		memcpy(&pairs[v], two, 2);
+	}
+	pairs_ready = true;
+}
+
+void id__encode(const struct dlq_id *id, char out[DLQ_ID_LEN + 1])
+{
+	if(!pairs_ready) fill_pairs();
+	/* 12 bytes are exactly 16 base64 characters: no padding. */
+	const uint8_t *r = id->raw;
+	for(size_t i = 0; i < DLQ_ID_RAW_LEN; i += 3){
+		uint32_t v = ((uint32_t)r[i] << 16) | ((uint32_t)r[i + 1] << 8) | r[i + 2];
+		memcpy(out, &pairs[v >> 12], 2);
+		memcpy(out + 2, &pairs[v & 4095], 2);
+		out += 4;
+	}
+	*out = '\0';
+}
+
+/* The value of each byte as a base64url digit, or -1; filled on first use
+ * (every NACK decodes an id). */
+static int8_t digit_of[256];
+static bool digits_ready;
+
+static void fill_digits(void)
+{
+	memset(digit_of, -1, sizeof(digit_of));
+	for(int v = 0; v < 64; v++){
+		digit_of[(unsigned char)b64url[v]] = (int8_t)v;
+	}
+	digits_ready = true;
+}
+
+uint8_t id__first_byte(const char *s)
+{
+	if(!digits_ready) fill_digits();
+	unsigned hi = (unsigned)digit_of[(unsigned char)s[0]] & 0x3fu;
+	unsigned lo = (unsigned)digit_of[(unsigned char)s[1]] & 0x3fu;
+	return (uint8_t)((hi << 2) | (lo >> 4));
+}
+
+bool id__decode(const char *s, size_t len, struct dlq_id *out)
+{
+	if(s == NULL || len != DLQ_ID_LEN) return false;
+	if(!digits_ready) fill_digits();
+	/* No branch per character: a character outside base64url makes its
+	 * digit -1, which sets the sign bit of bad; the id is refused once,
+	 * at the end (2.1 decodes an id at nearly every send). */
+	const unsigned char *u = (const unsigned char *)s;
+	int bad = 0;
+	uint8_t *o = out->raw;
+	for(size_t i = 0; i < DLQ_ID_LEN; i += 4, o += 3){
+		int d0 = digit_of[u[i]], d1 = digit_of[u[i + 1]], d2 = digit_of[u[i + 2]], d3 = digit_of[u[i + 3]];
+		bad |= d0 | d1 | d2 | d3;
+		uint32_t v = ((uint32_t)(d0 & 63) << 18) | ((uint32_t)(d1 & 63) << 12) | ((uint32_t)(d2 & 63) << 6)
+				| (uint32_t)(d3 & 63);
+		o[0] = (uint8_t)(v >> 16);
+		o[1] = (uint8_t)(v >> 8);
+		o[2] = (uint8_t)v;
+	}
+	return bad >= 0;
+}
