@@ -19,6 +19,7 @@
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
 #include "util/port.h"
+#include "util/units.h"
 
 /* How much of a client's text (a command name, a response topic) a reply
  * quotes. */
@@ -184,7 +185,7 @@ static int command_nack(struct dlq *d, const struct dlq_control_request *req, co
 	int64_t delay_ms = -1;
 	if(delay && !cJSON_IsNull(delay)){
 		uint64_t ms = 0;
-		if(!cJSON_IsString(delay) || config__parse_delay_ms(delay->valuestring, &ms) || ms > INT64_MAX){
+		if(!cJSON_IsString(delay) || units__parse_delay_ms(delay->valuestring, &ms) || ms > INT64_MAX){
 			return command_error(responses, DLQ_COMMAND_NACK, correlation,
 					"\"delay\" must be a duration with its unit, e.g. \"30s\" or \"500ms\"", errors);
 		}

@@ -19,78 +19,12 @@
 #include "config/config.h"
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
+#include "util/units.h"
 
 #define NACK_WINDOW_MIN_MS 100ull
 #define NACK_WINDOW_MAX_MS (7ull * 24 * 60 * 60 * 1000)
 #define MAX_PENDING_BYTES_MIN 1024ull
 #define POLICY_FILE_MAX_BYTES (64u * 1024 * 1024)
-
-enum number_problem { NUM_OK, NUM_SYNTAX, NUM_NO_UNIT, NUM_BAD_UNIT, NUM_ZERO, NUM_OVERFLOW };
-
-struct unit {
-	const char *name;
-	uint64_t factor;
-};
-
-static const struct unit duration_units[] = {
-	{"ms", 1}, {"s", 1000}, {"m", 60 * 1000}, {"h", 60 * 60 * 1000}, {"d", 24 * 60 * 60 * 1000}, {NULL, 0}
-};
-static const struct unit size_units[] = {
-	{"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},
-	{"kB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {NULL, 0}
-};
-
-/* A whole number (ASCII digits, no sign, no space) followed by one of units;
- * the unit "" is only allowed when units lists it. */
-static enum number_problem parse_number(const char *s, const struct unit *units, uint64_t *out, const char **unit)
-{
-	char *end;
-	unsigned long long v;
-
-	*unit = "";
-	if(s == NULL || s[0] < '0' || s[0] > '9') return NUM_SYNTAX;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	*unit = end;
-	if(errno == ERANGE) return NUM_OVERFLOW;
-	for(const struct unit *u = units; u->name; u++){
-		if(strcmp(end, u->name)) continue;
-		if(v == 0) return NUM_ZERO;
-		if(v > UINT64_MAX / u->factor) return NUM_OVERFLOW;
-		*out = v * u->factor;
-		return NUM_OK;
-	}
-	return end[0] == '\0' ? NUM_NO_UNIT : NUM_BAD_UNIT;
-}
-
-int config__parse_duration_ms(const char *s, uint64_t *out)
-{
-	const char *unit;
-
-	return parse_number(s, duration_units, out, &unit) == NUM_OK ? 0 : EINVAL;
-}
-
-int config__parse_delay_ms(const char *s, uint64_t *out)
-{
-	const char *unit;
-
-	switch(parse_number(s, duration_units, out, &unit)){
-		case NUM_OK:
-			return 0;
-		case NUM_ZERO:
-			*out = 0;
-			return 0;
-		default:
-			return EINVAL;
-	}
-}
-
-int config__parse_size(const char *s, uint64_t *out)
-{
-	const char *unit;
-
-	return parse_number(s, size_units, out, &unit) == NUM_OK ? 0 : EINVAL;
-}
 
 /* The whole file into a malloc'd buffer; the only file I/O of the module. */
 static int read_file(const char *path, char **text, size_t *len, char *err, size_t errlen)
@@ -186,21 +120,21 @@ static int set_nack_window(struct dlq_config *c, const char *v, char *err, size_
 {
 	const char *unit;
 	uint64_t ms = 0;
-	enum number_problem why = parse_number(v, duration_units, &ms, &unit);
+	enum units_problem why = units__duration(v, &ms, &unit);
 
-	if(why == NUM_OK && (ms < NACK_WINDOW_MIN_MS || ms > NACK_WINDOW_MAX_MS)) why = NUM_OVERFLOW;
+	if(why == UNITS_OK && (ms < NACK_WINDOW_MIN_MS || ms > NACK_WINDOW_MAX_MS)) why = UNITS_OVERFLOW;
 	switch(why){
-		case NUM_OK:
+		case UNITS_OK:
 			c->nack_window_ms = ms;
 			return 0;
-		case NUM_NO_UNIT:
+		case UNITS_NO_UNIT:
 			errtext__set(err, errlen, "plugin_opt_nack_window " QFMT ": a unit is required, e.g. \"%.*ss\" (units: ms, s, m, h, d)",
 					Q(v), (int)(unit - v), v);
 			break;
-		case NUM_BAD_UNIT:
+		case UNITS_BAD_UNIT:
 			errtext__set(err, errlen, "plugin_opt_nack_window " QFMT ": unknown unit " QFMT " (units: ms, s, m, h, d)", Q(v), Q(unit));
 			break;
-		case NUM_SYNTAX:
+		case UNITS_SYNTAX:
 			errtext__set(err, errlen, "plugin_opt_nack_window " QFMT ": expected a whole number and a unit, e.g. \"300s\"", Q(v));
 			break;
 		default:
@@ -215,21 +149,21 @@ static int set_max_pending_bytes(struct dlq_config *c, const char *v, char *err,
 	const char *unit;
 	uint64_t bytes = 0;
 
-	switch(parse_number(v, size_units, &bytes, &unit)){
-		case NUM_OK:
+	switch(units__size(v, &bytes, &unit)){
+		case UNITS_OK:
 			if(bytes >= MAX_PENDING_BYTES_MIN){
 				c->max_pending_bytes = bytes;
 				return 0;
 			}
 			/* fall through */
-		case NUM_ZERO:
+		case UNITS_ZERO:
 			errtext__set(err, errlen, "plugin_opt_max_pending_bytes " QFMT ": must be at least 1KiB (1024 bytes)", Q(v));
 			break;
-		case NUM_BAD_UNIT:
+		case UNITS_BAD_UNIT:
 			errtext__set(err, errlen, "plugin_opt_max_pending_bytes " QFMT ": unknown unit " QFMT " (units: B, KiB, MiB, GiB, kB, MB, GB)",
 					Q(v), Q(unit));
 			break;
-		case NUM_OVERFLOW:
+		case UNITS_OVERFLOW:
 			errtext__set(err, errlen, "plugin_opt_max_pending_bytes " QFMT ": too large", Q(v));
 			break;
 		default:
@@ -255,7 +189,7 @@ static int set_state_file(struct dlq_config *c, const char *v, char *err, size_t
 
 static int set_state_save_interval(struct dlq_config *c, const char *v, char *err, size_t errlen)
 {
-	if(config__parse_duration_ms(v, &c->state_save_interval_ms)){
+	if(units__parse_duration_ms(v, &c->state_save_interval_ms)){
 		errtext__set(err, errlen, "plugin_opt_state_save_interval " QFMT ": expected a duration with its unit, "
 				"e.g. \"60s\" (units: ms, s, m, h, d; at least 1s)", Q(v));
 		return EINVAL;
@@ -332,7 +266,7 @@ static int set_delivery_count(struct dlq_config *c, const char *v, char *err, si
 
 static int set_sys_interval(struct dlq_config *c, const char *v, char *err, size_t errlen)
 {
-	if(config__parse_delay_ms(v, &c->sys_interval_ms) || (c->sys_interval_ms && c->sys_interval_ms < 1000)){
+	if(units__parse_delay_ms(v, &c->sys_interval_ms) || (c->sys_interval_ms && c->sys_interval_ms < 1000)){
 		errtext__set(err, errlen, "plugin_opt_sys_interval " QFMT ": expected a duration with its unit of at least 1s, "
 				"e.g. \"10s\", or \"0s\" for no $SYS topics", Q(v));
 		return EINVAL;

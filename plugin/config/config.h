@@ -76,17 +76,6 @@ int config__parse_policy_line(const char *line, struct dlq_policy *out, char *er
  * EINVAL/ENOMEM with a message in err. */
 int config__parse_policy_json(const char *text, size_t len, const char *source, struct dlq_policy_table *t, char *err, size_t errlen);
 
-/* "500ms", "30s", "10m", "1h", "1d" to milliseconds. A bare number, an
- * unknown unit, zero or an overflow is refused with EINVAL. */
-int config__parse_duration_ms(const char *s, uint64_t *out);
-
-/* As config__parse_duration_ms, but zero ("0s", "0ms") is a valid delay. */
-int config__parse_delay_ms(const char *s, uint64_t *out);
-
-/* "65536", "512KiB", "64MiB", "1GiB" (also kB/MB/GB as powers of 1000) to
- * bytes. Zero or an overflow is refused with EINVAL. */
-int config__parse_size(const char *s, uint64_t *out);
-
 void config__free(struct dlq_config *c);
 
 #endif

@@ -18,6 +18,7 @@
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
 #include "util/topic.h"
+#include "util/units.h"
 
 /* Why a topic (filter or publish topic) is not valid, for a message. */
 static const char *topic_problem(const char *s, bool filter)
@@ -110,7 +111,7 @@ static int set_delay(uint64_t *dst, const char *key, const char *v, bool zero_ok
 				key, Q(v), (int)digits, v);
 		return EINVAL;
 	}
-	if((zero_ok ? config__parse_delay_ms(v, dst) : config__parse_duration_ms(v, dst)) == 0) return 0;
+	if((zero_ok ? units__parse_delay_ms(v, dst) : units__parse_duration_ms(v, dst)) == 0) return 0;
 	errtext__set(err, errlen, "%s must be a duration with a unit (ms, s, m, h, d) such as \"30s\"%s, got " QFMT,
 			key, zero_ok ? " or \"0s\"" : "", Q(v));
 	return EINVAL;

@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "mosquitto_dlq.h"
+#include "util/units.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -177,13 +178,13 @@ START_TEST(test_duration)
 
 	for(size_t i = 0; i < N(good); i++){
 		v = 0;
-		ck_assert_int_eq(config__parse_duration_ms(good[i].s, &v), 0);
+		ck_assert_int_eq(units__parse_duration_ms(good[i].s, &v), 0);
 		ck_assert_uint_eq(v, good[i].ms);
 	}
 	for(size_t i = 0; i < N(bad); i++){
-		ck_assert_msg(config__parse_duration_ms(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
+		ck_assert_msg(units__parse_duration_ms(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
 	}
-	ck_assert_int_eq(config__parse_duration_ms(NULL, &v), EINVAL);
+	ck_assert_int_eq(units__parse_duration_ms(NULL, &v), EINVAL);
 }
 END_TEST
 
@@ -204,11 +205,11 @@ START_TEST(test_size)
 
 	for(size_t i = 0; i < N(good); i++){
 		v = 0;
-		ck_assert_msg(config__parse_size(good[i].s, &v) == 0, "refused \"%s\"", good[i].s);
+		ck_assert_msg(units__parse_size(good[i].s, &v) == 0, "refused \"%s\"", good[i].s);
 		ck_assert_uint_eq(v, good[i].bytes);
 	}
 	for(size_t i = 0; i < N(bad); i++){
-		ck_assert_msg(config__parse_size(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
+		ck_assert_msg(units__parse_size(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
 	}
 }
 END_TEST
@@ -777,13 +778,13 @@ START_TEST(test_delay_ms)
 
 	for(size_t i = 0; i < N(good); i++){
 		v = 12345;
-		ck_assert_msg(config__parse_delay_ms(good[i].s, &v) == 0, "refused \"%s\"", good[i].s);
+		ck_assert_msg(units__parse_delay_ms(good[i].s, &v) == 0, "refused \"%s\"", good[i].s);
 		ck_assert_uint_eq(v, good[i].ms);
 	}
 	for(size_t i = 0; i < N(bad); i++){
-		ck_assert_msg(config__parse_delay_ms(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
+		ck_assert_msg(units__parse_delay_ms(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
 	}
-	ck_assert_int_eq(config__parse_delay_ms(NULL, &v), EINVAL);
+	ck_assert_int_eq(units__parse_delay_ms(NULL, &v), EINVAL);
 }
 END_TEST
 
