@@ -20,11 +20,6 @@
  * in total, from the running gauges (gauges.h): O(policies). */
 void status__gauges(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total);
 
-/* The same, counted afresh by a pass over the ledger, the outbox and the
- * schedule: O(records). For a reload (records change policy) and for tests
- * that check the running gauges. per_policy may be NULL. */
-void status__count(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total);
-
 /* {"policies":[{"filter":…,"maxAttempts":…,…}]}-style array of the policies. */
 cJSON *status__policies(const struct dlq *d);
 

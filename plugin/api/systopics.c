@@ -60,9 +60,8 @@ static void publish_group(struct dlq_sys *s, size_t slot, const char *prefix, co
 	}
 }
 
-void systopics__tick(struct dlq *d, uint64_t now)
+void systopics__tick(struct dlq_sys *s, const struct dlq *d, uint64_t now)
 {
-	struct dlq_sys *s = &d->sys;
 	if(d->cfg.sys_interval_ms == 0) return;
 	if(s->last_ms && now - s->last_ms < d->cfg.sys_interval_ms) return;
 

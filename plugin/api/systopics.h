@@ -23,8 +23,10 @@ struct dlq_sys {
 	unsigned generation;         /* the policy generation they describe */
 };
 
-/* Publishes what changed when the interval has passed (now: port__now_ms). */
-void systopics__tick(struct dlq *d, uint64_t now);
+/* Publishes what changed in d's counters and gauges when the interval has
+ * passed (now: port__now_ms). Called from the broker adapter's tick, after
+ * the engine's. */
+void systopics__tick(struct dlq_sys *s, const struct dlq *d, uint64_t now);
 
 void systopics__cleanup(struct dlq_sys *s);
 

@@ -216,7 +216,11 @@ int adapter__tick(int event, void *event_data, void *userdata)
 
 	pl->ticks++;
 	dlq__quiet_event(&pl->engine);
-	dlq__tick(&pl->engine);
+	uint64_t now = dlq__tick(&pl->engine);
+	/* The status topics read the engine after its tick, at its time. */
+	if(pl->engine.cfg.sys_interval_ms){
+		systopics__tick(&pl->sys, &pl->engine, now ? now : port__now_ms());
+	}
 	return MOSQ_ERR_SUCCESS;
 }
 

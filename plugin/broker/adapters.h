@@ -11,6 +11,7 @@
 
 #include "broker/broker_caps.h"
 #include "broker/packet_size.h"
+#include "api/systopics.h"
 #include "engine/dlq.h"
 
 /* One per loaded instance, passed to every callback as userdata. */
@@ -26,6 +27,7 @@ struct dlq_plugin {
 	struct broker_caps caps;           /* what the broker offers; filled once at startup */
 	bool own_check;                    /* acl_check is running for the plugin: ignore the callback */
 	struct dlq_packet_limits limits;   /* owned: clients' Maximum Packet Sizes, where 2.1 shows them */
+	struct dlq_sys sys;                /* owned: $SYS/broker/dlq/..., published from the tick */
 };
 
 int adapter__message(int event, void *event_data, void *userdata);

@@ -352,6 +352,7 @@ DLQ_EXPORT int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *op
 	if(pl == NULL) return MOSQ_ERR_SUCCESS;
 	unregister_first(pl, CALLBACK_COUNT);
 	dlq__cleanup(&pl->engine);
+	systopics__cleanup(&pl->sys);
 	packet_limits__cleanup(&pl->limits);
 	broker_caps__cleanup(&pl->caps);
 	free_options(pl->options, pl->option_count);

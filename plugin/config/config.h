@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/policy_parse.h"
 #include "model/policy.h"
 
 /* plugin_opt_redelivery_tracking: whether redeliveries count as attempts,
@@ -64,17 +65,6 @@ struct dlq_config {
  * with a message naming the option, the value and the reason in err (ENOMEM
  * when out of memory). On failure *out holds nothing that needs freeing. */
 int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config *out, char *err, size_t errlen);
-
-/* Parses one plugin_opt_policy value, "<filter> key=value ...", into *out
- * (keys: max_attempts, dead_letter, retry_to). Returns 0 or EINVAL/ENOMEM with
- * a message in err. On failure *out holds nothing. */
-int config__parse_policy_line(const char *line, struct dlq_policy *out, char *err, size_t errlen);
-
-/* Parses a JSON policy document, {"policies":[{"filter":...,"max_attempts":...,
- * "dead_letter":...,"retry_to":...}]}, appending its policies to t (not
- * finished). source names the document in messages. Returns 0 or
- * EINVAL/ENOMEM with a message in err. */
-int config__parse_policy_json(const char *text, size_t len, const char *source, struct dlq_policy_table *t, char *err, size_t errlen);
 
 void config__free(struct dlq_config *c);
 

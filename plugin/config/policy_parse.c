@@ -14,7 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "config/config.h"
+#include "config/policy_parse.h"
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
 #include "util/topic.h"

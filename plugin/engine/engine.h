@@ -1,16 +1,159 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * What the engine's own files share and nothing else uses: dlq.c (tracking,
- * NACKs, ticks) and gone.c (copies for clients that leave, held copies).
- * The public face of the engine is dlq.h.
+ * The engine's state: one struct per plugin instance (struct dlq), what it
+ * reads of itself in a few loads (inline), and what its files share and
+ * nothing outside the engine uses. Every file of engine/ includes it; it
+ * includes only the layers below (model, config, store, util), so that no
+ * engine file is reached through it. The engine's face to the broker
+ * adapters is dlq.h; its outbound path is outbound.h.
  */
 #ifndef DLQ_ENGINE_H
 #define DLQ_ENGINE_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-#include "engine/dlq.h"
-#include "model/envelope.h"
+#include "config/config.h"
+#include "model/counters.h"
+#include "model/deadsubs.h"
+#include "model/gauges.h"
+#include "model/holds.h"
+#include "model/ledger.h"
+#include "model/match_cache.h"
+#include "model/nonack.h"
+#include "model/outbox.h"
+#include "model/redelivery.h"
+#include "model/schedule.h"
+#include "model/sessions.h"
+#include "model/unsaved.h"
+#include "store/persist.h"
+#include "store/store_port.h"
+#include "util/id.h"
+
+struct dlq {
+	struct dlq_config cfg;    /* owned */
+	struct dlq_ledger ledger; /* owned */
+	struct dlq_outbox outbox; /* owned */
+	struct dlq_unsaved unsaved; /* owned: what the broker took and has not saved yet */
+	struct dlq_schedule delayed; /* owned: retry copies waiting for their delay */
+	struct dlq_idgen idgen;
+	uint64_t next_seq;        /* envelope sequence numbers */
+	uint64_t changes;         /* bumped on every change of what is owed (state saving) */
+	struct dlq_persist persist; /* owned: state file and journal */
+	struct dlq_store_port store; /* what changes are noted to: persist's journal, or nothing */
+	struct dlq_redelivery redelivery; /* owned: used with cfg.redelivery on */
+	struct dlq_holds holds;     /* owned: retry copies held for clients whose session does not persist */
+	struct dlq_policy_table *retired; /* owned: tables replaced by reloads, kept while chains use them */
+	size_t retired_count;
+	unsigned policy_generation;       /* bumped by every reload */
+	struct dlq_match_cache matches;   /* owned: policy matches by topic, of cfg.policies */
+	struct dlq_counters counters;          /* totals */
+	struct dlq_counters *policy_counters;  /* owned: one per policy of cfg.policies, by index */
+	struct dlq_gauge_book gauges;          /* owned: running gauges of ledger, outbox and schedule */
+	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */
+	struct dlq_nonack nonack;   /* owned: connected clients warned about as unable to NACK */
+	struct dlq_deadsubs deadsubs; /* owned: (client, filter) pairs warned about as reading dead letters */
+	struct dlq_sessions sessions; /* owned: sessions as Mosquitto 2.1 shows them (empty on 2.0) */
+	bool sessions_full_noted;     /* the "sessions not followed" line was logged */
+	/* The last tick found nothing to do, whatever the time (tick.c,
+	 * tick_timeless): nothing tracked, delayed, owed or taken, no state
+	 * file. From there only a tracked message, a READ
+	 * check (a kick), a reload or a session's end (sessions.ended, which
+	 * dlq__tick looks at too) can give a tick work, and dlq__track,
+	 * dlq__read_check and dlq__reload clear this; so does every broker
+	 * event but those of dlq__quiet_event (dlq__event). */
+	bool tick_quiet;
+	/* The records of recent sends' dlq-ids (sends.c), by the id's first
+	 * byte: the broker writes a stored message to each of its subscribers,
+	 * mostly within a few sends of each other, so a send's id text is
+	 * compared instead of decoded and looked up. Borrowed; a record is
+	 * forgotten when it leaves the ledger (record_dropped). */
+	struct dlq_sent_slot {
+		struct dlq_record *record;
+		char id[DLQ_ID_LEN];
+	} recent_sends[256];
+};
+
+/* How records are made, for how deliveries to clients are followed per
+ * record: 2.1's exact counting gives originals the sends part (their first
+ * client's sends, in the record) and retry copies the more part; 2.0's
+ * redelivery tracking gives every record the more part; otherwise only
+ * retry copies have one. */
+static inline dlq_record_new_fn *engine__record_new_fn(const struct dlq *d)
+{
+	if(d->cfg.exact_counting) return record__new_counting;
+	return d->cfg.redelivery != DLQ_REDELIVERY_OFF ? record__new_more : record__new;
+}
+
+/* The policy for an inbound publish on topic, or NULL: then the message is
+ * not tracked and nothing else need be done. Borrowed from the config.
+ * Answered from a cache of recent topics when it can be (match_cache.h),
+ * which is why d is not const. */
+static inline const struct dlq_policy *dlq__policy_for(struct dlq *d, const char *topic)
+{
+	return match_cache__match(&d->matches, &d->cfg.policies, d->policy_generation, topic);
+}
+/* Whether the cache knows topic's policy (then in *policy, NULL for none);
+ * false: ask dlq__policy_for. */
+static inline bool dlq__policy_cached(struct dlq *d, const char *topic, const struct dlq_policy **policy)
+{
+	return match_cache__hit(&d->matches, d->policy_generation, topic, policy);
+}
+/* The policy for topic when dlq__policy_cached had no answer (not asking
+ * the cache a second time). */
+static inline const struct dlq_policy *dlq__policy_missed(struct dlq *d, const char *topic)
+{
+	return match_cache__miss(&d->matches, &d->cfg.policies, d->policy_generation, topic);
+}
+
+/* Any broker event other than those below: it ends a reconnect's run of
+ * access checks, and may give the next tick work (a quiet tick looks
+ * again). */
+static inline void dlq__event(struct dlq *d)
+{
+	redelivery__event(&d->redelivery);
+	d->tick_quiet = false;
+}
+/* The events that cannot give a tick work by themselves: a tick, and an
+ * inbound publish before it is tracked (dlq__track then wakes the tick).
+ * The broker sends both about once per message under load, so an
+ * untracked message's tick returns at once. */
+static inline void dlq__quiet_event(struct dlq *d){ redelivery__event(&d->redelivery); }
+
+/* The counters of policy p, or NULL when p is not in the current table
+ * (a chain that began under a policy since removed by a reload). */
+static inline struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p)
+{
+	long i = policy__index_in(&d->cfg.policies, p);
+	if(i < 0 || d->policy_counters == NULL) return NULL;
+	return &d->policy_counters[i];
+}
+
+/* What the state file saves of d and restores into it (persist.h): set up
+ * by dlq__init, with or without a state file. */
+static inline struct state_view *dlq__state_view(struct dlq *d)
+{
+	return &d->persist.view;
+}
+
+/* The totals of every counter (what getStatus and $SYS report as totals). */
+static inline const struct dlq_counters *dlq__totals(const struct dlq *d)
+{
+	return &d->counters;
+}
+
+/* How many envelopes the plugin owes: outbox and delayed copies. */
+static inline size_t dlq__owed_count(const struct dlq *d)
+{
+	return d->outbox.owed.count + d->outbox.sent.count + d->outbox.settling.count + d->delayed.count;
+}
+
+/* Bytes of everything the plugin owes: outbox and delayed copies. */
+static inline uint64_t dlq__owed_bytes(const struct dlq *d)
+{
+	return d->outbox.bytes + d->delayed.bytes;
+}
 
 /* Counts an event in the totals and in the counters of its policy. */
 #define COUNT(d, policy, field, n) do{ \
@@ -19,35 +162,23 @@
 		if(pc_) pc_->field += (n); \
 	}while(0)
 
-/* Makes room for bytes more in the ledger, oldest records first, without
- * touching what is owed. */
-void engine__make_room(struct dlq *d, size_t bytes);
+/* Owed envelopes are never evicted, so a new one is taken only while what
+ * is owed, with it, stays within the bound. */
+static inline bool engine__fits_owed(const struct dlq *d, const struct dlq_envelope *e)
+{
+	return dlq__owed_bytes(d) + e->bytes <= d->cfg.max_pending_bytes;
+}
 
-/* Hands e to the broker. Accepted: e waits in "sent" until the broker has
- * taken it. Refused (or no memory for a copy's record): e waits in "owed".
- * Takes e either way. */
-void engine__send(struct dlq *d, struct dlq_envelope *e);
-
-/* Makes and sends the dead letter of r for client after `delivered`
- * deliveries: 0, ENOSPC (what is owed would pass max_pending_bytes; only
- * checked when bounded) or ENOMEM; on failure nothing was published or
- * recorded. */
-int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
-		unsigned delivered, bool bounded);
-
-/* The copy record for a targeted copy e (for a client whose session does
- * not persist) is now in the ledger: held for that client (holds.h). */
-void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy);
+/* ---- shared by the engine's event handlers (below outbound.h's path) ---- */
 
 /* client NACKed r: a hold of r for client is over (the NACK's nacker entry
  * makes that durable). */
 void engine__nacked(struct dlq *d, struct dlq_record *r, const char *client);
 
-/* Dead-letters the message of r, delivered `delivered` times to client
- * without acknowledgement, as a NACK at its last allowed attempt would.
- * Returns whether the dead letter was made (if not, the message must stay
- * in the session). */
-bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char *client, unsigned delivered);
+/* client went offline and its session lasts: the copies of QoS 0 the
+ * broker was handed for it, and the held ones of QoS 0, become dead
+ * letters. gone.c. */
+void engine__gone_qos0(struct dlq *d, const char *client);
 
 /* 2.1 (sends.c): the attempt number of r's chain for a client it was
  * written to `sends` times (0: not sent to it), from the sends the broker
@@ -58,33 +189,22 @@ unsigned engine__attempt_of(const struct dlq_record *r, unsigned sends);
  * leaves the client's session (see dlq__read_check). */
 bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c);
 
+/* At startup, after the state file was restored and before it is saved
+ * again: restored retry copies whose client cannot have a session any more
+ * become dead letters (waiting in "owed"), and delayed ones that cannot be
+ * delivered go to "owed" at once. restore.c. */
+void engine__settle_restored_copies(struct dlq *d);
+
 /* At startup, after the state was restored: the held copies saved in it
  * were for sessions not known to last. Those whose session the broker
  * restored (2.1 says so) are the session's now; the others did not survive
  * the restart, and their dead letters wait in "owed" for the first tick. */
 void engine__settle_restored_holds(struct dlq *d);
 
-/* Why a targeted copy cannot reach its client (engine__copy_qos). */
-#define ENGINE_COPY_QOS0_OFFLINE (-1) /* a QoS 0 subscription of an offline session */
-#define ENGINE_COPY_NO_SESSION (-2)   /* the broker (2.1) has no session for the client */
-
-/* The QoS targeted retry copy e goes out with (dead letters and ordinary
- * copies: their own), filling *m with what the target's subscriptions say
- * (m->id_count 0 when nothing is known); or a negative ENGINE_COPY_* when
- * the copy cannot reach its client. session_events.c. */
-int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct dlq_sub_match *m);
-
-/* Appends m's subscription identifiers to h. Returns 0 or ENOMEM. */
-int engine__add_sub_ids(struct dlq_headers *h, const struct dlq_sub_match *m);
-
-/* Replaces copy e, which cannot reach its client for reason why (a
- * negative ENGINE_COPY_*), with its dead letter. Takes e (kept in "owed"
- * if the dead letter cannot be made). gone.c. */
-void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why);
-
-/* client went offline and its session lasts: the copies of QoS 0 the
- * broker was handed for it, and the held ones of QoS 0, become dead
- * letters. gone.c. */
-void engine__gone_qos0(struct dlq *d, const char *client);
+/* Once per tick, before anything is published in it: what the broker took
+ * at the top of this loop pass (the outbox's "settling") is kept until the
+ * broker saves it, or forgotten at once (journaled as taken) when the
+ * plugin keeps nothing; what a save since holds is forgotten. taken.c. */
+void engine__settle_taken(struct dlq *d, uint64_t now);
 
 #endif

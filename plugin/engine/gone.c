@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/dlq.h"
+#include "engine/outbound.h"
 #include "util/errtext.h"
 #include "util/port.h"
 
@@ -31,19 +32,9 @@ static void let_go(struct dlq *d, struct dlq_record *r, const char *client)
 		port__log(DLQ_LOG_ERR, "out of memory: after a restart the retry copy on " QFMT " for " QFMT
 				" may be dead-lettered a second time", Q(record__topic(r)), Q(client));
 	}else if(rc == 0){
-		persist__note_nacker(d, r, client);
+		store_port__nacker(&d->store, r, client);
 	}
 	holds__release(&d->holds, r);
-}
-
-void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy)
-{
-	if(holds__add(&d->holds, copy, e->target_client)){
-		port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " is lost if that client "
-				"leaves before it is delivered", Q(e->topic), Q(e->target_client));
-		return;
-	}
-	persist__note_hold(d, copy, e->target_client);
 }
 
 void engine__nacked(struct dlq *d, struct dlq_record *r, const char *client)
@@ -127,7 +118,7 @@ void engine__settle_restored_holds(struct dlq *d)
 				}else{
 					e->seq = d->next_seq++;
 					e->retry_count = record__attempt(r) > 1 ? (uint16_t)(record__attempt(r) - 1) : 1;
-					persist__note_add(d, e, false);
+					store_port__add(&d->store, e, false);
 					outbox__push(&d->outbox, &d->outbox.owed, e);
 					d->changes++;
 				}
@@ -154,23 +145,6 @@ static const char *gone_reason(const char *client, char *buf, size_t size)
 	return buf;
 }
 
-/* The dead letter for copy e, sent; NULL if it could not be made (then e
- * stays where it is, and the caller must leave it there). */
-static bool divert(struct dlq *d, const struct dlq_envelope *e, const char *reason)
-{
-	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
-	if(dl == NULL){
-		port__log(DLQ_LOG_ERR, "out of memory: retry copy for " QFMT " on " QFMT " may be lost with its session",
-				Q(e->target_client), Q(e->topic));
-		return false;
-	}
-	dl->seq = d->next_seq++;
-	persist__note_add(d, dl, true);
-	persist__note_remove(d, e->seq);
-	engine__send(d, dl);
-	return true;
-}
-
 /* Replaces every retry copy for client in list with its dead letter. */
 static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const char *client, const char *reason,
 		bool qos0_only)
@@ -181,7 +155,7 @@ static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const cha
 		if(is_copy_for(e, client, qos0_only)){
 			/* Unlinked first: divert may push onto this very list. */
 			outbox__unlink(&d->outbox, list, e);
-			if(divert(d, e, reason)){
+			if(engine__divert_copy(d, e, reason)){
 				diverted_copy(d, e, client);
 				envelope__free(e);
 			}else{
@@ -227,7 +201,7 @@ void dlq__client_gone(struct dlq *d, const char *client)
 	}
 	for(size_t i = 0; i < n; i++){
 		schedule__remove(&d->delayed, found[i]);
-		if(divert(d, found[i], reason)){
+		if(engine__divert_copy(d, found[i], reason)){
 			envelope__free(found[i]);
 		}else if(schedule__push(&d->delayed, found[i])){
 			/* The heap only shrank, so this cannot fail; free rather than leak. */
@@ -246,19 +220,3 @@ void engine__gone_qos0(struct dlq *d, const char *client)
 	dead_letter_held(d, client, reason, true);
 }
 
-void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why)
-{
-	char reason[512];
-	if(why == ENGINE_COPY_NO_SESSION){
-		snprintf(reason, sizeof(reason), "subscriber " QFMT " has no session at the broker when its retry copy is "
-				"due (it left without one, or the broker restarted without it)", Q(e->target_client));
-	}else{
-		snprintf(reason, sizeof(reason), "subscriber " QFMT " is offline and its subscription to " QFMT " is QoS 0: "
-				"the broker keeps no QoS 0 message for an offline session", Q(e->target_client), Q(e->topic));
-	}
-	if(divert(d, e, reason)){
-		envelope__free(e);
-	}else{
-		outbox__push(&d->outbox, &d->outbox.owed, e);
-	}
-}

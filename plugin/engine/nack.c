@@ -10,16 +10,9 @@
 #include <string.h>
 
 #include "engine/dlq.h"
-#include "engine/engine.h"
+#include "engine/outbound.h"
 #include "model/envelope.h"
 #include "util/port.h"
-
-/* Owed envelopes are never evicted, so a new one is taken only while what
- * is owed, with it, stays within the bound. */
-static bool fits_owed(const struct dlq *d, const struct dlq_envelope *e)
-{
-	return dlq__owed_bytes(d) + e->bytes <= d->cfg.max_pending_bytes;
-}
 
 /* Deliveries of r's chain to client so far: r's attempt, plus the
  * redeliveries to that client counted since (2.0), or the sends to it
@@ -51,7 +44,7 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 		res->status = DLQ_NACK_NOMEM;
 		return;
 	}
-	if(!fits_owed(d, e)){
+	if(!engine__fits_owed(d, e)){
 		envelope__free(e);
 		res->status = DLQ_NACK_FULL;
 		return;
@@ -65,7 +58,7 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 	res->delay_ms = e->delay_ms;
 	if(e->delay_ms == 0){
 		res->status = DLQ_NACK_RETRIED;
-		persist__note_add(d, e, false);
+		store_port__add(&d->store, e, false);
 		engine__send(d, e);
 		return;
 	}
@@ -77,24 +70,8 @@ static void nack_retry(struct dlq *d, struct dlq_record *r, const struct dlq_nac
 	}
 	d->changes++;
 	COUNT(d, p, delayed, 1);
-	persist__note_add(d, e, false);
+	store_port__add(&d->store, e, false);
 	res->status = DLQ_NACK_RETRIED;
-}
-
-int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
-		unsigned delivered, bool bounded)
-{
-	struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
-	if(e == NULL || (bounded && !fits_owed(d, e))){
-		int rc = e ? ENOSPC : ENOMEM;
-		envelope__free(e);
-		return rc;
-	}
-	e->seq = d->next_seq++;
-	e->retry_count = (uint16_t)delivered;
-	persist__note_add(d, e, false);
-	engine__send(d, e);
-	return 0;
 }
 
 static void nack_dead_letter(struct dlq *d, struct dlq_record *r, const struct dlq_nack *n, struct dlq_nack_result *res)
@@ -153,7 +130,7 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 		ledger__drop_last_nacker(&d->ledger, r);
 		goto refused;
 	}
-	persist__note_nacker(d, r, n->client);
+	store_port__nacker(&d->store, r, n->client);
 	engine__nacked(d, r, n->client);
 	COUNT(d, policy, nacks, 1);
 	/* The envelope and the nacker took room: the ledger gives it back. */

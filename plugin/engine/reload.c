@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/status.h"
+#include "engine/recount.h"
 #include "engine/dlq.h"
 #include "util/port.h"
 
@@ -135,7 +135,7 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 	 * gauges are counted afresh, once per reload (which walks them all
 	 * anyway). */
 	gauges__replace(&d->gauges, gauges, n);
-	status__count(d, d->gauges.per, &d->gauges.total);
+	dlq__count_gauges(d, d->gauges.per, &d->gauges.total);
 	free(map);
 	free_unused_retired(d);
 	d->policy_generation++;

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "engine/dlq.h"
-#include "engine/engine.h"
+#include "engine/outbound.h"
 #include "util/errtext.h"
 #include "util/port.h"
 
@@ -46,47 +46,6 @@ void dlq__unsubscribed(struct dlq *d, const char *client, const char *filter)
 	sessions__unsubscribe(&d->sessions, client, filter);
 }
 
-int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct dlq_sub_match *m)
-{
-	memset(m, 0, sizeof(*m));
-	int qos = envelope__qos(e);
-	if(e->kind != DLQ_ENV_RETRY_COPY || e->target_client == NULL) return qos;
-	/* The broker drops a publish for a client id it has no session for,
-	 * silently (src/loop.c, queue_plugin_msgs). */
-	if(d->cfg.broker_has_session && !d->cfg.broker_has_session(d->cfg.broker_ctx, e->target_client)){
-		return ENGINE_COPY_NO_SESSION;
-	}
-	if(sessions__match(&d->sessions, e->target_client, e->topic, m)){
-		/* MQTT 5 (3.8.4): the lower of the message's QoS and the granted
-		 * QoS; one message for overlapping subscriptions takes the
-		 * highest granted and carries every identifier. */
-		if(m->qos < qos) qos = m->qos;
-		/* The broker keeps no QoS 0 message for an offline session
-		 * (src/database.c, db__message_insert_outgoing; unless
-		 * queue_qos0_messages): neither would it keep this copy. */
-		if(qos == 0 && !d->cfg.queue_qos0_messages && sessions__offline_known(&d->sessions, e->target_client)){
-			return ENGINE_COPY_QOS0_OFFLINE;
-		}
-		return qos;
-	}
-	/* Nothing known of the subscription (2.0; a session restored after a
-	 * restart that did not subscribe again): a copy that is to wait for a
-	 * persistent session goes out at QoS 1, or the broker would drop it
-	 * while the session is offline and when it reconnects. */
-	if(e->target_persists && qos < 1) qos = 1;
-	return qos;
-}
-
-int engine__add_sub_ids(struct dlq_headers *h, const struct dlq_sub_match *m)
-{
-	for(size_t i = 0; i < m->id_count; i++){
-		uint8_t v[4] = { (uint8_t)(m->ids[i] >> 24), (uint8_t)(m->ids[i] >> 16), (uint8_t)(m->ids[i] >> 8),
-				(uint8_t)m->ids[i] };
-		if(headers__add(h, DLQ_HDR_SUBSCRIPTION_ID, v, sizeof(v), NULL, 0)) return ENOMEM;
-	}
-	return 0;
-}
-
 /* A copy for client that left whose session lasts: it now waits for the
  * session, under a new sequence number so that a journal replay sees the
  * change (a replay ignores an envelope it already has). */
@@ -95,8 +54,8 @@ static void now_lasting(struct dlq *d, struct dlq_envelope *e)
 	uint64_t old = e->seq;
 	e->target_persists = true;
 	e->seq = d->next_seq++;
-	persist__note_add(d, e, false);
-	persist__note_remove(d, old);
+	store_port__add(&d->store, e, false);
+	store_port__remove(&d->store, old);
 	d->changes++;
 }
 

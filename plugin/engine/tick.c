@@ -2,15 +2,15 @@
 /*
  * The engine's tick (see dlq.h, dlq__tick), once per pass of the broker's
  * main loop: what the broker took, records past their NACK window, delayed
- * copies that are due, what is owed, clients to disconnect, the state file
- * and the $SYS topics. Under load the broker ticks about once per message,
+ * copies that are due, what is owed, clients to disconnect, and the state
+ * file ($SYS topics are the adapter's, after this). Under load the broker ticks about once per message,
  * so a tick with nothing to do returns in a few loads.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/dlq.h"
-#include "engine/engine.h"
+#include "engine/outbound.h"
+#include "engine/tick.h"
 #include "model/envelope.h"
 #include "util/errtext.h"
 #include "util/port.h"
@@ -47,16 +47,16 @@ static bool tick_idle(const struct dlq *d, uint64_t now)
 }
 
 /* Whether no tick could have anything to do, whatever the time: nothing
- * tracked, delayed, owed or taken, no state file, no $SYS topics. Then a
+ * tracked, delayed, owed or taken, no state file. Then a
  * tick need not even read the clock. */
 static bool tick_timeless(const struct dlq *d)
 {
 	return d->ledger.oldest == NULL && d->delayed.count == 0 && d->unsaved.list.count == 0
 			&& d->outbox.settling.count == 0 && d->outbox.sent.count == 0 && d->outbox.owed.count == 0
-			&& d->redelivery.kicks == NULL && d->cfg.sys_interval_ms == 0 && d->cfg.state_file == NULL;
+			&& d->redelivery.kicks == NULL && d->cfg.state_file == NULL;
 }
 
-static __attribute__((noinline)) void tick_work(struct dlq *d)
+static __attribute__((noinline)) uint64_t tick_work(struct dlq *d)
 {
 	uint64_t now = port__now_ms();
 	if(tick_idle(d, now)) goto timed;
@@ -85,18 +85,18 @@ static __attribute__((noinline)) void tick_work(struct dlq *d)
 timed:
 	/* Checked here, where the answer is usually no, to spare two calls
 	 * per tick. */
-	if(d->cfg.state_file) persist__tick(d, now);
-	if(d->cfg.sys_interval_ms) systopics__tick(d, now);
+	if(d->cfg.state_file) persist__tick(&d->persist, now);
+	return now;
 }
 
-void dlq__tick_awake(struct dlq *d)
+uint64_t dlq__tick_awake(struct dlq *d)
 {
 	/* 2.1: sessions that ended in the previous loop pass, and were not
 	 * resumed in it, are forgotten. */
 	if(d->sessions.ended) sessions__settle(&d->sessions);
 	if(tick_timeless(d)){
 		d->tick_quiet = true;
-		return;
+		return 0;
 	}
-	tick_work(d);
+	return tick_work(d);
 }

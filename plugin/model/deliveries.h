@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Redelivery tracking's clients and deliveries (structs in redelivery.h),
+ * Redelivery tracking's clients and deliveries (structs in tracker.h),
  * in the tracker's tables, for their two users: 2.0's heuristic
  * (redelivery.c) and 2.1's exact counting (redelivery__sent and
- * redelivery__sent_to, in deliveries.c, for sends.c). Internal to the
+ * redelivery__sent_to, in deliveries.c, for exact_counting.c). Internal to the
  * tracker: the rest of the plugin uses redelivery.h.
  */
 #ifndef DLQ_DELIVERIES_H
 #define DLQ_DELIVERIES_H
 
-#include "model/redelivery.h"
+#include "model/tracker.h"
 
 /* The client with this id, or NULL. Borrowed. */
 struct dlq_rclient *deliveries__client_find(const struct dlq_redelivery *t, const char *id);
@@ -35,5 +35,53 @@ void deliveries__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, str
 /* Frees every delivery and client; the records' lists and sends parts are
  * emptied, their bytes taken away. */
 void deliveries__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l);
+
+/* 2.1: the sends of one record to one client, wherever they are kept: in
+ * the record's sends part (its first client) or in a delivery of the
+ * table. Borrowed pointers, valid until the record leaves the ledger. */
+struct dlq_sent_to {
+	struct dlq_record *record;
+	struct dlq_rclient *client;
+	struct dlq_delivery *delivery; /* NULL: the record's sends part */
+};
+
+static inline unsigned redelivery__sends(const struct dlq_sent_to *s)
+{
+	return s->delivery ? s->delivery->sends : record__sends(s->record)->sends;
+}
+static inline bool redelivery__diverted(const struct dlq_sent_to *s)
+{
+	return s->delivery ? s->delivery->diverted : (s->record->flags & DLQ_RECORD_FIRST_DIVERTED) != 0;
+}
+/* The message was removed from the client's session and dead-lettered. */
+static inline void redelivery__set_diverted(struct dlq_sent_to *s)
+{
+	if(s->delivery){
+		s->delivery->diverted = true;
+	}else{
+		s->record->flags |= DLQ_RECORD_FIRST_DIVERTED;
+	}
+}
+
+/* 2.1: the broker writes r to client (MESSAGE_OUT): one more send of r to
+ * client, counted where out says. Returns 0, or ENOMEM (nothing counted).
+ * The first client of a record with the sends part costs no allocation;
+ * others get a delivery each in the table (accounted in the ledger's
+ * bytes; see redelivery__table_bytes). */
+int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client,
+		struct dlq_sent_to *out);
+
+/* 2.1: where the sends of r to client are kept; false: r was never sent to
+ * client (nor counted). */
+bool redelivery__sent_to(struct dlq_redelivery *t, struct dlq_record *r, const char *client,
+		struct dlq_sent_to *out);
+
+/* Bytes of r's deliveries kept in the table for a record with the sends
+ * part (accounted in the ledger's bytes and gauges, not in record__bytes);
+ * 0 for any other record. */
+size_t redelivery__table_bytes(const struct dlq_redelivery *t, const struct dlq_record *r);
+
+/* The delivery of r to client, or NULL. */
+struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client);
 
 #endif

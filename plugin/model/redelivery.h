@@ -38,72 +38,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/deliveries.h"
 #include "model/ledger.h"
-
-/* One tracked record delivered to one client. Owned by the tracker; the
- * record's list (dlq_record_more.deliveries, or for a record with the sends
- * part, the list from its delivery that heads_list) and the tracker's
- * table borrow it. */
-struct dlq_delivery {
-	struct dlq_delivery *hnext;   /* table chain, by (record, client); a list's head by record */
-	struct dlq_delivery *rnext;   /* the record's list */
-	struct dlq_record *record;    /* borrowed */
-	struct dlq_rclient *client;   /* borrowed; holds a reference */
-	uint16_t redeliveries;        /* counted so far (2.0's heuristic) */
-	uint16_t sends;               /* 2.1: PUBLISHes of it written to the client (MESSAGE_OUT) */
-	bool held_connected;          /* the client held it while connected */
-	bool diverted;                /* removed from the session and dead-lettered */
-	bool heads_list;              /* the head of the list of a record with the sends part (deliveries.c) */
-};
-
-/* A client the tracker knows: one with deliveries, or one known to be
- * connected. */
-struct dlq_rclient {
-	struct dlq_rclient *hnext;
-	uintptr_t online;             /* its connection, when known to be connected; else 0 */
-	uintptr_t offline;            /* the session object it left behind; else 0 */
-	uint64_t burst_event;         /* the event number of its latest burst check */
-	unsigned burst_pos;           /* QoS>0 checks seen in that burst */
-	size_t deliveries;            /* how many deliveries (and records' sends parts) reference it */
-	uint16_t number;              /* its number, by which records' sends parts name it; 0: none yet */
-	bool burst_counts;            /* this burst may count (not right after a kick) */
-	bool skip_next_burst;         /* it was kicked: its next burst counts nothing */
-	char id[];
-};
-
-struct dlq_kick {
-	struct dlq_kick *next;
-	uintptr_t conn;               /* the connection to end: the one whose burst diverted */
-	char client[];
-};
-
-struct dlq_redelivery {
-	struct dlq_delivery **table;  /* owned; chains of deliveries */
-	size_t table_size;            /* a power of two */
-	size_t count;                 /* deliveries */
-	struct dlq_rclient **clients; /* owned; chains */
-	size_t clients_size;          /* a power of two */
-	size_t client_count;
-	struct dlq_record **by_payload; /* owned; chains through dlq_record.payload_next */
-	size_t by_payload_size;
-	size_t bound;                 /* records in by_payload */
-	struct dlq_record **by_content; /* owned; retry copies, chains through content_next */
-	size_t by_content_size;
-	size_t indexed;               /* records in by_content */
-	/* Client numbers (struct dlq_rclient.number), 1 to 65535, given
-	 * when a record's sends part first names a client: */
-	struct dlq_rclient **numbered; /* owned array; borrowed entries, by number */
-	uint16_t *free_numbers;       /* owned stack of numbers given back */
-	size_t numbered_size;         /* entries of both arrays */
-	size_t free_count;
-	size_t next_number;           /* the lowest never given */
-	struct dlq_delivery *last_head; /* borrowed: the head of a record's list last found (deliveries.c) */
-	struct dlq_kick *kicks;       /* owned: clients to disconnect at the next tick */
-	uint64_t event;               /* numbers every broker event, to see bursts end */
-};
-
-/* The upper bound on how deliveries add to a record's accounted bytes. */
-#define DLQ_DELIVERY_BYTES (sizeof(struct dlq_delivery) + 2 * sizeof(void *))
+#include "model/tracker.h"
 
 int redelivery__init(struct dlq_redelivery *t);
 /* Frees every delivery and client; the records stay (their lists are
@@ -167,54 +104,6 @@ bool redelivery__is_message(const struct dlq_record *r, const char *topic, const
 
 struct dlq_record *redelivery__record_by_id(const struct dlq_ledger *l, const char *id, size_t id_len,
 		const char *topic, const void *payload, uint32_t payload_len);
-
-/* 2.1: the sends of one record to one client, wherever they are kept: in
- * the record's sends part (its first client) or in a delivery of the
- * table. Borrowed pointers, valid until the record leaves the ledger. */
-struct dlq_sent_to {
-	struct dlq_record *record;
-	struct dlq_rclient *client;
-	struct dlq_delivery *delivery; /* NULL: the record's sends part */
-};
-
-static inline unsigned redelivery__sends(const struct dlq_sent_to *s)
-{
-	return s->delivery ? s->delivery->sends : record__sends(s->record)->sends;
-}
-static inline bool redelivery__diverted(const struct dlq_sent_to *s)
-{
-	return s->delivery ? s->delivery->diverted : (s->record->flags & DLQ_RECORD_FIRST_DIVERTED) != 0;
-}
-/* The message was removed from the client's session and dead-lettered. */
-static inline void redelivery__set_diverted(struct dlq_sent_to *s)
-{
-	if(s->delivery){
-		s->delivery->diverted = true;
-	}else{
-		s->record->flags |= DLQ_RECORD_FIRST_DIVERTED;
-	}
-}
-
-/* 2.1: the broker writes r to client (MESSAGE_OUT): one more send of r to
- * client, counted where out says. Returns 0, or ENOMEM (nothing counted).
- * The first client of a record with the sends part costs no allocation;
- * others get a delivery each in the table (accounted in the ledger's
- * bytes; see redelivery__table_bytes). */
-int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client,
-		struct dlq_sent_to *out);
-
-/* 2.1: where the sends of r to client are kept; false: r was never sent to
- * client (nor counted). */
-bool redelivery__sent_to(struct dlq_redelivery *t, struct dlq_record *r, const char *client,
-		struct dlq_sent_to *out);
-
-/* Bytes of r's deliveries kept in the table for a record with the sends
- * part (accounted in the ledger's bytes and gauges, not in record__bytes);
- * 0 for any other record. */
-size_t redelivery__table_bytes(const struct dlq_redelivery *t, const struct dlq_record *r);
-
-/* The delivery of r to client, or NULL. */
-struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client);
 
 /* Queues client's connection conn to be disconnected at the next tick (the
  * 2.0.x in-flight slot workaround); its next burst then counts nothing. A

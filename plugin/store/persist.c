@@ -11,61 +11,68 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/dlq.h"
 #include "model/envelope.h"
+#include "model/outbox.h"
+#include "model/schedule.h"
 #include "store/persist.h"
 #include "store/state.h"
 #include "util/errtext.h"
 #include "util/port.h"
 
-static bool enabled(const struct dlq *d)
+static bool enabled(const struct dlq_persist *p)
 {
-	return d->cfg.state_file != NULL;
+	return p->path != NULL;
 }
 
 /* Changes whenever anything a snapshot holds may have changed. */
-static uint64_t marker(const struct dlq *d)
+static uint64_t marker(const struct dlq_persist *p)
 {
-	return d->changes + d->counters.tracked + d->counters.nacks + d->counters.expired + d->counters.evicted;
+	return *p->changes + p->totals->tracked + p->totals->nacks + p->totals->expired + p->totals->evicted;
 }
 
-static void report_failure(struct dlq *d, const char *what, const char *detail)
+/* Envelopes not yet taken by the broker: those a snapshot must hold. */
+static size_t owed_count(const struct state_view *v)
 {
-	if(!d->persist.failing){
+	return v->outbox->owed.count + v->outbox->sent.count + v->outbox->settling.count + v->delayed->count;
+}
+
+static void report_failure(struct dlq_persist *p, const char *what, const char *detail)
+{
+	if(!p->failing){
 		port__log(DLQ_LOG_ERR, "state file problem: %s: %s; the state will be saved again at the next chance", what, detail);
 	}
-	d->persist.failing = true;
+	p->failing = true;
 }
 
-static int save_snapshot(struct dlq *d)
+static int save_snapshot(struct dlq_persist *p)
 {
 	char err[256];
 	struct dlq_headers buf = {0};
 	uint64_t now = port__now_ms();
-	int rc = state__encode_snapshot(d, now, port__wall_ms(), &buf);
-	if(rc == 0) rc = state__write_file(d->cfg.state_file, buf.data, buf.len, err, sizeof(err));
+	int rc = state__encode_snapshot(&p->view, now, port__wall_ms(), &buf);
+	if(rc == 0) rc = state__write_file(p->path, buf.data, buf.len, err, sizeof(err));
 	else snprintf(err, sizeof(err), "out of memory");
 	headers__free(&buf);
 	if(rc){
-		report_failure(d, "snapshot not saved", err);
+		report_failure(p, "snapshot not saved", err);
 		return rc;
 	}
 	/* The snapshot holds everything the journal said: start it afresh. */
-	if(d->persist.journal_fd >= 0){
+	if(p->journal_fd >= 0){
 		struct dlq_headers h = {0};
-		if(ftruncate(d->persist.journal_fd, 0) || lseek(d->persist.journal_fd, 0, SEEK_SET) < 0
+		if(ftruncate(p->journal_fd, 0) || lseek(p->journal_fd, 0, SEEK_SET) < 0
 				|| state__encode_journal_header(&h)
-				|| state__append(d->persist.journal_fd, h.data, h.len)){
-			report_failure(d, "journal not restarted", strerror(errno ? errno : EIO));
+				|| state__append(p->journal_fd, h.data, h.len)){
+			report_failure(p, "journal not restarted", strerror(errno ? errno : EIO));
 		}
 		headers__free(&h);
 	}
-	d->persist.last_save_ms = now;
-	d->persist.saved_marker = marker(d);
-	if(d->persist.failing){
-		port__log(DLQ_LOG_NOTICE, "state file saved again: %s", d->cfg.state_file);
+	p->last_save_ms = now;
+	p->saved_marker = marker(p);
+	if(p->failing){
+		port__log(DLQ_LOG_NOTICE, "state file saved again: %s", p->path);
 	}
-	d->persist.failing = false;
+	p->failing = false;
 	return 0;
 }
 
@@ -79,7 +86,7 @@ static void keep_aside(const char *path, const char *what)
 	}
 }
 
-static int restore_file(struct dlq *d, const char *path, bool journal, char *err, size_t errlen)
+static int restore_file(struct dlq_persist *p, const char *path, bool journal, char *err, size_t errlen)
 {
 	uint8_t *data = NULL;
 	size_t len = 0;
@@ -89,9 +96,9 @@ static int restore_file(struct dlq *d, const char *path, bool journal, char *err
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
 	if(journal){
-		rc = state__decode_journal(d, data, len, port__now_ms(), port__wall_ms(), &rep);
+		rc = state__decode_journal(&p->view, data, len, port__now_ms(), port__wall_ms(), &rep);
 	}else{
-		rc = state__decode_snapshot(d, data, len, port__now_ms(), port__wall_ms(), &rep);
+		rc = state__decode_snapshot(&p->view, data, len, port__now_ms(), port__wall_ms(), &rep);
 	}
 	free(data);
 	if(rc){
@@ -112,199 +119,172 @@ static int restore_file(struct dlq *d, const char *path, bool journal, char *err
 	return 0;
 }
 
-/* A restored retry copy for one client can only reach it if its session
- * survived the restart; otherwise the broker would drop it silently. 2.1
- * says which sessions it restored (the broker reads its database before it
- * loads plugins): a copy for one of them waits for it, whatever was
- * thought of the session when it NACKed; one for another client, with
- * broker persistence, waits too, and is dead-lettered when it falls due if
- * the broker has no session for the client by then (engine__copy_qos). */
-static bool unreachable(const struct dlq *d, struct dlq_envelope *e)
+int persist__restore(struct dlq_persist *p, const struct persist_options *o, const struct state_view *view,
+		char *err, size_t errlen)
 {
-	if(e->kind != DLQ_ENV_RETRY_COPY || e->target_client == NULL) return false;
-	if(d->cfg.broker_has_session){
-		if(d->cfg.broker_has_session(d->cfg.broker_ctx, e->target_client)){
-			e->target_persists = true;
-			return false;
-		}
-		return !d->cfg.broker_persistence;
-	}
-	return !(d->cfg.broker_persistence && e->target_persists);
+	memset(p, 0, sizeof(*p));
+	p->journal_fd = -1;
+	p->path = o->state_file;
+	p->save_interval_ms = o->save_interval_ms;
+	p->save_on_change = o->save_on_change;
+	p->changes = o->changes;
+	p->totals = o->totals;
+	p->view = *view;
+	if(!enabled(p)) return 0;
+
+	size_t n = strlen(p->path) + sizeof(".journal");
+	p->journal_path = malloc(n);
+	if(p->journal_path == NULL) return ENOMEM;
+	snprintf(p->journal_path, n, "%s.journal", p->path);
+
+	int rc = restore_file(p, p->path, false, err, errlen);
+	if(rc == 0) rc = restore_file(p, p->journal_path, true, err, errlen);
+	return rc;
 }
 
-static void settle_restored_copies(struct dlq *d)
+int persist__start(struct dlq_persist *p, char *err, size_t errlen)
 {
-	char reason[512];
+	int rc;
 
-	/* Delayed ones that cannot be delivered need not wait: to owed. */
-	size_t n = 0;
-	for(size_t i = 0; i < d->delayed.count; i++){
-		if(unreachable(d, d->delayed.heap[i])) n++;
-	}
-	struct dlq_envelope **found = n ? malloc(n * sizeof(*found)) : NULL;
-	if(found){
-		n = 0;
-		for(size_t i = 0; i < d->delayed.count; i++){
-			if(unreachable(d, d->delayed.heap[i])) found[n++] = d->delayed.heap[i];
-		}
-		for(size_t i = 0; i < n; i++){
-			schedule__remove(&d->delayed, found[i]);
-			found[i]->due_ms = 0;
-			outbox__push(&d->outbox, &d->outbox.owed, found[i]);
-		}
-		free(found);
-	}
-
-	struct dlq_envelope *e = d->outbox.owed.head;
-	while(e){
-		struct dlq_envelope *next = e->next;
-		if(unreachable(d, e)){
-			snprintf(reason, sizeof(reason), d->cfg.broker_persistence
-					? "the broker restarted and subscriber " QFMT " had no session that survives it"
-					: "the broker restarted without persistence, so subscriber " QFMT " has no session to receive its retry copy",
-					Q(e->target_client));
-			struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
-			if(dl){
-				dl->seq = d->next_seq++;
-				outbox__unlink(&d->outbox, &d->outbox.owed, e);
-				envelope__free(e);
-				outbox__push(&d->outbox, &d->outbox.owed, dl);
-			}
-		}
-		e = next;
-	}
-}
-
-int persist__open(struct dlq *d, char *err, size_t errlen)
-{
-	d->persist.journal_fd = -1;
-	if(!enabled(d)) return 0;
-
-	size_t n = strlen(d->cfg.state_file) + sizeof(".journal");
-	d->persist.journal_path = malloc(n);
-	if(d->persist.journal_path == NULL) return ENOMEM;
-	snprintf(d->persist.journal_path, n, "%s.journal", d->cfg.state_file);
-
-	int rc = restore_file(d, d->cfg.state_file, false, err, errlen);
-	if(rc == 0) rc = restore_file(d, d->persist.journal_path, true, err, errlen);
-	if(rc) return rc;
-	settle_restored_copies(d);
-
-	if(d->cfg.state_save_on_change){
-		d->persist.journal_fd = open(d->persist.journal_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-		if(d->persist.journal_fd < 0){
+	if(!enabled(p)) return 0;
+	if(p->save_on_change){
+		p->journal_fd = open(p->journal_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if(p->journal_fd < 0){
 			rc = errno;
-			snprintf(err, errlen, "cannot open \"%s\": %s", d->persist.journal_path, strerror(rc));
+			snprintf(err, errlen, "cannot open \"%s\": %s", p->journal_path, strerror(rc));
 			return rc;
 		}
 	}else{
-		(void)unlink(d->persist.journal_path);
+		(void)unlink(p->journal_path);
 	}
 	/* A fresh snapshot proves the file can be written, and folds the
 	 * journal in. */
-	rc = save_snapshot(d);
+	rc = save_snapshot(p);
 	if(rc){
-		snprintf(err, errlen, "cannot write the state file \"%s\": %s", d->cfg.state_file, strerror(rc));
+		snprintf(err, errlen, "cannot write the state file \"%s\": %s", p->path, strerror(rc));
 	}
 	return rc;
 }
 
 /* Appends an encoded entry to the journal; sync says whether to fdatasync. */
-static void journal_write(struct dlq *d, struct dlq_headers *h, int rc, bool sync)
+static void journal_write(struct dlq_persist *p, struct dlq_headers *h, int rc, bool sync)
 {
-	if(rc == 0) rc = sync ? state__append(d->persist.journal_fd, h->data, h->len)
-			: state__append_nosync(d->persist.journal_fd, h->data, h->len);
-	if(rc) report_failure(d, "journal entry not written", strerror(rc));
+	if(rc == 0) rc = sync ? state__append(p->journal_fd, h->data, h->len)
+			: state__append_nosync(p->journal_fd, h->data, h->len);
+	if(rc) report_failure(p, "journal entry not written", strerror(rc));
 }
 
-void persist__note_add(struct dlq *d, const struct dlq_envelope *e, bool sync)
+static void note_add(void *ctx, const struct dlq_envelope *e, bool sync)
 {
-	if(d->persist.journal_fd < 0) return;
+	struct dlq_persist *p = ctx;
+	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
 	int rc = state__encode_add(e, port__now_ms(), port__wall_ms(), &h);
-	journal_write(d, &h, rc, sync);
+	journal_write(p, &h, rc, sync);
 	headers__free(&h);
 }
 
-void persist__note_record(struct dlq *d, const struct dlq_record *r)
+static void note_record(void *ctx, const struct dlq_record *r)
 {
-	if(d->persist.journal_fd < 0) return;
+	struct dlq_persist *p = ctx;
+	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
 	int rc = state__encode_record(r, port__now_ms(), port__wall_ms(), &h);
-	journal_write(d, &h, rc, true);
+	journal_write(p, &h, rc, true);
 	headers__free(&h);
 }
 
-void persist__note_nacker(struct dlq *d, const struct dlq_record *r, const char *client)
+static void note_nacker(void *ctx, const struct dlq_record *r, const char *client)
 {
-	if(d->persist.journal_fd < 0) return;
+	struct dlq_persist *p = ctx;
+	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
 	int rc = state__encode_nacker(r, client, &h);
-	journal_write(d, &h, rc, true);
+	journal_write(p, &h, rc, true);
 	headers__free(&h);
 }
 
-void persist__note_hold(struct dlq *d, const struct dlq_record *r, const char *client)
+static void note_hold(void *ctx, const struct dlq_record *r, const char *client)
 {
-	if(d->persist.journal_fd < 0) return;
+	struct dlq_persist *p = ctx;
+	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
 	int rc = state__encode_hold(r, client, &h);
-	journal_write(d, &h, rc, false);
+	journal_write(p, &h, rc, false);
 	headers__free(&h);
 }
 
-void persist__note_remove(struct dlq *d, uint64_t seq)
+static void note_remove(void *ctx, uint64_t seq)
 {
-	if(d->persist.journal_fd < 0) return;
-	if(d->persist.removed_count == d->persist.removed_capacity){
-		size_t cap = d->persist.removed_capacity ? d->persist.removed_capacity * 2 : 64;
-		uint64_t *r = realloc(d->persist.removed, cap * sizeof(*r));
+	struct dlq_persist *p = ctx;
+	if(p->journal_fd < 0) return;
+	if(p->removed_count == p->removed_capacity){
+		size_t cap = p->removed_capacity ? p->removed_capacity * 2 : 64;
+		uint64_t *r = realloc(p->removed, cap * sizeof(*r));
 		if(r == NULL){
 			/* Not journaled: after a crash it would be published again,
 			 * a duplicate, never a loss. */
 			return;
 		}
-		d->persist.removed = r;
-		d->persist.removed_capacity = cap;
+		p->removed = r;
+		p->removed_capacity = cap;
 	}
-	d->persist.removed[d->persist.removed_count++] = seq;
+	p->removed[p->removed_count++] = seq;
 }
 
-void persist__tick(struct dlq *d, uint64_t now)
+void persist__tick(struct dlq_persist *p, uint64_t now)
 {
-	if(!enabled(d)) return;
-	if(d->persist.removed_count){
+	if(!enabled(p)) return;
+	if(p->removed_count){
 		struct dlq_headers h = {0};
 		int rc = 0;
-		for(size_t i = 0; rc == 0 && i < d->persist.removed_count; i++){
-			rc = state__encode_remove(d->persist.removed[i], &h);
+		for(size_t i = 0; rc == 0 && i < p->removed_count; i++){
+			rc = state__encode_remove(p->removed[i], &h);
 		}
-		if(rc == 0) rc = state__append(d->persist.journal_fd, h.data, h.len);
+		if(rc == 0) rc = state__append(p->journal_fd, h.data, h.len);
 		headers__free(&h);
-		if(rc) report_failure(d, "journal entry not written", strerror(rc));
-		d->persist.removed_count = 0;
+		if(rc) report_failure(p, "journal entry not written", strerror(rc));
+		p->removed_count = 0;
 	}
-	if((now - d->persist.last_save_ms >= d->cfg.state_save_interval_ms && marker(d) != d->persist.saved_marker)
-			|| (d->persist.failing && now - d->persist.last_save_ms >= 1000)){
-		if(save_snapshot(d)) d->persist.last_save_ms = now;
+	if((now - p->last_save_ms >= p->save_interval_ms && marker(p) != p->saved_marker)
+			|| (p->failing && now - p->last_save_ms >= 1000)){
+		if(save_snapshot(p)) p->last_save_ms = now;
 	}
 }
 
-size_t persist__close(struct dlq *d)
+static const struct dlq_store_ops journal_ops = {
+	.note_add = note_add,
+	.note_record = note_record,
+	.note_nacker = note_nacker,
+	.note_hold = note_hold,
+	.note_remove = note_remove,
+};
+
+struct dlq_store_port persist__port(struct dlq_persist *p)
 {
-	size_t owed = dlq__owed_count(d);
-	if(enabled(d)){
-		if(save_snapshot(d) == 0){
+	struct dlq_store_port port = { NULL, NULL };
+	if(p->journal_fd >= 0){
+		port.ops = &journal_ops;
+		port.ctx = p;
+	}
+	return port;
+}
+
+size_t persist__close(struct dlq_persist *p)
+{
+	size_t owed = p->view.outbox ? owed_count(&p->view) : 0;
+	if(enabled(p)){
+		if(save_snapshot(p) == 0){
 			port__log(DLQ_LOG_NOTICE, "state saved to %s: %zu NACKable deliveries, %zu retry copies or dead letters",
-					d->cfg.state_file, d->ledger.count, owed);
+					p->path, p->view.ledger->count, owed);
 			owed = 0;
 		}
 	}
-	if(d->persist.journal_fd >= 0) close(d->persist.journal_fd);
-	d->persist.journal_fd = -1;
-	free(d->persist.journal_path);
-	free(d->persist.removed);
-	memset(&d->persist, 0, sizeof(d->persist));
-	d->persist.journal_fd = -1;
+	if(p->journal_fd >= 0) close(p->journal_fd);
+	p->journal_fd = -1;
+	free(p->journal_path);
+	free(p->removed);
+	memset(p, 0, sizeof(*p));
+	p->journal_fd = -1;
 	return owed;
 }

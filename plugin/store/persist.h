@@ -15,10 +15,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct dlq;
-struct dlq_envelope;
+#include "model/counters.h"
+#include "store/state.h"
+#include "store/store_port.h"
 
 struct dlq_persist {
+	const char *path;        /* borrowed: plugin_opt_state_file; NULL: nothing is saved */
+	uint64_t save_interval_ms;
+	bool save_on_change;
+	struct state_view view;  /* what is saved and restored */
+	/* What says the state changed since the last snapshot (marker()):
+	 * the engine's change count and its totals, borrowed. */
+	const uint64_t *changes;
+	const struct dlq_counters *totals;
 	int journal_fd;          /* -1 when not journaling */
 	char *journal_path;      /* owned */
 	uint64_t last_save_ms;   /* monotonic time of the last snapshot */
@@ -29,41 +38,42 @@ struct dlq_persist {
 	bool failing;            /* the last write failed (logged once until it works) */
 };
 
-/* Restores the state file (if configured and present) into d, then writes a
- * fresh snapshot and opens the journal. A damaged file is reported, kept
- * aside as <state_file>.damaged-<time>, and what came before the damage is
- * restored. Returns 0, or an errno when the state file cannot be used at
- * all (not readable, directory not writable): the broker should not start
- * with durability it was asked for but cannot have. */
-int persist__open(struct dlq *d, char *err, size_t errlen);
+/* What persist__open needs besides the view. */
+struct persist_options {
+	const char *state_file;  /* borrowed; NULL: nothing is saved, every call does nothing */
+	uint64_t save_interval_ms;
+	bool save_on_change;     /* journal every change (plugin_opt_state_save_on_change) */
+	const uint64_t *changes; /* see struct dlq_persist */
+	const struct dlq_counters *totals;
+};
 
-/* The engine took on e (it is owed until the broker takes it). sync: make
- * it durable now; otherwise the next synced entry does. */
-void persist__note_add(struct dlq *d, const struct dlq_envelope *e, bool sync);
+/* Sets p up over view and restores the state file and its journal (if
+ * configured and present) into view's parts. A damaged file is reported,
+ * kept aside as <state_file>.damaged-<time>, and what came before the
+ * damage is restored. Returns 0, or an errno when the state file cannot be
+ * used at all (not readable): the broker should not start with durability
+ * it was asked for but cannot have. Call persist__close whatever the
+ * result. */
+int persist__restore(struct dlq_persist *p, const struct persist_options *o, const struct state_view *view,
+		char *err, size_t errlen);
 
-/* A delivery became NACKable (an inbound publish was tracked, or a retry
- * copy was published). Synced: the broker acknowledges the publish after. */
-void persist__note_record(struct dlq *d, const struct dlq_record *r);
+/* After the owner settled what it restored: opens the journal (with
+ * save_on_change) and writes a fresh snapshot, which proves the file can
+ * be written and folds the journal in. Returns 0 or an errno with a
+ * message in err. */
+int persist__start(struct dlq_persist *p, char *err, size_t errlen);
 
-/* client NACKed r: the last entry of an accepted NACK, synced, so that the
- * NACK and its envelope are durable before the broker acknowledges it. */
-void persist__note_nacker(struct dlq *d, const struct dlq_record *r, const char *client);
-
-/* The retry copy r was taken by the broker for client, whose session does
- * not persist, and is held for it (holds.h). Not synced: the next synced
- * entry makes it durable, and until then the copy's record is the same
- * whether or not it is held. */
-void persist__note_hold(struct dlq *d, const struct dlq_record *r, const char *client);
-
-/* The broker took the envelope with seq (or it was replaced). */
-void persist__note_remove(struct dlq *d, uint64_t seq);
+/* The store port of p (store_port.h), journaling each change: ops NULL
+ * when p keeps no journal, so that the engine's notes cost nothing. */
+struct dlq_store_port persist__port(struct dlq_persist *p);
 
 /* Once per tick (now: port__now_ms): journals what was taken, and saves a
  * snapshot when the interval has passed and anything changed. */
-void persist__tick(struct dlq *d, uint64_t now);
+void persist__tick(struct dlq_persist *p, uint64_t now);
 
 /* At shutdown: saves the final snapshot (everything not taken included)
- * and closes the journal. Returns how many envelopes it saved. */
-size_t persist__close(struct dlq *d);
+ * and closes the journal. Returns how many envelopes are lost (not saved:
+ * all of them without a state file, or when the snapshot failed). */
+size_t persist__close(struct dlq_persist *p);
 
 #endif

@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/dlq.h"
+#include "model/holds.h"
+#include "model/ledger.h"
+#include "model/outbox.h"
+#include "model/schedule.h"
 #include "model/envelope.h"
 #include "store/state.h"
 #include "store/state_format.h"
@@ -167,23 +170,24 @@ static int encode_list(const struct dlq_envelope_list *l, uint64_t mono_now, int
 	return 0;
 }
 
-int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out)
+int state__encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out)
 {
-	if(put_raw(out, SNAPSHOT_MAGIC, MAGIC_LEN) || put_u(out, d->next_seq, 8)) return ENOMEM;
-	for(const struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
+	if(put_raw(out, SNAPSHOT_MAGIC, MAGIC_LEN) || put_u(out, *v->next_seq, 8)) return ENOMEM;
+	for(const struct dlq_record *r = v->ledger->oldest; r; r = r->newer){
 		if(state__encode_record(r, mono_now, wall_now, out)) return ENOMEM;
 		if(holds__client(r) && state__encode_hold(r, holds__client(r), out)) return ENOMEM;
 	}
-	if(encode_list(&d->outbox.owed, mono_now, wall_now, out)
-			|| encode_list(&d->outbox.sent, mono_now, wall_now, out)
-			|| encode_list(&d->outbox.settling, mono_now, wall_now, out)
-			|| encode_list(&d->unsaved.list, mono_now, wall_now, out)){
+	if(encode_list(&v->outbox->owed, mono_now, wall_now, out)
+			|| encode_list(&v->outbox->sent, mono_now, wall_now, out)
+			|| encode_list(&v->outbox->settling, mono_now, wall_now, out)
+			|| encode_list(v->unsaved, mono_now, wall_now, out)){
 		return ENOMEM;
 	}
-	for(size_t i = 0; i < d->delayed.count; i++){
-		if(state__encode_add(d->delayed.heap[i], mono_now, wall_now, out)) return ENOMEM;
+	for(size_t i = 0; i < v->delayed->count; i++){
+		if(state__encode_add(v->delayed->heap[i], mono_now, wall_now, out)) return ENOMEM;
 	}
-	uint64_t entries = d->ledger.count + d->holds.records + dlq__owed_count(d) + d->unsaved.list.count;
+	uint64_t owed = v->outbox->owed.count + v->outbox->sent.count + v->outbox->settling.count + v->delayed->count;
+	uint64_t entries = v->ledger->count + v->holds->records + owed + v->unsaved->count;
 	int rc;
 	size_t at = entry_begin(out, ENTRY_END, &rc);
 	if(rc == 0) rc = put_u(out, entries, 8);

@@ -15,11 +15,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/ledger.h"
 #include "util/headers.h"
 
-struct dlq;
 struct dlq_envelope;
-struct dlq_record;
+struct dlq_envelope_list;
+struct dlq_holds;
+struct dlq_outbox;
+struct dlq_schedule;
+
+/* What the state file holds, borrowed from its owner (the engine): the
+ * writer and the reader see these parts, never the engine itself. */
+struct state_view {
+	struct dlq_ledger *ledger;          /* NACKable deliveries */
+	struct dlq_outbox *outbox;          /* owed, sent and settling envelopes */
+	struct dlq_schedule *delayed;       /* envelopes waiting for their delay */
+	struct dlq_holds *holds;            /* retry copies held for clients */
+	struct dlq_envelope_list *unsaved;  /* taken by the broker, not yet saved by it */
+	uint64_t *next_seq;                 /* envelope sequence numbers: restored ones are not reused */
+	const struct dlq_policy_table *policies; /* a restored entry finds its policy here, by filter */
+	uint64_t nack_window_ms;            /* records older than this are not restored */
+	dlq_record_new_fn *record_new;      /* how restored records are made (ledger.h) */
+};
 
 /* What a decode found. */
 struct state_report {
@@ -33,15 +50,14 @@ struct state_report {
 	                            "a NACKable delivery with a content type holding U+0000 at byte N") */
 };
 
-/* Encodes the whole state of d (ledger and every envelope not yet taken)
+/* Encodes the whole state of v (ledger and every envelope not yet taken)
  * as a snapshot into out (appended). Returns 0 or ENOMEM. */
-int state__encode_snapshot(const struct dlq *d, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
+int state__encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
 
-/* Restores a snapshot into d, which must be freshly initialised with its
- * configuration. Envelopes go to the schedule (delay still running) or to
+/* Restores a snapshot into v, whose parts must be freshly initialised. Envelopes go to the schedule (delay still running) or to
  * "owed" (due, or never taken). Returns 0, or ENOMEM; damage is not an
  * error: it is reported in rep and what came before it is kept. */
-int state__decode_snapshot(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+int state__decode_snapshot(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep);
 
 /* Journal entries: an envelope added, the envelope with seq removed, a
@@ -55,10 +71,10 @@ int state__encode_nacker(const struct dlq_record *r, const char *client, struct 
 /* The retry copy r is held for client (holds.h); in a snapshot, after r. */
 int state__encode_hold(const struct dlq_record *r, const char *client, struct dlq_headers *out);
 
-/* Applies a journal to d after its snapshot: adds envelopes and records not
+/* Applies a journal to v after its snapshot: adds envelopes and records not
  * yet there, removes the envelopes named, adds nackers. Same damage rules
  * as the snapshot, except that a journal has no end: it is cut anywhere. */
-int state__decode_journal(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+int state__decode_journal(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep);
 
 /* Writes data to path atomically: path.tmp, fsync, rename, fsync of the

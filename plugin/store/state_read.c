@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/dlq.h"
+#include "model/holds.h"
+#include "model/ledger.h"
+#include "model/outbox.h"
+#include "model/schedule.h"
 #include "model/envelope.h"
 #include "store/state.h"
 #include "store/state_check.h"
@@ -98,16 +101,16 @@ static uint64_t to_mono(int64_t wall, uint64_t mono_now, int64_t wall_now)
 	return ago < mono_now ? mono_now - ago : 0;
 }
 
-static const struct dlq_policy *policy_by_filter(const struct dlq *d, const char *filter)
+static const struct dlq_policy *policy_by_filter(const struct state_view *v, const char *filter)
 {
 	if(filter == NULL) return NULL;
-	for(size_t i = 0; i < d->cfg.policies.count; i++){
-		if(!strcmp(d->cfg.policies.items[i].filter, filter)) return &d->cfg.policies.items[i];
+	for(size_t i = 0; i < v->policies->count; i++){
+		if(!strcmp(v->policies->items[i].filter, filter)) return &v->policies->items[i];
 	}
 	return NULL;
 }
 
-static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+static bool decode_record(struct state_view *v, struct reader *r, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
 {
 	struct dlq_id id, origin;
 	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
@@ -139,15 +142,15 @@ static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, in
 	}
 	bool ok = !r->bad;
 
-	const struct dlq_policy *policy = ok ? policy_by_filter(d, filter) : NULL;
+	const struct dlq_policy *policy = ok ? policy_by_filter(v, filter) : NULL;
 	uint64_t created_mono = to_mono(created, mono_now, wall_now);
 	/* The ledger is in age order; a clock that stepped back must not
 	 * break that. */
-	if(d->ledger.newest && created_mono < d->ledger.newest->created_ms) created_mono = d->ledger.newest->created_ms;
+	if(v->ledger->newest && created_mono < v->ledger->newest->created_ms) created_mono = v->ledger->newest->created_ms;
 	struct dlq_record *rec = NULL;
-	if(ok && policy && mono_now - created_mono <= d->cfg.nack_window_ms && ledger__find(&d->ledger, &id) == NULL){
+	if(ok && policy && mono_now - created_mono <= v->nack_window_ms && ledger__find(v->ledger, &id) == NULL){
 		/* Redelivery tracking indexes every restored record (dlq.c). */
-		rec = engine__record_new_fn(d)(&id, &origin, topic,
+		rec = v->record_new(&id, &origin, topic,
 				origin_topic, payload, plen, headers, hlen, policy, attempt, qos, created_mono);
 		if(rec == NULL) r->bad = r->nomem = true;
 	}
@@ -168,7 +171,7 @@ static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, in
 		return false;
 	}
 	if(rec){
-		ledger__insert(&d->ledger, rec);
+		ledger__insert(v->ledger, rec);
 		rep->records++;
 	}else{
 		rep->records_skipped++;
@@ -178,24 +181,24 @@ static bool decode_record(struct dlq *d, struct reader *r, uint64_t mono_now, in
 
 /* Finds a live envelope by sequence number: owed or delayed (a restore puts
  * nothing in sent or settling). */
-static struct dlq_envelope *find_seq(struct dlq *d, uint64_t seq, bool *delayed)
+static struct dlq_envelope *find_seq(struct state_view *v, uint64_t seq, bool *delayed)
 {
-	for(struct dlq_envelope *e = d->outbox.owed.head; e; e = e->next){
+	for(struct dlq_envelope *e = v->outbox->owed.head; e; e = e->next){
 		if(e->seq == seq){
 			*delayed = false;
 			return e;
 		}
 	}
-	for(size_t i = 0; i < d->delayed.count; i++){
-		if(d->delayed.heap[i]->seq == seq){
+	for(size_t i = 0; i < v->delayed->count; i++){
+		if(v->delayed->heap[i]->seq == seq){
 			*delayed = true;
-			return d->delayed.heap[i];
+			return v->delayed->heap[i];
 		}
 	}
 	return NULL;
 }
 
-static bool decode_envelope(struct dlq *d, struct reader *r, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+static bool decode_envelope(struct state_view *v, struct reader *r, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
 {
 	uint8_t kind = (uint8_t)get_u(r, 1);
 	uint64_t seq = get_u(r, 8);
@@ -257,7 +260,7 @@ static bool decode_envelope(struct dlq *d, struct reader *r, uint64_t mono_now, 
 	bool delayed;
 
 	struct dlq_envelope *e = NULL;
-	if(ok && find_seq(d, seq, &delayed) == NULL){
+	if(ok && find_seq(v, seq, &delayed) == NULL){
 		e = envelope__new((enum dlq_envelope_kind)kind, s[0], s[1], s[2], s[3], s[4], s[5], s[6],
 				payload, plen, headers, hlen);
 		ok = e != NULL;
@@ -281,33 +284,33 @@ static bool decode_envelope(struct dlq *d, struct reader *r, uint64_t mono_now, 
 	e->qos = qos;
 	e->target_persists = flags & 1;
 	e->recorded = flags & 2;
-	e->policy = policy_by_filter(d, e->filter);
-	if(seq >= d->next_seq) d->next_seq = seq + 1;
+	e->policy = policy_by_filter(v, e->filter);
+	if(seq >= *v->next_seq) *v->next_seq = seq + 1;
 	if(due && due > wall_now){
 		e->due_ms = mono_now + (uint64_t)(due - wall_now);
-		if(schedule__push(&d->delayed, e)){
+		if(schedule__push(v->delayed, e)){
 			envelope__free(e);
 			r->bad = r->nomem = true;
 			return false;
 		}
 	}else{
 		e->due_ms = 0;
-		outbox__push(&d->outbox, &d->outbox.owed, e);
+		outbox__push(v->outbox, &v->outbox->owed, e);
 	}
 	rep->envelopes++;
 	return true;
 }
 
-static void decode_remove(struct dlq *d, struct reader *r)
+static void decode_remove(struct state_view *v, struct reader *r)
 {
 	uint64_t seq = get_u(r, 8);
 	bool delayed;
-	struct dlq_envelope *e = r->bad ? NULL : find_seq(d, seq, &delayed);
+	struct dlq_envelope *e = r->bad ? NULL : find_seq(v, seq, &delayed);
 	if(e == NULL) return;
 	if(delayed){
-		schedule__remove(&d->delayed, e);
+		schedule__remove(v->delayed, e);
 	}else{
-		outbox__unlink(&d->outbox, &d->outbox.owed, e);
+		outbox__unlink(v->outbox, &v->outbox->owed, e);
 	}
 	envelope__free(e);
 }
@@ -315,7 +318,7 @@ static void decode_remove(struct dlq *d, struct reader *r)
 /* The common part of a NACK and a hold entry: a dlq-id and a client id.
  * Returns the record (NULL when it is gone, or the entry is damaged) and
  * the client id in *client, the caller's to free (NULL when damaged). */
-static struct dlq_record *decode_client_entry(struct dlq *d, struct reader *r, char **client)
+static struct dlq_record *decode_client_entry(struct state_view *v, struct reader *r, char **client)
 {
 	struct dlq_id id;
 	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
@@ -324,28 +327,28 @@ static struct dlq_record *decode_client_entry(struct dlq *d, struct reader *r, c
 	if(bad) refuse(r, "a client id", bad);
 	if(p == NULL || *client == NULL || r->bad) return NULL;
 	memcpy(id.raw, p, DLQ_ID_RAW_LEN);
-	return ledger__find(&d->ledger, &id);
+	return ledger__find(v->ledger, &id);
 }
 
-static void decode_nacker(struct dlq *d, struct reader *r)
+static void decode_nacker(struct state_view *v, struct reader *r)
 {
 	char *client;
-	struct dlq_record *rec = decode_client_entry(d, r, &client);
+	struct dlq_record *rec = decode_client_entry(v, r, &client);
 	/* Gone (expired) or already there: nothing to do. */
-	if(rec && ledger__add_nacker(&d->ledger, rec, client) == ENOMEM) r->bad = r->nomem = true;
+	if(rec && ledger__add_nacker(v->ledger, rec, client) == ENOMEM) r->bad = r->nomem = true;
 	/* A NACK by the client a copy is held for ends the hold. */
 	const char *holder = rec ? holds__client(rec) : NULL;
-	if(holder && !strcmp(holder, client)) holds__release(&d->holds, rec);
+	if(holder && !strcmp(holder, client)) holds__release(v->holds, rec);
 	free(client);
 }
 
-static void decode_hold(struct dlq *d, struct reader *r)
+static void decode_hold(struct state_view *v, struct reader *r)
 {
 	char *client;
-	struct dlq_record *rec = decode_client_entry(d, r, &client);
+	struct dlq_record *rec = decode_client_entry(v, r, &client);
 	/* Gone (expired), already held, or over (NACKed by its client). */
 	if(rec && holds__client(rec) == NULL && !ledger__has_nacker(rec, client)
-			&& holds__add(&d->holds, rec, client) == ENOMEM){
+			&& holds__add(v->holds, rec, client) == ENOMEM){
 		r->bad = r->nomem = true;
 	}
 	free(client);
@@ -375,7 +378,7 @@ static void damaged(struct state_report *rep, size_t at, const char *what)
 
 /* Walks the entries after a header, calling the decoder of each type
  * allowed. */
-static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t pos, bool journal,
+static int decode_entries(struct state_view *v, const uint8_t *data, size_t len, size_t pos, bool journal,
 		uint64_t mono_now, int64_t wall_now, struct state_report *rep)
 {
 	uint64_t seen = 0;
@@ -405,17 +408,17 @@ static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t
 		struct reader r = { .p = data + pos + 5, .left = blen, .bad = false };
 		bool ok;
 		if(type == ENTRY_RECORD){
-			ok = decode_record(d, &r, mono_now, wall_now, rep);
+			ok = decode_record(v, &r, mono_now, wall_now, rep);
 		}else if(type == ENTRY_NACKER && journal){
-			decode_nacker(d, &r);
+			decode_nacker(v, &r);
 			ok = !r.bad;
 		}else if(type == ENTRY_HOLD){
-			decode_hold(d, &r);
+			decode_hold(v, &r);
 			ok = !r.bad;
 		}else if(type == ENTRY_ENVELOPE){
-			ok = decode_envelope(d, &r, mono_now, wall_now, rep);
+			ok = decode_envelope(v, &r, mono_now, wall_now, rep);
 		}else if(type == ENTRY_REMOVE && journal){
-			decode_remove(d, &r);
+			decode_remove(v, &r);
 			ok = !r.bad;
 		}else if(type == ENTRY_END && !journal){
 			ok = get_u(&r, 8) == seen && !r.bad;
@@ -444,7 +447,7 @@ static int decode_entries(struct dlq *d, const uint8_t *data, size_t len, size_t
 	return 0;
 }
 
-int state__decode_snapshot(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+int state__decode_snapshot(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep)
 {
 	if(len < MAGIC_LEN + 8 || memcmp(data, SNAPSHOT_MAGIC, MAGIC_LEN)){
@@ -453,16 +456,16 @@ int state__decode_snapshot(struct dlq *d, const uint8_t *data, size_t len, uint6
 	}
 	struct reader r = { .p = data + MAGIC_LEN, .left = 8, .bad = false };
 	uint64_t next = get_u(&r, 8);
-	if(next > d->next_seq) d->next_seq = next;
-	return decode_entries(d, data, len, MAGIC_LEN + 8, false, mono_now, wall_now, rep);
+	if(next > *v->next_seq) *v->next_seq = next;
+	return decode_entries(v, data, len, MAGIC_LEN + 8, false, mono_now, wall_now, rep);
 }
 
-int state__decode_journal(struct dlq *d, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+int state__decode_journal(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep)
 {
 	if(len < MAGIC_LEN || memcmp(data, JOURNAL_MAGIC, MAGIC_LEN)){
 		damaged(rep, 0, "not a mosquitto-dlq journal (bad header)");
 		return 0;
 	}
-	return decode_entries(d, data, len, MAGIC_LEN, true, mono_now, wall_now, rep);
+	return decode_entries(v, data, len, MAGIC_LEN, true, mono_now, wall_now, rep);
 }

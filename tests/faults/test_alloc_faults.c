@@ -410,13 +410,13 @@ static void scenario_state(void)
 	size_t delayed_count = d.delayed.count;
 	alloc_fail_resume();
 
-	int rc = state__encode_snapshot(&d, fake.now_ms, fake.wall_ms, &buf);
+	int rc = state__encode_snapshot(dlq__state_view(&d), fake.now_ms, fake.wall_ms, &buf);
 	if(rc){
 		/* persist.c keeps the old file and tries again later. */
 		CHECK(rc == ENOMEM, "%d", (int)(rc));
 		headers__free(&buf);
 		refusals++;
-		rc = state__encode_snapshot(&d, fake.now_ms, fake.wall_ms, &buf);
+		rc = state__encode_snapshot(dlq__state_view(&d), fake.now_ms, fake.wall_ms, &buf);
 		CHECK(rc == 0, "%d", (int)(rc));
 	}
 	alloc_fail_pause();
@@ -426,7 +426,7 @@ static void scenario_state(void)
 	if(engine_init(&e)){
 		struct state_report rep;
 		memset(&rep, 0, sizeof(rep));
-		rc = state__decode_snapshot(&e, buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep);
+		rc = state__decode_snapshot(dlq__state_view(&e), buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep);
 		alloc_fail_pause();
 		bool complete = e.ledger.count == records && e.outbox.owed.count == owed_count && e.delayed.count == delayed_count;
 		if(rc == ENOMEM){

@@ -120,7 +120,7 @@ static void make_state(struct dlq_headers *snap, struct dlq_headers *journal)
 	nack(&d, x, "c1", 5000);        /* delayed on request */
 	nack(&d, f, "c4", -1);          /* retry_to: an ordinary publish */
 	dlq__tick(&d);
-	FUZZ_CHECK(state__encode_snapshot(&d, fake.now_ms, fake.wall_ms, snap) == 0, "encode");
+	FUZZ_CHECK(state__encode_snapshot(dlq__state_view(&d), fake.now_ms, fake.wall_ms, snap) == 0, "encode");
 
 	if(journal){
 		uint64_t removed = d.outbox.owed.head ? d.outbox.owed.head->seq : 1;

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "engine/deadsubs.h"
+#include "model/deadsubs.h"
 #include "engine/dlq.h"
 #include "fake_port.h"
 

@@ -5,7 +5,7 @@
  * NACKs with and without delays, ticks, refused publishes, clients leaving,
  * expiry, eviction, redelivery tracking's deliveries, a reload that moves
  * records to other policies or none, a restore from the state file) they
- * must equal a fresh count (status__count) and the containers' own totals.
+ * must equal a fresh count (dlq__count_gauges) and the containers' own totals.
  */
 #include <check.h>
 #include <stdio.h>
@@ -16,6 +16,7 @@
 #include "api/status.h"
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine/recount.h"
 #include "engine_calls.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
@@ -97,7 +98,7 @@ static void check_gauges_at(int line)
 	struct dlq_gauges rt, ct;
 	ck_assert(run && count);
 	status__gauges(&d, run, &rt);
-	status__count(&d, count, &ct);
+	dlq__count_gauges(&d, count, &ct);
 	expect_equal(&rt, &ct, "totals", line);
 	for(size_t i = 0; i < n; i++){
 		expect_equal(&run[i], &count[i], d.cfg.policies.items[i].filter, line);

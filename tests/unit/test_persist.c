@@ -178,11 +178,11 @@ static void decode_files(const char *snapshot, const char *journal, struct state
 	uint8_t *data;
 	size_t len;
 	read_all(snapshot, &data, &len);
-	ck_assert_int_eq(state__decode_snapshot(into, data, len, fake.now_ms, fake.wall_ms, rep), 0);
+	ck_assert_int_eq(state__decode_snapshot(dlq__state_view(into), data, len, fake.now_ms, fake.wall_ms, rep), 0);
 	free(data);
 	if(journal){
 		read_all(journal, &data, &len);
-		ck_assert_int_eq(state__decode_journal(into, data, len, fake.now_ms, fake.wall_ms, rep), 0);
+		ck_assert_int_eq(state__decode_journal(dlq__state_view(into), data, len, fake.now_ms, fake.wall_ms, rep), 0);
 		free(data);
 	}
 }

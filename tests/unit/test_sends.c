@@ -15,6 +15,7 @@
 #include "api/status.h"
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine/recount.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
 
@@ -175,11 +176,11 @@ START_TEST(nack_and_copy_use_the_sends)
 }
 END_TEST
 
-/* The ledger's bytes equal a recount of its records' (status__count). */
+/* The ledger's bytes equal a recount of its records' (dlq__count_gauges). */
 static void expect_bytes_recounted(void)
 {
 	struct dlq_gauges total;
-	status__count(&d, NULL, &total);
+	dlq__count_gauges(&d, NULL, &total);
 	ck_assert_uint_eq(total.ledger_bytes, d.ledger.bytes);
 	ck_assert_uint_eq(d.gauges.total.ledger_bytes, d.ledger.bytes);
 }

@@ -281,14 +281,14 @@ static void move_clocks(uint64_t down_ms, uint64_t new_mono)
 /* Encodes a at the current clocks into buf, then restarts the clocks. */
 static void restart(uint64_t down_ms, uint64_t new_mono)
 {
-	ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	move_clocks(down_ms, new_mono);
 }
 
 static void decode(struct dlq *d, const uint8_t *data, size_t len, struct state_report *rep)
 {
 	memset(rep, 0, sizeof(*rep));
-	ck_assert_int_eq(state__decode_snapshot(d, data, len, fake.now_ms, fake.wall_ms, rep), 0);
+	ck_assert_int_eq(state__decode_snapshot(dlq__state_view(d), data, len, fake.now_ms, fake.wall_ms, rep), 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -303,7 +303,7 @@ END_TEST
 START_TEST(an_empty_engine_restores_nothing)
 {
 	init(&a, &a_live, standard, ARRAY_LEN(standard));
-	ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	ck_assert_uint_ge(buf.len, HEADER_LEN);
 	ck_assert_mem_eq(buf.data, "DLQSTAT1", 8);
 	init(&b, &b_live, standard, ARRAY_LEN(standard));
@@ -612,7 +612,7 @@ static void populate_small(void)
 	fake.fail_publishes = 1;
 	ck_assert_int_eq(engine_nack(&a, x, "s", false), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_int_eq(engine_nack(&a, y, "s", false), DLQ_NACK_RETRIED);
-	ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 }
 
 #define DONT_CARE (SIZE_MAX - 1)
@@ -630,7 +630,7 @@ static void expect_restored(const uint8_t *data, size_t len, const struct entry_
 	init(&fresh, &live, standard, ARRAY_LEN(standard));
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state__decode_snapshot(&fresh, data, len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state__decode_snapshot(dlq__state_view(&fresh), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
 	if(damaged_at == SIZE_MAX){
 		ck_assert_msg(!rep.damaged, "%s: reported damaged (%s)", what, rep.problem);
 	}else if(damaged_at == SOMEWHERE){
@@ -776,7 +776,7 @@ START_TEST(a_bad_header_is_reported)
 	ck_assert(rep.damaged);
 	populate_small();
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state__decode_journal(&b, buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(rep.damaged);
 	ck_assert_uint_eq(rep.damaged_at, 0);
 	ck_assert_msg(strstr(rep.problem, "bad header") != NULL, "problem \"%s\"", rep.problem);
@@ -906,7 +906,7 @@ START_TEST(a_journal_replays_on_top_of_a_snapshot)
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert(!rep.damaged);
 	ck_assert_uint_eq(rep.envelopes, 2);
-	ck_assert_int_eq(state__decode_journal(&b, j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert_msg(!rep.damaged, "journal damaged: %s", rep.problem);
 	ck_assert_uint_eq(rep.journal_entries, 6);
 	ck_assert_uint_eq(rep.envelopes, 4); /* 2 from the snapshot, 2 added; the duplicate not */
@@ -936,7 +936,7 @@ START_TEST(a_journal_replays_on_top_of_a_snapshot)
 	init(&b2, &b2_live, standard, ARRAY_LEN(standard));
 	decode(&b2, buf.data, buf.len, &rep);
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state__decode_journal(&b2, j.data, j.len - 3, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b2), j.data, j.len - 3, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(rep.damaged);
 	ck_assert_uint_eq(rep.journal_entries, 5);
 	ck_assert_ptr_nonnull(find_seq(&b2, delayed_seq, NULL)); /* its removal was lost */
@@ -959,7 +959,7 @@ START_TEST(a_journal_alone_restores_envelopes)
 	ck_assert_int_eq(state__encode_add(e, fake.now_ms, fake.wall_ms, &j), 0);
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state__decode_journal(&b, j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(!rep.damaged);
 	ck_assert_uint_eq(rep.journal_entries, 1);
 	ck_assert_uint_eq(b.outbox.owed.count, 1);
@@ -1026,9 +1026,9 @@ static void expect_refused(const uint8_t *data, size_t len, bool journal, size_t
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
 	if(journal){
-		ck_assert_int_eq(state__decode_journal(&b, data, len, fake.now_ms, fake.wall_ms, &rep), 0);
+		ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
 	}else{
-		ck_assert_int_eq(state__decode_snapshot(&b, data, len, fake.now_ms, fake.wall_ms, &rep), 0);
+		ck_assert_int_eq(state__decode_snapshot(dlq__state_view(&b), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
 	}
 	ck_assert_msg(rep.damaged, "%s: restored", problem);
 	ck_assert_uint_eq(rep.damaged_at, at);
@@ -1048,7 +1048,7 @@ START_TEST(a_record_with_headers_mqtt_refuses_is_damage)
 		engine_track(&a, "numbers", "good", 1, &original, good);
 		engine_track(&a, "numbers", "bad", 1, &h, bad);
 		headers__free(&buf);
-		ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
+		ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 		fini(&a, &a_live);
 		struct entry_info ent[8];
 		ck_assert_uint_eq(entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent)), 3);
@@ -1083,7 +1083,7 @@ START_TEST(headers_a_client_may_send_are_restored)
 	init(&a, &a_live, standard, ARRAY_LEN(standard));
 	char id[DLQ_ID_LEN + 1];
 	engine_track(&a, "numbers", "edges", 1, &h, id);
-	ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	init(&b, &b_live, standard, ARRAY_LEN(standard));
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
@@ -1163,7 +1163,7 @@ START_TEST(a_client_id_mqtt_refuses_is_damage)
 	engine_track(&a, "numbers", "x", 1, NULL, x);
 	engine_track(&a, "numbers", "y", 1, NULL, y);
 	ck_assert_int_eq(ledger__add_nacker(&a.ledger, find(&a, y), "sub\x02"), 0);
-	ck_assert_int_eq(state__encode_snapshot(&a, fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	struct entry_info ent[8];
 	ck_assert_uint_eq(entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent)), 3);
 	expect_refused(buf.data, buf.len, false, ent[1].at, "a NACKable delivery", "a client id holding a control character");

@@ -2,8 +2,8 @@
 /*
  * Subscribers of dead letters (see deadsubs.h): the matching of a
  * subscription against the policy table, the bounded set of (client,
- * filter) pairs already logged, and the engine's answer to a subscription
- * (dlq__subscribed_to_dead_letters). A plain array, as in nonack.c: such
+ * filter) pairs already logged; the engine's answer to a subscription is
+ * engine/subscribers.c. A plain array, as in nonack.c: such
  * subscriptions are mistakes, a handful at most, and a subscription is rare
  * next to a publish.
  */
@@ -11,11 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/deadsubs.h"
-#include "engine/dlq.h"
-#include "engine/engine.h"
-#include "util/errtext.h"
-#include "util/port.h"
+#include "model/deadsubs.h"
 #include "util/topic.h"
 
 bool deadsubs__match(const struct dlq_policy_table *t, const char *filter, const char **dead_letter,
@@ -87,30 +83,4 @@ void deadsubs__free(struct dlq_deadsubs *s)
 	}
 	free(s->items);
 	memset(s, 0, sizeof(*s));
-}
-
-bool dlq__subscribed_to_dead_letters(struct dlq *d, const char *client, const char *filter)
-{
-	const char *dl, *pf;
-	if(client == NULL || filter == NULL) return false;
-	if(!deadsubs__match(&d->cfg.policies, filter, &dl, &pf)) return false;
-	d->counters.subscribers_of_dead_letters++;
-	if(deadsubs__known(&d->deadsubs, client, filter)) return true;
-
-	int rc = deadsubs__add(&d->deadsubs, client, filter);
-	if(rc == ENOSPC){
-		if(!d->deadsubs.full_noted){
-			port__log(DLQ_LOG_WARNING, "%d subscriptions that take in dead letters and tracked messages are "
-					"logged: further ones are counted in getStatus (subscribersOfDeadLetters) but not logged",
-					DEADSUBS_MAX);
-			d->deadsubs.full_noted = true;
-		}
-		return true;
-	}
-	/* Added, or out of memory for it: warned all the same (then perhaps
-	 * again at the next such subscription). */
-	port__log(DLQ_LOG_WARNING, "client " QFMT " subscribed to " QFMT ", which takes in the dead-letter topic "
-			QFMT " as well as messages of policy " QFMT ": it receives dead letters as new deliveries",
-			Q(client), Q(filter), Q(dl), Q(pf));
-	return true;
 }

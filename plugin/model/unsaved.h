@@ -31,8 +31,6 @@
 
 #include "model/outbox.h"
 
-struct dlq;
-
 struct dlq_unsaved {
 	struct dlq_envelope_list list; /* oldest first; broker_saves never decreases along it */
 	uint64_t bytes;
@@ -50,10 +48,12 @@ void unsaved__init(struct dlq_unsaved *u);
 /* Frees every kept envelope. */
 void unsaved__cleanup(struct dlq_unsaved *u);
 
-/* Once per tick, before anything is published in it: what the broker took
- * at the top of this loop pass (the outbox's "settling") is kept until the
- * broker saves it, or forgotten at once (journaled as taken) when the
- * plugin keeps nothing; what a save since holds is forgotten. */
-void engine__settle_taken(struct dlq *d, uint64_t now);
+/* Whether the file at path differs from the last look (a save replaced
+ * it); records what it looks like now. A file that cannot be read counts
+ * as absent: its appearance is a save, its disappearance is not. */
+bool unsaved__file_changed(struct dlq_unsaved *u, const char *path);
+
+/* Appends e, newest last. Takes e. */
+void unsaved__push(struct dlq_unsaved *u, struct dlq_envelope *e);
 
 #endif

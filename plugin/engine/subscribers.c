@@ -1,63 +1,19 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Subscribers that cannot NACK (see nonack.h): the bounded set of clients
- * warned about, and the engine's answer to a subscription of a client
- * without MQTT 5 (dlq__subscribed_without_nack). A plain array: it holds the
- * connected old-protocol subscribers of tracked filters, a handful in any
- * sensible deployment, and a subscription is rare next to a publish.
+ * Subscriptions the engine warns about (see dlq.h): a client without MQTT 5
+ * subscribed to a tracked filter (it cannot NACK), and a subscription that
+ * takes in dead letters as well as tracked messages. Each is counted, and
+ * logged once per connection (per client, or per client and filter) while
+ * the bounded sets of model/nonack.h and model/deadsubs.h have room.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/dlq.h"
-#include "engine/engine.h"
-#include "engine/nonack.h"
 #include "util/errtext.h"
 #include "util/port.h"
 #include "util/topic.h"
-
-bool nonack__known(const struct dlq_nonack *s, const char *client)
-{
-	for(size_t i = 0; i < s->count; i++){
-		if(strcmp(s->ids[i], client) == 0) return true;
-	}
-	return false;
-}
-
-int nonack__add(struct dlq_nonack *s, const char *client)
-{
-	if(s->count >= NONACK_MAX) return ENOSPC;
-	if(s->count == s->capacity){
-		size_t cap = s->capacity ? s->capacity * 2 : 8;
-		char **ids = realloc(s->ids, cap * sizeof(*ids));
-		if(ids == NULL) return ENOMEM;
-		s->ids = ids;
-		s->capacity = cap;
-	}
-	char *copy = strdup(client);
-	if(copy == NULL) return ENOMEM;
-	s->ids[s->count++] = copy;
-	return 0;
-}
-
-void nonack__forget(struct dlq_nonack *s, const char *client)
-{
-	for(size_t i = 0; i < s->count; i++){
-		if(strcmp(s->ids[i], client)) continue;
-		free(s->ids[i]);
-		s->ids[i] = s->ids[--s->count];
-		s->full_noted = false;
-		return;
-	}
-}
-
-void nonack__free(struct dlq_nonack *s)
-{
-	for(size_t i = 0; i < s->count; i++) free(s->ids[i]);
-	free(s->ids);
-	memset(s, 0, sizeof(*s));
-}
 
 /* The first declared policy whose filter can deliver to filter, or NULL. */
 static const struct dlq_policy *overlapping_policy(const struct dlq *d, const char *filter)
@@ -100,4 +56,30 @@ const struct dlq_policy *dlq__subscribed_without_nack(struct dlq *d, const char 
 			"messages without a dlq-id and cannot NACK them (policy " QFMT ")",
 			Q(client), Q(filter), protocol_name(protocol), Q(p->filter));
 	return p;
+}
+
+bool dlq__subscribed_to_dead_letters(struct dlq *d, const char *client, const char *filter)
+{
+	const char *dl, *pf;
+	if(client == NULL || filter == NULL) return false;
+	if(!deadsubs__match(&d->cfg.policies, filter, &dl, &pf)) return false;
+	d->counters.subscribers_of_dead_letters++;
+	if(deadsubs__known(&d->deadsubs, client, filter)) return true;
+
+	int rc = deadsubs__add(&d->deadsubs, client, filter);
+	if(rc == ENOSPC){
+		if(!d->deadsubs.full_noted){
+			port__log(DLQ_LOG_WARNING, "%d subscriptions that take in dead letters and tracked messages are "
+					"logged: further ones are counted in getStatus (subscribersOfDeadLetters) but not logged",
+					DEADSUBS_MAX);
+			d->deadsubs.full_noted = true;
+		}
+		return true;
+	}
+	/* Added, or out of memory for it: warned all the same (then perhaps
+	 * again at the next such subscription). */
+	port__log(DLQ_LOG_WARNING, "client " QFMT " subscribed to " QFMT ", which takes in the dead-letter topic "
+			QFMT " as well as messages of policy " QFMT ": it receives dead letters as new deliveries",
+			Q(client), Q(filter), Q(dl), Q(pf));
+	return true;
 }

@@ -1,65 +1,17 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Keeping what the broker took until the broker has saved it (see
- * unsaved.h): watching the broker's database file, and moving envelopes
- * from the outbox's "settling" list to the kept list and out of it.
+ * What the broker took, once per tick (see engine.h, engine__settle_taken):
+ * kept until the broker saved it (model/unsaved.h says why), or forgotten
+ * at once and journaled as taken when nothing needs keeping.
  */
 #include <string.h>
-#include <sys/stat.h>
 
 #include "engine/engine.h"
-#include "engine/unsaved.h"
-#include "store/persist.h"
+#include "model/envelope.h"
+#include "store/store_port.h"
 #include "util/port.h"
 
 #define BOUND_LOG_INTERVAL_MS 60000
-
-void unsaved__init(struct dlq_unsaved *u)
-{
-	memset(u, 0, sizeof(*u));
-}
-
-void unsaved__cleanup(struct dlq_unsaved *u)
-{
-	struct dlq_envelope *e = u->list.head;
-	while(e){
-		struct dlq_envelope *next = e->next;
-		envelope__free(e);
-		e = next;
-	}
-	memset(u, 0, sizeof(*u));
-}
-
-/* Whether the file at path differs from the last look (a save replaced
- * it); records what it looks like now. A file that cannot be read counts
- * as absent: its appearance is a save, its disappearance is not. */
-static bool file_changed(struct dlq_unsaved *u, const char *path)
-{
-	struct stat st;
-	if(stat(path, &st) != 0){
-		u->present = false;
-		return false;
-	}
-	bool changed = !u->present || st.st_dev != u->dev || st.st_ino != u->ino || st.st_size != u->size
-			|| st.st_mtim.tv_sec != u->mtime.tv_sec || st.st_mtim.tv_nsec != u->mtime.tv_nsec;
-	u->present = true;
-	u->dev = st.st_dev;
-	u->ino = st.st_ino;
-	u->size = st.st_size;
-	u->mtime = st.st_mtim;
-	return changed;
-}
-
-static void push(struct dlq_unsaved *u, struct dlq_envelope *e)
-{
-	e->next = NULL;
-	e->prev = u->list.tail;
-	if(u->list.tail) u->list.tail->next = e;
-	else u->list.head = e;
-	u->list.tail = e;
-	u->list.count++;
-	u->bytes += e->bytes;
-}
 
 /* Forgets the oldest kept envelope: journaled as taken. */
 static void pop_forget(struct dlq *d)
@@ -71,7 +23,7 @@ static void pop_forget(struct dlq *d)
 	else u->list.tail = NULL;
 	u->list.count--;
 	u->bytes -= e->bytes;
-	persist__note_remove(d, e->seq);
+	store_port__remove(&d->store, e->seq);
 	envelope__free(e);
 	d->changes++;
 }
@@ -80,7 +32,7 @@ static void pop_forget(struct dlq *d)
  * its hold dead-letters it after a restart. */
 static bool worth_keeping(const struct dlq *d, const struct dlq_envelope *e)
 {
-	return d->cfg.broker_db_path && d->persist.journal_fd >= 0
+	return d->cfg.broker_db_path && store_port__on(&d->store)
 			&& !(e->kind == DLQ_ENV_RETRY_COPY && e->target_client && !e->target_persists);
 }
 
@@ -91,7 +43,7 @@ void engine__settle_taken(struct dlq *d, uint64_t now)
 
 	/* Look first: a save seen now may have happened before what settles
 	 * in this tick was taken, so that is stamped with the count after it. */
-	if(d->cfg.broker_db_path && file_changed(u, d->cfg.broker_db_path)) u->saves++;
+	if(d->cfg.broker_db_path && unsaved__file_changed(u, d->cfg.broker_db_path)) u->saves++;
 	while(u->list.head && u->list.head->broker_saves < u->saves){
 		pop_forget(d);
 	}
@@ -105,9 +57,9 @@ void engine__settle_taken(struct dlq *d, uint64_t now)
 			 * keeps a retired policy table alive. */
 			e->policy = NULL;
 			e->broker_saves = u->saves;
-			push(u, e);
+			unsaved__push(u, e);
 		}else{
-			persist__note_remove(d, e->seq);
+			store_port__remove(&d->store, e->seq);
 			envelope__free(e);
 		}
 		d->changes++;

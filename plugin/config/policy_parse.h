@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Policies as an operator writes them (policy_parse.c): one
+ * plugin_opt_policy line, or the JSON policy file, parsed into the policy
+ * table's entries; config.c puts them in order and validates the table.
+ */
+#ifndef DLQ_POLICY_PARSE_H
+#define DLQ_POLICY_PARSE_H
+
+#include <stddef.h>
+
+#include "model/policy.h"
+
+/* Parses one plugin_opt_policy value, "<filter> key=value ...", into *out
+ * (keys: max_attempts, dead_letter, retry_to). Returns 0 or EINVAL/ENOMEM with
+ * a message in err. On failure *out holds nothing. */
+int config__parse_policy_line(const char *line, struct dlq_policy *out, char *err, size_t errlen);
+
+/* Parses a JSON policy document, {"policies":[{"filter":...,"max_attempts":...,
+ * "dead_letter":...,"retry_to":...}]}, appending its policies to t (not
+ * finished). source names the document in messages. Returns 0 or
+ * EINVAL/ENOMEM with a message in err. */
+int config__parse_policy_json(const char *text, size_t len, const char *source, struct dlq_policy_table *t, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * An engine's life (see dlq.h, dlq__init and dlq__cleanup): its parts set
+ * up, the state file restored through the store (store/persist.h, over a
+ * view of those parts) and settled, the store port set; at the end, the
+ * state saved and everything freed. Also what happens when a record leaves
+ * the ledger, which every part that points at records must hear of.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/dlq.h"
+#include "util/port.h"
+
+static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
+{
+	struct dlq *d = ctx;
+	/* A held copy whose record leaves is let go: past its NACK window the
+	 * client had the time to NACK it (see holds.h). */
+	holds__release(&d->holds, r);
+	if(d->recent_sends[r->id.raw[0]].record == r) d->recent_sends[r->id.raw[0]].record = NULL;
+	redelivery__record_gone(&d->redelivery, &d->ledger, r);
+	if(expired){
+		COUNT(d, r->policy, expired, 1);
+	}else{
+		COUNT(d, r->policy, evicted, 1);
+	}
+}
+
+/* Records restored from the state file have lost the stored payload they
+ * were bound to: the broker restored its own copy of each message from its
+ * persistence file, at another address. Indexed by content, as retry copies
+ * are, they are found by the READ checks of the restored sessions, so that a
+ * message still in a session across a restart is counted (and a poison one
+ * diverted) instead of being redelivered forever. Oldest first: of equal
+ * messages the newest is found, as for copies. */
+static void index_restored(struct dlq *d)
+{
+	/* 2.1's READ checks carry the dlq-id: nothing to index. */
+	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF || d->cfg.exact_counting) return;
+	for(struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
+		/* Out of memory: the rest are not counted, which only counts less. */
+		if(redelivery__note_copy(&d->redelivery, &d->ledger, r, NULL)) break;
+	}
+}
+
+int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
+{
+	memset(d, 0, sizeof(*d));
+	d->cfg = *cfg;
+	memset(cfg, 0, sizeof(*cfg));
+	outbox__init(&d->outbox);
+	unsaved__init(&d->unsaved);
+	schedule__init(&d->delayed);
+	idgen__init(&d->idgen);
+	d->next_seq = 1;
+	d->persist.journal_fd = -1;
+	sessions__init(&d->sessions);
+	d->policy_counters = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*d->policy_counters));
+	if(d->policy_counters == NULL || ledger__init(&d->ledger) || redelivery__init(&d->redelivery)
+			|| holds__init(&d->holds)){
+		snprintf(err, errlen, "out of memory");
+		return ENOMEM;
+	}
+	/* Without memory for it the cache answers every lookup from the trie:
+	 * slower, not wrong. */
+	(void)match_cache__init(&d->matches, d->policy_generation);
+	d->ledger.on_drop = record_dropped;
+	d->ledger.on_drop_ctx = d;
+	if(gauges__init(&d->gauges, &d->cfg.policies)){
+		snprintf(err, errlen, "out of memory");
+		return ENOMEM;
+	}
+	d->ledger.book = d->outbox.book = d->delayed.book = &d->gauges;
+	struct state_view view = {
+		.ledger = &d->ledger,
+		.outbox = &d->outbox,
+		.delayed = &d->delayed,
+		.holds = &d->holds,
+		.unsaved = &d->unsaved.list,
+		.next_seq = &d->next_seq,
+		.policies = &d->cfg.policies,
+		.nack_window_ms = d->cfg.nack_window_ms,
+		.record_new = engine__record_new_fn(d),
+	};
+	struct persist_options po = {
+		.state_file = d->cfg.state_file,
+		.save_interval_ms = d->cfg.state_save_interval_ms,
+		.save_on_change = d->cfg.state_save_on_change,
+		.changes = &d->changes,
+		.totals = &d->counters,
+	};
+	int rc = persist__restore(&d->persist, &po, &view, err, errlen);
+	if(rc) return rc;
+	if(d->cfg.state_file) engine__settle_restored_copies(d);
+	rc = persist__start(&d->persist, err, errlen);
+	if(rc) return rc;
+	d->store = persist__port(&d->persist);
+	index_restored(d);
+	engine__settle_restored_holds(d);
+	return 0;
+}
+
+void dlq__cleanup(struct dlq *d)
+{
+	/* Publishing now would be in vain: Mosquitto 2.0 closes its message
+	 * store before it unloads plugins, and never again processes what a
+	 * plugin queues (src/mosquitto.c). So what is owed is saved, or, with
+	 * no state file, reported. */
+	/* What the broker took is in the database it saved before it unloads
+	 * plugins (src/mosquitto.c): the final snapshot need not keep it. */
+	unsaved__cleanup(&d->unsaved);
+	size_t owed = persist__close(&d->persist);
+	if(owed){
+		port__log(DLQ_LOG_ERR, "%zu retry copies or dead letters the broker had not accepted are lost at shutdown", owed);
+	}
+	schedule__cleanup(&d->delayed);
+	outbox__cleanup(&d->outbox);
+	redelivery__cleanup(&d->redelivery, &d->ledger);
+	holds__cleanup(&d->holds);
+	ledger__cleanup(&d->ledger);
+	gauges__cleanup(&d->gauges);
+	free(d->policy_counters);
+	d->policy_counters = NULL;
+	nonack__free(&d->nonack);
+	deadsubs__free(&d->deadsubs);
+	sessions__cleanup(&d->sessions);
+	match_cache__cleanup(&d->matches);
+	for(size_t i = 0; i < d->retired_count; i++){
+		policy__table_free(&d->retired[i]);
+	}
+	free(d->retired);
+	d->retired = NULL;
+	d->retired_count = 0;
+	config__free(&d->cfg);
+}

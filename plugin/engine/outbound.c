@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The engine's outbound path (see outbound.h), beneath every event handler:
+ * what the engine hands to the broker and keeps until the broker took it.
+ * A retry copy or dead letter is sent here; a copy that cannot reach its
+ * client becomes its dead letter here, which is sent here in turn: the
+ * recursion send -> unreachable -> dead letter -> send stays in this file.
+ * The memory bound is held here too (room made in the ledger, what is owed
+ * kept within it). Nothing here calls an event handler; every outbound
+ * effect goes through util/port.h, every change through the store port.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/outbound.h"
+#include "model/envelope.h"
+#include "util/errtext.h"
+#include "util/headers.h"
+#include "util/port.h"
+
+/* At most one "evicting" warning per this many milliseconds. */
+#define EVICT_LOG_INTERVAL_MS 60000
+
+static const char *kind_text(const struct dlq_envelope *e)
+{
+	return e->kind == DLQ_ENV_DEAD_LETTER ? "dead letter" : "retry copy";
+}
+
+/* Makes room for bytes more in the ledger, oldest records first, without
+ * touching what is owed. */
+void engine__make_room(struct dlq *d, size_t bytes)
+{
+	uint64_t max = d->cfg.max_pending_bytes;
+	uint64_t owed = dlq__owed_bytes(d);
+	if(d->ledger.bytes + owed + bytes <= max) return;
+
+	uint64_t target = 0;
+	if(max > owed + bytes) target = max - owed - bytes;
+	size_t n = ledger__evict_to(&d->ledger, target);
+	uint64_t now = port__now_ms();
+	if(n && (d->last_evict_log_ms == 0 || now - d->last_evict_log_ms >= EVICT_LOG_INTERVAL_MS)){
+		d->last_evict_log_ms = now;
+		port__log(DLQ_LOG_WARNING, "max_pending_bytes (%" PRIu64 ") reached: evicting the oldest NACKable "
+				"deliveries before their nack_window ends (%" PRIu64 " evicted so far)",
+				max, d->counters.evicted);
+	}
+}
+
+/* Records a delivery in the ledger if it fits. Takes r either way. */
+int engine__remember(struct dlq *d, struct dlq_record *r)
+{
+	size_t bytes = record__bytes(r);
+	if(dlq__owed_bytes(d) + bytes > d->cfg.max_pending_bytes){
+		record__free(r);
+		return ENOSPC;
+	}
+	engine__make_room(d, bytes);
+	return ledger__insert(&d->ledger, r);
+}
+
+int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct dlq_sub_match *m)
+{
+	memset(m, 0, sizeof(*m));
+	int qos = envelope__qos(e);
+	if(e->kind != DLQ_ENV_RETRY_COPY || e->target_client == NULL) return qos;
+	/* The broker drops a publish for a client id it has no session for,
+	 * silently (src/loop.c, queue_plugin_msgs). */
+	if(d->cfg.broker_has_session && !d->cfg.broker_has_session(d->cfg.broker_ctx, e->target_client)){
+		return ENGINE_COPY_NO_SESSION;
+	}
+	if(sessions__match(&d->sessions, e->target_client, e->topic, m)){
+		/* MQTT 5 (3.8.4): the lower of the message's QoS and the granted
+		 * QoS; one message for overlapping subscriptions takes the
+		 * highest granted and carries every identifier. */
+		if(m->qos < qos) qos = m->qos;
+		/* The broker keeps no QoS 0 message for an offline session
+		 * (src/database.c, db__message_insert_outgoing; unless
+		 * queue_qos0_messages): neither would it keep this copy. */
+		if(qos == 0 && !d->cfg.queue_qos0_messages && sessions__offline_known(&d->sessions, e->target_client)){
+			return ENGINE_COPY_QOS0_OFFLINE;
+		}
+		return qos;
+	}
+	/* Nothing known of the subscription (2.0; a session restored after a
+	 * restart that did not subscribe again): a copy that is to wait for a
+	 * persistent session goes out at QoS 1, or the broker would drop it
+	 * while the session is offline and when it reconnects. */
+	if(e->target_persists && qos < 1) qos = 1;
+	return qos;
+}
+
+static int add_sub_ids(struct dlq_headers *h, const struct dlq_sub_match *m)
+{
+	for(size_t i = 0; i < m->id_count; i++){
+		uint8_t v[4] = { (uint8_t)(m->ids[i] >> 24), (uint8_t)(m->ids[i] >> 16), (uint8_t)(m->ids[i] >> 8),
+				(uint8_t)m->ids[i] };
+		if(headers__add(h, DLQ_HDR_SUBSCRIPTION_ID, v, sizeof(v), NULL, 0)) return ENOMEM;
+	}
+	return 0;
+}
+
+/* The record that makes a retry copy NACKable once the broker accepts it,
+ * allocated before the copy is handed over: a copy must not go out that
+ * could not be NACKed for want of memory. NULL when out of memory. */
+static struct dlq_record *copy_record_new(const struct dlq_envelope *e, uint8_t qos)
+{
+	struct dlq_record *copy = record__new(&e->id, &e->origin_id, e->topic, e->origin_topic,
+			e->payload, e->payload_len, e->headers, e->headers_len, e->policy,
+			(uint16_t)(e->retry_count + 1), qos, port__now_ms());
+	if(copy) record__set_first_nack_ms(copy, e->first_nack_ms);
+	return copy;
+}
+
+void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy)
+{
+	if(holds__add(&d->holds, copy, e->target_client)){
+		port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " is lost if that client "
+				"leaves before it is delivered", Q(e->topic), Q(e->target_client));
+		return;
+	}
+	store_port__hold(&d->store, copy, e->target_client);
+}
+
+/* A retry copy the broker has accepted becomes NACKable in turn. Its
+ * record is made now, not at the NACK, so that a delay does not eat its
+ * NACK window. Takes copy. */
+static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record *copy)
+{
+	e->recorded = true;
+	copy->created_ms = port__now_ms();
+	if(engine__remember(d, copy)){
+		port__log(DLQ_LOG_WARNING, "retry copy on " QFMT " does not fit max_pending_bytes: it is sent, "
+				"but it cannot be NACKed", Q(e->topic));
+		return;
+	}
+	store_port__record(&d->store, copy);
+	if(e->target_client && !e->target_persists) engine__hold(d, e, copy);
+	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF
+			&& redelivery__note_copy(&d->redelivery, &d->ledger, copy, e->target_client)){
+		port__log(DLQ_LOG_ERR, "out of memory: redeliveries of the retry copy on " QFMT " are not counted", Q(e->topic));
+	}
+}
+
+void engine__send(struct dlq *d, struct dlq_envelope *e)
+{
+	struct dlq_envelope_props props;
+	struct dlq_headers h = {0};
+	struct dlq_record *copy = NULL;
+	struct dlq_sub_match m;
+	int rc = 0;
+	int qos = engine__copy_qos(d, e, &m);
+	if(qos < 0){
+		engine__copy_unreachable(d, e, qos);
+		return;
+	}
+	if(e->kind == DLQ_ENV_RETRY_COPY && !e->recorded && e->policy){
+		copy = copy_record_new(e, (uint8_t)qos);
+		if(copy == NULL) rc = ENOMEM;
+	}
+	if(rc == 0){
+		/* The plugin's properties go to the port as strings, after the
+		 * original's encoded headers: no encoded copy of them is made,
+		 * except to add the subscription identifiers of a targeted copy
+		 * (2.1, engine__copy_qos). */
+		const uint8_t *hdr = e->headers;
+		size_t hdr_len = e->headers_len;
+		if(m.id_count){
+			rc = headers__append_raw(&h, e->headers, e->headers_len);
+			if(rc == 0) rc = add_sub_ids(&h, &m);
+			hdr = h.data;
+			hdr_len = h.len;
+		}
+		envelope__props(e, &props);
+		if(rc == 0){
+			rc = port__publish_with(e->target_client, e->topic, (uint8_t)qos, false,
+					e->payload, e->payload_len, hdr, hdr_len, props.items, props.count);
+		}
+		headers__free(&h);
+	}
+	d->changes++;
+
+	if(rc == 0){
+		/* What the broker took: a session that goes offline keeps it
+		 * only at QoS 1 or 2 (dlq__client_offline). */
+		if(e->kind == DLQ_ENV_RETRY_COPY) e->qos = (uint8_t)qos;
+		if(e->kind == DLQ_ENV_DEAD_LETTER){
+			COUNT(d, e->policy, dead_letters, 1);
+			port__log_dead_letter(e->origin_topic, props.origin_id, e->topic, (unsigned)e->retry_count, e->reason);
+		}else{
+			COUNT(d, e->policy, retry_copies, 1);
+			if(copy) record_copy(d, e, copy);
+			else e->recorded = true;
+		}
+		outbox__push(&d->outbox, &d->outbox.sent, e);
+		return;
+	}
+
+	record__free(copy);
+	COUNT(d, e->policy, publish_failures, 1);
+	if(e->failures++ == 0){
+		port__log(DLQ_LOG_ERR, "failed to publish %s to " QFMT ": %s; kept, retrying every tick",
+				kind_text(e), Q(e->topic), strerror(rc));
+	}
+	outbox__push(&d->outbox, &d->outbox.owed, e);
+}
+
+int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
+		unsigned delivered, bool bounded)
+{
+	struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
+	if(e == NULL || (bounded && !engine__fits_owed(d, e))){
+		int rc = e ? ENOSPC : ENOMEM;
+		envelope__free(e);
+		return rc;
+	}
+	e->seq = d->next_seq++;
+	e->retry_count = (uint16_t)delivered;
+	store_port__add(&d->store, e, false);
+	engine__send(d, e);
+	return 0;
+}
+
+/* The dead letter for copy e, sent; NULL if it could not be made (then e
+ * stays where it is, and the caller must leave it there). */
+bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, const char *reason)
+{
+	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
+	if(dl == NULL){
+		port__log(DLQ_LOG_ERR, "out of memory: retry copy for " QFMT " on " QFMT " may be lost with its session",
+				Q(e->target_client), Q(e->topic));
+		return false;
+	}
+	dl->seq = d->next_seq++;
+	store_port__add(&d->store, dl, true);
+	store_port__remove(&d->store, e->seq);
+	engine__send(d, dl);
+	return true;
+}
+
+void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why)
+{
+	char reason[512];
+	if(why == ENGINE_COPY_NO_SESSION){
+		snprintf(reason, sizeof(reason), "subscriber " QFMT " has no session at the broker when its retry copy is "
+				"due (it left without one, or the broker restarted without it)", Q(e->target_client));
+	}else{
+		snprintf(reason, sizeof(reason), "subscriber " QFMT " is offline and its subscription to " QFMT " is QoS 0: "
+				"the broker keeps no QoS 0 message for an offline session", Q(e->target_client), Q(e->topic));
+	}
+	if(engine__divert_copy(d, e, reason)){
+		envelope__free(e);
+	}else{
+		outbox__push(&d->outbox, &d->outbox.owed, e);
+	}
+}
+/* Dead-letters a message redelivered once too often to client, as a NACK
+ * at its last allowed attempt would. Returns whether the dead letter was
+ * made (if not, the message must stay in the session). */
+bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char *client, unsigned delivered)
+{
+	char reason[512];
+	snprintf(reason, sizeof(reason), "delivered %u times to " QFMT " without acknowledgement (max_attempts %u): "
+			"removed from its session", delivered, Q(client), (unsigned)r->policy->max_attempts);
+	int rc = engine__dead_letter_of(d, r, client, reason, delivered, true);
+	if(rc){
+		port__log(DLQ_LOG_ERR, "message on " QFMT " delivered %u times to " QFMT " is redelivered once more: "
+				"its dead letter %s", Q(record__topic(r)), delivered, Q(client),
+				rc == ENOSPC ? "does not fit max_pending_bytes" : "could not be made (out of memory)");
+		return false;
+	}
+	COUNT(d, r->policy, diverted, 1);
+	return true;
+}
+

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The engine's outbound path (outbound.c): handing retry copies and dead
+ * letters to the broker, the dead letter of a record, a copy that cannot
+ * reach its client, the QoS a copy goes out with, and the memory bound.
+ * Every event handler (tracking, NACKs, ticks, clients leaving, sessions,
+ * exact counting) calls down into it; it calls none of them.
+ */
+#ifndef DLQ_OUTBOUND_H
+#define DLQ_OUTBOUND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/engine.h"
+#include "model/envelope.h"
+
+/* Makes room for bytes more in the ledger, oldest records first, without
+ * touching what is owed. */
+void engine__make_room(struct dlq *d, size_t bytes);
+
+/* Records r in the ledger if it fits the memory bound (making room,
+ * oldest first). Takes r either way. Returns 0, ENOSPC (it does not fit
+ * beside what is owed: freed) or an error of ledger__insert. */
+int engine__remember(struct dlq *d, struct dlq_record *r);
+
+/* Hands e to the broker. Accepted: e waits in "sent" until the broker has
+ * taken it. Refused (or no memory for a copy's record): e waits in "owed".
+ * Takes e either way. */
+void engine__send(struct dlq *d, struct dlq_envelope *e);
+
+/* Makes and sends the dead letter of r for client after `delivered`
+ * deliveries: 0, ENOSPC (what is owed would pass max_pending_bytes; only
+ * checked when bounded) or ENOMEM; on failure nothing was published or
+ * recorded. */
+int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
+		unsigned delivered, bool bounded);
+
+/* The copy record for a targeted copy e (for a client whose session does
+ * not persist) is now in the ledger: held for that client (holds.h). */
+void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy);
+
+/* Dead-letters the message of r, delivered `delivered` times to client
+ * without acknowledgement, as a NACK at its last allowed attempt would.
+ * Returns whether the dead letter was made (if not, the message must stay
+ * in the session). */
+bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char *client, unsigned delivered);
+
+/* Replaces the retry copy e (for one client) by its dead letter with
+ * reason, noted and sent. Returns false, with nothing changed, when the
+ * dead letter could not be made; e itself is the caller's either way. */
+bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, const char *reason);
+
+/* Why a targeted copy cannot reach its client (engine__copy_qos). */
+#define ENGINE_COPY_QOS0_OFFLINE (-1) /* a QoS 0 subscription of an offline session */
+#define ENGINE_COPY_NO_SESSION (-2)   /* the broker (2.1) has no session for the client */
+
+/* The QoS targeted retry copy e goes out with (dead letters and ordinary
+ * copies: their own), filling *m with what the target's subscriptions say
+ * (m->id_count 0 when nothing is known); or a negative ENGINE_COPY_* when
+ * the copy cannot reach its client.  */
+int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct dlq_sub_match *m);
+
+/* Replaces copy e, which cannot reach its client for reason why (a
+ * negative ENGINE_COPY_*), with its dead letter. Takes e (kept in "owed"
+ * if the dead letter cannot be made). */
+void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why);
+
+#endif

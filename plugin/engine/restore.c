@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * What the engine does with the envelopes restored from the state file at
+ * startup, before the state file saves them again (dlq__init): a retry
+ * copy for one client that can no longer reach it is dead-lettered, or
+ * waits in "owed" for the first tick.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine/engine.h"
+#include "model/envelope.h"
+#include "util/errtext.h"
+#include "util/port.h"
+
+/* A restored retry copy for one client can only reach it if its session
+ * survived the restart; otherwise the broker would drop it silently. 2.1
+ * says which sessions it restored (the broker reads its database before it
+ * loads plugins): a copy for one of them waits for it, whatever was
+ * thought of the session when it NACKed; one for another client, with
+ * broker persistence, waits too, and is dead-lettered when it falls due if
+ * the broker has no session for the client by then (engine__copy_qos). */
+static bool unreachable(const struct dlq *d, struct dlq_envelope *e)
+{
+	if(e->kind != DLQ_ENV_RETRY_COPY || e->target_client == NULL) return false;
+	if(d->cfg.broker_has_session){
+		if(d->cfg.broker_has_session(d->cfg.broker_ctx, e->target_client)){
+			e->target_persists = true;
+			return false;
+		}
+		return !d->cfg.broker_persistence;
+	}
+	return !(d->cfg.broker_persistence && e->target_persists);
+}
+
+void engine__settle_restored_copies(struct dlq *d)
+{
+	char reason[512];
+
+	/* Delayed ones that cannot be delivered need not wait: to owed. */
+	size_t n = 0;
+	for(size_t i = 0; i < d->delayed.count; i++){
+		if(unreachable(d, d->delayed.heap[i])) n++;
+	}
+	struct dlq_envelope **found = n ? malloc(n * sizeof(*found)) : NULL;
+	if(found){
+		n = 0;
+		for(size_t i = 0; i < d->delayed.count; i++){
+			if(unreachable(d, d->delayed.heap[i])) found[n++] = d->delayed.heap[i];
+		}
+		for(size_t i = 0; i < n; i++){
+			schedule__remove(&d->delayed, found[i]);
+			found[i]->due_ms = 0;
+			outbox__push(&d->outbox, &d->outbox.owed, found[i]);
+		}
+		free(found);
+	}
+
+	struct dlq_envelope *e = d->outbox.owed.head;
+	while(e){
+		struct dlq_envelope *next = e->next;
+		if(unreachable(d, e)){
+			snprintf(reason, sizeof(reason), d->cfg.broker_persistence
+					? "the broker restarted and subscriber " QFMT " had no session that survives it"
+					: "the broker restarted without persistence, so subscriber " QFMT " has no session to receive its retry copy",
+					Q(e->target_client));
+			struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
+			if(dl){
+				dl->seq = d->next_seq++;
+				outbox__unlink(&d->outbox, &d->outbox.owed, e);
+				envelope__free(e);
+				outbox__push(&d->outbox, &d->outbox.owed, dl);
+			}
+		}
+		e = next;
+	}
+}

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Tracking (see dlq.h): an inbound publish that matched a policy is
+ * recorded in the ledger and gets its dlq-id; and the per-delivery checks
+ * of redelivery tracking (READ access checks, connections seen and ended).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/dlq.h"
+#include "engine/outbound.h"
+#include "util/errtext.h"
+#include "util/port.h"
+
+int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic,
+		const void *payload, uint32_t payload_len, uint8_t qos,
+		const uint8_t *headers, size_t headers_len, char id_out[DLQ_ID_LEN + 1])
+{
+	struct dlq_id id;
+
+	d->tick_quiet = false;
+	if(payload_len > d->cfg.max_pending_bytes){
+		COUNT(d, policy, untracked_full, 1);
+		return ENOSPC;
+	}
+	int rc = idgen__next(&d->idgen, &id);
+	if(rc){
+		port__log(DLQ_LOG_ERR, "random source failed (%s): message on " QFMT " not tracked", strerror(rc), Q(topic));
+		return rc;
+	}
+	struct dlq_record *r = engine__record_new_fn(d)(&id, NULL,
+			topic, NULL, payload, payload_len, headers, headers_len, policy, 1, qos, port__now_ms());
+	if(r == NULL){
+		port__log(DLQ_LOG_ERR, "out of memory: message on " QFMT " not tracked", Q(topic));
+		return ENOMEM;
+	}
+	rc = engine__remember(d, r);
+	if(rc == ENOSPC){
+		COUNT(d, policy, untracked_full, 1);
+		return rc;
+	}
+	if(rc) return rc;
+	store_port__record(&d->store, r);
+	/* The payload is the broker's stored message: 2.0's READ checks carry
+	 * it (2.1's carry the dlq-id instead). */
+	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF && !d->cfg.exact_counting){
+		redelivery__bind_payload(&d->redelivery, r, payload);
+	}
+	id__encode(&id, id_out);
+	COUNT(d, policy, tracked, 1);
+	return 0;
+}
+
+void dlq__client_active(struct dlq *d, const char *client, uintptr_t conn)
+{
+	redelivery__connected(&d->redelivery, client, conn);
+}
+
+void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn)
+{
+	redelivery__disconnected(&d->redelivery, client, conn);
+}
+
+bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
+{
+	struct dlq_read_verdict v;
+	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF) return false;
+	d->tick_quiet = false; /* it may queue a kick */
+	if(d->cfg.exact_counting) return engine__read_check_exact(d, c);
+	if(redelivery__read_check(&d->redelivery, &d->ledger, c, &v)){
+		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(c->topic), Q(c->client));
+		return false;
+	}
+	struct dlq_delivery *dv = v.delivery;
+	if(dv == NULL) return false;
+	/* Another copy (an overlapping subscription) of a message just removed
+	 * from this session goes too: its dead letter is made. */
+	if(dv->diverted) return v.in_burst;
+	if(!v.redelivery) return false;
+
+	const struct dlq_policy *p = dv->record->policy;
+	unsigned delivered = record__attempt(dv->record) + dv->redeliveries;
+	if(delivered < p->max_attempts || !engine__divert_redelivered(d, dv->record, c->client, delivered)){
+		dv->redeliveries++;
+		COUNT(d, p, redeliveries, 1);
+		return false;
+	}
+	dv->diverted = true;
+	if(v.first_in_burst && redelivery__queue_kick(&d->redelivery, dv->client, c->conn)){
+		port__log(DLQ_LOG_ERR, "out of memory: " QFMT " may receive nothing more until it reconnects", Q(c->client));
+	}
+	return true;
+}

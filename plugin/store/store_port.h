@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The store port: how the engine tells durable storage what changed, as
+ * util/port.h is how it tells the broker. Set once at startup (dlq__init:
+ * persist.c's journal when plugin_opt_state_save_on_change asks for one;
+ * nothing otherwise, and then no note costs more than a test); a test can
+ * set a port of its own. The engine never calls the state file's functions
+ * for a change, and the state file never reads the engine: what it saves
+ * whole it sees through a view (state.h, struct state_view).
+ */
+#ifndef DLQ_STORE_PORT_H
+#define DLQ_STORE_PORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct dlq_envelope;
+struct dlq_record;
+
+struct dlq_store_ops {
+	/* The engine took on e (it is owed until the broker takes it). sync:
+	 * make it durable now; otherwise the next synced note does. */
+	void (*note_add)(void *ctx, const struct dlq_envelope *e, bool sync);
+	/* A delivery became NACKable (an inbound publish was tracked, or a
+	 * retry copy was published). Durable at once: the broker acknowledges
+	 * the publish after. */
+	void (*note_record)(void *ctx, const struct dlq_record *r);
+	/* client NACKed r: the last note of an accepted NACK, durable at once,
+	 * so that the NACK and its envelope are before the broker
+	 * acknowledges it. */
+	void (*note_nacker)(void *ctx, const struct dlq_record *r, const char *client);
+	/* The retry copy r was taken by the broker for client, whose session
+	 * does not persist, and is held for it (holds.h). Not synced. */
+	void (*note_hold)(void *ctx, const struct dlq_record *r, const char *client);
+	/* The broker took the envelope with seq (or it was replaced). */
+	void (*note_remove)(void *ctx, uint64_t seq);
+};
+
+/* A port: ops NULL when nothing is stored. */
+struct dlq_store_port {
+	const struct dlq_store_ops *ops; /* borrowed, static */
+	void *ctx;                       /* borrowed: the store's own state */
+};
+
+static inline bool store_port__on(const struct dlq_store_port *s){ return s->ops != NULL; }
+
+static inline void store_port__add(const struct dlq_store_port *s, const struct dlq_envelope *e, bool sync)
+{
+	if(s->ops) s->ops->note_add(s->ctx, e, sync);
+}
+static inline void store_port__record(const struct dlq_store_port *s, const struct dlq_record *r)
+{
+	if(s->ops) s->ops->note_record(s->ctx, r);
+}
+static inline void store_port__nacker(const struct dlq_store_port *s, const struct dlq_record *r, const char *client)
+{
+	if(s->ops) s->ops->note_nacker(s->ctx, r, client);
+}
+static inline void store_port__hold(const struct dlq_store_port *s, const struct dlq_record *r, const char *client)
+{
+	if(s->ops) s->ops->note_hold(s->ctx, r, client);
+}
+static inline void store_port__remove(const struct dlq_store_port *s, uint64_t seq)
+{
+	if(s->ops) s->ops->note_remove(s->ctx, seq);
+}
+
+#endif
