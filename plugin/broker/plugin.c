@@ -192,33 +192,47 @@ DLQ_EXPORT int mosquitto_plugin_version(int supported_version_count, const int *
 	return -1;
 }
 
-DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **userdata,
-		struct mosquitto_opt *options, int option_count)
+/* The options, copied (kept for reloads) and parsed into *cfg, and the
+ * instance's struct, in *out. Returns MOSQ_ERR_SUCCESS, or a MOSQ_ERR_*
+ * with the reason logged and nothing left to free. */
+static int load_options(mosquitto_plugin_id_t *identifier, struct mosquitto_opt *options, int option_count,
+		struct dlq_plugin **out, struct dlq_config *cfg)
 {
 	char err[1024] = "";
-	struct dlq_config cfg;
-	struct dlq_option *opts = NULL;
-	struct dlq_plugin *pl = NULL;
-
 	size_t count = option_count > 0 ? (size_t)option_count : 0;
-	opts = copy_options(options, option_count);
+	struct dlq_option *opts = copy_options(options, option_count);
 	if(opts == NULL && count) goto nomem;
-	int rc = config__parse(opts, count, &cfg, err, sizeof(err));
+	int rc = config__parse(opts, count, cfg, err, sizeof(err));
 	if(rc){
 		free_options(opts, count);
 		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
 		return rc == ENOMEM ? MOSQ_ERR_NOMEM : MOSQ_ERR_INVAL;
 	}
-	pl = calloc(1, sizeof(*pl));
+	struct dlq_plugin *pl = calloc(1, sizeof(*pl));
 	if(pl == NULL){
-		config__free(&cfg);
+		config__free(cfg);
 		free_options(opts, count);
 		goto nomem;
 	}
 	pl->identifier = identifier;
 	pl->options = opts;
 	pl->option_count = count;
-	rc = broker_caps__probe(&pl->caps, identifier, err, sizeof(err));
+	*out = pl;
+	return MOSQ_ERR_SUCCESS;
+
+nomem:
+	port__log(DLQ_LOG_ERR, "out of memory while loading");
+	return MOSQ_ERR_NOMEM;
+}
+
+/* What the running broker offers (broker_caps.h), found once and logged.
+ * Returns 0 or an errno, with the reason logged. */
+static int probe_broker(struct dlq_plugin *pl)
+{
+	char err[1024] = "";
+	int rc;
+
+	rc = broker_caps__probe(&pl->caps, pl->identifier, err, sizeof(err));
 	if(rc){
 		/* Without the read functions, every copy and dead letter would
 		 * lose its publisher's properties (correlation data, response
@@ -226,14 +240,23 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		 * the plugin's contract, so it does not start (README, "Supported
 		 * brokers"). */
 		port__log(DLQ_LOG_ERR, "could not start: %s", err);
-		goto refuse_config;
+		return rc;
 	}
 	char caps_line[512];
 	broker_caps__describe(&pl->caps, caps_line, sizeof(caps_line));
 	port__log(DLQ_LOG_NOTICE, "%s", caps_line);
 	if(pl->caps.set_info){
-		pl->caps.set_info(identifier, "mosquitto-dlq", DLQ_VERSION);
+		pl->caps.set_info(pl->identifier, "mosquitto-dlq", DLQ_VERSION);
 	}
+	return 0;
+}
+
+/* The broker's own configuration (brokerconf.h) against the plugin's:
+ * refused where they cannot work together; the broker facts the engine
+ * needs put in cfg; warnings logged. Returns 0 or an errno, logged. */
+static int check_broker_config(struct dlq_plugin *pl, struct dlq_config *cfg)
+{
+	char err[1024] = "";
 
 	struct broker_facts facts;
 	brokerconf__read(&facts);
@@ -243,49 +266,46 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		port__log(DLQ_LOG_ERR, "configuration refused: per_listener_settings true (in %s) is not supported on "
 				"Mosquitto 2.0: the broker then sends plugins no TICK events, so retry delays, NACK windows, "
 				"state saving and retries of failed publishes could not work", facts.path);
-		rc = EINVAL;
-		goto refuse_config;
+		return EINVAL;
 	}
 	char warn[1024];
 	int self = brokerconf__plugin_index(&facts, self_path());
 	if(pl->caps.line == BROKER_LINE_21){
-		if(cfg.redelivery != DLQ_REDELIVERY_OFF) brokerconf__check_redelivery_v21(&facts, self, warn, sizeof(warn));
+		if(cfg->redelivery != DLQ_REDELIVERY_OFF) brokerconf__check_redelivery_v21(&facts, self, warn, sizeof(warn));
 		else warn[0] = '\0';
-	}else if(brokerconf__check_redelivery(cfg.redelivery, &facts, self, err, sizeof(err), warn, sizeof(warn))){
+	}else if(brokerconf__check_redelivery(cfg->redelivery, &facts, self, err, sizeof(err), warn, sizeof(warn))){
 		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
-		rc = EINVAL;
-		goto refuse_config;
+		return EINVAL;
 	}
 	if(warn[0]) port__log(DLQ_LOG_WARNING, "%s", warn);
-	if(pl->caps.line == BROKER_LINE_21 && cfg.v5_sessions_persist){
+	if(pl->caps.line == BROKER_LINE_21 && cfg->v5_sessions_persist){
 		port__log(DLQ_LOG_NOTICE, "plugin_opt_v5_sessions_persist is not needed on Mosquitto 2.1 and is not used: "
 				"the broker says at the end of each connection whether its session lasts");
 	}
-	cfg.broker_persistence = facts.persistence;
-	cfg.queue_qos0_messages = facts.queue_qos0_messages;
+	cfg->broker_persistence = facts.persistence;
+	cfg->queue_qos0_messages = facts.queue_qos0_messages;
 	if(pl->caps.client_by_id){
-		cfg.broker_has_session = adapter__broker_has_session;
-		cfg.broker_ctx = &pl->caps;
+		cfg->broker_has_session = adapter__broker_has_session;
+		cfg->broker_ctx = &pl->caps;
 	}
-	cfg.per_listener_settings = no_tick;
-	if(cfg.state_file && cfg.state_save_on_change && facts.persistence){
+	cfg->per_listener_settings = no_tick;
+	if(cfg->state_file && cfg->state_save_on_change && facts.persistence){
 		char db[8192];
 		if(facts.autosave_interval == 0){
 			port__log(DLQ_LOG_WARNING, "plugin_opt_state_save_on_change is set but the broker's autosave_interval is 0 "
 					"(in %s): it saves its database only at shutdown, so a SIGKILL loses every retry copy and dead "
 					"letter it had taken and not yet delivered", facts.path);
 		}else if(brokerconf__db_path(&facts, db, sizeof(db))){
-			cfg.broker_db_path = strdup(db);
-			if(cfg.broker_db_path == NULL){
+			cfg->broker_db_path = strdup(db);
+			if(cfg->broker_db_path == NULL){
 				port__log(DLQ_LOG_ERR, "could not start: out of memory");
-				rc = ENOMEM;
-				goto refuse_config;
+				return ENOMEM;
 			}
 			port__log(DLQ_LOG_NOTICE, "retry copies and dead letters the broker takes are kept in the state file "
 					"until the broker saves its database %s (autosave_interval %ld)", db, facts.autosave_interval);
 		}
 	}
-	if(cfg.state_file && !facts.persistence){
+	if(cfg->state_file && !facts.persistence){
 		port__log(DLQ_LOG_WARNING, "plugin_opt_state_file is set but the broker runs without persistence%s%s: "
 				"retry copies for one subscriber cannot outlive a restart and are dead-lettered then",
 				facts.known ? " in " : "", facts.known ? facts.path : "");
@@ -294,53 +314,79 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 		port__log(DLQ_LOG_WARNING, "this broker does not export mosquitto_acl_check: NACKs are not checked against "
 				"read access, so a client that is given another's dlq-id can NACK it and receive its retry copy");
 	}
+	cfg->exact_counting = can_count_sends(&pl->caps);
+	return 0;
+}
 
-	size_t policy_count = cfg.policies.count;
-	enum dlq_redelivery_mode mode = cfg.redelivery;
-	uint64_t window = cfg.nack_window_ms;
-	uint64_t bound = cfg.max_pending_bytes;
-	cfg.exact_counting = can_count_sends(&pl->caps);
-	rc = dlq__init(&pl->engine, &cfg, err, sizeof(err));
-	if(rc){
-		port__log(DLQ_LOG_ERR, "could not start: %s", err);
-		dlq__cleanup(&pl->engine);
-		goto refuse;
-	}
-
+/* The callbacks the instance wants, from the one table. Returns
+ * MOSQ_ERR_SUCCESS, or the broker's error with none left registered. */
+static int register_callbacks(struct dlq_plugin *pl)
+{
 	for(size_t i = 0; i < CALLBACK_COUNT; i++){
 		if(!wanted(pl, i)) continue;
-		rc = mosquitto_callback_register(identifier, callbacks[i].event, callback_for(pl, i), callbacks[i].topic, pl);
+		int rc = mosquitto_callback_register(pl->identifier, callbacks[i].event, callback_for(pl, i),
+				callbacks[i].topic, pl);
 		if(rc != MOSQ_ERR_SUCCESS){
 			port__log(DLQ_LOG_ERR, "could not register callback %zu (event %d%s%s): %s", i, callbacks[i].event,
 					callbacks[i].topic ? ", " : "", callbacks[i].topic ? callbacks[i].topic : "",
 					register_error(rc));
 			unregister_first(pl, i);
-			dlq__cleanup(&pl->engine);
-			packet_limits__cleanup(&pl->limits);
-			broker_caps__cleanup(&pl->caps);
-			free_options(pl->options, pl->option_count);
-			free(pl);
 			return rc;
 		}
 	}
-	*userdata = pl;
-	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
-			"max_pending_bytes %" PRIu64, DLQ_VERSION, policy_count, window, bound);
-	log_access_mode(mode, pl->caps.line);
-	log_counting(pl);
 	return MOSQ_ERR_SUCCESS;
+}
 
-refuse_config:
-	config__free(&cfg);
-refuse:
+/* Frees the instance but its engine (dlq__cleanup, where it started). */
+static void plugin_free(struct dlq_plugin *pl)
+{
+	systopics__cleanup(&pl->sys);
+	packet_limits__cleanup(&pl->limits);
 	broker_caps__cleanup(&pl->caps);
 	free_options(pl->options, pl->option_count);
 	free(pl);
-	return rc == ENOMEM ? MOSQ_ERR_NOMEM : rc == EINVAL ? MOSQ_ERR_INVAL : MOSQ_ERR_UNKNOWN;
+}
 
-nomem:
-	port__log(DLQ_LOG_ERR, "out of memory while loading");
-	return MOSQ_ERR_NOMEM;
+static int mosq_error(int rc)
+{
+	return rc == ENOMEM ? MOSQ_ERR_NOMEM : rc == EINVAL ? MOSQ_ERR_INVAL : MOSQ_ERR_UNKNOWN;
+}
+
+/* Parse the options, probe the broker, check its configuration, start the
+ * engine, register. */
+DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **userdata,
+		struct mosquitto_opt *options, int option_count)
+{
+	char err[1024] = "";
+	struct dlq_config cfg;
+	struct dlq_plugin *pl = NULL;
+
+	int rc = load_options(identifier, options, option_count, &pl, &cfg);
+	if(rc != MOSQ_ERR_SUCCESS) return rc;
+	rc = probe_broker(pl);
+	if(rc == 0) rc = check_broker_config(pl, &cfg);
+	if(rc == 0 && (rc = dlq__init(&pl->engine, &cfg, err, sizeof(err))) != 0){
+		port__log(DLQ_LOG_ERR, "could not start: %s", err);
+		dlq__cleanup(&pl->engine);
+	}
+	config__free(&cfg); /* dlq__init took it, if it ran: then empty */
+	if(rc){
+		plugin_free(pl);
+		return mosq_error(rc);
+	}
+	rc = register_callbacks(pl);
+	if(rc != MOSQ_ERR_SUCCESS){
+		dlq__cleanup(&pl->engine);
+		plugin_free(pl);
+		return rc;
+	}
+	*userdata = pl;
+	const struct dlq_config *c = &pl->engine.cfg;
+	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
+			"max_pending_bytes %" PRIu64, DLQ_VERSION, c->policies.count, c->nack_window_ms, c->max_pending_bytes);
+	log_access_mode(c->redelivery, pl->caps.line);
+	log_counting(pl);
+	return MOSQ_ERR_SUCCESS;
 }
 
 DLQ_EXPORT int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *options, int option_count)
@@ -352,10 +398,6 @@ DLQ_EXPORT int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *op
 	if(pl == NULL) return MOSQ_ERR_SUCCESS;
 	unregister_first(pl, CALLBACK_COUNT);
 	dlq__cleanup(&pl->engine);
-	systopics__cleanup(&pl->sys);
-	packet_limits__cleanup(&pl->limits);
-	broker_caps__cleanup(&pl->caps);
-	free_options(pl->options, pl->option_count);
-	free(pl);
+	plugin_free(pl);
 	return MOSQ_ERR_SUCCESS;
 }
