@@ -31,6 +31,7 @@
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
 #include "store/state.h"
+#include "test_util.h"
 
 /* ---- Known findings (handed to the lead; set to 0 once fixed) ---- */
 
@@ -109,7 +110,7 @@ static bool engine_init(struct dlq *d)
 {
 	struct dlq_config cfg;
 	char err[256];
-	int rc = config__parse(options, sizeof(options) / sizeof(options[0]), &cfg, err, sizeof(err));
+	int rc = config__parse(options, ARRAY_LEN(options), &cfg, err, sizeof(err));
 	if(rc){
 		CHECK(rc == ENOMEM, "config__parse: %d %s", rc, err);
 		NOTE("  config refused: %s", err);

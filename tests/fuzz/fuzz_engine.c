@@ -11,6 +11,7 @@
 #include "fuzz.h"
 #include "model/envelope.h"
 #include "store/state.h"
+#include "test_util.h"
 #include "util/topic.h"
 
 const struct dlq_option fuzz_standard_options[] = {
@@ -25,7 +26,7 @@ const struct dlq_option fuzz_standard_options[] = {
 	 * envelope (a record's topic may itself start with "$SYS/"). */
 	{"sys_interval", "0s"},
 };
-const size_t fuzz_standard_count = sizeof(fuzz_standard_options) / sizeof(fuzz_standard_options[0]);
+const size_t fuzz_standard_count = ARRAY_LEN(fuzz_standard_options);
 
 void fuzz_port_clear(void)
 {

@@ -37,6 +37,7 @@
 #include "fuzz.h"
 #include "fuzz_input.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 
 #define MAX_OPS 64
 #define RING 4
@@ -211,7 +212,7 @@ struct run {
 	struct dlq_plugin pl;
 	struct known ring[RING];
 	size_t n;
-	unsigned sends[sizeof(clients) / sizeof(clients[0])];
+	unsigned sends[ARRAY_LEN(clients)];
 };
 
 static void start(struct run *r)

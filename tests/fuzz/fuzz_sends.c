@@ -47,6 +47,7 @@
 #include "model/ledger.h"
 #include "model/redelivery.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 #include "util/id.h"
 
 #define MAX_OPS 200
@@ -208,7 +209,7 @@ static void pick_content(struct fuzz_input *in, const struct known *k, const cha
 		*len = k->payload_len;
 		return;
 	}
-	*topic = topics[(c >> 1) % (sizeof(topics) / sizeof(topics[0]))];
+	*topic = topics[(c >> 1) % ARRAY_LEN(topics)];
 	unsigned p = (c >> 4) % 4;
 	*payload = payload_lens[p] ? payloads[p] : NULL;
 	*len = payload_lens[p];
@@ -254,7 +255,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int ci;
 		switch(code){
 		case 0: {
-			const char *topic = topics[fuzz_input_byte(&in) % (sizeof(topics) / sizeof(topics[0]))];
+			const char *topic = topics[fuzz_input_byte(&in) % ARRAY_LEN(topics)];
 			unsigned p = fuzz_input_byte(&in) % 4;
 			uint8_t qos = fuzz_input_byte(&in) % 3;
 			const struct dlq_policy *pol = dlq__policy_for(&r.d, topic);
@@ -377,7 +378,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case 8: {
 			ci = pick_client(&in, &owned);
-			const char *filter = filters[fuzz_input_byte(&in) % (sizeof(filters) / sizeof(filters[0]))];
+			const char *filter = filters[fuzz_input_byte(&in) % ARRAY_LEN(filters)];
 			uint8_t qos = fuzz_input_byte(&in) % 3;
 			uint32_t sid = fuzz_input_byte(&in);
 			dlq__subscribed(&r.d, ci >= 0 ? clients[ci] : owned, filter, qos, sid);

@@ -14,8 +14,8 @@
 
 #include "config/config.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 
-#define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static char err[1024];
 
@@ -145,7 +145,7 @@ START_TEST(test_line_bad)
 	};
 	struct dlq_policy p;
 
-	for(size_t i = 0; i < N(cases); i++){
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		memset(&p, 0xA5, sizeof(p));
 		err[0] = '\0';
 		ck_assert_msg(config__parse_policy_line(cases[i].line, &p, err, sizeof(err)) == EINVAL, "accepted \"%s\"", cases[i].line);
@@ -175,12 +175,12 @@ START_TEST(test_duration)
 	};
 	uint64_t v;
 
-	for(size_t i = 0; i < N(good); i++){
+	for(size_t i = 0; i < ARRAY_LEN(good); i++){
 		v = 0;
 		ck_assert_int_eq(config__parse_duration_ms(good[i].s, &v), 0);
 		ck_assert_uint_eq(v, good[i].ms);
 	}
-	for(size_t i = 0; i < N(bad); i++){
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
 		ck_assert_msg(config__parse_duration_ms(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
 	}
 	ck_assert_int_eq(config__parse_duration_ms(NULL, &v), EINVAL);
@@ -202,12 +202,12 @@ START_TEST(test_size)
 	};
 	uint64_t v;
 
-	for(size_t i = 0; i < N(good); i++){
+	for(size_t i = 0; i < ARRAY_LEN(good); i++){
 		v = 0;
 		ck_assert_msg(config__parse_size(good[i].s, &v) == 0, "refused \"%s\"", good[i].s);
 		ck_assert_uint_eq(v, good[i].bytes);
 	}
-	for(size_t i = 0; i < N(bad); i++){
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
 		ck_assert_msg(config__parse_size(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
 	}
 }
@@ -225,7 +225,7 @@ START_TEST(test_parse_good)
 	};
 	struct dlq_config c;
 
-	ck_assert_int_eq(config__parse(opts, N(opts), &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(config__parse(opts, ARRAY_LEN(opts), &c, err, sizeof(err)), 0);
 	ck_assert_uint_eq(c.nack_window_ms, 30000);
 	ck_assert_uint_eq(c.max_pending_bytes, 1024 * 1024);
 	ck_assert_ptr_null(c.policy_file);
@@ -282,7 +282,7 @@ START_TEST(test_parse_policy_error_message)
 		{"policy", "meters/# max_attempts=0 dead_letter=dead/m"},
 	};
 
-	parse_fails(opts, N(opts));
+	parse_fails(opts, ARRAY_LEN(opts));
 	ck_assert_str_eq(err, "plugin_opt_policy #2 \"meters/# max_attempts=0 dead_letter=dead/m\": "
 			"max_attempts must be an integer from 1 to 1000, got \"0\"");
 }
@@ -300,15 +300,15 @@ START_TEST(test_parse_unknown_and_twice)
 	const struct dlq_option prefixed[] = {{"plugin_opt_policy", "a max_attempts=3 dead_letter=d"}};
 	const struct dlq_option none[] = {{"nack_window", "30s"}};
 
-	parse_fails(unknown, N(unknown));
+	parse_fails(unknown, ARRAY_LEN(unknown));
 	ck_assert_str_eq(err, "unknown option plugin_opt_foo");
-	parse_fails(window2, N(window2));
+	parse_fails(window2, ARRAY_LEN(window2));
 	ERR_HAS("plugin_opt_nack_window \"60s\"", "given twice", "first \"30s\"");
-	parse_fails(bytes2, N(bytes2));
+	parse_fails(bytes2, ARRAY_LEN(bytes2));
 	ERR_HAS("plugin_opt_max_pending_bytes \"2MiB\"", "given twice", "first \"1MiB\"");
-	parse_fails(prefixed, N(prefixed));
+	parse_fails(prefixed, ARRAY_LEN(prefixed));
 	ck_assert_str_eq(err, "unknown option plugin_opt_plugin_opt_policy");
-	parse_fails(none, N(none));
+	parse_fails(none, ARRAY_LEN(none));
 	ck_assert_str_eq(err, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
 	parse_fails(NULL, 0);
 	ck_assert_str_eq(err, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
@@ -349,7 +349,7 @@ START_TEST(test_parse_bad_values)
 	};
 	struct dlq_option opts[2] = {{"policy", "z max_attempts=3 dead_letter=d"}, {NULL, NULL}};
 
-	for(size_t i = 0; i < N(cases); i++){
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		opts[1].key = cases[i].key;
 		opts[1].value = cases[i].value;
 		parse_fails(opts, 2);
@@ -373,9 +373,9 @@ START_TEST(test_parse_table_errors)
 		{"policy", "sensors/# max_attempts=3 dead_letter=dead/x"},
 	};
 
-	parse_fails(dup, N(dup));
+	parse_fails(dup, ARRAY_LEN(dup));
 	ck_assert_str_eq(err, "duplicate policy filter \"a/#\": plugin_opt_policy #3 repeats plugin_opt_policy #1");
-	parse_fails(inside, N(inside));
+	parse_fails(inside, ARRAY_LEN(inside));
 	ck_assert_str_eq(err, "dead-letter topic \"dead/x\" of policy \"sensors/#\" (plugin_opt_policy #2) is matched by "
 			"policy filter \"dead/#\" (plugin_opt_policy #1): dead letters must lie outside every tracked filter");
 }
@@ -479,7 +479,7 @@ START_TEST(test_json_bad)
 			"{\"filter\":\"b\",\"max_attempts\":3,\"dead_letter\":\"d\",\"x\":1}]}", {"p.json: policies[1]: unknown key \"x\""}},
 	};
 
-	for(size_t i = 0; i < N(cases); i++){
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		struct dlq_policy_table t = {0};
 		struct dlq_policy keep = {0};
 
@@ -517,7 +517,7 @@ START_TEST(test_policy_file)
 	struct dlq_config c;
 	char src[128];
 
-	ck_assert_int_eq(config__parse(opts, N(opts), &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(config__parse(opts, ARRAY_LEN(opts), &c, err, sizeof(err)), 0);
 	ck_assert_str_eq(c.policy_file, path);
 	ck_assert_uint_eq(c.policies.count, 4);
 	/* Declaration order is the order of the options. */
@@ -575,7 +575,7 @@ START_TEST(test_policy_file_errors)
 	parse_fails(&opts[1], 1);
 	ck_assert_str_eq(err, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
 
-	parse_fails(twice, N(twice));
+	parse_fails(twice, ARRAY_LEN(twice));
 	ERR_HAS("plugin_opt_policy_file \"", bad, "given twice", empty);
 
 	unlink(bad);
@@ -682,7 +682,7 @@ START_TEST(test_line_delays_bad)
 	};
 	struct dlq_policy p;
 
-	for(size_t i = 0; i < N(cases); i++){
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		memset(&p, 0xA5, sizeof(p));
 		err[0] = '\0';
 		ck_assert_msg(config__parse_policy_line(cases[i].line, &p, err, sizeof(err)) == EINVAL, "accepted \"%s\"", cases[i].line);
@@ -751,7 +751,7 @@ START_TEST(test_json_delays_bad)
 			"retry_delay, retry_backoff, retry_max_delay, retry_jitter)"}},
 	};
 
-	for(size_t i = 0; i < N(cases); i++){
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		struct dlq_policy_table t = {0};
 		err[0] = '\0';
 		ck_assert_msg(config__parse_policy_json(cases[i].doc, strlen(cases[i].doc), "p.json", &t, err, sizeof(err)) == EINVAL,
@@ -775,12 +775,12 @@ START_TEST(test_delay_ms)
 	static const char *const bad[] = {"0", "30", "", "s", "-1s", "+1s", " 1s", "1s ", "1.5s", "1w", "99999999999999999999999ms"};
 	uint64_t v;
 
-	for(size_t i = 0; i < N(good); i++){
+	for(size_t i = 0; i < ARRAY_LEN(good); i++){
 		v = 12345;
 		ck_assert_msg(config__parse_delay_ms(good[i].s, &v) == 0, "refused \"%s\"", good[i].s);
 		ck_assert_uint_eq(v, good[i].ms);
 	}
-	for(size_t i = 0; i < N(bad); i++){
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
 		ck_assert_msg(config__parse_delay_ms(bad[i], &v) == EINVAL, "accepted \"%s\"", bad[i]);
 	}
 	ck_assert_int_eq(config__parse_delay_ms(NULL, &v), EINVAL);
@@ -807,7 +807,7 @@ START_TEST(test_state_options)
 	ck_assert(!c.state_save_on_change);
 	config__free(&c);
 
-	ck_assert_int_eq(config__parse(opts, N(opts), &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(config__parse(opts, ARRAY_LEN(opts), &c, err, sizeof(err)), 0);
 	ck_assert_str_eq(c.state_file, "/var/lib/mosquitto/dlq.state");
 	ck_assert_uint_eq(c.state_save_interval_ms, 300000);
 	ck_assert(c.state_save_on_change);
@@ -820,7 +820,7 @@ START_TEST(test_state_options)
 		{"state_save_interval", "1s"},
 		{"state_save_on_change", "false"},
 	};
-	ck_assert_int_eq(config__parse(edge, N(edge), &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(config__parse(edge, ARRAY_LEN(edge), &c, err, sizeof(err)), 0);
 	ck_assert_uint_eq(c.state_save_interval_ms, 1000);
 	ck_assert(!c.state_save_on_change);
 	config__free(&c);
@@ -842,7 +842,7 @@ START_TEST(test_state_options_bad)
 	};
 	struct dlq_option opts[2] = {{"policy", "z max_attempts=3 dead_letter=d"}, {NULL, NULL}};
 
-	for(size_t i = 0; i < N(cases); i++){
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		opts[1].key = cases[i].key;
 		opts[1].value = cases[i].value;
 		parse_fails(opts, 2);
@@ -854,7 +854,7 @@ START_TEST(test_state_options_bad)
 
 	/* A journal needs a state file. */
 	const struct dlq_option journal_alone[] = {{"policy", "a max_attempts=3 dead_letter=d"}, {"state_save_on_change", "true"}};
-	parse_fails(journal_alone, N(journal_alone));
+	parse_fails(journal_alone, ARRAY_LEN(journal_alone));
 	ck_assert_str_eq(err, "plugin_opt_state_save_on_change true needs plugin_opt_state_file");
 
 	/* Each may be given once. */
@@ -865,7 +865,7 @@ START_TEST(test_state_options_bad)
 		{"state_save_interval", "10s", "20s"},
 		{"state_save_on_change", "false", "true"},
 	};
-	for(size_t i = 0; i < N(twice); i++){
+	for(size_t i = 0; i < ARRAY_LEN(twice); i++){
 		struct dlq_option list[4];
 		size_t n = 0;
 		list[n++] = (struct dlq_option){"policy", "a max_attempts=3 dead_letter=d"};
@@ -899,7 +899,7 @@ START_TEST(test_delivery_count_option)
 	config__free(&c);
 
 	static const char *const bad[] = {"true", "false", "ON", "", "1"};
-	for(size_t i = 0; i < N(bad); i++){
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
 		opts[1].value = bad[i];
 		parse_fails(opts, 2);
 		char want[64];

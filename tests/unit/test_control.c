@@ -18,8 +18,8 @@
 #include "engine/dlq.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static const struct dlq_option standard[] = {
 	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},

@@ -21,6 +21,7 @@
 #include "engine/dlq.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 #include "util/errtext.h"
 
 static uint64_t mono_ns(void)
@@ -127,7 +128,7 @@ END_TEST
 START_TEST(a_reply_for_an_invalid_response_topic_goes_to_the_default_topic)
 {
 	static const char *const bad[] = { "", "#", "+", "a/#" };
-	for(size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
 		json("{\"commands\":[{\"command\":\"getStatus\"}]}");
 		ck_assert_str_eq(reply.topic, DLQ_RESPONSE_TOPIC);
 		request(false, "{\"commands\":[{\"command\":\"getStatus\"}]}", 39, bad[i]);
@@ -207,7 +208,7 @@ START_TEST(a_string_holding_u0000_is_refused_naming_its_member)
 		{ "correlationData", "{\"commands\":[{\"command\":\"nack\",\"id\":\"%s\",\"correlationData\":{\"k\":[\"\\u0000\"]}}]}" },
 		{ "commands", "{\"commands\":[\"\\u0000\"],\"x\":\"%s\"}" },
 	};
-	for(size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		char payload[256];
 		snprintf(payload, sizeof(payload), cases[i].fmt, id);
 		const cJSON *r = json(payload);

@@ -15,8 +15,8 @@
 #include "engine/deadsubs.h"
 #include "engine/dlq.h"
 #include "fake_port.h"
+#include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static struct dlq_policy items[] = {
 	{ .filter = "jobs/#", .dead_letter = "dead/jobs" },

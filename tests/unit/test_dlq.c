@@ -17,10 +17,10 @@
 #include "fake_port.h"
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 #include "util/headers.h"
 #include "util/id.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static const struct dlq_option standard[] = {
 	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},

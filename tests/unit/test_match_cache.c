@@ -18,6 +18,7 @@
 #include "fake_port.h"
 #include "model/match_cache.h"
 #include "model/policy.h"
+#include "test_util.h"
 
 static void add(struct dlq_policy_table *t, const char *filter, const char *dead_letter)
 {
@@ -65,7 +66,7 @@ START_TEST(answers_are_the_tries_hit_or_miss)
 	};
 	/* (Chosen so that no two of them share a slot: then each is missed
 	 * exactly once.) */
-	for(size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(topics); i++){
 		for(size_t j = 0; j < i; j++){
 			if(topics[i][0] && topics[j][0]){
 				ck_assert_uint_ne(match_cache__slot(topics[i], strlen(topics[i])),
@@ -73,7 +74,7 @@ START_TEST(answers_are_the_tries_hit_or_miss)
 			}
 		}
 	}
-	size_t n = sizeof(topics) / sizeof(topics[0]);
+	size_t n = ARRAY_LEN(topics);
 	for(int round = 0; round < 3; round++){
 		for(size_t i = 0; i < n; i++){
 			ck_assert_ptr_eq(match_cache__match(&c, &t, 0, topics[i]), policy__match(&t, topics[i]));

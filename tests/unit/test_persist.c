@@ -29,10 +29,10 @@
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
 #include "store/state.h"
+#include "test_util.h"
 #include "util/headers.h"
 #include "util/id.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const policies[] = {
 	"numbers max_attempts=3 dead_letter=dead/numbers",

@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "model/policy.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 #include "util/topic.h"
 
 static char *xstrdup(const char *s)
@@ -617,10 +618,10 @@ START_TEST(test_huge_attempts_do_not_overflow)
 	static const double backoffs[] = {1.0001, 1.5, 2.0, 100.0};
 	static const uint64_t maxes[] = {1, 30000, DLQ_DEFAULT_RETRY_MAX_DELAY_MS, 7ull * 24 * 3600 * 1000, 1ull << 53};
 	static const unsigned attempts[] = {64, 65, 1000, 1024, 1025, UINT16_MAX, UINT_MAX / 2, UINT_MAX};
-	for(size_t b = 0; b < sizeof(backoffs) / sizeof(backoffs[0]); b++){
-		for(size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++){
+	for(size_t b = 0; b < ARRAY_LEN(backoffs); b++){
+		for(size_t m = 0; m < ARRAY_LEN(maxes); m++){
 			struct dlq_policy p = delays(1, backoffs[b], maxes[m], 0);
-			for(size_t a = 0; a < sizeof(attempts) / sizeof(attempts[0]); a++){
+			for(size_t a = 0; a < ARRAY_LEN(attempts); a++){
 				uint64_t v = policy__retry_delay_ms(&p, attempts[a], -1, 0);
 				ck_assert_msg(v >= 1 && v <= maxes[m], "backoff %g, max %llu, attempt %u: %llu",
 						backoffs[b], (unsigned long long)maxes[m], attempts[a], (unsigned long long)v);
@@ -642,7 +643,7 @@ START_TEST(test_a_huge_retry_max_delay_still_caps)
 	 * milliseconds ("18446744073709551615ms"); the computed delay must not
 	 * pass it, nor wrap to 0 (which would send the copy at once). */
 	static const uint64_t maxes[] = {(1ull << 53) + 1, UINT64_MAX / 2, UINT64_MAX - 1024, UINT64_MAX};
-	for(size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++){
+	for(size_t m = 0; m < ARRAY_LEN(maxes); m++){
 		struct dlq_policy p = delays(1000, 100.0, maxes[m], 0);
 		for(unsigned a = 1; a <= 64; a++){
 			uint64_t v = policy__retry_delay_ms(&p, a, -1, 0);
@@ -720,7 +721,7 @@ START_TEST(test_finish_checks_delays)
 		{7200000, 0, 1, 0, "retry_delay (7200000 ms) must not exceed retry_max_delay (3600000 ms)"},
 	};
 	char err[512];
-	for(size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
 		struct dlq_policy_table t = {0};
 		add(&t, "a", "dead", NULL);
 		t.items[0].retry_delay_ms = bad[i].delay;

@@ -19,9 +19,9 @@
 #include "engine_calls.h"
 #include "fake_port.h"
 #include "model/sessions.h"
+#include "test_util.h"
 #include "util/headers.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 START_TEST(offline_makes_a_session_last_until_a_clean_start)
 {

@@ -28,10 +28,10 @@
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
 #include "store/state.h"
+#include "test_util.h"
 #include "util/headers.h"
 #include "util/id.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #define HEADER_LEN 16 /* "DLQSTAT1" and the next sequence number */
 #define ENTRY_RECORD 1
