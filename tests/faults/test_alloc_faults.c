@@ -27,6 +27,7 @@
 #include "alloc_fail.h"
 #include "api/control.h"
 #include "engine/dlq.h"
+#include "engine_fixture.h"
 #include "fake_port.h"
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
@@ -108,19 +109,13 @@ static void check_conservation(const struct dlq *d, size_t extra)
  * been cleaned up, as dlq.h asks). */
 static bool engine_init(struct dlq *d)
 {
-	struct dlq_config cfg;
-	char err[256];
-	int rc = config__parse(options, ARRAY_LEN(options), &cfg, err, sizeof(err));
+	char err[1100];
+	bool live;
+	int rc = engine_try_start(d, &live, options, ARRAY_LEN(options), 0, err, sizeof(err));
 	if(rc){
-		CHECK(rc == ENOMEM, "config__parse: %d %s", rc, err);
-		NOTE("  config refused: %s", err);
-		return false;
-	}
-	rc = dlq__init(d, &cfg, err, sizeof(err));
-	if(rc){
-		CHECK(rc == ENOMEM, "dlq__init: %d %s", rc, err);
-		dlq__cleanup(d);
-		NOTE("  init refused: %s", err);
+		CHECK(rc == ENOMEM, "%d %s", rc, err);
+		engine_stop(d, &live);
+		NOTE("  refused: %s", err);
 		return false;
 	}
 	return true;

@@ -217,15 +217,11 @@ struct run {
 
 static void start(struct run *r)
 {
-	struct dlq_config cfg;
-	char err[512];
 	memset(r, 0, sizeof(*r));
 	fake_reset();
 	fake.record_sys = true;
-	FUZZ_CHECK(config__parse(fuzz_standard_options, fuzz_standard_count, &cfg, err, sizeof(err)) == 0, "%s", err);
-	cfg.exact_counting = true;
-	cfg.delivery_count = true;
-	FUZZ_CHECK(dlq__init(&r->pl.engine, &cfg, err, sizeof(err)) == 0, "dlq__init: %s", err);
+	fuzz_engine_start(&r->pl.engine, fuzz_standard_options, fuzz_standard_count,
+			ENGINE_EXACT_COUNTING | ENGINE_DELIVERY_COUNT);
 	r->pl.caps.props = fake_reader_v21;
 	r->pl.caps.v21 = (struct broker_props_v21){
 		.identifier = v_identifier,

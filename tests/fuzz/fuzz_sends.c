@@ -240,11 +240,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(fuzz_standard_count + 1 <= 32, "options");
 	memcpy(opts, fuzz_standard_options, fuzz_standard_count * sizeof(opts[0]));
 	opts[fuzz_standard_count] = (struct dlq_option){"redelivery_tracking", "allow"};
-	struct dlq_config cfg;
-	char err[512];
-	FUZZ_CHECK(config__parse(opts, fuzz_standard_count + 1, &cfg, err, sizeof(err)) == 0, "config__parse: %s", err);
-	cfg.exact_counting = true;
-	FUZZ_CHECK(dlq__init(&r.d, &cfg, err, sizeof(err)) == 0, "dlq__init: %s", err);
+	fuzz_engine_start(&r.d, opts, fuzz_standard_count + 1, ENGINE_EXACT_COUNTING);
 	FUZZ_CHECK(r.d.cfg.exact_counting, "exact counting is off");
 
 	for(int op = 0; op < MAX_OPS && fuzz_input_more(&in); op++){

@@ -16,6 +16,7 @@
 #include "api/control.h"
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
 #include "test_util.h"
@@ -680,12 +681,8 @@ END_TEST
 static void setup(void)
 {
 	fake_reset();
-	struct dlq_config cfg;
-	char err[256];
-	int rc = config__parse(standard, ARRAY_LEN(standard), &cfg, err, sizeof(err));
-	ck_assert_msg(rc == 0, "config__parse: %s", err);
-	cfg.sys_interval_ms = 0; /* no $SYS publishes among the ones counted here */
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
+	/* No $SYS publishes among the ones counted here. */
+	engine_start(&d, NULL, standard, ARRAY_LEN(standard), ENGINE_NO_SYS);
 	memset(&reply, 0, sizeof(reply));
 	doc = NULL;
 }
@@ -695,7 +692,7 @@ static void teardown(void)
 	control__reply_free(&reply);
 	cJSON_Delete(doc);
 	doc = NULL;
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	fake_reset();
 }
 

@@ -19,6 +19,7 @@
 #include "api/control_input.h"
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
 #include "test_util.h"
@@ -43,12 +44,8 @@ static void setup(void)
 		{"policy", "slow max_attempts=3 dead_letter=dead/slow"},
 		{"policy", "more/# max_attempts=3 dead_letter=dead/more"},
 	};
-	struct dlq_config cfg;
-	char err[256];
 	fake_reset();
-	ck_assert_int_eq(config__parse(opts, 3, &cfg, err, sizeof(err)), 0);
-	cfg.sys_interval_ms = 0;
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
+	engine_start(&d, NULL, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
 }
 
 static void teardown(void)
@@ -56,7 +53,7 @@ static void teardown(void)
 	control__reply_free(&reply);
 	cJSON_Delete(doc);
 	doc = NULL;
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	fake_reset();
 }
 
@@ -263,7 +260,7 @@ END_TEST
 
 START_TEST(the_first_status_command_runs_whatever_the_policies)
 {
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	/* 1200 policies: more than the cap on their own. */
 	struct dlq_option *opts = calloc(1200, sizeof(*opts));
 	char (*lines)[64] = calloc(1200, sizeof(*lines));
@@ -272,13 +269,9 @@ START_TEST(the_first_status_command_runs_whatever_the_policies)
 		snprintf(lines[i], sizeof(lines[i]), "p/%d max_attempts=2 dead_letter=dead/p", i);
 		opts[i] = (struct dlq_option){"policy", lines[i]};
 	}
-	struct dlq_config cfg;
-	char err[256];
-	ck_assert_int_eq(config__parse(opts, 1200, &cfg, err, sizeof(err)), 0);
+	engine_start(&d, NULL, opts, 1200, ENGINE_NO_SYS);
 	free(opts);
 	free(lines);
-	cfg.sys_interval_ms = 0;
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
 	const cJSON *r = json("{\"commands\":[{\"command\":\"getStatus\"},{\"command\":\"nack\",\"id\":\"x\"},"
 			"{\"command\":\"listPolicies\"},{\"command\":\"getStatus\"}]}");
 	ck_assert_ptr_null(error_of(r, 0));

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "engine/deadsubs.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "test_util.h"
 
@@ -74,12 +75,8 @@ static size_t warnings(void)
 START_TEST(logged_once_per_client_and_filter_and_counted)
 {
 	struct dlq d;
-	struct dlq_config cfg;
-	char err[256];
 	fake_reset();
-	ck_assert_int_eq(config__parse(standard, ARRAY_LEN(standard), &cfg, err, sizeof(err)), 0);
-	cfg.sys_interval_ms = 0;
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
+	engine_start(&d, NULL, standard, ARRAY_LEN(standard), ENGINE_NO_SYS);
 
 	ck_assert(dlq__subscribed_to_dead_letters(&d, "c1", "#"));
 	ck_assert(dlq__subscribed_to_dead_letters(&d, "c1", "#"));
@@ -104,7 +101,7 @@ START_TEST(logged_once_per_client_and_filter_and_counted)
 	/* (The fake port keeps only the first FAKE_MAX_LOGS lines.) */
 	ck_assert(d.deadsubs.full_noted);
 	ck_assert_uint_eq(d.counters.subscribers_of_dead_letters, 4 + DEADSUBS_MAX + 10);
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	fake_reset();
 }
 END_TEST

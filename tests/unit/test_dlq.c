@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
@@ -32,21 +33,15 @@ static struct dlq d;
 static bool d_live;
 static struct dlq_headers original; /* a publisher's properties */
 
+/* No $SYS publishes among the ones counted here. */
 static void start(const struct dlq_option *opts, size_t count)
 {
-	struct dlq_config cfg;
-	char err[512];
-	int rc = config__parse(opts, count, &cfg, err, sizeof(err));
-	ck_assert_msg(rc == 0, "config__parse: %s", err);
-	cfg.sys_interval_ms = 0; /* no $SYS publishes among the ones counted here */
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
-	d_live = true;
+	engine_start(&d, &d_live, opts, count, ENGINE_NO_SYS);
 }
 
 static void stop(void)
 {
-	if(d_live) dlq__cleanup(&d);
-	d_live = false;
+	engine_stop(&d, &d_live);
 }
 
 static void track_with(const char *topic, const char *payload, uint8_t qos, const struct dlq_headers *h,

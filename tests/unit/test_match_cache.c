@@ -15,6 +15,7 @@
 
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "model/match_cache.h"
 #include "model/policy.h"
@@ -237,13 +238,10 @@ START_TEST(the_engine_sees_a_reload_at_once)
 	struct dlq_option opts[] = {
 		{"policy_file", path},
 	};
-	struct dlq_config cfg;
 	struct dlq d;
 	char err[512];
 	fake_reset();
-	ck_assert_int_eq(config__parse(opts, 1, &cfg, err, sizeof(err)), 0);
-	cfg.sys_interval_ms = 0;
-	ck_assert_msg(dlq__init(&d, &cfg, err, sizeof(err)) == 0, "%s", err);
+	engine_start(&d, NULL, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
 	const struct dlq_policy *p = dlq__policy_for(&d, "jobs/1");
 	ck_assert_ptr_nonnull(p);
 	ck_assert_str_eq(p->filter, "jobs/+");
@@ -263,7 +261,7 @@ START_TEST(the_engine_sees_a_reload_at_once)
 	write_file(path, "{\"policies\":[{\"filter\":\"bad/#/x\",\"max_attempts\":2,\"dead_letter\":\"dead/x\"}]}");
 	ck_assert_int_ne(dlq__reload(&d, opts, 1, err, sizeof(err)), 0);
 	ck_assert_ptr_eq(dlq__policy_for(&d, "files/1"), p);
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	unlink(path);
 	rmdir(dir);
 }

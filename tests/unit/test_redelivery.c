@@ -16,8 +16,10 @@
 
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 
 static struct dlq d;
 static bool d_live;
@@ -34,14 +36,8 @@ static void start_with(const char *mode, const char *extra_key, const char *extr
 		{"redelivery_tracking", mode},
 		{extra_key ? extra_key : "nack_window", extra_value ? extra_value : "300s"},
 	};
-	struct dlq_config cfg;
-	char err[512];
 	fake_reset();
-	int rc = config__parse(opts, 3, &cfg, err, sizeof(err));
-	ck_assert_msg(rc == 0, "config__parse: %s", err);
-	cfg.sys_interval_ms = 0;
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
-	d_live = true;
+	engine_start(&d, &d_live, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
 }
 
 static void start(void)
@@ -51,8 +47,7 @@ static void start(void)
 
 static void stop(void)
 {
-	if(d_live) dlq__cleanup(&d);
-	d_live = false;
+	engine_stop(&d, &d_live);
 	fake_reset();
 }
 

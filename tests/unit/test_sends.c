@@ -15,8 +15,10 @@
 #include "api/status.h"
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 
 static struct dlq d;
 
@@ -26,18 +28,14 @@ static void start_with(const char *mode)
 		{"policy", "jobs/# max_attempts=3 dead_letter=dead/jobs"},
 		{"redelivery_tracking", mode},
 	};
-	struct dlq_config cfg;
-	char err[512];
 	fake_reset();
-	ck_assert_msg(config__parse(opts, 2, &cfg, err, sizeof(err)) == 0, "config__parse: %s", err);
-	cfg.sys_interval_ms = 0;
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
+	engine_start(&d, NULL, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
 	d.cfg.exact_counting = true;
 }
 
 static void stop(void)
 {
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	fake_reset();
 }
 

@@ -201,17 +201,13 @@ static struct dlq d;
 
 static void start(void)
 {
-	struct dlq_config cfg;
-	char err[512];
 	fake_reset();
-	ck_assert_msg(config__parse(standard, ARRAY_LEN(standard), &cfg, err, sizeof(err)) == 0, "%s", err);
-	cfg.sys_interval_ms = 0;
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
+	engine_start(&d, NULL, standard, ARRAY_LEN(standard), ENGINE_NO_SYS);
 }
 
 static void stop(void)
 {
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	fake_reset();
 }
 
