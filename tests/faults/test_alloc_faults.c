@@ -100,9 +100,9 @@ static size_t owed(const struct dlq *d)
  * extra: dead letters that replaced copies already published. */
 static void check_conservation(const struct dlq *d, size_t extra)
 {
-	CHECK(d->counters.nacks + extra == published() + owed(d),
+	CHECK(dlq__totals(d)->nacks + extra == published() + owed(d),
 			"after the failed allocation at %s: %llu NACKs accepted (+%zu), but %zu published and %zu owed",
-			alloc_fail_site(), (unsigned long long)d->counters.nacks, extra, published(), owed(d));
+			alloc_fail_site(), (unsigned long long)dlq__totals(d)->nacks, extra, published(), owed(d));
 }
 
 /* Initialises d; false when it was refused for want of memory (then d has
@@ -196,7 +196,7 @@ static void nack(struct dlq *d, const char *id, const char *client, bool compact
 				"\"correlationData\":\"c-1\"},{\"command\":\"getStatus\"},{\"command\":\"listPolicies\"}]}", id);
 	}
 	for(int attempt = 0; attempt < 2; attempt++){
-		uint64_t nacks = d->counters.nacks;
+		uint64_t nacks = dlq__totals(d)->nacks;
 		size_t before = published() + owed(d);
 		struct dlq_control_request req = {
 			.compact = compact,
@@ -209,8 +209,8 @@ static void nack(struct dlq *d, const char *id, const char *client, bool compact
 		int rc = control__handle(d, &req, &reply);
 
 		alloc_fail_pause();
-		bool applied = d->counters.nacks == nacks + 1;
-		CHECK(d->counters.nacks - nacks <= 1, "one NACK counted twice");
+		bool applied = dlq__totals(d)->nacks == nacks + 1;
+		CHECK(dlq__totals(d)->nacks - nacks <= 1, "one NACK counted twice");
 		if(rc == 0 && !reply.must_send){
 			/* A compact NACK that went well and wants no reply. */
 			CHECK(compact && reply.json == NULL && reply.errors == 0, "no reply to send, but errors or JSON");

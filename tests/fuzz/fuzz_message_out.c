@@ -332,7 +332,7 @@ static void send_one(struct run *r, struct fuzz_input *in)
 	ed.payloadlen = (uint32_t)strlen(payload);
 	ed.qos = qos;
 	ed.properties = props;
-	uint64_t stripped = r->pl.engine.counters.sent_without_stamp;
+	uint64_t stripped = dlq__totals(&r->pl.engine)->sent_without_stamp;
 	if(has_dlq_id(props)) r->sends[c]++;
 
 	int rc = adapter__message_out_v21(DLQ_MOSQ_EVT_MESSAGE_OUT, &ed, &r->pl);
@@ -340,7 +340,7 @@ static void send_one(struct run *r, struct fuzz_input *in)
 	if(ed.properties != props){
 		FUZZ_CHECK(client.protocol == 5, "an MQTT 3 receiver's properties changed");
 		FUZZ_CHECK(has_dlq_id(props), "a message without a dlq-id changed");
-		if(r->pl.engine.counters.sent_without_stamp > stripped){
+		if(dlq__totals(&r->pl.engine)->sent_without_stamp > stripped){
 			FUZZ_CHECK(!has_dlq_id(ed.properties), "a stripped send keeps its dlq-id");
 			uint32_t limit = packet_limits__get(&r->pl.limits, clients[c]);
 			FUZZ_CHECK(limit && packet__publish_size(strlen(topic), ed.payloadlen, qos, v_get_length_all(ed.properties))

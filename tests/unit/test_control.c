@@ -224,7 +224,7 @@ START_TEST(a_failed_compact_nack_is_answered_with_an_error)
 	expect_error(entry(r, 0), DLQ_COMMAND_NACK, NULL, "malformed");
 	ck_assert(reply.must_send);
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(d.counters.nacks_refused, 3);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 3);
 }
 END_TEST
 
@@ -341,7 +341,7 @@ START_TEST(every_bad_command_gets_its_own_error)
 	/* Only the good command did anything. */
 	ck_assert_uint_eq(fake.publish_count, 1);
 	ck_assert_str_eq(fake.publishes[0].client, "sub1");
-	ck_assert_uint_eq(d.counters.nacks, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 1);
 }
 END_TEST
 
@@ -620,7 +620,7 @@ START_TEST(a_bad_json_delay_is_an_error_and_changes_nothing)
 	}
 	ck_assert_uint_eq(fake.publish_count, 0);
 	ck_assert_uint_eq(d.delayed.count, 0);
-	ck_assert_uint_eq(d.counters.nacks, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
 	/* The delivery was not taken as NACKed by sub1. */
 	const cJSON *r = compact(id, "sub1", NULL);
 	expect_result(entry(r, 0), id, "retried", 1, 3);

@@ -217,14 +217,14 @@ START_TEST(expiry_and_eviction_keep_the_gauges_exact)
 		track(i % 2 ? "jobs/x" : "files/y", payload, id);        /* the bound evicts */
 		check_gauges();
 	}
-	ck_assert_uint_gt(d.counters.evicted, 0);
+	ck_assert_uint_gt(dlq__totals(&d)->evicted, 0);
 	ck_assert_int_eq(nack(id, "w", false), DLQ_NACK_RETRIED);
 	check_gauges();
 	fake.now_ms += 11000;                                      /* the window ends */
 	dlq__tick(&d);
 	dlq__tick(&d);
 	check_gauges();
-	ck_assert_uint_gt(d.counters.expired, 0);
+	ck_assert_uint_gt(dlq__totals(&d)->expired, 0);
 	ck_assert_uint_eq(d.ledger.count, 0);
 }
 END_TEST

@@ -354,10 +354,10 @@ START_TEST(a_message_in_a_session_across_a_restart_is_still_counted)
 		dlq__event(&d);
 		dlq__client_left(&d, "s", conn);
 	}
-	ck_assert_uint_eq(d.counters.redeliveries, 2);
+	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 2);
 	c.conn = 6;
 	ck_assert(dlq__read_check(&d, &c));
-	ck_assert_uint_eq(d.counters.diverted, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
 	ck_assert_uint_eq(fake.publish_count, 1);
 	ck_assert_str_eq(pub(0)->topic, "dead/numbers");
 	ck_assert_str_eq(hdr(0, DLQ_PROP_ORIGIN_ID), id);

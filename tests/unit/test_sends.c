@@ -113,7 +113,7 @@ START_TEST(diverted_at_max_attempts_sends)
 	ck_assert(!check_id("s", 4, "jobs/a", "queued", queued));
 	ck_assert(!check_id("t", 9, "jobs/a", "poison", id));
 	ck_assert_uint_eq(dead_letters(), 1);
-	ck_assert_uint_eq(d.counters.diverted, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
 	const struct fake_publish *dl = &fake.publishes[0];
 	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_RETRY_COUNT), "3");
 	ck_assert_ptr_nonnull(strstr(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_REASON), "delivered 3 times"));
@@ -275,7 +275,7 @@ START_TEST(each_client_diverted_on_its_own)
 	}
 	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
 	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
-	ck_assert_uint_eq(d.counters.diverted, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
 	ck_assert(!check_id("u", 21, "jobs/a", "poison", id));
 	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 2);
 	ck_assert_uint_eq(record__sends(d.ledger.oldest)->sends, 1);
@@ -289,7 +289,7 @@ START_TEST(each_client_diverted_on_its_own)
 	dlq__client_left(&d, "s", 3);
 	ck_assert(check_id("s", 4, "jobs/a", "poison", id));
 	ck_assert(d.ledger.oldest->flags & DLQ_RECORD_FIRST_DIVERTED);
-	ck_assert_uint_eq(d.counters.diverted, 2);
+	ck_assert_uint_eq(dlq__totals(&d)->diverted, 2);
 	ck_assert_uint_eq(dead_letters(), 2);
 	stop();
 }
