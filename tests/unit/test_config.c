@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +17,18 @@
 #include "mosquitto_dlq.h"
 #include "test_util.h"
 
-
 static char err[1024];
 
-/* Fails the test unless every one of the NULL-terminated texts is in err. */
-static void assert_err_has(const char *const *texts)
+/* Fails the test unless each of the texts, up to the first NULL or the
+ * max-th, is in err; what (or NULL) names the case in the message. */
+static void assert_err_has(const char *const *texts, size_t max, const char *what)
 {
-	for(size_t i = 0; texts[i]; i++){
-		ck_assert_msg(strstr(err, texts[i]) != NULL, "error \"%s\" lacks \"%s\"", err, texts[i]);
+	for(size_t i = 0; i < max && texts[i]; i++){
+		ck_assert_msg(strstr(err, texts[i]) != NULL, "%s%serror \"%s\" lacks \"%s\"",
+				what ? what : "", what ? ": " : "", err, texts[i]);
 	}
 }
-#define ERR_HAS(...) assert_err_has((const char *const []){__VA_ARGS__, NULL})
+#define ERR_HAS(...) assert_err_has((const char *const []){__VA_ARGS__, NULL}, SIZE_MAX, NULL)
 
 static bool is_zero(const void *p, size_t len)
 {
@@ -98,10 +100,27 @@ START_TEST(test_line_good)
 }
 END_TEST
 
+/* A policy line config__parse_policy_line must refuse, and what its
+ * message must say. */
 struct bad_line {
 	const char *line;
 	const char *want[3];
 };
+
+/* Fails the test unless c's line is refused with each of its texts in the
+ * message, and the policy left zeroed. */
+static void expect_line_refused(const struct bad_line *c)
+{
+	struct dlq_policy p;
+	char what[512];
+
+	memset(&p, 0xA5, sizeof(p));
+	err[0] = '\0';
+	ck_assert_msg(config__parse_policy_line(c->line, &p, err, sizeof(err)) == EINVAL, "accepted \"%s\"", c->line);
+	ck_assert(is_zero(&p, sizeof(p)));
+	snprintf(what, sizeof(what), "line \"%s\"", c->line);
+	assert_err_has(c->want, ARRAY_LEN(c->want), what);
+}
 
 START_TEST(test_line_bad)
 {
@@ -143,17 +162,9 @@ START_TEST(test_line_bad)
 		{"a max_attempts=3 dead_letter=d retry_to=$r", {"retry_to \"$r\" must not start with '$'"}},
 		{"a max_attempts=3 dead_letter=d retry_to=Delivery/+", {"retry_to \"Delivery/+\""}},
 	};
-	struct dlq_policy p;
 
 	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
-		memset(&p, 0xA5, sizeof(p));
-		err[0] = '\0';
-		ck_assert_msg(config__parse_policy_line(cases[i].line, &p, err, sizeof(err)) == EINVAL, "accepted \"%s\"", cases[i].line);
-		ck_assert(is_zero(&p, sizeof(p)));
-		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
-			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "line \"%s\": error \"%s\" lacks \"%s\"",
-					cases[i].line, err, cases[i].want[k]);
-		}
+		expect_line_refused(&cases[i]);
 	}
 }
 END_TEST
@@ -315,11 +326,25 @@ START_TEST(test_parse_unknown_and_twice)
 }
 END_TEST
 
+/* An option that, after one good policy line, config__parse must refuse,
+ * and what its message must say. */
 struct bad_option {
 	const char *key;
 	const char *value;
 	const char *want[3];
 };
+
+/* Fails the test unless c's option is refused (parse_fails) with each of
+ * its texts in the message. */
+static void expect_option_refused(const struct bad_option *c)
+{
+	const struct dlq_option opts[2] = {{"policy", "z max_attempts=3 dead_letter=d"}, {c->key, c->value}};
+	char what[512];
+
+	parse_fails(opts, 2);
+	snprintf(what, sizeof(what), "%s=\"%s\"", c->key, c->value);
+	assert_err_has(c->want, ARRAY_LEN(c->want), what);
+}
 
 START_TEST(test_parse_bad_values)
 {
@@ -347,16 +372,9 @@ START_TEST(test_parse_bad_values)
 		{"policy", "", {"plugin_opt_policy #2 \"\"", "missing filter"}},
 		{"policy_file", "", {"plugin_opt_policy_file \"\"", "path is empty"}},
 	};
-	struct dlq_option opts[2] = {{"policy", "z max_attempts=3 dead_letter=d"}, {NULL, NULL}};
 
 	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
-		opts[1].key = cases[i].key;
-		opts[1].value = cases[i].value;
-		parse_fails(opts, 2);
-		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
-			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "%s=\"%s\": error \"%s\" lacks \"%s\"",
-					cases[i].key, cases[i].value, err, cases[i].want[k]);
-		}
+		expect_option_refused(&cases[i]);
 	}
 }
 END_TEST
@@ -431,10 +449,21 @@ START_TEST(test_json_good)
 }
 END_TEST
 
+/* A policy document config__parse_policy_json must refuse, and what its
+ * message must say. */
 struct bad_json {
 	const char *doc;
 	const char *want[3];
 };
+
+/* Fails the test unless err has each of c's texts. */
+static void expect_json_message(const struct bad_json *c)
+{
+	char what[512];
+
+	snprintf(what, sizeof(what), "doc %s", c->doc);
+	assert_err_has(c->want, ARRAY_LEN(c->want), what);
+}
 
 START_TEST(test_json_bad)
 {
@@ -493,10 +522,7 @@ START_TEST(test_json_bad)
 				"accepted %s", cases[i].doc);
 		ck_assert_uint_eq(t.count, 1);
 		ck_assert_str_eq(t.items[0].filter, "kept");
-		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
-			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "doc %s: error \"%s\" lacks \"%s\"",
-					cases[i].doc, err, cases[i].want[k]);
-		}
+		expect_json_message(&cases[i]);
 		policy__table_free(&t);
 	}
 }
@@ -601,18 +627,23 @@ START_TEST(test_line_delays_good)
 	ck_assert(p.retry_jitter == 0.0);
 	policy__free(&p);
 
-	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_delay=0s", &p, err, sizeof(err)), 0);
-	ck_assert_uint_eq(p.retry_delay_ms, 0);
-	policy__free(&p);
-	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_delay=0ms", &p, err, sizeof(err)), 0);
-	ck_assert_uint_eq(p.retry_delay_ms, 0);
-	policy__free(&p);
-	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_delay=30s", &p, err, sizeof(err)), 0);
-	ck_assert_uint_eq(p.retry_delay_ms, 30000);
-	policy__free(&p);
-	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_delay=500ms", &p, err, sizeof(err)), 0);
-	ck_assert_uint_eq(p.retry_delay_ms, 500);
-	policy__free(&p);
+	/* A retry_delay alone. */
+	static const struct {
+		const char *line;
+		uint64_t ms;
+	} alone[] = {
+		{"a max_attempts=3 dead_letter=d retry_delay=0s", 0},
+		{"a max_attempts=3 dead_letter=d retry_delay=0ms", 0},
+		{"a max_attempts=3 dead_letter=d retry_delay=30s", 30000},
+		{"a max_attempts=3 dead_letter=d retry_delay=500ms", 500},
+	};
+	for(size_t i = 0; i < ARRAY_LEN(alone); i++){
+		ck_assert_msg(config__parse_policy_line(alone[i].line, &p, err, sizeof(err)) == 0, "refused \"%s\": %s",
+				alone[i].line, err);
+		ck_assert_msg(p.retry_delay_ms == alone[i].ms, "\"%s\": %llu ms, expected %llu", alone[i].line,
+				(unsigned long long)p.retry_delay_ms, (unsigned long long)alone[i].ms);
+		policy__free(&p);
+	}
 
 	ck_assert_int_eq(config__parse_policy_line("a retry_jitter=0.25 retry_max_delay=2h max_attempts=3 retry_backoff=2.5 "
 			"dead_letter=d retry_delay=5m", &p, err, sizeof(err)), 0);
@@ -680,17 +711,9 @@ START_TEST(test_line_delays_bad)
 			"retry_delay, retry_backoff, retry_max_delay, retry_jitter)"}},
 		{"a max_attempts=3 dead_letter=d retry_delay_ms=1000", {"unknown key \"retry_delay_ms\"", "retry_delay, retry_backoff"}},
 	};
-	struct dlq_policy p;
 
 	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
-		memset(&p, 0xA5, sizeof(p));
-		err[0] = '\0';
-		ck_assert_msg(config__parse_policy_line(cases[i].line, &p, err, sizeof(err)) == EINVAL, "accepted \"%s\"", cases[i].line);
-		ck_assert(is_zero(&p, sizeof(p)));
-		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
-			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "line \"%s\": error \"%s\" lacks \"%s\"",
-					cases[i].line, err, cases[i].want[k]);
-		}
+		expect_line_refused(&cases[i]);
 	}
 }
 END_TEST
@@ -757,10 +780,7 @@ START_TEST(test_json_delays_bad)
 		ck_assert_msg(config__parse_policy_json(cases[i].doc, strlen(cases[i].doc), "p.json", &t, err, sizeof(err)) == EINVAL,
 				"accepted %s", cases[i].doc);
 		ck_assert_uint_eq(t.count, 0);
-		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
-			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "doc %s: error \"%s\" lacks \"%s\"",
-					cases[i].doc, err, cases[i].want[k]);
-		}
+		expect_json_message(&cases[i]);
 		policy__table_free(&t);
 	}
 }
@@ -840,16 +860,9 @@ START_TEST(test_state_options_bad)
 		{"state_save_on_change", "TRUE", {"plugin_opt_state_save_on_change \"TRUE\"", "expected true or false"}},
 		{"state_save_on_change", "", {"plugin_opt_state_save_on_change \"\"", "expected true or false"}},
 	};
-	struct dlq_option opts[2] = {{"policy", "z max_attempts=3 dead_letter=d"}, {NULL, NULL}};
 
 	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
-		opts[1].key = cases[i].key;
-		opts[1].value = cases[i].value;
-		parse_fails(opts, 2);
-		for(size_t k = 0; k < 3 && cases[i].want[k]; k++){
-			ck_assert_msg(strstr(err, cases[i].want[k]) != NULL, "%s=\"%s\": error \"%s\" lacks \"%s\"",
-					cases[i].key, cases[i].value, err, cases[i].want[k]);
-		}
+		expect_option_refused(&cases[i]);
 	}
 
 	/* A journal needs a state file. */
