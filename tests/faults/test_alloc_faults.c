@@ -27,10 +27,12 @@
 #include "alloc_fail.h"
 #include "api/control.h"
 #include "engine/dlq.h"
+#include "engine_fixture.h"
 #include "fake_port.h"
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
 #include "store/state.h"
+#include "test_util.h"
 
 /* ---- Known findings (handed to the lead; set to 0 once fixed) ---- */
 
@@ -98,28 +100,22 @@ static size_t owed(const struct dlq *d)
  * extra: dead letters that replaced copies already published. */
 static void check_conservation(const struct dlq *d, size_t extra)
 {
-	CHECK(d->counters.nacks + extra == published() + owed(d),
+	CHECK(dlq__totals(d)->nacks + extra == published() + owed(d),
 			"after the failed allocation at %s: %llu NACKs accepted (+%zu), but %zu published and %zu owed",
-			alloc_fail_site(), (unsigned long long)d->counters.nacks, extra, published(), owed(d));
+			alloc_fail_site(), (unsigned long long)dlq__totals(d)->nacks, extra, published(), owed(d));
 }
 
 /* Initialises d; false when it was refused for want of memory (then d has
  * been cleaned up, as dlq.h asks). */
 static bool engine_init(struct dlq *d)
 {
-	struct dlq_config cfg;
-	char err[256];
-	int rc = config__parse(options, sizeof(options) / sizeof(options[0]), &cfg, err, sizeof(err));
+	char err[1100];
+	bool live;
+	int rc = engine_try_start(d, &live, options, ARRAY_LEN(options), 0, err, sizeof(err));
 	if(rc){
-		CHECK(rc == ENOMEM, "config__parse: %d %s", rc, err);
-		NOTE("  config refused: %s", err);
-		return false;
-	}
-	rc = dlq__init(d, &cfg, err, sizeof(err));
-	if(rc){
-		CHECK(rc == ENOMEM, "dlq__init: %d %s", rc, err);
-		dlq__cleanup(d);
-		NOTE("  init refused: %s", err);
+		CHECK(rc == ENOMEM, "%d %s", rc, err);
+		engine_stop(d, &live);
+		NOTE("  refused: %s", err);
 		return false;
 	}
 	return true;
@@ -200,7 +196,7 @@ static void nack(struct dlq *d, const char *id, const char *client, bool compact
 				"\"correlationData\":\"c-1\"},{\"command\":\"getStatus\"},{\"command\":\"listPolicies\"}]}", id);
 	}
 	for(int attempt = 0; attempt < 2; attempt++){
-		uint64_t nacks = d->counters.nacks;
+		uint64_t nacks = dlq__totals(d)->nacks;
 		size_t before = published() + owed(d);
 		struct dlq_control_request req = {
 			.compact = compact,
@@ -213,8 +209,8 @@ static void nack(struct dlq *d, const char *id, const char *client, bool compact
 		int rc = control__handle(d, &req, &reply);
 
 		alloc_fail_pause();
-		bool applied = d->counters.nacks == nacks + 1;
-		CHECK(d->counters.nacks - nacks <= 1, "one NACK counted twice");
+		bool applied = dlq__totals(d)->nacks == nacks + 1;
+		CHECK(dlq__totals(d)->nacks - nacks <= 1, "one NACK counted twice");
 		if(rc == 0 && !reply.must_send){
 			/* A compact NACK that went well and wants no reply. */
 			CHECK(compact && reply.json == NULL && reply.errors == 0, "no reply to send, but errors or JSON");

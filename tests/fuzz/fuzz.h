@@ -17,6 +17,7 @@
 
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine_fixture.h"
 #include "util/headers.h"
 
 /* Aborts with the location and a message when cond is false. */
@@ -69,6 +70,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
  * "full" refusals are reachable. The state seeds are written with it. */
 extern const struct dlq_option fuzz_standard_options[];
 extern const size_t fuzz_standard_count;
+
+/* Starts *d from the count options with flags (engine_fixture.h); aborts
+ * with the refusal's message on failure. */
+void fuzz_engine_start(struct dlq *d, const struct dlq_option *opts, size_t count, unsigned flags);
 
 /* Initialises *d from the standard configuration (no state file); aborts on
  * failure. Resets the fake port first. */

@@ -157,7 +157,7 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 		.response_topic = r->response_topic,
 	};
 	struct dlq_control_reply reply;
-	struct dlq_counters before = r->d.counters;
+	struct dlq_counters before = *dlq__totals(&r->d);
 	int want = compact ? 1 : expected_responses(payload, len);
 
 	int rc = control__handle(&r->d, &req, &reply);
@@ -205,9 +205,10 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 	harvest(r);
 	r->accepted += ok;
 	if(!reset){
-		FUZZ_CHECK(r->d.counters.nacks - before.nacks == ok, "counters.nacks +%llu, replies accepted %u",
-				(unsigned long long)(r->d.counters.nacks - before.nacks), ok);
-		FUZZ_CHECK(r->d.counters.retry_copies + r->d.counters.dead_letters - before.retry_copies - before.dead_letters
+		const struct dlq_counters *after = dlq__totals(&r->d);
+		FUZZ_CHECK(after->nacks - before.nacks == ok, "counters.nacks +%llu, replies accepted %u",
+				(unsigned long long)(after->nacks - before.nacks), ok);
+		FUZZ_CHECK(after->retry_copies + after->dead_letters - before.retry_copies - before.dead_letters
 				== r->published - published_before, "counters disagree with what was published");
 	}
 	free(r->reason);

@@ -11,6 +11,7 @@
 #include "fuzz.h"
 #include "model/envelope.h"
 #include "store/state.h"
+#include "test_util.h"
 #include "util/topic.h"
 
 const struct dlq_option fuzz_standard_options[] = {
@@ -25,7 +26,7 @@ const struct dlq_option fuzz_standard_options[] = {
 	 * envelope (a record's topic may itself start with "$SYS/"). */
 	{"sys_interval", "0s"},
 };
-const size_t fuzz_standard_count = sizeof(fuzz_standard_options) / sizeof(fuzz_standard_options[0]);
+const size_t fuzz_standard_count = ARRAY_LEN(fuzz_standard_options);
 
 void fuzz_port_clear(void)
 {
@@ -44,17 +45,18 @@ void fuzz_port_clear(void)
 	fake.record_sys = true;
 }
 
+void fuzz_engine_start(struct dlq *d, const struct dlq_option *opts, size_t count, unsigned flags)
+{
+	char err[1100];
+	int rc = engine_try_start(d, NULL, opts, count, flags, err, sizeof(err));
+	FUZZ_CHECK(rc == 0, "%s", err);
+}
+
 void fuzz_engine_init(struct dlq *d)
 {
-	struct dlq_config cfg;
-	char err[1024];
-
 	fake_reset();
 	fake.record_sys = true;
-	int rc = config__parse(fuzz_standard_options, fuzz_standard_count, &cfg, err, sizeof(err));
-	FUZZ_CHECK(rc == 0, "config__parse: %s", err);
-	rc = dlq__init(d, &cfg, err, sizeof(err));
-	FUZZ_CHECK(rc == 0, "dlq__init: %s", err);
+	fuzz_engine_start(d, fuzz_standard_options, fuzz_standard_count, 0);
 }
 
 void fuzz_engine_fini(struct dlq *d)

@@ -37,6 +37,7 @@
 #include "fuzz.h"
 #include "fuzz_input.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 
 #define MAX_OPS 64
 #define RING 4
@@ -211,20 +212,16 @@ struct run {
 	struct dlq_plugin pl;
 	struct known ring[RING];
 	size_t n;
-	unsigned sends[sizeof(clients) / sizeof(clients[0])];
+	unsigned sends[ARRAY_LEN(clients)];
 };
 
 static void start(struct run *r)
 {
-	struct dlq_config cfg;
-	char err[512];
 	memset(r, 0, sizeof(*r));
 	fake_reset();
 	fake.record_sys = true;
-	FUZZ_CHECK(config__parse(fuzz_standard_options, fuzz_standard_count, &cfg, err, sizeof(err)) == 0, "%s", err);
-	cfg.exact_counting = true;
-	cfg.delivery_count = true;
-	FUZZ_CHECK(dlq__init(&r->pl.engine, &cfg, err, sizeof(err)) == 0, "dlq__init: %s", err);
+	fuzz_engine_start(&r->pl.engine, fuzz_standard_options, fuzz_standard_count,
+			ENGINE_EXACT_COUNTING | ENGINE_DELIVERY_COUNT);
 	r->pl.caps.props = fake_reader_v21;
 	r->pl.caps.v21 = (struct broker_props_v21){
 		.identifier = v_identifier,
@@ -335,7 +332,7 @@ static void send_one(struct run *r, struct fuzz_input *in)
 	ed.payloadlen = (uint32_t)strlen(payload);
 	ed.qos = qos;
 	ed.properties = props;
-	uint64_t stripped = r->pl.engine.counters.sent_without_stamp;
+	uint64_t stripped = dlq__totals(&r->pl.engine)->sent_without_stamp;
 	if(has_dlq_id(props)) r->sends[c]++;
 
 	int rc = adapter__message_out_v21(DLQ_MOSQ_EVT_MESSAGE_OUT, &ed, &r->pl);
@@ -343,7 +340,7 @@ static void send_one(struct run *r, struct fuzz_input *in)
 	if(ed.properties != props){
 		FUZZ_CHECK(client.protocol == 5, "an MQTT 3 receiver's properties changed");
 		FUZZ_CHECK(has_dlq_id(props), "a message without a dlq-id changed");
-		if(r->pl.engine.counters.sent_without_stamp > stripped){
+		if(dlq__totals(&r->pl.engine)->sent_without_stamp > stripped){
 			FUZZ_CHECK(!has_dlq_id(ed.properties), "a stripped send keeps its dlq-id");
 			uint32_t limit = packet_limits__get(&r->pl.limits, clients[c]);
 			FUZZ_CHECK(limit && packet__publish_size(strlen(topic), ed.payloadlen, qos, v_get_length_all(ed.properties))

@@ -21,6 +21,7 @@
 
 #include "broker/packet_size.h"
 #include "fuzz.h"
+#include "test_util.h"
 
 #define CLIENTS 6
 
@@ -43,7 +44,7 @@ static uint64_t near(uint8_t sel, uint16_t raw, uint64_t cap)
 	if(sel & 0x80){
 		v = raw;
 	}else{
-		uint64_t b = boundaries[(sel & 0x7F) % (sizeof(boundaries) / sizeof(boundaries[0]))];
+		uint64_t b = boundaries[(sel & 0x7F) % ARRAY_LEN(boundaries)];
 		int delta = (int)(raw % 9) - 4;
 		v = delta < 0 && b < (uint64_t)-delta ? 0 : b + (uint64_t)(int64_t)delta;
 		if(delta > 0 && v < b) v = UINT64_MAX; /* wrapped */

@@ -47,6 +47,7 @@
 #include "model/ledger.h"
 #include "model/redelivery.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 #include "util/id.h"
 
 #define MAX_OPS 200
@@ -208,7 +209,7 @@ static void pick_content(struct fuzz_input *in, const struct known *k, const cha
 		*len = k->payload_len;
 		return;
 	}
-	*topic = topics[(c >> 1) % (sizeof(topics) / sizeof(topics[0]))];
+	*topic = topics[(c >> 1) % ARRAY_LEN(topics)];
 	unsigned p = (c >> 4) % 4;
 	*payload = payload_lens[p] ? payloads[p] : NULL;
 	*len = payload_lens[p];
@@ -239,11 +240,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(fuzz_standard_count + 1 <= 32, "options");
 	memcpy(opts, fuzz_standard_options, fuzz_standard_count * sizeof(opts[0]));
 	opts[fuzz_standard_count] = (struct dlq_option){"redelivery_tracking", "allow"};
-	struct dlq_config cfg;
-	char err[512];
-	FUZZ_CHECK(config__parse(opts, fuzz_standard_count + 1, &cfg, err, sizeof(err)) == 0, "config__parse: %s", err);
-	cfg.exact_counting = true;
-	FUZZ_CHECK(dlq__init(&r.d, &cfg, err, sizeof(err)) == 0, "dlq__init: %s", err);
+	fuzz_engine_start(&r.d, opts, fuzz_standard_count + 1, ENGINE_EXACT_COUNTING);
 	FUZZ_CHECK(r.d.cfg.exact_counting, "exact counting is off");
 
 	for(int op = 0; op < MAX_OPS && fuzz_input_more(&in); op++){
@@ -254,7 +251,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int ci;
 		switch(code){
 		case 0: {
-			const char *topic = topics[fuzz_input_byte(&in) % (sizeof(topics) / sizeof(topics[0]))];
+			const char *topic = topics[fuzz_input_byte(&in) % ARRAY_LEN(topics)];
 			unsigned p = fuzz_input_byte(&in) % 4;
 			uint8_t qos = fuzz_input_byte(&in) % 3;
 			const struct dlq_policy *pol = dlq__policy_for(&r.d, topic);
@@ -274,7 +271,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint32_t len;
 			pick_content(&in, k, &topic, &payload, &len);
 			struct dlq_send s;
-			uint64_t redeliveries = r.d.counters.redeliveries;
+			uint64_t redeliveries = dlq__totals(&r.d)->redeliveries;
 			const struct dlq_record *rec = redelivery__record_by_id(&r.d.ledger, id, id_len, topic, payload, len);
 			unsigned base = rec ? record__attempt(rec) : 0;
 			dlq__sent(&r.d, client, id, id_len, topic, payload, len, &s);
@@ -294,8 +291,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				FUZZ_CHECK(s.attempt <= base + k->sends[ci] - 1, "attempt %u after %u sends (record attempt %u)",
 						s.attempt, k->sends[ci], base);
 			}
-			FUZZ_CHECK(r.d.counters.redeliveries <= redeliveries + (s.attempt > 0), "redeliveries jumped");
-			FUZZ_CHECK(r.d.counters.redeliveries <= r.sent_calls, "more redeliveries than sends");
+			FUZZ_CHECK(dlq__totals(&r.d)->redeliveries <= redeliveries + (s.attempt > 0), "redeliveries jumped");
+			FUZZ_CHECK(dlq__totals(&r.d)->redeliveries <= r.sent_calls, "more redeliveries than sends");
 			break;
 		}
 		case 2: {
@@ -312,14 +309,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			pick_content(&in, k, &c.topic, &c.payload, &c.payload_len);
 			uint8_t which = fuzz_input_byte(&in);
 			c.conn = which & 1 ? conn : conn + 1 + which; /* its live connection, or another */
-			uint64_t diverted = r.d.counters.diverted;
+			uint64_t diverted = dlq__totals(&r.d)->diverted;
 			bool real = k == NULL && redelivery__record_by_id(&r.d.ledger, cid, id_len, c.topic, c.payload, c.payload_len);
 			bool removed = dlq__read_check(&r.d, &c);
 			TRACE("check \"%.20s\" conn %lu (live %lu) %.20s on %s: %s\n", client, (unsigned long)c.conn,
 					(unsigned long)conn, cid, c.topic, removed ? "removed" : "kept");
 			FUZZ_CHECK(!removed || real || same_content(k, c.topic, c.payload, c.payload_len),
 					"a read check of a forged id or other content removed a message");
-			FUZZ_CHECK(r.d.counters.diverted <= diverted + 1, "diverted jumped");
+			FUZZ_CHECK(dlq__totals(&r.d)->diverted <= diverted + 1, "diverted jumped");
 			free(cid);
 			harvest(&r); /* a diverted message's dead letter */
 			break;
@@ -377,7 +374,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case 8: {
 			ci = pick_client(&in, &owned);
-			const char *filter = filters[fuzz_input_byte(&in) % (sizeof(filters) / sizeof(filters[0]))];
+			const char *filter = filters[fuzz_input_byte(&in) % ARRAY_LEN(filters)];
 			uint8_t qos = fuzz_input_byte(&in) % 3;
 			uint32_t sid = fuzz_input_byte(&in);
 			dlq__subscribed(&r.d, ci >= 0 ? clients[ci] : owned, filter, qos, sid);
@@ -402,9 +399,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(fuzz_owed_count(&r.d) == 0, "%zu envelopes still owed after a flush", fuzz_owed_count(&r.d));
 	/* Each accepted NACK made one envelope, each diverted message one dead
 	 * letter; a client that left may add dead letters of its copies. */
-	FUZZ_CHECK(r.published >= r.accepted + r.d.counters.diverted, "%llu published, %llu NACKs and %llu diverted",
+	FUZZ_CHECK(r.published >= r.accepted + dlq__totals(&r.d)->diverted, "%llu published, %llu NACKs and %llu diverted",
 			(unsigned long long)r.published, (unsigned long long)r.accepted,
-			(unsigned long long)r.d.counters.diverted);
+			(unsigned long long)dlq__totals(&r.d)->diverted);
 	dlq__cleanup(&r.d);
 	for(size_t i = 0; i < r.n; i++) forget_known(&r.ring[i]);
 	fake_reset();

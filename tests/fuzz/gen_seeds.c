@@ -14,6 +14,7 @@
 
 #include "fuzz.h"
 #include "store/state.h"
+#include "test_util.h"
 
 static void put(const char *dir, const char *target, const char *name, const uint8_t *data, size_t len)
 {
@@ -146,7 +147,7 @@ static void sessions_seeds(const char *dir)
 
 	s.len = 0;
 	const char *const dead[] = {"#", "+/#", "dead/#", "$share/g/#", "dead/orders", "+/+", "dead-alerts", "+/alerts/#"};
-	for(size_t i = 0; i < sizeof(dead) / sizeof(dead[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(dead); i++){
 		ss_subscribe(&s, i % 3, dead[i], 1, (uint32_t)i, i & 1);
 		b(&s, 7); str(&s, dead[i]);
 	}

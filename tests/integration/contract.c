@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness_int.h"
+#include "test_util.h"
 
 const char *dlq_id_of_at(const char *file, int line, const struct it_msg *m)
 {
@@ -56,7 +57,7 @@ const char *expect_original_at(const char *file, int line, const struct it_msg *
 	expect_user_absent(file, line, m, DLQ_PROP_RETRY_COUNT);
 	expect_user_absent(file, line, m, DLQ_PROP_ORIGIN_TOPIC);
 	expect_user_absent(file, line, m, DLQ_PROP_ORIGIN_ID);
-	for(size_t i = 0; i < sizeof(dead_letter_only) / sizeof(dead_letter_only[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(dead_letter_only); i++){
 		expect_user_absent(file, line, m, dead_letter_only[i]);
 	}
 	return id;
@@ -75,7 +76,7 @@ const char *expect_retry_copy_at(const char *file, int line, const struct it_msg
 	expect_user_once(file, line, m, DLQ_PROP_RETRY_COUNT, count);
 	expect_user_once(file, line, m, DLQ_PROP_ORIGIN_TOPIC, origin_topic);
 	expect_user_once(file, line, m, DLQ_PROP_ORIGIN_ID, origin_id);
-	for(size_t i = 0; i < sizeof(dead_letter_only) / sizeof(dead_letter_only[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(dead_letter_only); i++){
 		expect_user_absent(file, line, m, dead_letter_only[i]);
 	}
 	return id;

@@ -238,6 +238,14 @@ int harness_finish(void)
 	return left;
 }
 
+bool harness_needs_21(const char *suite, const char *why)
+{
+	if(BROKER_IS_21()) return true;
+	int v = broker_version();
+	printf("%s: skipped on mosquitto %d.%d.%d: %s\n", suite, v / 1000000, v / 1000 % 1000, v % 1000, why);
+	return false;
+}
+
 int harness_run(Suite *s)
 {
 	SRunner *sr = srunner_create(s);

@@ -62,6 +62,16 @@ int harness_finish(void);
  * test, harness_finish), frees it, and returns the exit status. */
 int harness_run(Suite *s);
 
+/* The exit status of a suite that cannot run on this broker: meson test
+ * reports it as SKIP, neither passed nor failed. */
+#define HARNESS_EXIT_SKIP 77
+
+/* For a suite whose every case is Mosquitto 2.1's: true when the broker the
+ * tests run is 2.1 or later (BROKER_IS_21). Otherwise prints one line with
+ * the suite's name, the broker's version and why, and main() should return
+ * HARNESS_EXIT_SKIP before running anything. */
+bool harness_needs_21(const char *suite, const char *why);
+
 /* A TCase with the harness's checked fixture and timeout. */
 TCase *harness_tcase(const char *name);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 /* Publishes payload to topic at QoS 1, with a v5 response topic and
  * correlation data when given. */
@@ -218,7 +219,7 @@ static const struct garbage garbage[] = {
 	{ DLQ_NACK_TOPIC, "{\"commands\":[]}", NULL },
 	{ DLQ_NACK_TOPIC, "AAAAAAAAAAAAAAAA", "unknown or expired" },
 };
-#define NGARBAGE (sizeof(garbage) / sizeof(garbage[0]))
+#define NGARBAGE ARRAY_LEN(garbage)
 
 START_TEST(test_garbage_payloads)
 {

@@ -16,6 +16,7 @@
 
 #include "harness.h"
 #include "raw.h"
+#include "test_util.h"
 
 /* Publishes payload to topic at QoS 1 with a v5 response topic (NULL:
  * none) and correlation data. */
@@ -87,8 +88,8 @@ START_TEST(test_invalid_response_topics_get_the_default_reply_topic)
 	if(broker_checks_response_topics()){
 		/* The broker refuses each NACK, the real one too; the plugin
 		 * never sees them, and the message stays the worker's. */
-		for(size_t i = 0; i <= sizeof(bad) / sizeof(bad[0]); i++){
-			bool real = i == sizeof(bad) / sizeof(bad[0]);
+		for(size_t i = 0; i <= ARRAY_LEN(bad); i++){
+			bool real = i == ARRAY_LEN(bad);
 			raw_set_response_topic(w, real ? "a/#" : bad[i]);
 			expect_refused(w, DLQ_NACK_TOPIC, real ? id : "AAAAAAAAAAAAAAAA");
 			raw_connect(w);
@@ -111,10 +112,10 @@ START_TEST(test_invalid_response_topics_get_the_default_reply_topic)
 				"retried", 1, 3);
 		cJSON_Delete(doc);
 	}else{
-		for(size_t i = 0; i <= sizeof(bad) / sizeof(bad[0]); i++){
+		for(size_t i = 0; i <= ARRAY_LEN(bad); i++){
 			/* The README's compact NACK; an id never issued, so that each
 			 * is answered, and last the real one. */
-			bool real = i == sizeof(bad) / sizeof(bad[0]);
+			bool real = i == ARRAY_LEN(bad);
 			const char *topic = real ? "a/#" : bad[i];
 			raw_set_response_topic(w, topic);
 			ck_assert_uint_lt(raw_publish(w, DLQ_NACK_TOPIC, real ? id : "AAAAAAAAAAAAAAAA", DLQ_ID_LEN, 1), 0x80);

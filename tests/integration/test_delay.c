@@ -16,6 +16,7 @@
 
 #include "delay_checks.h"
 #include "harness.h"
+#include "test_util.h"
 
 /* retry_delay=2s: the copy comes once, no earlier than 2 s after the NACK,
  * with retry-count 1 and first-nack-time; nothing comes before it. */
@@ -253,12 +254,12 @@ START_TEST(test_bad_delays_refused)
 	const char *bad_ms[] = { "abc", "-5", "1.5", "", " 100", "100 ", "1e3", "+100", "100ms",
 		"99999999999999999999999" };
 	size_t replies = 0;
-	for(size_t i = 0; i < sizeof(bad_ms) / sizeof(bad_ms[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(bad_ms); i++){
 		nack_compact(w, id, bad_ms[i], NULL);
 		expect_error_reply(w, DLQ_RESPONSE_TOPIC, ++replies, "\"" DLQ_PROP_NACK_DELAY_MS "\" must be a whole number");
 	}
 	const char *bad_json[] = { "\"5\"", "5", "\"-1s\"", "\"1x\"", "\"\"", "true", "{}", "\"1.5s\"" };
-	for(size_t i = 0; i < sizeof(bad_json) / sizeof(bad_json[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(bad_json); i++){
 		nack_json(w, id, bad_json[i]);
 		expect_error_reply(w, DLQ_RESPONSE_TOPIC, ++replies, "\"delay\" must be a duration with its unit");
 	}

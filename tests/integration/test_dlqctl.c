@@ -17,6 +17,7 @@
 
 #include "harness.h"
 #include "proc.h"
+#include "test_util.h"
 
 /* Waits for the k-th (0-based) delivery of payload on topic. */
 static const struct it_msg *delivery(struct client *c, const char *topic, const char *payload, size_t k)
@@ -161,7 +162,7 @@ START_TEST(test_errors)
 		{ "status", "--bogus", NULL },
 		{ "status", "extra", NULL },
 	};
-	for(size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(usage); i++){
 		struct proc *p = dlqctl_run(plain, usage[i][0], usage[i][1], usage[i][2], usage[i][3], NULL);
 		if(proc_status(p) != 2 || strstr(proc_err(p), "dlqctl: ") == NULL){
 			proc_dump(p);

@@ -21,6 +21,7 @@
 #include "limits_common.h"
 #include "proc.h"
 #include "raw.h"
+#include "test_util.h"
 
 /* ---- helpers ---- */
 
@@ -127,7 +128,7 @@ START_TEST(test_ten_thousand_filters)
 	client_subscribe(worker, "other/#", 1);
 	client_subscribe(dead, "dead/#", 1);
 	static const unsigned picks[] = { 0, 1, 2, 3333, 5000, 7777, 9998, 9999 };
-	for(size_t j = 0; j < sizeof(picks) / sizeof(picks[0]); j++){
+	for(size_t j = 0; j < ARRAY_LEN(picks); j++){
 		char filter[64], topic[64], dead_topic[32], payload[32];
 		big_policy(picks[j], filter, sizeof(filter), topic, sizeof(topic));
 		snprintf(dead_topic, sizeof(dead_topic), "dead/%u", picks[j]);
@@ -143,7 +144,7 @@ START_TEST(test_ten_thousand_filters)
 	const struct it_msg *m = client_expect(worker, "site/10000/a/b", 1);
 	ck_assert_msg(msg_user(m, DLQ_PROP_ID) == NULL, "a topic no filter matches was stamped");
 	clients_settle(worker, pub, dead);
-	client_expect_exactly(dead, NULL, sizeof(picks) / sizeof(picks[0]));
+	client_expect_exactly(dead, NULL, ARRAY_LEN(picks));
 
 	/* The control replies grow with the table. */
 	struct client *ops = client_new(big, "ops", MQTT_PROTOCOL_V5);
@@ -158,7 +159,7 @@ START_TEST(test_ten_thousand_filters)
 	data = command(ops, DLQ_COMMAND_GET_STATUS, &status_bytes);
 	uint64_t status_ms = it_now_ms() - t0;
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(data, "policies")), 10000);
-	ck_assert_int_eq(json_num(totals(data), "deadLetters"), sizeof(picks) / sizeof(picks[0]));
+	ck_assert_int_eq(json_num(totals(data), "deadLetters"), ARRAY_LEN(picks));
 	cJSON_Delete(data);
 	fprintf(stderr, "limits: with 10000 policies, listPolicies replies %zu bytes in %llu ms, getStatus %zu bytes in %llu ms "
 			"(round trips)\n", bytes, (unsigned long long)list_ms, status_bytes, (unsigned long long)status_ms);
@@ -187,7 +188,7 @@ START_TEST(test_ten_thousand_filters)
 			"%.1f us with 3 policies, %.1f us with 10000 (same topics), %.1f us with 10000 (topics spread over the table)\n",
 			ROUNDS, ROUND, (double)us_small / ROUND, (double)us_big_same / ROUND, (double)us_big_spread / ROUND);
 	data = status(ops);
-	ck_assert_int_eq(json_num(totals(data), "tracked"), sizeof(picks) / sizeof(picks[0]) + 2 * ROUNDS * ROUND);
+	ck_assert_int_eq(json_num(totals(data), "tracked"), ARRAY_LEN(picks) + 2 * ROUNDS * ROUND);
 	cJSON_Delete(data);
 }
 END_TEST

@@ -15,6 +15,7 @@
 
 #include "harness.h"
 #include "proc.h"
+#include "test_util.h"
 
 #define REPLY_TOPIC "ops/reply"
 
@@ -193,7 +194,7 @@ START_TEST(test_bad_requests_get_error_replies)
 		{ "{\"commands\":[42]}", "each command must be a JSON object" },
 		{ "{\"commands\":[{\"command\":5}]}", "missing or non-string \"command\"" },
 	};
-	for(size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
 		cJSON *doc = request(c, bad[i].payload);
 		const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "responses"), 0);
 		const char *err = json_str(e, "error");
@@ -211,7 +212,7 @@ START_TEST(test_bad_requests_get_error_replies)
 	cJSON *doc = command(c, DLQ_COMMAND_GET_STATUS, NULL);
 	cJSON_Delete(doc);
 	clients_settle(c);
-	client_expect_exactly(c, REPLY_TOPIC, sizeof(bad) / sizeof(bad[0]) + 1);
+	client_expect_exactly(c, REPLY_TOPIC, ARRAY_LEN(bad) + 1);
 	ck_assert_uint_eq(client_disconnects(c), 0);
 }
 END_TEST

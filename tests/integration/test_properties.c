@@ -11,13 +11,14 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 static const char corr[] = { 'c', 'o', 'r', 'r', '\0', '\x01', '\xff' };
 
 /* The publisher's user properties, in the order it sent them. */
 static const char *const user_names[] = { "trace", "tenant", "trace", "empty" };
 static const char *const user_values[] = { "t-1", "acme", "t-2", "" };
-#define NUSER (sizeof(user_names) / sizeof(user_names[0]))
+#define NUSER ARRAY_LEN(user_names)
 
 static mosquitto_property *publisher_props(void)
 {

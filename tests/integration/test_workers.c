@@ -22,6 +22,7 @@
 
 #include "harness.h"
 #include "proc.h"
+#include "test_util.h"
 
 #define POLICY "numbers max_attempts=3 dead_letter=dead/numbers"
 #define REASON "odd numbers are not accepted"
@@ -260,7 +261,7 @@ START_TEST(test_untracked)
 		"carries no dlq-id",
 		"ignored a message on plain that is not a number",
 	};
-	for(size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(want); i++){
 		if(!proc_wait_error(w, want[i], 1, HARNESS_WAIT_MS)){
 			proc_dump(w);
 			ck_abort_msg("the %s worker did not say \"%s\"", lang_names[lang], want[i]);

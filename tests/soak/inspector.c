@@ -14,6 +14,7 @@
 
 #include "mosquitto_dlq.h"
 #include "soak.h"
+#include "test_util.h"
 
 #define SESSION_EXPIRY_S 3600
 
@@ -54,7 +55,7 @@ static uint64_t fingerprint(const struct mq_msg *m)
 	const char *names[] = { DLQ_PROP_ORIGIN_ID, DLQ_PROP_RETRY_COUNT, DLQ_PROP_DEAD_LETTER_CLIENT,
 			DLQ_PROP_DEAD_LETTER_TIME };
 	uint64_t h = 0;
-	for(size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(names); i++){
 		const char *v = user(m, names[i]);
 		h = fp_hash(h, v ? v : "", v ? strlen(v) + 1 : 0);
 	}

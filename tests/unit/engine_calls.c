@@ -8,6 +8,13 @@
 
 #include "engine_calls.h"
 
+void engine_start(struct dlq *d, bool *live, const struct dlq_option *opts, size_t count, unsigned flags)
+{
+	char err[1100];
+	int rc = engine_try_start(d, live, opts, count, flags, err, sizeof(err));
+	ck_assert_msg(rc == 0, "%s", err);
+}
+
 void engine_track(struct dlq *d, const char *topic, const char *payload, uint8_t qos,
 		const struct dlq_headers *h, char id[DLQ_ID_LEN + 1])
 {

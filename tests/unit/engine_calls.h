@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * The two engine calls most unit suites make, with Check assertions:
- * track a publish on a topic that must match a policy, and NACK an id.
+ * The engine calls most unit suites make, with Check assertions: start an
+ * engine (the fixture of engine_fixture.h), track a publish on a topic that
+ * must match a policy, and NACK an id.
  */
 #ifndef DLQ_TEST_ENGINE_CALLS_H
 #define DLQ_TEST_ENGINE_CALLS_H
@@ -10,7 +11,12 @@
 #include <stdint.h>
 
 #include "engine/dlq.h"
+#include "engine_fixture.h"
 #include "util/headers.h"
+
+/* Starts d from the count options with flags (engine_try_start; live may
+ * be NULL); fails the test with the refusal's message unless it started. */
+void engine_start(struct dlq *d, bool *live, const struct dlq_option *opts, size_t count, unsigned flags);
 
 /* Tracks payload on topic at qos with the encoded properties h (or none)
  * and writes its dlq-id to id; fails the test unless a policy matches and

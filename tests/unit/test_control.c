@@ -16,10 +16,11 @@
 #include "api/control.h"
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static const struct dlq_option standard[] = {
 	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
@@ -223,7 +224,7 @@ START_TEST(a_failed_compact_nack_is_answered_with_an_error)
 	expect_error(entry(r, 0), DLQ_COMMAND_NACK, NULL, "malformed");
 	ck_assert(reply.must_send);
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(d.counters.nacks_refused, 3);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 3);
 }
 END_TEST
 
@@ -340,7 +341,7 @@ START_TEST(every_bad_command_gets_its_own_error)
 	/* Only the good command did anything. */
 	ck_assert_uint_eq(fake.publish_count, 1);
 	ck_assert_str_eq(fake.publishes[0].client, "sub1");
-	ck_assert_uint_eq(d.counters.nacks, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 1);
 }
 END_TEST
 
@@ -619,7 +620,7 @@ START_TEST(a_bad_json_delay_is_an_error_and_changes_nothing)
 	}
 	ck_assert_uint_eq(fake.publish_count, 0);
 	ck_assert_uint_eq(d.delayed.count, 0);
-	ck_assert_uint_eq(d.counters.nacks, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
 	/* The delivery was not taken as NACKed by sub1. */
 	const cJSON *r = compact(id, "sub1", NULL);
 	expect_result(entry(r, 0), id, "retried", 1, 3);
@@ -680,12 +681,8 @@ END_TEST
 static void setup(void)
 {
 	fake_reset();
-	struct dlq_config cfg;
-	char err[256];
-	int rc = config__parse(standard, ARRAY_LEN(standard), &cfg, err, sizeof(err));
-	ck_assert_msg(rc == 0, "config__parse: %s", err);
-	cfg.sys_interval_ms = 0; /* no $SYS publishes among the ones counted here */
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
+	/* No $SYS publishes among the ones counted here. */
+	engine_start(&d, NULL, standard, ARRAY_LEN(standard), ENGINE_NO_SYS);
 	memset(&reply, 0, sizeof(reply));
 	doc = NULL;
 }
@@ -695,7 +692,7 @@ static void teardown(void)
 	control__reply_free(&reply);
 	cJSON_Delete(doc);
 	doc = NULL;
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	fake_reset();
 }
 

@@ -19,8 +19,10 @@
 #include "api/control_input.h"
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 #include "util/errtext.h"
 
 static uint64_t mono_ns(void)
@@ -42,12 +44,8 @@ static void setup(void)
 		{"policy", "slow max_attempts=3 dead_letter=dead/slow"},
 		{"policy", "more/# max_attempts=3 dead_letter=dead/more"},
 	};
-	struct dlq_config cfg;
-	char err[256];
 	fake_reset();
-	ck_assert_int_eq(config__parse(opts, 3, &cfg, err, sizeof(err)), 0);
-	cfg.sys_interval_ms = 0;
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
+	engine_start(&d, NULL, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
 }
 
 static void teardown(void)
@@ -55,7 +53,7 @@ static void teardown(void)
 	control__reply_free(&reply);
 	cJSON_Delete(doc);
 	doc = NULL;
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	fake_reset();
 }
 
@@ -127,7 +125,7 @@ END_TEST
 START_TEST(a_reply_for_an_invalid_response_topic_goes_to_the_default_topic)
 {
 	static const char *const bad[] = { "", "#", "+", "a/#" };
-	for(size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
 		json("{\"commands\":[{\"command\":\"getStatus\"}]}");
 		ck_assert_str_eq(reply.topic, DLQ_RESPONSE_TOPIC);
 		request(false, "{\"commands\":[{\"command\":\"getStatus\"}]}", 39, bad[i]);
@@ -187,7 +185,7 @@ START_TEST(text_that_is_not_utf8_is_refused_naming_the_byte)
 	const char nul[] = "{\"commands\":[{\"command\":\"nack\",\"id\":\"x\0y\"}]}";
 	r = request(false, nul, sizeof(nul) - 1, NULL);
 	ck_assert_str_eq(error_of(r, 0), "payload holds a NUL byte (at byte 38)");
-	ck_assert_uint_eq(d.counters.nacks + d.counters.nacks_refused, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks + dlq__totals(&d)->nacks_refused, 0);
 }
 END_TEST
 
@@ -207,7 +205,7 @@ START_TEST(a_string_holding_u0000_is_refused_naming_its_member)
 		{ "correlationData", "{\"commands\":[{\"command\":\"nack\",\"id\":\"%s\",\"correlationData\":{\"k\":[\"\\u0000\"]}}]}" },
 		{ "commands", "{\"commands\":[\"\\u0000\"],\"x\":\"%s\"}" },
 	};
-	for(size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		char payload[256];
 		snprintf(payload, sizeof(payload), cases[i].fmt, id);
 		const cJSON *r = json(payload);
@@ -218,12 +216,12 @@ START_TEST(a_string_holding_u0000_is_refused_naming_its_member)
 	}
 	/* Nothing was NACKed; an escaped backslash before u0000 is no NUL,
 	 * and the same NACK without one goes through. */
-	ck_assert_uint_eq(d.counters.nacks, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
 	char payload[256];
 	snprintf(payload, sizeof(payload), "{\"commands\":[{\"command\":\"nack\",\"id\":\"%s\",\"reason\":\"\\\\u0000\",\"delay\":\"5ms\"}]}", id);
 	const cJSON *r = json(payload);
 	ck_assert_ptr_null(error_of(r, 0));
-	ck_assert_uint_eq(d.counters.nacks, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 1);
 }
 END_TEST
 
@@ -262,7 +260,7 @@ END_TEST
 
 START_TEST(the_first_status_command_runs_whatever_the_policies)
 {
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	/* 1200 policies: more than the cap on their own. */
 	struct dlq_option *opts = calloc(1200, sizeof(*opts));
 	char (*lines)[64] = calloc(1200, sizeof(*lines));
@@ -271,13 +269,9 @@ START_TEST(the_first_status_command_runs_whatever_the_policies)
 		snprintf(lines[i], sizeof(lines[i]), "p/%d max_attempts=2 dead_letter=dead/p", i);
 		opts[i] = (struct dlq_option){"policy", lines[i]};
 	}
-	struct dlq_config cfg;
-	char err[256];
-	ck_assert_int_eq(config__parse(opts, 1200, &cfg, err, sizeof(err)), 0);
+	engine_start(&d, NULL, opts, 1200, ENGINE_NO_SYS);
 	free(opts);
 	free(lines);
-	cfg.sys_interval_ms = 0;
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
 	const cJSON *r = json("{\"commands\":[{\"command\":\"getStatus\"},{\"command\":\"nack\",\"id\":\"x\"},"
 			"{\"command\":\"listPolicies\"},{\"command\":\"getStatus\"}]}");
 	ck_assert_ptr_null(error_of(r, 0));

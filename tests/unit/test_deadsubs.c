@@ -14,9 +14,10 @@
 #include "config/config.h"
 #include "model/deadsubs.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
+#include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static struct dlq_policy items[] = {
 	{ .filter = "jobs/#", .dead_letter = "dead/jobs" },
@@ -74,18 +75,14 @@ static size_t warnings(void)
 START_TEST(logged_once_per_client_and_filter_and_counted)
 {
 	struct dlq d;
-	struct dlq_config cfg;
-	char err[256];
 	fake_reset();
-	ck_assert_int_eq(config__parse(standard, ARRAY_LEN(standard), &cfg, err, sizeof(err)), 0);
-	cfg.sys_interval_ms = 0;
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
+	engine_start(&d, NULL, standard, ARRAY_LEN(standard), ENGINE_NO_SYS);
 
 	ck_assert(dlq__subscribed_to_dead_letters(&d, "c1", "#"));
 	ck_assert(dlq__subscribed_to_dead_letters(&d, "c1", "#"));
 	ck_assert(dlq__subscribed_to_dead_letters(&d, "c1", "+/#"));
 	ck_assert(!dlq__subscribed_to_dead_letters(&d, "c2", "dead/#"));
-	ck_assert_uint_eq(d.counters.subscribers_of_dead_letters, 3);
+	ck_assert_uint_eq(dlq__totals(&d)->subscribers_of_dead_letters, 3);
 	ck_assert_uint_eq(warnings(), 2);
 	ck_assert(fake_logged("client \"c1\" subscribed to \"#\", which takes in the dead-letter topic \"dead/jobs\" "
 			"as well as messages of policy \"jobs/#\": it receives dead letters as new deliveries"));
@@ -103,8 +100,8 @@ START_TEST(logged_once_per_client_and_filter_and_counted)
 	ck_assert_uint_eq(d.deadsubs.count, DEADSUBS_MAX);
 	/* (The fake port keeps only the first FAKE_MAX_LOGS lines.) */
 	ck_assert(d.deadsubs.full_noted);
-	ck_assert_uint_eq(d.counters.subscribers_of_dead_letters, 4 + DEADSUBS_MAX + 10);
-	dlq__cleanup(&d);
+	ck_assert_uint_eq(dlq__totals(&d)->subscribers_of_dead_letters, 4 + DEADSUBS_MAX + 10);
+	engine_stop(&d, NULL);
 	fake_reset();
 }
 END_TEST

@@ -14,13 +14,14 @@
 
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 #include "util/headers.h"
 #include "util/id.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static const struct dlq_option standard[] = {
 	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
@@ -32,21 +33,15 @@ static struct dlq d;
 static bool d_live;
 static struct dlq_headers original; /* a publisher's properties */
 
+/* No $SYS publishes among the ones counted here. */
 static void start(const struct dlq_option *opts, size_t count)
 {
-	struct dlq_config cfg;
-	char err[512];
-	int rc = config__parse(opts, count, &cfg, err, sizeof(err));
-	ck_assert_msg(rc == 0, "config__parse: %s", err);
-	cfg.sys_interval_ms = 0; /* no $SYS publishes among the ones counted here */
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
-	d_live = true;
+	engine_start(&d, &d_live, opts, count, ENGINE_NO_SYS);
 }
 
 static void stop(void)
 {
-	if(d_live) dlq__cleanup(&d);
-	d_live = false;
+	engine_stop(&d, &d_live);
 }
 
 static void track_with(const char *topic, const char *payload, uint8_t qos, const struct dlq_headers *h,
@@ -206,8 +201,8 @@ START_TEST(a_nack_needs_read_access)
 	track("numbers", "7", 1, id);
 	ck_assert_int_eq(nack_checked(id, "stranger"), DLQ_NACK_NOT_PERMITTED);
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(d.counters.nacks_refused, 1);
-	ck_assert_uint_eq(d.counters.nacks, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
 	ck_assert_str_eq(dlq__nack_status_text(DLQ_NACK_NOT_PERMITTED), "refused: this client may not read the message");
 	ck_assert_int_eq(nack_checked(id, "reader"), DLQ_NACK_RETRIED);
 	expect_publish(0, "reader", "numbers", 1, "7");
@@ -241,7 +236,7 @@ START_TEST(tracking_stamps_distinct_ids_and_publishes_nothing)
 	ck_assert_str_ne(b, c);
 	ck_assert_str_ne(a, c);
 	ck_assert(known(a) && known(b) && known(c));
-	ck_assert_uint_eq(d.counters.tracked, 3);
+	ck_assert_uint_eq(dlq__totals(&d)->tracked, 3);
 	ck_assert_uint_eq(fake.publish_count, 0);
 }
 END_TEST
@@ -311,10 +306,10 @@ START_TEST(a_delivery_chain_ends_in_a_dead_letter_after_max_attempts)
 	dlq__tick(&d);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 3);
-	ck_assert_uint_eq(d.counters.nacks, 3);
-	ck_assert_uint_eq(d.counters.retry_copies, 2);
-	ck_assert_uint_eq(d.counters.dead_letters, 1);
-	ck_assert_uint_eq(d.counters.nacks_refused, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 3);
+	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 2);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 0);
 }
 END_TEST
 
@@ -383,8 +378,8 @@ START_TEST(max_attempts_1_dead_letters_at_once)
 	expect_hdr(0, DLQ_PROP_DEAD_LETTER_REASON, "no handler");
 	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
 	expect_hdr(0, DLQ_PROP_DEAD_LETTER_FILTER, "once");
-	ck_assert_uint_eq(d.counters.dead_letters, 1);
-	ck_assert_uint_eq(d.counters.retry_copies, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 0);
 }
 END_TEST
 
@@ -416,9 +411,9 @@ START_TEST(a_second_nack_by_the_same_client_is_refused)
 	dlq__tick(&d);
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_DUPLICATE);
 	ck_assert_uint_eq(fake.publish_count, 1);
-	ck_assert_uint_eq(d.counters.nacks, 1);
-	ck_assert_uint_eq(d.counters.nacks_refused, 2);
-	ck_assert_uint_eq(d.counters.retry_copies, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 2);
+	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 1);
 }
 END_TEST
 
@@ -475,8 +470,8 @@ START_TEST(unknown_and_malformed_ids_are_refused)
 	dlq__nack(&d, &n, &res);
 	ck_assert_int_eq(res.status, DLQ_NACK_MALFORMED_ID);
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(d.counters.nacks_refused, 7);
-	ck_assert_uint_eq(d.counters.nacks, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 7);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
 	/* The real one still works. */
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 }
@@ -516,7 +511,7 @@ START_TEST(records_expire_after_the_nack_window)
 	/* Exactly at the end of the window a record is still NACKable. */
 	fake.now_ms = t0 + 10000;
 	dlq__tick(&d);
-	ck_assert_uint_eq(d.counters.expired, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->expired, 0);
 	ck_assert_int_eq(nack(a, "sub1"), DLQ_NACK_RETRIED);
 	copy_id(0, copy);
 
@@ -524,7 +519,7 @@ START_TEST(records_expire_after_the_nack_window)
 	 * t0 + 10 s, is not. */
 	fake.now_ms = t0 + 10001;
 	dlq__tick(&d);
-	ck_assert_uint_eq(d.counters.expired, 2);
+	ck_assert_uint_eq(dlq__totals(&d)->expired, 2);
 	ck_assert_int_eq(nack(b, "sub1"), DLQ_NACK_UNKNOWN_ID);
 	ck_assert_int_eq(nack(a, "sub2"), DLQ_NACK_UNKNOWN_ID);
 	ck_assert_uint_eq(fake.publish_count, 1);
@@ -533,7 +528,7 @@ START_TEST(records_expire_after_the_nack_window)
 	fake.now_ms = t0 + 20001;
 	dlq__tick(&d);
 	ck_assert_int_eq(nack(copy, "sub1"), DLQ_NACK_UNKNOWN_ID);
-	ck_assert_uint_eq(d.counters.expired, 3);
+	ck_assert_uint_eq(dlq__totals(&d)->expired, 3);
 	ck_assert_uint_eq(d.ledger.count, 0);
 	ck_assert_uint_eq(d.ledger.bytes, 0);
 	ck_assert_uint_eq(fake.publish_count, 1);
@@ -563,7 +558,7 @@ START_TEST(a_quiet_tick_wakes_for_what_comes_after_it)
 	ck_assert(!d.tick_quiet);
 	fake.now_ms = t0 + 10001;
 	dlq__tick(&d);
-	ck_assert_uint_eq(d.counters.expired, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->expired, 1);
 	ck_assert_uint_eq(d.ledger.count, 0);
 
 	/* Quiet again; any other event wakes it. */
@@ -608,7 +603,7 @@ START_TEST(the_bound_evicts_the_oldest_records_first)
 		track("numbers", payload, 1, ids[i]);
 		ck_assert_uint_le(d.ledger.bytes + d.outbox.bytes, 1024);
 	}
-	ck_assert_uint_eq(d.counters.tracked, N);
+	ck_assert_uint_eq(dlq__totals(&d)->tracked, N);
 	/* A prefix of the oldest is gone, the newest are all there. */
 	int first_known = 0;
 	while(first_known < N && !known(ids[first_known])) first_known++;
@@ -617,7 +612,7 @@ START_TEST(the_bound_evicts_the_oldest_records_first)
 	for(int i = first_known; i < N; i++){
 		ck_assert_msg(known(ids[i]), "record %d evicted before an older one", i);
 	}
-	ck_assert_uint_eq(d.counters.evicted, (uint64_t)first_known);
+	ck_assert_uint_eq(dlq__totals(&d)->evicted, (uint64_t)first_known);
 	ck_assert_uint_eq(d.ledger.count, (size_t)(N - first_known));
 	ck_assert(fake_logged("max_pending_bytes"));
 
@@ -641,12 +636,12 @@ START_TEST(a_message_larger_than_the_bound_is_not_tracked)
 	ck_assert_int_eq(dlq__track(&d, p, "numbers", big, sizeof(big), 1, NULL, 0, id), ENOSPC);
 	/* Within the bound as payload, over it as a record. */
 	ck_assert_int_eq(dlq__track(&d, p, "numbers", big, 1020, 1, NULL, 0, id), ENOSPC);
-	ck_assert_uint_eq(d.counters.untracked_full, 2);
-	ck_assert_uint_eq(d.counters.tracked, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->untracked_full, 2);
+	ck_assert_uint_eq(dlq__totals(&d)->tracked, 1);
 	/* Refusing it evicted nothing. */
 	ck_assert(known(a));
 	ck_assert_uint_eq(d.ledger.count, 1);
-	ck_assert_uint_eq(d.counters.evicted, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->evicted, 0);
 	ck_assert_uint_eq(fake.publish_count, 0);
 }
 END_TEST
@@ -676,7 +671,7 @@ START_TEST(a_topic_of_65535_bytes_goes_through_its_chain)
 	expect_hdr(1, DLQ_PROP_ORIGIN_ID, id0);
 	expect_hdr(1, DLQ_PROP_DEAD_LETTER_FILTER, "long/#");
 	expect_user_names(1, dead_letter_names, ARRAY_LEN(dead_letter_names));
-	ck_assert_uint_eq(d.counters.nacks_refused, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 0);
 }
 END_TEST
 
@@ -696,9 +691,9 @@ START_TEST(ten_thousand_unknown_nacks_leave_nothing_behind)
 		snprintf(id, sizeof(id), "Unknown-%08u", i);
 		ck_assert_int_eq(nack(id, "flooder"), DLQ_NACK_UNKNOWN_ID);
 	}
-	ck_assert_uint_eq(d.counters.nacks_refused, 10000);
-	ck_assert_uint_eq(d.counters.unknown_ids, 10000);
-	ck_assert_uint_eq(d.counters.nacks, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 10000);
+	ck_assert_uint_eq(dlq__totals(&d)->unknown_ids, 10000);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
 	ck_assert_uint_eq(d.ledger.count, records);
 	ck_assert_uint_eq(d.ledger.bytes, bytes);
 	ck_assert_uint_eq(dlq__owed_count(&d), 0);
@@ -720,7 +715,7 @@ START_TEST(owed_envelopes_count_against_the_bound_with_the_records)
 	enum { N = 40 };
 	char ids[N][DLQ_ID_LEN + 1];
 	int tracked = 0;
-	while(tracked < N && d.counters.evicted == 0){
+	while(tracked < N && dlq__totals(&d)->evicted == 0){
 		track("once", "", 0, ids[tracked]);
 		tracked++;
 	}
@@ -745,15 +740,15 @@ START_TEST(a_dead_letter_the_broker_refuses_is_published_on_a_later_tick)
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_uint_eq(fake.publish_count, 0);
 	ck_assert_uint_eq(d.outbox.owed.count, 1);
-	ck_assert_uint_eq(d.counters.nacks, 1);
-	ck_assert_uint_eq(d.counters.publish_failures, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->publish_failures, 1);
 	const char *line = log_containing("failed to publish dead letter");
 	ck_assert_msg(line != NULL, "no log line about the failed dead letter");
 	ck_assert_msg(strstr(line, "dead/once") != NULL, "log line \"%s\" does not name the topic", line);
 
 	dlq__tick(&d); /* fails again: logged once only */
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(d.counters.publish_failures, 2);
+	ck_assert_uint_eq(dlq__totals(&d)->publish_failures, 2);
 	ck_assert_uint_eq(logs_containing("failed to publish"), 1);
 
 	dlq__tick(&d);
@@ -764,7 +759,7 @@ START_TEST(a_dead_letter_the_broker_refuses_is_published_on_a_later_tick)
 	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
 	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
 	ck_assert_uint_eq(d.outbox.owed.count, 0);
-	ck_assert_uint_eq(d.counters.dead_letters, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
 	/* Accepted, it stays accounted until the broker has taken it: the
 	 * top of the next loop pass, which the next tick follows. */
 	ck_assert_uint_eq(d.outbox.settling.count, 1);
@@ -815,7 +810,7 @@ START_TEST(owed_envelopes_filling_the_bound_refuse_nacks)
 	char ids[N][DLQ_ID_LEN + 1];
 	int tracked = 0;
 	/* Fill the ledger up to the bound with small records. */
-	while(tracked < N && d.counters.evicted == 0){
+	while(tracked < N && dlq__totals(&d)->evicted == 0){
 		track("once", "", 0, ids[tracked]);
 		tracked++;
 	}
@@ -844,7 +839,7 @@ START_TEST(owed_envelopes_filling_the_bound_refuse_nacks)
 	 * crossed it was refused. */
 	ck_assert_uint_le(d.outbox.bytes, 1024);
 	ck_assert_uint_gt(d.outbox.bytes + d.outbox.owed.head->bytes, 1024);
-	ck_assert_uint_eq(d.counters.nacks_refused, (uint64_t)full);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, (uint64_t)full);
 	ck_assert_uint_eq(fake.publish_count, 0);
 
 	/* The broker takes them again: every owed dead letter goes out once. */
@@ -892,7 +887,7 @@ START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 	ck_assert_msg(strstr(reason, "subscriber") && strstr(reason, "sub1")
 			&& strstr(reason, "left without a session before its retry copy was delivered"),
 			"reason \"%s\"", reason);
-	ck_assert_uint_eq(d.counters.dead_letters, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
 
 	/* Once is enough. */
 	dlq__client_gone(&d, "sub1");
@@ -934,7 +929,7 @@ START_TEST(a_copy_taken_by_the_broker_is_held_until_its_client_leaves)
 	const char *reason = hdr(1, DLQ_PROP_DEAD_LETTER_REASON);
 	ck_assert_msg(strstr(reason, "\"sub1\" left without a session before confirming its retry copy"),
 			"reason \"%s\"", reason);
-	ck_assert_uint_eq(d.counters.dead_letters, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
 	ck_assert_uint_eq(d.holds.records, 0);
 	ck_assert_uint_eq(d.holds.holders, 0);
 
@@ -968,7 +963,7 @@ START_TEST(a_held_copy_nacked_by_its_client_is_settled)
 	expect_publish(2, NULL, "dead/numbers", 1, "42");
 	expect_hdr(2, DLQ_PROP_RETRY_COUNT, "2");
 	expect_hdr(2, DLQ_PROP_ORIGIN_ID, id0);
-	ck_assert_uint_eq(d.counters.dead_letters, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
 
 	/* A copy NACKed into a dead letter leaves nothing held. */
 	char id1[DLQ_ID_LEN + 1];
@@ -1083,7 +1078,7 @@ START_TEST(an_owed_copy_whose_client_left_becomes_a_dead_letter)
 	dlq__tick(&d);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 1); /* the copy is not sent after all */
-	ck_assert_uint_eq(d.counters.retry_copies, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 0);
 	ck_assert_uint_eq(d.outbox.bytes, 0);
 }
 END_TEST
@@ -1099,12 +1094,12 @@ START_TEST(a_failing_random_source_tracks_nothing)
 	ck_assert_int_ne(rc, ENOSPC);
 	ck_assert_str_eq(id, "untouched");
 	ck_assert_uint_eq(d.ledger.count, 0);
-	ck_assert_uint_eq(d.counters.tracked, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->tracked, 0);
 	ck_assert(fake_logged("random"));
 	ck_assert_uint_eq(fake.publish_count, 0);
 	/* It recovers with the source. */
 	track("numbers", "42", 1, id);
-	ck_assert_uint_eq(d.counters.tracked, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->tracked, 1);
 }
 END_TEST
 
@@ -1123,7 +1118,7 @@ START_TEST(a_failing_random_source_refuses_the_nack_and_changes_nothing)
 	ck_assert_int_ne(st, DLQ_NACK_RETRIED);
 	ck_assert_int_ne(st, DLQ_NACK_DEAD_LETTERED);
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(d.counters.nacks, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
 	/* Not recorded as NACKed by sub1: it may try again. */
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	ck_assert_uint_eq(fake.publish_count, 1);
@@ -1188,8 +1183,8 @@ START_TEST(a_delayed_copy_goes_out_when_due_and_not_before)
 	ck_assert_uint_eq(res.attempt, 1);
 	ck_assert_uint_eq(fake.publish_count, 0);
 	ck_assert_uint_eq(d.delayed.count, 1);
-	ck_assert_uint_eq(d.counters.delayed, 1);
-	ck_assert_uint_eq(d.counters.retry_copies, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->delayed, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 0);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 0);
 
@@ -1203,7 +1198,7 @@ START_TEST(a_delayed_copy_goes_out_when_due_and_not_before)
 	/* When the message was first NACKed (RFC 3339, UTC, milliseconds), not
 	 * when the copy went out. */
 	expect_hdr(0, DLQ_PROP_FIRST_NACK_TIME, "2026-09-21T14:13:20.042Z");
-	ck_assert_uint_eq(d.counters.retry_copies, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 1);
 	ck_assert_uint_eq(d.delayed.count, 0);
 
 	fake.now_ms += 100000;
@@ -1372,7 +1367,7 @@ START_TEST(a_delayed_copy_whose_client_left_without_a_session_is_dead_lettered_a
 	dlq__tick(&d);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 1);
-	ck_assert_uint_eq(d.counters.retry_copies, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 0);
 	ck_assert_uint_eq(dlq__owed_bytes(&d), 0);
 }
 END_TEST
@@ -1436,7 +1431,7 @@ START_TEST(delayed_copies_count_toward_the_bound)
 		ck_assert_uint_eq(dlq__owed_bytes(&d), d.delayed.bytes);
 		ck_assert_uint_le(d.delayed.bytes, 1024);
 		ck_assert_uint_gt(d.delayed.bytes + schedule__peek(&d.delayed)->bytes, 1024);
-		ck_assert_uint_eq(d.counters.nacks, accepted);
+		ck_assert_uint_eq(dlq__totals(&d)->nacks, accepted);
 		ck_assert_uint_eq(fake.publish_count, 0);
 		/* The refused NACK changed nothing. */
 		struct dlq_id raw;

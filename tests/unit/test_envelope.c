@@ -14,6 +14,7 @@
 #include "model/envelope.h"
 #include "model/ledger.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 #include "util/headers.h"
 #include "util/id.h"
 
@@ -147,7 +148,7 @@ START_TEST(format_time_agrees_with_strftime)
 		-1, -999, -1000, -1001, -86400000, -62167219200000LL, -62167219200001LL, 253402300800000LL,
 		951868799999LL, 951868800000LL, 4107542400000LL, 978307199999LL, 978307200000LL,
 	};
-	for(size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(fixed); i++){
 		envelope__format_time(fixed[i], a);
 		reference_time(fixed[i], b);
 		ck_assert_msg(!strcmp(a, b), "%lld: %s, strftime says %s", (long long)fixed[i], a, b);

@@ -59,21 +59,12 @@ static void start_with(const char *bound, bool state, const char *tracking)
 	if(state) opts[n++] = (struct dlq_option){"state_file", state_path};
 	if(tracking) opts[n++] = (struct dlq_option){"redelivery_tracking", tracking};
 	n_opts = n;
-	struct dlq_config cfg;
-	char err[512];
-	int rc = config__parse(opts, n, &cfg, err, sizeof(err));
-	ck_assert_msg(rc == 0, "config__parse: %s", err);
-	cfg.sys_interval_ms = 0;
-	cfg.broker_persistence = true;
-	rc = dlq__init(&d, &cfg, err, sizeof(err));
-	ck_assert_msg(rc == 0, "dlq__init: %s", err);
-	d_live = true;
+	engine_start(&d, &d_live, opts, n, ENGINE_NO_SYS | ENGINE_BROKER_PERSISTENCE);
 }
 
 static void stop(void)
 {
-	if(d_live) dlq__cleanup(&d);
-	d_live = false;
+	engine_stop(&d, &d_live);
 }
 
 static void expect_equal(const struct dlq_gauges *a, const struct dlq_gauges *b, const char *what, int line)
@@ -227,14 +218,14 @@ START_TEST(expiry_and_eviction_keep_the_gauges_exact)
 		track(i % 2 ? "jobs/x" : "files/y", payload, id);        /* the bound evicts */
 		check_gauges();
 	}
-	ck_assert_uint_gt(d.counters.evicted, 0);
+	ck_assert_uint_gt(dlq__totals(&d)->evicted, 0);
 	ck_assert_int_eq(nack(id, "w", false), DLQ_NACK_RETRIED);
 	check_gauges();
 	fake.now_ms += 11000;                                      /* the window ends */
 	dlq__tick(&d);
 	dlq__tick(&d);
 	check_gauges();
-	ck_assert_uint_gt(d.counters.expired, 0);
+	ck_assert_uint_gt(dlq__totals(&d)->expired, 0);
 	ck_assert_uint_eq(d.ledger.count, 0);
 }
 END_TEST

@@ -15,9 +15,11 @@
 
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "model/match_cache.h"
 #include "model/policy.h"
+#include "test_util.h"
 
 static void add(struct dlq_policy_table *t, const char *filter, const char *dead_letter)
 {
@@ -65,7 +67,7 @@ START_TEST(answers_are_the_tries_hit_or_miss)
 	};
 	/* (Chosen so that no two of them share a slot: then each is missed
 	 * exactly once.) */
-	for(size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(topics); i++){
 		for(size_t j = 0; j < i; j++){
 			if(topics[i][0] && topics[j][0]){
 				ck_assert_uint_ne(match_cache__slot(topics[i], strlen(topics[i])),
@@ -73,7 +75,7 @@ START_TEST(answers_are_the_tries_hit_or_miss)
 			}
 		}
 	}
-	size_t n = sizeof(topics) / sizeof(topics[0]);
+	size_t n = ARRAY_LEN(topics);
 	for(int round = 0; round < 3; round++){
 		for(size_t i = 0; i < n; i++){
 			ck_assert_ptr_eq(match_cache__match(&c, &t, 0, topics[i]), policy__match(&t, topics[i]));
@@ -236,13 +238,10 @@ START_TEST(the_engine_sees_a_reload_at_once)
 	struct dlq_option opts[] = {
 		{"policy_file", path},
 	};
-	struct dlq_config cfg;
 	struct dlq d;
 	char err[512];
 	fake_reset();
-	ck_assert_int_eq(config__parse(opts, 1, &cfg, err, sizeof(err)), 0);
-	cfg.sys_interval_ms = 0;
-	ck_assert_msg(dlq__init(&d, &cfg, err, sizeof(err)) == 0, "%s", err);
+	engine_start(&d, NULL, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
 	const struct dlq_policy *p = dlq__policy_for(&d, "jobs/1");
 	ck_assert_ptr_nonnull(p);
 	ck_assert_str_eq(p->filter, "jobs/+");
@@ -262,7 +261,7 @@ START_TEST(the_engine_sees_a_reload_at_once)
 	write_file(path, "{\"policies\":[{\"filter\":\"bad/#/x\",\"max_attempts\":2,\"dead_letter\":\"dead/x\"}]}");
 	ck_assert_int_ne(dlq__reload(&d, opts, 1, err, sizeof(err)), 0);
 	ck_assert_ptr_eq(dlq__policy_for(&d, "files/1"), p);
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	unlink(path);
 	rmdir(dir);
 }

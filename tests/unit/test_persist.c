@@ -29,10 +29,10 @@
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
 #include "store/state.h"
+#include "test_util.h"
 #include "util/headers.h"
 #include "util/id.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const policies[] = {
 	"numbers max_attempts=3 dead_letter=dead/numbers",
@@ -65,12 +65,8 @@ static int try_start(const char *path, const struct extra *extra, size_t n_extra
 	for(size_t i = 0; i < n_extra; i++){
 		opts[n++] = (struct dlq_option){extra[i].key, extra[i].value};
 	}
-	struct dlq_config cfg;
-	int rc = config__parse(opts, n, &cfg, err, errlen);
-	ck_assert_msg(rc == 0, "config__parse: %s", err);
-	cfg.broker_persistence = broker_persistence;
-	rc = dlq__init(&d, &cfg, err, errlen);
-	d_live = true;
+	int rc = engine_try_start(&d, &d_live, opts, n, broker_persistence ? ENGINE_BROKER_PERSISTENCE : 0, err, errlen);
+	ck_assert_msg(rc == 0 || d_live, "%s", err);
 	return rc;
 }
 
@@ -88,8 +84,7 @@ static void start(void)
 
 static void stop(void)
 {
-	if(d_live) dlq__cleanup(&d);
-	d_live = false;
+	engine_stop(&d, &d_live);
 }
 
 /* A broker restart: shutdown (saves), both clocks move (the monotonic one
@@ -166,14 +161,11 @@ static void journal_types(char *out, size_t size)
  * a state file, the way a start would, and reports what it found. */
 static void decode_files(const char *snapshot, const char *journal, struct state_report *rep, struct dlq *into)
 {
-	struct dlq_config cfg;
 	struct dlq_option opts[ARRAY_LEN(policies)];
-	char err[256];
 	for(size_t i = 0; i < ARRAY_LEN(policies); i++){
 		opts[i] = (struct dlq_option){"policy", policies[i]};
 	}
-	ck_assert_int_eq(config__parse(opts, ARRAY_LEN(opts), &cfg, err, sizeof(err)), 0);
-	ck_assert_int_eq(dlq__init(into, &cfg, err, sizeof(err)), 0);
+	engine_start(into, NULL, opts, ARRAY_LEN(opts), 0);
 	memset(rep, 0, sizeof(*rep));
 	uint8_t *data;
 	size_t len;
@@ -362,10 +354,10 @@ START_TEST(a_message_in_a_session_across_a_restart_is_still_counted)
 		dlq__event(&d);
 		dlq__client_left(&d, "s", conn);
 	}
-	ck_assert_uint_eq(d.counters.redeliveries, 2);
+	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 2);
 	c.conn = 6;
 	ck_assert(dlq__read_check(&d, &c));
-	ck_assert_uint_eq(d.counters.diverted, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
 	ck_assert_uint_eq(fake.publish_count, 1);
 	ck_assert_str_eq(pub(0)->topic, "dead/numbers");
 	ck_assert_str_eq(hdr(0, DLQ_PROP_ORIGIN_ID), id);

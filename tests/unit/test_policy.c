@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "model/policy.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 #include "util/topic.h"
 
 static char *xstrdup(const char *s)
@@ -54,6 +55,25 @@ static const char *match(const struct dlq_policy_table *t, const char *topic)
 	return p ? p->filter : NULL;
 }
 
+/* A topic and the filter of the policy it must match (NULL: none). */
+struct match_row {
+	const char *topic;
+	const char *want;
+};
+
+/* Fails the test, naming the caller's line and the row, unless every topic
+ * of rows matches its policy. */
+#define expect_matches(t, rows) expect_matches_at(__LINE__, (t), (rows), ARRAY_LEN(rows))
+static void expect_matches_at(int line, const struct dlq_policy_table *t, const struct match_row *rows, size_t n)
+{
+	for(size_t i = 0; i < n; i++){
+		const char *got = match(t, rows[i].topic);
+		bool ok = rows[i].want ? got != NULL && !strcmp(got, rows[i].want) : got == NULL;
+		ck_assert_msg(ok, "line %d, topic \"%s\": matched %s, expected %s", line,
+				rows[i].topic ? rows[i].topic : "(null)", got ? got : "nothing", rows[i].want ? rows[i].want : "nothing");
+	}
+}
+
 START_TEST(test_add_sets_index_and_wildcards)
 {
 	struct dlq_policy_table t = {0};
@@ -82,14 +102,17 @@ START_TEST(test_precedence)
 	add(&t, "a/b/c", "dead/3", NULL);
 	add(&t, "+/+/+", "dead/4/x/y", NULL);
 	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), 0);
-	ck_assert_str_eq(match(&t, "a/b/c"), "a/b/c");   /* no wildcards */
-	ck_assert_str_eq(match(&t, "a/x/c"), "a/+/c");   /* 1 wildcard, longer than a/# */
-	ck_assert_str_eq(match(&t, "a/x/d"), "a/#");     /* 1 wildcard beats 3 */
-	ck_assert_str_eq(match(&t, "b/x/d"), "+/+/+");
-	ck_assert_str_eq(match(&t, "a"), "a/#");         /* parent level of '#' */
-	ck_assert_str_eq(match(&t, "a/b/c/d"), "a/#");
-	ck_assert_ptr_null(match(&t, "b/c"));
-	ck_assert_ptr_null(match(&t, "b"));
+	static const struct match_row rows[] = {
+		{"a/b/c", "a/b/c"},   /* no wildcards */
+		{"a/x/c", "a/+/c"},   /* 1 wildcard, longer than a/# */
+		{"a/x/d", "a/#"},     /* 1 wildcard beats 3 */
+		{"b/x/d", "+/+/+"},
+		{"a", "a/#"},         /* parent level of '#' */
+		{"a/b/c/d", "a/#"},
+		{"b/c", NULL},
+		{"b", NULL},
+	};
+	expect_matches(&t, rows);
 	policy__table_free(&t);
 }
 END_TEST
@@ -108,8 +131,8 @@ START_TEST(test_precedence_length_then_order)
 	ck_assert_str_eq(match(&t, "a/b/c"), "a/+/c");
 	ck_assert_uint_eq(policy__match(&t, "a/b/c")->index, 0);
 	/* "+/bb/c" and "aa/+/c" tie on length too: declaration order. */
-	ck_assert_str_eq(match(&t, "aa/bb/c"), "+/bb/c");
-	ck_assert_str_eq(match(&t, "x/bb/c"), "+/bb/c");
+	static const struct match_row tie[] = {{"aa/bb/c", "+/bb/c"}, {"x/bb/c", "+/bb/c"}};
+	expect_matches(&t, tie);
 	policy__table_free(&t);
 
 	memset(&t, 0, sizeof(t));
@@ -126,9 +149,8 @@ START_TEST(test_precedence_length_then_order)
 	add(&t, "a/b/#", "dead/2", NULL);
 	add(&t, "+/b/cc", "dead/3", NULL);
 	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), 0);
-	ck_assert_str_eq(match(&t, "a/b/x"), "a/b/#");
-	ck_assert_str_eq(match(&t, "a/b/cc"), "+/b/cc");
-	ck_assert_str_eq(match(&t, "a/x"), "a/#");
+	static const struct match_row longer[] = {{"a/b/x", "a/b/#"}, {"a/b/cc", "+/b/cc"}, {"a/x", "a/#"}};
+	expect_matches(&t, longer);
 	policy__table_free(&t);
 }
 END_TEST
@@ -142,13 +164,16 @@ START_TEST(test_dollar_topics)
 	add(&t, "+/+/+/#", "dead/2", NULL);
 	add(&t, "+", "dead/3", NULL);
 	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), 0);
-	ck_assert_ptr_null(match(&t, "$SYS/x"));
-	ck_assert_ptr_null(match(&t, "$SYS/x/y"));
-	ck_assert_ptr_null(match(&t, "$SYS/x/y/z"));
-	ck_assert_ptr_null(match(&t, "$SYS"));
-	ck_assert_str_eq(match(&t, "SYS/x"), "+/x");
-	ck_assert_str_eq(match(&t, "SYS"), "+");
-	ck_assert_str_eq(match(&t, "a/$x/b"), "+/+/+/#");
+	static const struct match_row wild[] = {
+		{"$SYS/x", NULL},
+		{"$SYS/x/y", NULL},
+		{"$SYS/x/y/z", NULL},
+		{"$SYS", NULL},
+		{"SYS/x", "+/x"},
+		{"SYS", "+"},
+		{"a/$x/b", "+/+/+/#"},
+	};
+	expect_matches(&t, wild);
 	policy__table_free(&t);
 
 	memset(&t, 0, sizeof(t));
@@ -157,9 +182,8 @@ START_TEST(test_dollar_topics)
 	add(&t, "+/x", "dead/3/q", NULL);
 	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), 0);
 	/* One wildcard and six bytes each: the first declared wins. */
-	ck_assert_str_eq(match(&t, "$SYS/x"), "$SYS/#");
-	ck_assert_str_eq(match(&t, "$SYS/x/y"), "$SYS/#");
-	ck_assert_str_eq(match(&t, "$SYS"), "$SYS/#");
+	static const struct match_row named[] = {{"$SYS/x", "$SYS/#"}, {"$SYS/x/y", "$SYS/#"}, {"$SYS", "$SYS/#"}};
+	expect_matches(&t, named);
 	policy__table_free(&t);
 }
 END_TEST
@@ -174,15 +198,18 @@ START_TEST(test_empty_levels)
 	add(&t, "a/+", "dead/3/q", NULL);
 	add(&t, "/#", "dead/4", NULL);
 	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), 0);
-	ck_assert_str_eq(match(&t, "a//b"), "a//b");
-	ck_assert_str_eq(match(&t, "/b"), "+/b");   /* "/#" is 1 wildcard, 2 bytes; "+/b" 3 bytes */
-	ck_assert_str_eq(match(&t, "a/"), "a/+");
-	ck_assert_str_eq(match(&t, "/"), "/#");
-	ck_assert_str_eq(match(&t, "//x"), "/#");
-	ck_assert_ptr_null(match(&t, "a/b/c"));
-	ck_assert_ptr_null(match(&t, "a"));
-	ck_assert_ptr_null(match(&t, ""));
-	ck_assert_ptr_null(match(&t, NULL));
+	static const struct match_row rows[] = {
+		{"a//b", "a//b"},
+		{"/b", "+/b"},   /* "/#" is 1 wildcard, 2 bytes; "+/b" 3 bytes */
+		{"a/", "a/+"},
+		{"/", "/#"},
+		{"//x", "/#"},
+		{"a/b/c", NULL},
+		{"a", NULL},
+		{"", NULL},
+		{NULL, NULL},
+	};
+	expect_matches(&t, rows);
 	policy__table_free(&t);
 }
 END_TEST
@@ -239,26 +266,26 @@ END_TEST
 
 START_TEST(test_finish_checks_each_policy)
 {
-	struct dlq_policy_table t = {0};
+	/* One policy each (add gives it max_attempts 3), refused by the finish. */
+	static const struct {
+		const char *filter, *dead_letter;
+		unsigned max_attempts;
+		const char *want;
+	} bad[] = {
+		{"a/b#", "dead", 3, "plugin_opt_policy #1: \"a/b#\" is not a valid topic filter"},
+		{"a/b", "$dead", 3, "dead_letter \"$dead\""},
+		{"a/b", "dead", 0, "max_attempts must be an integer from 1 to 1000, got 0"},
+	};
 	char err[512];
 
-	add(&t, "a/b#", "dead", NULL);
-	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), EINVAL);
-	ck_assert_ptr_nonnull(strstr(err, "plugin_opt_policy #1: \"a/b#\" is not a valid topic filter"));
-	policy__table_free(&t);
-
-	memset(&t, 0, sizeof(t));
-	add(&t, "a/b", "$dead", NULL);
-	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), EINVAL);
-	ck_assert_ptr_nonnull(strstr(err, "dead_letter \"$dead\""));
-	policy__table_free(&t);
-
-	memset(&t, 0, sizeof(t));
-	add(&t, "a/b", "dead", NULL);
-	t.items[0].max_attempts = 0;
-	ck_assert_int_eq(policy__table_finish(&t, err, sizeof(err)), EINVAL);
-	ck_assert_ptr_nonnull(strstr(err, "max_attempts must be an integer from 1 to 1000, got 0"));
-	policy__table_free(&t);
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
+		struct dlq_policy_table t = {0};
+		add(&t, bad[i].filter, bad[i].dead_letter, NULL);
+		t.items[0].max_attempts = bad[i].max_attempts;
+		ck_assert_msg(policy__table_finish(&t, err, sizeof(err)) == EINVAL, "case %zu: accepted", i);
+		ck_assert_msg(strstr(err, bad[i].want) != NULL, "case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].want);
+		policy__table_free(&t);
+	}
 }
 END_TEST
 
@@ -540,6 +567,28 @@ static struct dlq_policy delays(uint64_t delay_ms, double backoff, uint64_t max_
 	return p;
 }
 
+/* An attempt, the delay asked for (-1: none), the random draw, and the
+ * delay the policy must give for them. */
+struct delay_row {
+	unsigned attempt;
+	int64_t requested_ms;
+	double random;
+	uint64_t want;
+};
+
+/* Fails the test, naming the caller's line and the row, unless p gives
+ * every row its delay. */
+#define expect_delays(p, rows) expect_delays_at(__LINE__, (p), (rows), ARRAY_LEN(rows))
+static void expect_delays_at(int line, const struct dlq_policy *p, const struct delay_row *rows, size_t n)
+{
+	for(size_t i = 0; i < n; i++){
+		uint64_t got = policy__retry_delay_ms(p, rows[i].attempt, rows[i].requested_ms, rows[i].random);
+		ck_assert_msg(got == rows[i].want, "line %d, attempt %u, asked %lld, random %g: %llu, expected %llu", line,
+				rows[i].attempt, (long long)rows[i].requested_ms, rows[i].random, (unsigned long long)got,
+				(unsigned long long)rows[i].want);
+	}
+}
+
 START_TEST(test_set_defaults)
 {
 	struct dlq_policy p;
@@ -592,23 +641,20 @@ START_TEST(test_backoff)
 	ck_assert_uint_eq(policy__retry_delay_ms(&p, 13, -1, 0), DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
 
 	p = delays(1000, 1.5, 0, 0);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, -1, 0), 1000);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 2, -1, 0), 1500);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 3, -1, 0), 2250);
+	static const struct delay_row half[] = {{1, -1, 0, 1000}, {2, -1, 0, 1500}, {3, -1, 0, 2250}};
+	expect_delays(&p, half);
 }
 END_TEST
 
 START_TEST(test_max_delay_caps)
 {
 	struct dlq_policy p = delays(1000, 10.0, 30000, 0);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, -1, 0), 1000);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 2, -1, 0), 10000);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 3, -1, 0), 30000);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 4, -1, 0), 30000);
+	static const struct delay_row tenfold[] = {{1, -1, 0, 1000}, {2, -1, 0, 10000}, {3, -1, 0, 30000}, {4, -1, 0, 30000}};
+	expect_delays(&p, tenfold);
 	/* A delay equal to the cap. */
 	p = delays(30000, 2.0, 30000, 0);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, -1, 0), 30000);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 9, -1, 0), 30000);
+	static const struct delay_row at_cap[] = {{1, -1, 0, 30000}, {9, -1, 0, 30000}};
+	expect_delays(&p, at_cap);
 }
 END_TEST
 
@@ -617,10 +663,10 @@ START_TEST(test_huge_attempts_do_not_overflow)
 	static const double backoffs[] = {1.0001, 1.5, 2.0, 100.0};
 	static const uint64_t maxes[] = {1, 30000, DLQ_DEFAULT_RETRY_MAX_DELAY_MS, 7ull * 24 * 3600 * 1000, 1ull << 53};
 	static const unsigned attempts[] = {64, 65, 1000, 1024, 1025, UINT16_MAX, UINT_MAX / 2, UINT_MAX};
-	for(size_t b = 0; b < sizeof(backoffs) / sizeof(backoffs[0]); b++){
-		for(size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++){
+	for(size_t b = 0; b < ARRAY_LEN(backoffs); b++){
+		for(size_t m = 0; m < ARRAY_LEN(maxes); m++){
 			struct dlq_policy p = delays(1, backoffs[b], maxes[m], 0);
-			for(size_t a = 0; a < sizeof(attempts) / sizeof(attempts[0]); a++){
+			for(size_t a = 0; a < ARRAY_LEN(attempts); a++){
 				uint64_t v = policy__retry_delay_ms(&p, attempts[a], -1, 0);
 				ck_assert_msg(v >= 1 && v <= maxes[m], "backoff %g, max %llu, attempt %u: %llu",
 						backoffs[b], (unsigned long long)maxes[m], attempts[a], (unsigned long long)v);
@@ -642,7 +688,7 @@ START_TEST(test_a_huge_retry_max_delay_still_caps)
 	 * milliseconds ("18446744073709551615ms"); the computed delay must not
 	 * pass it, nor wrap to 0 (which would send the copy at once). */
 	static const uint64_t maxes[] = {(1ull << 53) + 1, UINT64_MAX / 2, UINT64_MAX - 1024, UINT64_MAX};
-	for(size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++){
+	for(size_t m = 0; m < ARRAY_LEN(maxes); m++){
 		struct dlq_policy p = delays(1000, 100.0, maxes[m], 0);
 		for(unsigned a = 1; a <= 64; a++){
 			uint64_t v = policy__retry_delay_ms(&p, a, -1, 0);
@@ -685,20 +731,23 @@ END_TEST
 START_TEST(test_requested_delay)
 {
 	struct dlq_policy p = delays(2000, 2.0, 30000, 0.5);
-	/* It replaces the computed delay, and is not jittered. */
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 500, 0.9), 500);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 5, 500, 0.9), 500);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 25000, 0.9), 25000);
-	/* Capped by retry_max_delay. */
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 30000, 0), 30000);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 30001, 0), 30000);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, INT64_MAX, 0), 30000);
-	/* Zero is at once. */
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 0, 0.9), 0);
+	static const struct delay_row asked[] = {
+		/* It replaces the computed delay, and is not jittered. */
+		{1, 500, 0.9, 500},
+		{5, 500, 0.9, 500},
+		{1, 25000, 0.9, 25000},
+		/* Capped by retry_max_delay. */
+		{1, 30000, 0, 30000},
+		{1, 30001, 0, 30000},
+		{1, INT64_MAX, 0, 30000},
+		/* Zero is at once. */
+		{1, 0, 0.9, 0},
+	};
+	expect_delays(&p, asked);
 	/* A policy without a delay still honours one asked for. */
 	p = delays(0, 1.0, 0, 0);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 3000, 0), 3000);
-	ck_assert_uint_eq(policy__retry_delay_ms(&p, 1, 7200000, 0), DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
+	static const struct delay_row undelayed[] = {{1, 3000, 0, 3000}, {1, 7200000, 0, DLQ_DEFAULT_RETRY_MAX_DELAY_MS}};
+	expect_delays(&p, undelayed);
 }
 END_TEST
 
@@ -720,7 +769,7 @@ START_TEST(test_finish_checks_delays)
 		{7200000, 0, 1, 0, "retry_delay (7200000 ms) must not exceed retry_max_delay (3600000 ms)"},
 	};
 	char err[512];
-	for(size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
 		struct dlq_policy_table t = {0};
 		add(&t, "a", "dead", NULL);
 		t.items[0].retry_delay_ms = bad[i].delay;

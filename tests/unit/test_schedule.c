@@ -13,8 +13,8 @@
 
 #include "model/envelope.h"
 #include "model/schedule.h"
+#include "test_util.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static struct dlq_schedule s;
 

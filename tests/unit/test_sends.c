@@ -16,8 +16,10 @@
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine/recount.h"
+#include "engine_calls.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 
 static struct dlq d;
 
@@ -27,18 +29,14 @@ static void start_with(const char *mode)
 		{"policy", "jobs/# max_attempts=3 dead_letter=dead/jobs"},
 		{"redelivery_tracking", mode},
 	};
-	struct dlq_config cfg;
-	char err[512];
 	fake_reset();
-	ck_assert_msg(config__parse(opts, 2, &cfg, err, sizeof(err)) == 0, "config__parse: %s", err);
-	cfg.sys_interval_ms = 0;
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
+	engine_start(&d, NULL, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
 	d.cfg.exact_counting = true;
 }
 
 static void stop(void)
 {
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	fake_reset();
 }
 
@@ -116,7 +114,7 @@ START_TEST(diverted_at_max_attempts_sends)
 	ck_assert(!check_id("s", 4, "jobs/a", "queued", queued));
 	ck_assert(!check_id("t", 9, "jobs/a", "poison", id));
 	ck_assert_uint_eq(dead_letters(), 1);
-	ck_assert_uint_eq(d.counters.diverted, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
 	const struct fake_publish *dl = &fake.publishes[0];
 	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_RETRY_COUNT), "3");
 	ck_assert_ptr_nonnull(strstr(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_REASON), "delivered 3 times"));
@@ -278,7 +276,7 @@ START_TEST(each_client_diverted_on_its_own)
 	}
 	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
 	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
-	ck_assert_uint_eq(d.counters.diverted, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
 	ck_assert(!check_id("u", 21, "jobs/a", "poison", id));
 	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 2);
 	ck_assert_uint_eq(record__sends(d.ledger.oldest)->sends, 1);
@@ -292,7 +290,7 @@ START_TEST(each_client_diverted_on_its_own)
 	dlq__client_left(&d, "s", 3);
 	ck_assert(check_id("s", 4, "jobs/a", "poison", id));
 	ck_assert(d.ledger.oldest->flags & DLQ_RECORD_FIRST_DIVERTED);
-	ck_assert_uint_eq(d.counters.diverted, 2);
+	ck_assert_uint_eq(dlq__totals(&d)->diverted, 2);
 	ck_assert_uint_eq(dead_letters(), 2);
 	stop();
 }

@@ -19,9 +19,9 @@
 #include "engine_calls.h"
 #include "fake_port.h"
 #include "model/sessions.h"
+#include "test_util.h"
 #include "util/headers.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 START_TEST(offline_makes_a_session_last_until_a_clean_start)
 {
@@ -201,17 +201,13 @@ static struct dlq d;
 
 static void start(void)
 {
-	struct dlq_config cfg;
-	char err[512];
 	fake_reset();
-	ck_assert_msg(config__parse(standard, ARRAY_LEN(standard), &cfg, err, sizeof(err)) == 0, "%s", err);
-	cfg.sys_interval_ms = 0;
-	ck_assert_int_eq(dlq__init(&d, &cfg, NULL, 0), 0);
+	engine_start(&d, NULL, standard, ARRAY_LEN(standard), ENGINE_NO_SYS);
 }
 
 static void stop(void)
 {
-	dlq__cleanup(&d);
+	engine_stop(&d, NULL);
 	fake_reset();
 }
 

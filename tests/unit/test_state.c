@@ -28,10 +28,10 @@
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
 #include "store/state.h"
+#include "test_util.h"
 #include "util/headers.h"
 #include "util/id.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #define HEADER_LEN 16 /* "DLQSTAT1" and the next sequence number */
 #define ENTRY_RECORD 1
@@ -58,23 +58,6 @@ static bool a_live, b_live;
 static struct dlq_headers buf;      /* encoded state */
 static struct dlq_headers original; /* a publisher's properties */
 static char dir[64];                /* a temporary directory, or "" */
-
-static void init(struct dlq *d, bool *live, const struct dlq_option *opts, size_t count)
-{
-	struct dlq_config cfg;
-	char err[512];
-	int rc = config__parse(opts, count, &cfg, err, sizeof(err));
-	ck_assert_msg(rc == 0, "config__parse: %s", err);
-	rc = dlq__init(d, &cfg, err, sizeof(err));
-	ck_assert_msg(rc == 0, "dlq__init: %s", err);
-	*live = true;
-}
-
-static void fini(struct dlq *d, bool *live)
-{
-	if(*live) dlq__cleanup(d);
-	*live = false;
-}
 
 static struct dlq_record *find(const struct dlq *d, const char *id)
 {
@@ -237,7 +220,7 @@ static void copy_id(size_t i, char out[DLQ_ID_LEN + 1])
  * (targeted with a persisting session, and untargeted). */
 static void populate(void)
 {
-	init(&a, &a_live, standard, ARRAY_LEN(standard));
+	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
 	engine_track(&a, "numbers", "payload A", 1, &original, id_a);
 	engine_track(&a, "numbers", "payload B", 2, NULL, id_b);
 	engine_track(&a, "once", "payload C", 0, &original, id_c);
@@ -302,11 +285,11 @@ END_TEST
 
 START_TEST(an_empty_engine_restores_nothing)
 {
-	init(&a, &a_live, standard, ARRAY_LEN(standard));
+	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
 	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	ck_assert_uint_ge(buf.len, HEADER_LEN);
 	ck_assert_mem_eq(buf.data, "DLQSTAT1", 8);
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
@@ -327,7 +310,7 @@ START_TEST(a_snapshot_restores_records_and_envelopes)
 		old_seq[i] = a.delayed.heap[i]->seq;
 	}
 	restart(5000, 77000000);
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
@@ -379,7 +362,7 @@ START_TEST(restored_records_are_nackable_as_before)
 {
 	populate();
 	restart(5000, 77000000);
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
 	size_t n0 = fake.publish_count;
@@ -411,7 +394,7 @@ START_TEST(restored_envelopes_are_published_and_delays_end_on_time)
 	populate();
 	restart(5000, 77000000);
 	uint64_t t = fake.now_ms;
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
 	size_t before = fake.publish_count;
@@ -489,7 +472,7 @@ START_TEST(records_without_their_policy_are_skipped_and_counted)
 {
 	populate();
 	restart(5000, 77000000);
-	init(&b, &b_live, without_fixed, ARRAY_LEN(without_fixed));
+	engine_start(&b, &b_live, without_fixed, ARRAY_LEN(without_fixed), 0);
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert(!rep.damaged);
@@ -518,7 +501,7 @@ END_TEST
 
 START_TEST(records_past_the_nack_window_are_skipped_and_counted)
 {
-	init(&a, &a_live, standard, ARRAY_LEN(standard));
+	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
 	char old[DLQ_ID_LEN + 1], young[DLQ_ID_LEN + 1];
 	engine_track(&a, "numbers", "old", 1, NULL, old);
 	fake.now_ms += 200000;
@@ -526,7 +509,7 @@ START_TEST(records_past_the_nack_window_are_skipped_and_counted)
 	engine_track(&a, "numbers", "young", 1, NULL, young);
 	/* Down 100.001 s: old is 300.001 s old, past the 300 s window. */
 	restart(100001, 5000000);
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert(!rep.damaged);
@@ -550,7 +533,7 @@ START_TEST(after_a_long_stop_every_delay_has_ended)
 {
 	populate();
 	restart(400000, 9000000);
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert(!rep.damaged);
@@ -604,7 +587,7 @@ static size_t entries_of(const uint8_t *p, size_t len, struct entry_info *out, s
  * copy. */
 static void populate_small(void)
 {
-	init(&a, &a_live, standard, ARRAY_LEN(standard));
+	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
 	char x[DLQ_ID_LEN + 1], y[DLQ_ID_LEN + 1], z[DLQ_ID_LEN + 1];
 	engine_track(&a, "once", "x", 1, NULL, x);
 	engine_track(&a, "slow", "y", 1, NULL, y);
@@ -627,7 +610,7 @@ static void expect_restored(const uint8_t *data, size_t len, const struct entry_
 {
 	struct dlq fresh;
 	bool live = false;
-	init(&fresh, &live, standard, ARRAY_LEN(standard));
+	engine_start(&fresh, &live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
 	ck_assert_int_eq(state__decode_snapshot(dlq__state_view(&fresh), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
@@ -664,7 +647,7 @@ static void expect_restored(const uint8_t *data, size_t len, const struct entry_
 	for(size_t i = 0; i < n; i++){
 		if(ent[i].type == ENTRY_ENVELOPE && ent[i].end <= good_end) ck_assert_uint_gt(fresh.next_seq, ent[i].seq);
 	}
-	fini(&fresh, &live);
+	engine_stop(&fresh, &live);
 }
 
 START_TEST(a_file_cut_at_any_byte_restores_what_precedes_the_cut)
@@ -753,7 +736,7 @@ END_TEST
 
 START_TEST(a_bad_header_is_reported)
 {
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	static const char *const bad[] = {"", "DLQSTAT", "DLQSTAT1", "DLQSTAT1\0\0\0\0\0\0\0", "DLQJRNL1\0\0\0\0\0\0\0\1",
 		"dlqstat1\0\0\0\0\0\0\0\1", "{\"policies\":[]}", "\x7f" "ELF\2\1\1\0\0\0\0\0\0\0\0\0"};
@@ -803,7 +786,7 @@ START_TEST(an_entry_of_the_wrong_kind_is_damage)
 	struct dlq_headers remove = {0}, bad = {0};
 	ck_assert_int_eq(state__encode_remove(delayed_seq, &remove), 0);
 	splice_into(&bad, ent[n - 1].at, &remove);
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, bad.data, bad.len, &rep);
 	ck_assert(rep.damaged);
@@ -826,7 +809,7 @@ START_TEST(data_after_the_end_is_damage)
 	e->seq = 999;
 	ck_assert_int_eq(state__encode_add(e, fake.now_ms, fake.wall_ms, &more), 0);
 	splice_into(&bad, buf.len, &more);
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, bad.data, bad.len, &rep);
 	ck_assert(rep.damaged);
@@ -850,7 +833,7 @@ START_TEST(an_entry_missing_from_the_middle_is_damage)
 	struct dlq_headers bad = {0};
 	ck_assert_int_eq(headers__append_raw(&bad, buf.data, ent[1].at), 0);
 	ck_assert_int_eq(headers__append_raw(&bad, buf.data + ent[1].end, buf.len - ent[1].end), 0);
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, bad.data, bad.len, &rep);
 	ck_assert_msg(rep.damaged, "a snapshot without its second record passed for whole");
@@ -901,7 +884,7 @@ START_TEST(a_journal_replays_on_top_of_a_snapshot)
 	ck_assert_int_eq(state__encode_remove(delayed_seq, &j), 0);
 
 	move_clocks(1000, 3000000);
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert(!rep.damaged);
@@ -933,7 +916,7 @@ START_TEST(a_journal_replays_on_top_of_a_snapshot)
 	/* A journal cut inside its last entry keeps the ones before. */
 	struct dlq b2;
 	bool b2_live = false;
-	init(&b2, &b2_live, standard, ARRAY_LEN(standard));
+	engine_start(&b2, &b2_live, standard, ARRAY_LEN(standard), 0);
 	decode(&b2, buf.data, buf.len, &rep);
 	memset(&rep, 0, sizeof(rep));
 	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b2), j.data, j.len - 3, fake.now_ms, fake.wall_ms, &rep), 0);
@@ -941,7 +924,7 @@ START_TEST(a_journal_replays_on_top_of_a_snapshot)
 	ck_assert_uint_eq(rep.journal_entries, 5);
 	ck_assert_ptr_nonnull(find_seq(&b2, delayed_seq, NULL)); /* its removal was lost */
 	ck_assert_ptr_nonnull(find_seq(&b2, later->seq, NULL));
-	fini(&b2, &b2_live);
+	engine_stop(&b2, &b2_live);
 
 	envelope__free(added);
 	envelope__free(later);
@@ -952,7 +935,7 @@ END_TEST
 START_TEST(a_journal_alone_restores_envelopes)
 {
 	/* After a crash before the first snapshot held them. */
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct dlq_headers j = {0};
 	struct dlq_envelope *e = dead_letter(5, "only in the journal");
 	ck_assert_int_eq(state__encode_journal_header(&j), 0);
@@ -1022,7 +1005,7 @@ static void add_refused(struct dlq_headers *h, const struct refused_header *c)
 static void expect_refused(const uint8_t *data, size_t len, bool journal, size_t at, const char *what,
 		const char *problem)
 {
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
 	if(journal){
@@ -1043,13 +1026,13 @@ START_TEST(a_record_with_headers_mqtt_refuses_is_damage)
 		const struct refused_header *c = &refused_headers[i];
 		struct dlq_headers h = {0};
 		add_refused(&h, c);
-		init(&a, &a_live, standard, ARRAY_LEN(standard));
+		engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
 		char good[DLQ_ID_LEN + 1], bad[DLQ_ID_LEN + 1];
 		engine_track(&a, "numbers", "good", 1, &original, good);
 		engine_track(&a, "numbers", "bad", 1, &h, bad);
 		headers__free(&buf);
 		ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
-		fini(&a, &a_live);
+		engine_stop(&a, &a_live);
 		struct entry_info ent[8];
 		ck_assert_uint_eq(entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent)), 3);
 
@@ -1061,7 +1044,7 @@ START_TEST(a_record_with_headers_mqtt_refuses_is_damage)
 		ck_assert_int_eq(engine_nack(&b, good, "sub1", false), DLQ_NACK_RETRIED);
 		ck_assert_uint_eq(fake.publish_count, 1);
 		ck_assert_str_eq(hdr(0, "trace"), "t-1");
-		fini(&b, &b_live);
+		engine_stop(&b, &b_live);
 		fake_reset();
 		headers__free(&h);
 	}
@@ -1080,11 +1063,11 @@ START_TEST(headers_a_client_may_send_are_restored)
 	ck_assert_int_eq(headers__add(&h, DLQ_HDR_USER_PROPERTY, "", 0, "", 0), 0);
 	ck_assert_int_eq(headers__add_user(&h, "\xF0\x9F\x90\x9F", "\xE2\x82\xAC 5"), 0);
 	ck_assert_int_eq(headers__add_user(&h, "dead-lettered", "no"), 0); /* not a reserved name */
-	init(&a, &a_live, standard, ARRAY_LEN(standard));
+	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
 	char id[DLQ_ID_LEN + 1];
 	engine_track(&a, "numbers", "edges", 1, &h, id);
 	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
@@ -1142,7 +1125,7 @@ START_TEST(an_envelope_with_strings_mqtt_refuses_is_damage)
 		dlq__tick(&b);
 		ck_assert_uint_eq(fake.publish_count, 1);
 		ck_assert_str_eq(hdr(0, DLQ_PROP_DEAD_LETTER_REASON), "why not");
-		fini(&b, &b_live);
+		engine_stop(&b, &b_live);
 		fake_reset();
 		envelope__free(good);
 		envelope__free(bad);
@@ -1158,7 +1141,7 @@ START_TEST(a_client_id_mqtt_refuses_is_damage)
 	/* A nacker can become a dead letter's dead-letter-client (a held copy's
 	 * client leaving), so it must be text too: in a record, in a NACK and
 	 * in a hold. */
-	init(&a, &a_live, standard, ARRAY_LEN(standard));
+	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
 	char x[DLQ_ID_LEN + 1], y[DLQ_ID_LEN + 1];
 	engine_track(&a, "numbers", "x", 1, NULL, x);
 	engine_track(&a, "numbers", "y", 1, NULL, y);
@@ -1169,7 +1152,7 @@ START_TEST(a_client_id_mqtt_refuses_is_damage)
 	expect_refused(buf.data, buf.len, false, ent[1].at, "a NACKable delivery", "a client id holding a control character");
 	ck_assert_ptr_nonnull(find(&b, x));
 	ck_assert_ptr_null(find(&b, y));
-	fini(&b, &b_live);
+	engine_stop(&b, &b_live);
 
 	struct dlq_headers j = {0};
 	const struct dlq_record *rx = find(&a, x);
@@ -1179,7 +1162,7 @@ START_TEST(a_client_id_mqtt_refuses_is_damage)
 	ck_assert_int_eq(state__encode_nacker(rx, "sub\xFF", &j), 0);
 	expect_refused(j.data, j.len, true, at, "a NACK", "a client id holding ill-formed UTF-8");
 	ck_assert_ptr_null(find(&b, x)->nackers);
-	fini(&b, &b_live);
+	engine_stop(&b, &b_live);
 
 	j.len = at;
 	ck_assert_int_eq(state__encode_hold(rx, "sub\xC2", &j), 0);
@@ -1310,7 +1293,7 @@ START_TEST(a_snapshot_survives_the_file_round_trip)
 	ck_assert_int_eq(state__read_file(path, &data, &len, err, sizeof(err)), 0);
 	ck_assert_uint_eq(len, buf.len);
 	ck_assert_mem_eq(data, buf.data, len);
-	init(&b, &b_live, standard, ARRAY_LEN(standard));
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, data, len, &rep);
 	ck_assert(!rep.damaged);
@@ -1335,8 +1318,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-	fini(&a, &a_live);
-	fini(&b, &b_live);
+	engine_stop(&a, &a_live);
+	engine_stop(&b, &b_live);
 	headers__free(&buf);
 	headers__free(&original);
 	if(dir[0]) rmdir(dir);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_util.h"
 #include "util/topic.h"
 
 /* A string of len bytes of 'a' (caller frees). */
@@ -153,7 +154,7 @@ START_TEST(test_matches)
 		{"", "", false},
 	};
 
-	for(size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		ck_assert_msg(topic__matches(cases[i].filter, cases[i].topic) == cases[i].match,
 				"filter \"%s\" topic \"%s\": expected %d", cases[i].filter, cases[i].topic, cases[i].match);
 		/* Checked once, matched as often as a table needs. */
@@ -208,7 +209,7 @@ START_TEST(test_filters_overlap)
 		{"", "#", false},
 	};
 
-	for(size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++){
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		ck_assert_msg(topic__filters_overlap(cases[i].a, cases[i].b) == cases[i].overlap,
 				"\"%s\" and \"%s\": expected %d", cases[i].a, cases[i].b, cases[i].overlap);
 		ck_assert_msg(topic__filters_overlap(cases[i].b, cases[i].a) == cases[i].overlap,
