@@ -11,7 +11,7 @@
 #include "broker/adapters.h"
 
 /* The broker's access check. The answer is a decision, not an observation
- * (shared/MOSQUITTO-NOTES.md): where the plugin has no opinion it answers
+ * (measured: docs/design.md, "Broker versions"; tests/integration/test_redelivery.c): where the plugin has no opinion it answers
  * as the operator chose, "no opinion" (defer: acl_file or a later plugin
  * decides) or "allowed" (allow: there is no other ACL source, which the
  * plugin checked at startup). It denies only a READ check for a message it

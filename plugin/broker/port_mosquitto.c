@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * The broker port on Mosquitto 2.0 (see port.h): publishing through
+ * The broker port on every supported Mosquitto line (see util/port.h):
  * mosquitto_broker_publish, logging through mosquitto_log_printf, clocks and
  * random bytes from the OS.
  */

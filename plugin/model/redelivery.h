@@ -4,7 +4,7 @@
  * attempts, the deliveries the broker repeats because a subscriber with a
  * persistent session went away without acknowledging them.
  *
- * What Mosquitto 2.0.11 shows a plugin (shared/MOSQUITTO-NOTES.md): a READ
+ * What Mosquitto 2.0.11 shows a plugin (measured: docs/design.md, "Broker versions"; tests/integration/test_redelivery.c): a READ
  * access check for every message routed to a subscriber, and again, when a
  * persistent session reconnects, for every message still in that session:
  * first those that were in flight, then those queued and never sent, in one

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * What a restored state entry may hold (state.c). A state file whose CRCs are
+ * What a restored state entry may hold (the reader, store/state_read.c,
+ * checks it). A state file whose CRCs are
  * right can still hold what the plugin never writes: a hostile or foreign
  * file, or one written by a build with a bug. Whatever of it would later go
  * out as an MQTT v5 property must be text the broker's property functions
