@@ -303,7 +303,7 @@ int harness_deadline_ms(int ms)
 
 int harness_wait_ms(void)
 {
-	return harness_deadline_ms(10000);
+	return harness_deadline_ms(30000);
 }
 
 TCase *harness_tcase(const char *name)

@@ -29,16 +29,27 @@
 /* How long anything that should happen may take, and how long to wait for
  * things that should not happen once the broker provably handled what came
  * before (see clients_settle). HARNESS_WAIT_MS is a deadline, never a
- * measurement: it is 10 s times the environment's DLQ_TEST_SLOWDOWN (a whole
- * factor from 1 to 20, default 1), which the runs that slow everything down
- * set (scripts/sanitize.sh, scripts/valgrind.sh, brokers in a chroot), so a
- * busy two-core machine under ASan meets it. A longer deadline weakens no
- * assertion; the settling time is not scaled, since waiting longer for what
- * must not come only makes a test slower. */
+ * measurement: every wait returns as soon as its condition holds, so the
+ * deadline only decides how long a test that fails takes to say so. It is
+ * 30 s, hundreds of times what any step takes (a round trip through the
+ * broker takes milliseconds, a broker's start well under a second), so that
+ * a busy two-core machine running another suite at the same time slows the
+ * tests but does not fail them; times the environment's DLQ_TEST_SLOWDOWN
+ * (a whole factor from 1 to 20, default 1), which the runs that slow
+ * everything down set (scripts/sanitize.sh, scripts/valgrind.sh, brokers in
+ * a chroot). A longer deadline weakens no assertion. The settling time is
+ * not scaled, since waiting longer for what must not come only makes a test
+ * slower: it is a quiet period after sync markers proved that the broker
+ * handled everything before them, so a slow machine cannot make it fail a
+ * correct plugin; it could at worst let work that comes later than 500 ms
+ * go unseen, which a fast machine then catches. */
 #define HARNESS_WAIT_MS harness_wait_ms()
 #define HARNESS_SETTLE_MS 500
-/* Check's per-test timeout, in seconds. */
-#define HARNESS_TEST_TIMEOUT 30
+/* Check's per-test timeout, in seconds: above a test's own waits (a failing
+ * wait should report itself rather than be cut short), and far above the
+ * few seconds a test takes, so that only a hung test meets it. Suites whose
+ * tests take longer set their own, as large a multiple. */
+#define HARNESS_TEST_TIMEOUT 120
 
 /* HARNESS_WAIT_MS; and any other deadline of ms milliseconds, scaled the
  * same way. */

@@ -29,7 +29,7 @@
 #define MAX_ATTEMPTS 3
 #define OPTION "redelivery_tracking"
 /* These tests reconnect often and start several brokers. */
-#define TEST_TIMEOUT 90
+#define TEST_TIMEOUT 180
 
 #define fail_here(file, line, ...) _ck_assert_failed((file), (line), "redelivery", __VA_ARGS__)
 

@@ -515,7 +515,7 @@ static Suite *delay_suite(void)
 {
 	Suite *s = suite_create("delay");
 	TCase *tc = harness_tcase("delay");
-	tcase_set_timeout(tc, 60);
+	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_policy_delay);
 	tcase_add_test(tc, test_backoff_and_cap);
 	tcase_add_test(tc, test_jitter);

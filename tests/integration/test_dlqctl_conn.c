@@ -191,7 +191,7 @@ static Suite *conn_suite(void)
 {
 	Suite *s = suite_create("dlqctl-conn");
 	TCase *tc = harness_tcase("close");
-	tcase_set_timeout(tc, 60);
+	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_last_acknowledgement_survives_a_close);
 	suite_add_tcase(s, tc);
 	return s;

@@ -290,7 +290,7 @@ static Suite *faults_suite(void)
 {
 	Suite *s = suite_create("faults");
 	TCase *tc = harness_tcase("faults");
-	tcase_set_timeout(tc, 120);
+	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_refused_retry_copy_arrives_once);
 	tcase_add_test(tc, test_refused_dead_letter_arrives_once);
 	tcase_add_test(tc, test_refused_copy_of_a_client_that_left_is_dead_lettered);

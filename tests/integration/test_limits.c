@@ -365,7 +365,7 @@ static Suite *limits_suite(void)
 	TCase *tc = harness_tcase("limits");
 	/* 10,000-policy brokers take longer than the harness's default, the
 	 * more so under a sanitizer. */
-	tcase_set_timeout(tc, 240);
+	tcase_set_timeout(tc, 480);
 	tcase_add_test(tc, test_ten_thousand_filters);
 	tcase_add_test(tc, test_longest_topics);
 	tcase_add_test(tc, test_oversized_payload_is_counted);

@@ -398,7 +398,7 @@ static Suite *limits_abuse_suite(void)
 	TCase *tc = harness_tcase("limits_abuse");
 	/* Floods and a 16 MiB message take longer than the harness's default,
 	 * the more so under a sanitizer. */
-	tcase_set_timeout(tc, 240);
+	tcase_set_timeout(tc, 480);
 	tcase_add_test(tc, test_nack_flood);
 	tcase_add_test(tc, test_control_flood);
 	tcase_add_test(tc, test_oversized_control_document);

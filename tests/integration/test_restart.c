@@ -850,7 +850,7 @@ static Suite *restart_suite(void)
 {
 	Suite *s = suite_create("restart");
 	TCase *tc = harness_tcase("restart");
-	tcase_set_timeout(tc, 60);
+	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_delayed_copy_survives_sigterm);
 	tcase_add_test(tc, test_lasting_session_known_across_sigterm);
 	tcase_add_test(tc, test_ledger_survives_sigterm);

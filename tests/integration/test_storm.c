@@ -337,7 +337,7 @@ static Suite *storm_suite(void)
 {
 	Suite *s = suite_create("storm");
 	TCase *tc = harness_tcase("storm");
-	tcase_set_timeout(tc, 90);
+	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_sigkill_mid_nack_storm);
 	suite_add_tcase(s, tc);
 	return s;
