@@ -32,7 +32,7 @@ struct dlq_plugin {
 
 int adapter__message(int event, void *event_data, void *userdata);
 /* Whether the broker holds a session for client (struct
- * dlq_config.broker_has_session, caps the instance's struct broker_caps);
+ * dlq_broker.has_session, caps the instance's struct broker_caps);
  * 1 or 0. events_v21.c: only where broker_caps found 2.1's
  * mosquitto_client. */
 int adapter__broker_has_session(void *caps, const char *client);

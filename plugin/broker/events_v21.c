@@ -11,7 +11,7 @@
  * copies; SUBSCRIBE is also where the plugin sees a subscriber that cannot
  * NACK, or one whose filter takes in dead letters. CONNECT also says the
  * connection is established (its reconnect access checks are over), a sign
- * exact counting uses (sends.c).
+ * exact counting uses (exact_counting.c).
  * PERSIST_CLIENT_ADD/_UPDATE/_DELETE: the one place 2.1 shows a client's
  * Maximum Packet Size (packet_size.h), for sessions it persists.
  */

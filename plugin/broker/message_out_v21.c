@@ -4,7 +4,7 @@
  * PUBLISH to a client (lib/send_publish.c, send__publish), a first send or
  * a resend. A tracked message is known by the plugin's dlq-id stamp, the
  * last dlq-id user property of the stored properties; the engine counts
- * the send as one attempt (sends.c). For an MQTT v5 receiver, this one send
+ * the send as one attempt (exact_counting.c). For an MQTT v5 receiver, this one send
  * then gets a copy of the property list with a delivery-count user property
  * (plugin_opt_delivery_count), never a change of the stored list: the
  * broker frees a replaced list after the send. Where the receiver's Maximum

@@ -70,8 +70,8 @@ static bool wanted(const struct dlq_plugin *pl, size_t i)
 	switch(callbacks[i].need){
 		case NEED_ALWAYS: return true;
 		case NEED_REDELIVERY: return pl->engine.cfg.redelivery != DLQ_REDELIVERY_OFF;
-		case NEED_MESSAGE_OUT: return pl->engine.cfg.exact_counting;
-		case NEED_NO_PERSISTENCE: return pl->engine.cfg.exact_counting && !pl->engine.cfg.broker_persistence;
+		case NEED_MESSAGE_OUT: return pl->engine.broker.exact_counting;
+		case NEED_NO_PERSISTENCE: return pl->engine.broker.exact_counting && !pl->engine.broker.persistence;
 	}
 	return false;
 }
@@ -117,7 +117,7 @@ static const char *self_path(void)
 static void log_counting(const struct dlq_plugin *pl)
 {
 	const struct dlq_config *cfg = &pl->engine.cfg;
-	if(!pl->engine.cfg.exact_counting){
+	if(!pl->engine.broker.exact_counting){
 		if(cfg->delivery_count && cfg->delivery_count_given){
 			port__log(DLQ_LOG_NOTICE, "plugin_opt_delivery_count on: this broker (Mosquitto 2.0) does not show "
 					"a plugin each send to each subscriber, so no delivery-count is stamped");
@@ -128,7 +128,7 @@ static void log_counting(const struct dlq_plugin *pl)
 			"to a subscriber is one attempt for it, resends included%s; delivery-count %s; Maximum Packet Size %s",
 			cfg->redelivery == DLQ_REDELIVERY_OFF ? " (redelivery tracking off: counted, never removed from a session)" : "",
 			cfg->delivery_count ? "on" : "off",
-			cfg->broker_persistence ? "not known (the broker runs with persistence true, which refuses the "
+			pl->engine.broker.persistence ? "not known (the broker runs with persistence true, which refuses the "
 					"persistence events that show it)" : "known for sessions the broker persists");
 }
 
@@ -252,9 +252,10 @@ static int probe_broker(struct dlq_plugin *pl)
 }
 
 /* The broker's own configuration (brokerconf.h) against the plugin's:
- * refused where they cannot work together; the broker facts the engine
- * needs put in cfg; warnings logged. Returns 0 or an errno, logged. */
-static int check_broker_config(struct dlq_plugin *pl, struct dlq_config *cfg)
+ * refused where they cannot work together; the facts the engine needs put
+ * in *b (b->db_path the caller's to free); warnings logged. Returns 0 or an
+ * errno, logged. */
+static int check_broker_config(struct dlq_plugin *pl, const struct dlq_config *cfg, struct dlq_broker *b)
 {
 	char err[1024] = "";
 
@@ -282,13 +283,13 @@ static int check_broker_config(struct dlq_plugin *pl, struct dlq_config *cfg)
 		port__log(DLQ_LOG_NOTICE, "plugin_opt_v5_sessions_persist is not needed on Mosquitto 2.1 and is not used: "
 				"the broker says at the end of each connection whether its session lasts");
 	}
-	cfg->broker_persistence = facts.persistence;
-	cfg->queue_qos0_messages = facts.queue_qos0_messages;
+	b->persistence = facts.persistence;
+	b->queue_qos0_messages = facts.queue_qos0_messages;
 	if(pl->caps.client_by_id){
-		cfg->broker_has_session = adapter__broker_has_session;
-		cfg->broker_ctx = &pl->caps;
+		b->has_session = adapter__broker_has_session;
+		b->ctx = &pl->caps;
 	}
-	cfg->per_listener_settings = no_tick;
+	b->per_listener_settings = no_tick;
 	if(cfg->state_file && cfg->state_save_on_change && facts.persistence){
 		char db[8192];
 		if(facts.autosave_interval == 0){
@@ -296,8 +297,8 @@ static int check_broker_config(struct dlq_plugin *pl, struct dlq_config *cfg)
 					"(in %s): it saves its database only at shutdown, so a SIGKILL loses every retry copy and dead "
 					"letter it had taken and not yet delivered", facts.path);
 		}else if(brokerconf__db_path(&facts, db, sizeof(db))){
-			cfg->broker_db_path = strdup(db);
-			if(cfg->broker_db_path == NULL){
+			b->db_path = strdup(db);
+			if(b->db_path == NULL){
 				port__log(DLQ_LOG_ERR, "could not start: out of memory");
 				return ENOMEM;
 			}
@@ -314,7 +315,7 @@ static int check_broker_config(struct dlq_plugin *pl, struct dlq_config *cfg)
 		port__log(DLQ_LOG_WARNING, "this broker does not export mosquitto_acl_check: NACKs are not checked against "
 				"read access, so a client that is given another's dlq-id can NACK it and receive its retry copy");
 	}
-	cfg->exact_counting = can_count_sends(&pl->caps);
+	b->exact_counting = can_count_sends(&pl->caps);
 	return 0;
 }
 
@@ -360,16 +361,19 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	char err[1024] = "";
 	struct dlq_config cfg;
 	struct dlq_plugin *pl = NULL;
+	struct dlq_broker broker = {0};
 
 	int rc = load_options(identifier, options, option_count, &pl, &cfg);
 	if(rc != MOSQ_ERR_SUCCESS) return rc;
 	rc = probe_broker(pl);
-	if(rc == 0) rc = check_broker_config(pl, &cfg);
-	if(rc == 0 && (rc = dlq__init(&pl->engine, &cfg, err, sizeof(err))) != 0){
+	if(rc == 0) rc = check_broker_config(pl, &cfg, &broker);
+	if(rc == 0 && (rc = dlq__init(&pl->engine, &cfg, &broker, err, sizeof(err))) != 0){
 		port__log(DLQ_LOG_ERR, "could not start: %s", err);
 		dlq__cleanup(&pl->engine);
 	}
-	config__free(&cfg); /* dlq__init took it, if it ran: then empty */
+	/* dlq__init took both, if it ran: then empty. */
+	config__free(&cfg);
+	free(broker.db_path);
 	if(rc){
 		plugin_free(pl);
 		return mosq_error(rc);

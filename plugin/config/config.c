@@ -359,6 +359,5 @@ void config__free(struct dlq_config *c)
 	policy__table_free(&c->policies);
 	free(c->policy_file);
 	free(c->state_file);
-	free(c->broker_db_path);
 	memset(c, 0, sizeof(*c));
 }

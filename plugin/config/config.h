@@ -44,19 +44,6 @@ struct dlq_config {
 	enum dlq_redelivery_mode redelivery; /* plugin_opt_redelivery_tracking */
 	bool delivery_count;              /* plugin_opt_delivery_count (default on): stamp delivery-count (2.1) */
 	bool delivery_count_given;        /* plugin_opt_delivery_count was in the configuration */
-	/* Facts about the broker, filled in by the adapter layer (brokerconf.c),
-	 * not options. */
-	bool broker_persistence;          /* persistence true: sessions survive a restart */
-	bool per_listener_settings;       /* the broker sends no TICK events */
-	bool queue_qos0_messages;         /* the broker keeps QoS 0 messages for offline sessions */
-	bool exact_counting;              /* 2.1: the broker shows every send (MESSAGE_OUT): attempts are
-	                                     counted from sends (sends.c), not from 2.0's reconnect bursts */
-	/* Whether the broker holds a session for client (2.1's
-	 * mosquitto_client), called with broker_ctx: 1 yes, 0 no; NULL where
-	 * the broker cannot say (2.0). Set by the plugin, not an option. */
-	int (*broker_has_session)(void *broker_ctx, const char *client);
-	void *broker_ctx;                 /* borrowed */
-	char *broker_db_path;             /* owned: the broker's database file, when it autosaves; else NULL */
 };
 
 /* Parses every option (in order) into *out, reading plugin_opt_policy_file

@@ -18,11 +18,13 @@
 #include "engine/engine.h"
 #include "engine/tick.h"
 
-/* Takes ownership of *cfg (zeroed on return, whatever the result) and, with
- * a state file, restores the saved state (see persist.h). Returns 0, ENOMEM,
+/* Takes ownership of *cfg (zeroed on return, whatever the result) and of
+ * *broker, the facts of the broker it runs in (engine.h; NULL: nothing
+ * known; its db_path is the engine's, and NULL on return), and, with a
+ * state file, restores the saved state (see store/persist.h). Returns 0, ENOMEM,
  * or an errno from the state file with a message in err; on failure call
  * dlq__cleanup all the same. */
-int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen);
+int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, char *err, size_t errlen);
 
 /* Saves the state (with a state file) or logs what is still owed (it cannot
  * be published any more), then frees everything. */
@@ -140,7 +142,7 @@ void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn);
  * letter is made. Otherwise the plugin has no opinion. */
 bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c);
 
-/* ---- exact counting on Mosquitto 2.1 (sends.c) ---- */
+/* ---- exact counting on Mosquitto 2.1 (exact_counting.c) ---- */
 
 /* What the engine says about one PUBLISH the broker writes to a client. */
 struct dlq_send {
@@ -151,7 +153,7 @@ struct dlq_send {
 /* The broker writes a message carrying the dlq-id id (id_len bytes: the
  * last dlq-id user property of the stored message) with this topic and
  * payload to client. When it is a tracked record, counts the send and
- * fills *s with the attempt it is for client. Needs d->cfg.exact_counting. */
+ * fills *s with the attempt it is for client. Needs d->broker.exact_counting. */
 void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len, const char *topic,
 		const void *payload, uint32_t payload_len, struct dlq_send *s);
 

@@ -31,8 +31,28 @@
 #include "store/store_port.h"
 #include "util/id.h"
 
+/* What the engine is told about the broker it runs in, once, at startup
+ * (dlq__init): facts of the running broker and its configuration, not
+ * options. The broker adapters find them (broker/plugin.c: the capability
+ * probe, brokerconf.c); the engine only reads them. All false or NULL: a
+ * 2.0 broker without persistence, about which nothing else is known. */
+struct dlq_broker {
+	bool persistence;          /* persistence true: sessions survive a restart */
+	bool per_listener_settings; /* the broker sends no TICK events */
+	bool queue_qos0_messages;  /* the broker keeps QoS 0 messages for offline sessions */
+	bool exact_counting;       /* 2.1: the broker shows every send (MESSAGE_OUT): attempts are
+	                              counted from sends (exact_counting.c), not from reconnect bursts */
+	/* Whether the broker holds a session for client (2.1's
+	 * mosquitto_client), called with ctx: 1 yes, 0 no; NULL where the
+	 * broker cannot say (2.0). */
+	int (*has_session)(void *ctx, const char *client);
+	void *ctx;                 /* borrowed */
+	char *db_path;             /* owned: the broker's database file, when it autosaves; else NULL */
+};
+
 struct dlq {
 	struct dlq_config cfg;    /* owned */
+	struct dlq_broker broker; /* owned: what the broker is (dlq__init) */
 	struct dlq_ledger ledger; /* owned */
 	struct dlq_outbox outbox; /* owned */
 	struct dlq_unsaved unsaved; /* owned: what the broker took and has not saved yet */
@@ -64,7 +84,7 @@ struct dlq {
 	 * dlq__read_check and dlq__reload clear this; so does every broker
 	 * event but those of dlq__quiet_event (dlq__event). */
 	bool tick_quiet;
-	/* The records of recent sends' dlq-ids (sends.c), by the id's first
+	/* The records of recent sends' dlq-ids (exact_counting.c), by the id's first
 	 * byte: the broker writes a stored message to each of its subscribers,
 	 * mostly within a few sends of each other, so a send's id text is
 	 * compared instead of decoded and looked up. Borrowed; a record is
@@ -82,7 +102,7 @@ struct dlq {
  * retry copies have one. */
 static inline dlq_record_new_fn *engine__record_new_fn(const struct dlq *d)
 {
-	if(d->cfg.exact_counting) return record__new_counting;
+	if(d->broker.exact_counting) return record__new_counting;
 	return d->cfg.redelivery != DLQ_REDELIVERY_OFF ? record__new_more : record__new;
 }
 
@@ -180,12 +200,12 @@ void engine__nacked(struct dlq *d, struct dlq_record *r, const char *client);
  * letters. gone.c. */
 void engine__gone_qos0(struct dlq *d, const char *client);
 
-/* 2.1 (sends.c): the attempt number of r's chain for a client it was
+/* 2.1 (exact_counting.c): the attempt number of r's chain for a client it was
  * written to `sends` times (0: not sent to it), from the sends the broker
  * showed. */
 unsigned engine__attempt_of(const struct dlq_record *r, unsigned sends);
 
-/* 2.1 (sends.c): a READ check with exact counting; true when the message
+/* 2.1 (exact_counting.c): a READ check with exact counting; true when the message
  * leaves the client's session (see dlq__read_check). */
 bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c);
 

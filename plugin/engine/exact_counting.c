@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Exact attempt counting on Mosquitto 2.1 (d->cfg.exact_counting). 2.1 shows a
+ * Exact attempt counting on Mosquitto 2.1 (d->broker.exact_counting). 2.1 shows a
  * plugin every PUBLISH it writes to a client (MESSAGE_OUT: the first send,
  * every resend after a reconnect, every retry copy), so an attempt is
  * simply a send: the chain's attempt number for client C is the record's

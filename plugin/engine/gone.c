@@ -67,7 +67,7 @@ static void dead_letter_held(struct dlq *d, const char *client, const char *reas
 	struct dlq_record *r = k ? k->records : NULL;
 	while(r){
 		struct dlq_record *next = record__more(r)->hold_next; /* held: a retry copy */
-		if(qos0_only && (r->qos > 0 || d->cfg.queue_qos0_messages)){
+		if(qos0_only && (r->qos > 0 || d->broker.queue_qos0_messages)){
 			/* The session lasts and the broker keeps this copy in it:
 			 * it is the session's now. The snapshot no longer holds it
 			 * (a journal replay after a SIGKILL still does: then the
@@ -103,7 +103,7 @@ void engine__settle_restored_holds(struct dlq *d)
 				 * restored keeps the copy it took (its session outlived the
 				 * connection after all: the broker stopped before the
 				 * plugin saw it go), as when a lasting session leaves. */
-				if(d->cfg.broker_has_session && d->cfg.broker_has_session(d->cfg.broker_ctx, client)){
+				if(d->broker.has_session && d->broker.has_session(d->broker.ctx, client)){
 					holds__release(&d->holds, r);
 					d->changes++;
 					if(last) break;
@@ -216,7 +216,7 @@ void engine__gone_qos0(struct dlq *d, const char *client)
 	char reason[512];
 	snprintf(reason, sizeof(reason), "subscriber " QFMT " went offline before its QoS 0 retry copy was delivered: "
 			"the broker keeps no QoS 0 message for an offline session", Q(client));
-	if(!d->cfg.queue_qos0_messages) divert_list(d, &d->outbox.sent, client, reason, true);
+	if(!d->broker.queue_qos0_messages) divert_list(d, &d->outbox.sent, client, reason, true);
 	dead_letter_held(d, client, reason, true);
 }
 

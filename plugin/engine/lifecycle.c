@@ -39,18 +39,22 @@ static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
 static void index_restored(struct dlq *d)
 {
 	/* 2.1's READ checks carry the dlq-id: nothing to index. */
-	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF || d->cfg.exact_counting) return;
+	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF || d->broker.exact_counting) return;
 	for(struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
 		/* Out of memory: the rest are not counted, which only counts less. */
 		if(redelivery__note_copy(&d->redelivery, &d->ledger, r, NULL)) break;
 	}
 }
 
-int dlq__init(struct dlq *d, struct dlq_config *cfg, char *err, size_t errlen)
+int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, char *err, size_t errlen)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
+	if(broker){
+		d->broker = *broker;
+		broker->db_path = NULL;
+	}
 	outbox__init(&d->outbox);
 	unsaved__init(&d->unsaved);
 	schedule__init(&d->delayed);
@@ -135,4 +139,6 @@ void dlq__cleanup(struct dlq *d)
 	d->retired = NULL;
 	d->retired_count = 0;
 	config__free(&d->cfg);
+	free(d->broker.db_path);
+	d->broker.db_path = NULL;
 }

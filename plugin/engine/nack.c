@@ -16,10 +16,10 @@
 
 /* Deliveries of r's chain to client so far: r's attempt, plus the
  * redeliveries to that client counted since (2.0), or the sends to it
- * after the first (2.1, counted exactly: sends.c). */
+ * after the first (2.1, counted exactly: exact_counting.c). */
 static unsigned attempts_of(struct dlq *d, struct dlq_record *r, const char *client)
 {
-	if(d->cfg.exact_counting){
+	if(d->broker.exact_counting){
 		struct dlq_sent_to st;
 		bool sent = client && redelivery__sent_to(&d->redelivery, r, client, &st);
 		return engine__attempt_of(r, sent ? redelivery__sends(&st) : 0u);

@@ -68,7 +68,7 @@ int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct d
 	if(e->kind != DLQ_ENV_RETRY_COPY || e->target_client == NULL) return qos;
 	/* The broker drops a publish for a client id it has no session for,
 	 * silently (src/loop.c, queue_plugin_msgs). */
-	if(d->cfg.broker_has_session && !d->cfg.broker_has_session(d->cfg.broker_ctx, e->target_client)){
+	if(d->broker.has_session && !d->broker.has_session(d->broker.ctx, e->target_client)){
 		return ENGINE_COPY_NO_SESSION;
 	}
 	if(sessions__match(&d->sessions, e->target_client, e->topic, m)){
@@ -79,7 +79,7 @@ int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct d
 		/* The broker keeps no QoS 0 message for an offline session
 		 * (src/database.c, db__message_insert_outgoing; unless
 		 * queue_qos0_messages): neither would it keep this copy. */
-		if(qos == 0 && !d->cfg.queue_qos0_messages && sessions__offline_known(&d->sessions, e->target_client)){
+		if(qos == 0 && !d->broker.queue_qos0_messages && sessions__offline_known(&d->sessions, e->target_client)){
 			return ENGINE_COPY_QOS0_OFFLINE;
 		}
 		return qos;

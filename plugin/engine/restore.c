@@ -23,14 +23,14 @@
 static bool unreachable(const struct dlq *d, struct dlq_envelope *e)
 {
 	if(e->kind != DLQ_ENV_RETRY_COPY || e->target_client == NULL) return false;
-	if(d->cfg.broker_has_session){
-		if(d->cfg.broker_has_session(d->cfg.broker_ctx, e->target_client)){
+	if(d->broker.has_session){
+		if(d->broker.has_session(d->broker.ctx, e->target_client)){
 			e->target_persists = true;
 			return false;
 		}
-		return !d->cfg.broker_persistence;
+		return !d->broker.persistence;
 	}
-	return !(d->cfg.broker_persistence && e->target_persists);
+	return !(d->broker.persistence && e->target_persists);
 }
 
 void engine__settle_restored_copies(struct dlq *d)
@@ -60,7 +60,7 @@ void engine__settle_restored_copies(struct dlq *d)
 	while(e){
 		struct dlq_envelope *next = e->next;
 		if(unreachable(d, e)){
-			snprintf(reason, sizeof(reason), d->cfg.broker_persistence
+			snprintf(reason, sizeof(reason), d->broker.persistence
 					? "the broker restarted and subscriber " QFMT " had no session that survives it"
 					: "the broker restarted without persistence, so subscriber " QFMT " has no session to receive its retry copy",
 					Q(e->target_client));

@@ -32,7 +32,7 @@ static void pop_forget(struct dlq *d)
  * its hold dead-letters it after a restart. */
 static bool worth_keeping(const struct dlq *d, const struct dlq_envelope *e)
 {
-	return d->cfg.broker_db_path && store_port__on(&d->store)
+	return d->broker.db_path && store_port__on(&d->store)
 			&& !(e->kind == DLQ_ENV_RETRY_COPY && e->target_client && !e->target_persists);
 }
 
@@ -43,7 +43,7 @@ void engine__settle_taken(struct dlq *d, uint64_t now)
 
 	/* Look first: a save seen now may have happened before what settles
 	 * in this tick was taken, so that is stamped with the count after it. */
-	if(d->cfg.broker_db_path && unsaved__file_changed(u, d->cfg.broker_db_path)) u->saves++;
+	if(d->broker.db_path && unsaved__file_changed(u, d->broker.db_path)) u->saves++;
 	while(u->list.head && u->list.head->broker_saves < u->saves){
 		pop_forget(d);
 	}
@@ -76,7 +76,7 @@ void engine__settle_taken(struct dlq *d, uint64_t now)
 			port__log(DLQ_LOG_WARNING, "the broker has not saved its database (%s) since it took %zu retry copies "
 					"and dead letters worth more than max_pending_bytes: %zu of them are no longer kept, and a "
 					"SIGKILL before its next save loses those it has not delivered (a shorter autosave_interval "
-					"saves sooner)", d->cfg.broker_db_path, u->list.count + n, n);
+					"saves sooner)", d->broker.db_path, u->list.count + n, n);
 		}
 	}
 }

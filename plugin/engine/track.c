@@ -44,7 +44,7 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 	store_port__record(&d->store, r);
 	/* The payload is the broker's stored message: 2.0's READ checks carry
 	 * it (2.1's carry the dlq-id instead). */
-	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF && !d->cfg.exact_counting){
+	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF && !d->broker.exact_counting){
 		redelivery__bind_payload(&d->redelivery, r, payload);
 	}
 	id__encode(&id, id_out);
@@ -67,7 +67,7 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
 	struct dlq_read_verdict v;
 	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF) return false;
 	d->tick_quiet = false; /* it may queue a kick */
-	if(d->cfg.exact_counting) return engine__read_check_exact(d, c);
+	if(d->broker.exact_counting) return engine__read_check_exact(d, c);
 	if(redelivery__read_check(&d->redelivery, &d->ledger, c, &v)){
 		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(c->topic), Q(c->client));
 		return false;

@@ -52,7 +52,7 @@ struct dlq_record_more {
 	struct dlq_id origin_id;   /* the first id of the chain */
 };
 
-/* What Mosquitto 2.1's exact counting (sends.c) keeps of an original in
+/* What Mosquitto 2.1's exact counting (exact_counting.c) keeps of an original in
  * the record itself, instead of the more part: the sends to the first
  * client it was written to. Most records go to one subscriber, or few, so
  * the common case makes no allocation per send; the deliveries to other

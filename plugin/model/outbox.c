@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The outbox's two lists (see outbox.h) and their byte count. What moves
- * between them, and when, is the engine's decision (dlq.c).
+ * between them, and when, is the engine's decision (engine/outbound.c, engine/tick.c).
  */
 #include <string.h>
 

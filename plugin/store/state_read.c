@@ -149,7 +149,7 @@ static bool decode_record(struct state_view *v, struct reader *r, uint64_t mono_
 	if(v->ledger->newest && created_mono < v->ledger->newest->created_ms) created_mono = v->ledger->newest->created_ms;
 	struct dlq_record *rec = NULL;
 	if(ok && policy && mono_now - created_mono <= v->nack_window_ms && ledger__find(v->ledger, &id) == NULL){
-		/* Redelivery tracking indexes every restored record (dlq.c). */
+		/* Redelivery tracking indexes every restored record (engine/lifecycle.c). */
 		rec = v->record_new(&id, &origin, topic,
 				origin_topic, payload, plen, headers, hlen, policy, attempt, qos, created_mono);
 		if(rec == NULL) r->bad = r->nomem = true;
@@ -157,7 +157,7 @@ static bool decode_record(struct state_view *v, struct reader *r, uint64_t mono_
 	if(rec) record__set_first_nack_ms(rec, first_nack);
 	for(uint16_t i = 0; i < n && !r->bad; i++){
 		char *c = get_str(r, false);
-		/* A nacker may become a dead letter's dead-letter-client (gone.c). */
+		/* A nacker may become a dead letter's dead-letter-client (engine/gone.c). */
 		const char *bad = c ? state_check__text_or_null(c) : NULL;
 		if(bad) refuse(r, "a client id", bad);
 		if(rec && c && !r->bad && ledger__add_nacker(NULL, rec, c) == ENOMEM) r->bad = r->nomem = true;

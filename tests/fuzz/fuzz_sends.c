@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Fuzz target: exact counting on Mosquitto 2.1 (sends.c, d->cfg.exact_counting):
+ * Fuzz target: exact counting on Mosquitto 2.1 (sends.c, d->broker.exact_counting):
  * the sends the broker shows (MESSAGE_OUT, dlq__sent) of messages carrying
  * tracked, forged or malformed dlq-id values, on their own topic and payload
  * or another, the READ checks of 2.1's exact path (dlq__read_check with the
@@ -241,7 +241,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(opts, fuzz_standard_options, fuzz_standard_count * sizeof(opts[0]));
 	opts[fuzz_standard_count] = (struct dlq_option){"redelivery_tracking", "allow"};
 	fuzz_engine_start(&r.d, opts, fuzz_standard_count + 1, ENGINE_EXACT_COUNTING);
-	FUZZ_CHECK(r.d.cfg.exact_counting, "exact counting is off");
+	FUZZ_CHECK(r.d.broker.exact_counting, "exact counting is off");
 
 	for(int op = 0; op < MAX_OPS && fuzz_input_more(&in); op++){
 		uint8_t code = fuzz_input_byte(&in) % 10;

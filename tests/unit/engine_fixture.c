@@ -30,10 +30,12 @@ int engine_try_start(struct dlq *d, bool *live, const struct dlq_option *opts, s
 		return rc;
 	}
 	if(flags & ENGINE_NO_SYS) cfg.sys_interval_ms = 0;
-	if(flags & ENGINE_BROKER_PERSISTENCE) cfg.broker_persistence = true;
-	if(flags & ENGINE_EXACT_COUNTING) cfg.exact_counting = true;
+	struct dlq_broker broker = {
+		.persistence = (flags & ENGINE_BROKER_PERSISTENCE) != 0,
+		.exact_counting = (flags & ENGINE_EXACT_COUNTING) != 0,
+	};
 	if(flags & ENGINE_DELIVERY_COUNT) cfg.delivery_count = true;
-	rc = dlq__init(d, &cfg, msg, sizeof(msg));
+	rc = dlq__init(d, &cfg, &broker, msg, sizeof(msg));
 	*live = true;
 	if(rc) say(err, errlen, "dlq__init", msg);
 	return rc;

@@ -915,8 +915,8 @@ static void watch_db(char *db, size_t size)
 {
 	snprintf(db, size, "%s/mosquitto.db", dir);
 	write_all(db, "save 1", 6);
-	d.cfg.broker_db_path = strdup(db);
-	ck_assert_ptr_nonnull(d.cfg.broker_db_path);
+	d.broker.db_path = strdup(db);
+	ck_assert_ptr_nonnull(d.broker.db_path);
 }
 
 /* How many envelopes a start on a crash image now would find owed. */
@@ -1000,8 +1000,8 @@ START_TEST(a_held_copy_and_a_broker_that_does_not_save_keep_nothing)
 	ck_assert_uint_eq(d.unsaved.list.count, 0);
 	ck_assert_uint_eq(owed_after_crash(), 0);
 	/* No database to watch (no persistence, or autosave_interval 0). */
-	free(d.cfg.broker_db_path);
-	d.cfg.broker_db_path = NULL;
+	free(d.broker.db_path);
+	d.broker.db_path = NULL;
 	track("numbers", "kept", b);
 	ck_assert_int_eq(nack(b, "sub1", true), DLQ_NACK_RETRIED);
 	dlq__tick(&d);

@@ -31,7 +31,7 @@ static void start_with(const char *mode)
 	};
 	fake_reset();
 	engine_start(&d, NULL, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
-	d.cfg.exact_counting = true;
+	d.broker.exact_counting = true;
 }
 
 static void stop(void)
