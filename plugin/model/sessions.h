@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Sessions as the broker knows them (Mosquitto 2.1 only; on 2.0 the table
- * stays empty): per client id, whether its session outlives its connection,
+ * Sessions as the broker shows them, where it does (the session and
+ * subscription events Mosquitto 2.1 sends; a broker that sends none leaves
+ * the table empty): per client id, whether its session outlives its connection,
  * whether it is connected, and the subscriptions it made. 2.1 says at the
  * end of every connection whether the session lasts (CLIENT_OFFLINE) or ends
  * (DISCONNECT), and shows every SUBSCRIBE and UNSUBSCRIBE; a connect with
