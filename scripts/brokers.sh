@@ -82,7 +82,13 @@ provision_extracted() {
 	echo "== provisioning mosquitto $line into $root (Debian $codename-backports)" >&2
 	rm -rf "$apt" "$root.tmp"
 	mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/dl" "$root.tmp"
-	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(archive_url) $codename-backports main" >"$apt/sources.list"
+	# The backports, and the release itself for the libraries the broker
+	# needs that this host does not have (libwebsockets17, say: Debian 12's
+	# own 2.0.11 is built without websockets).
+	{
+		echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(archive_url) $codename-backports main"
+		echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(archive_url) $codename main"
+	} >"$apt/sources.list"
 	private_apt "$apt" update >&2 </dev/null
 	local p pkgs=()
 	for p in mosquitto libmosquitto1 mosquitto-dev libmosquitto-dev mosquitto-clients; do
@@ -92,6 +98,19 @@ provision_extracted() {
 	local v
 	v=$(dpkg-deb -f "$apt"/dl/mosquitto_*.deb Version)
 	[ "$(line_of "$v")" = "$line" ] || die "$codename-backports has mosquitto $v, not $line"
+	# Its shared libraries the host lacks are unpacked beside it (the tests
+	# run it with LD_LIBRARY_PATH on the root's library folder).
+	local dep libs=()
+	for dep in $(dpkg-deb -f "$apt"/dl/mosquitto_*.deb Depends | tr ',|' '\n\n' | awk '{ print $1 }'); do
+		case $dep in
+		libmosquitto1) ;;
+		lib*) dpkg-query -W -f='${Status}' "$dep" 2>/dev/null | grep -q 'ok installed' || libs+=("$dep") ;;
+		esac
+	done
+	if [ ${#libs[@]} -gt 0 ]; then
+		echo "== $line needs ${libs[*]}, not on this host: unpacked beside it" >&2
+		(cd "$apt/dl" && private_apt "$apt" download "${libs[@]}" >&2 </dev/null)
+	fi
 	for p in "$apt"/dl/*.deb; do
 		dpkg-deb -x "$p" "$root.tmp"
 	done
