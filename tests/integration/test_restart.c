@@ -131,6 +131,17 @@ static void print_plugin_log(struct broker *b, const char *when)
 	free(log);
 }
 
+/* Whether a line of log holds both a and b. */
+static bool log_line_has(const char *log, const char *a, const char *b)
+{
+	for(const char *p = strstr(log, a); p; p = strstr(p + 1, a)){
+		const char *end = strchr(p, '\n');
+		const char *q = strstr(p, b);
+		if(q && (end == NULL || q < end)) return true;
+	}
+	return false;
+}
+
 /* Starts b again and resumes the inspector's persistent session, which
  * must then receive exactly one dead letter, with this payload; returns
  * the inspector. */
@@ -500,8 +511,13 @@ START_TEST(test_last_pass_divert_survives_sigterm)
 	client_free(insp);
 	char *log = broker_log_since_start(d.b);
 	bool last_pass = strstr(log, "without acknowledgement") && strstr(log, "1 retry copies or dead letters");
+	/* The SIGTERM may also come a pass later than the CONNECT: then the
+	 * broker queues the dead letter (2.1 checks its signal flag at the end
+	 * of a pass, src/loop.c) and writes it to the inspector, and the saved
+	 * copy is a second one, at least once by design. Its log says so. */
+	bool sent_before_stop = log_line_has(log, "Sending PUBLISH to " INSPECTOR, "'dlq/jobs'");
 	free(log);
-	if(!last_pass){
+	if(!last_pass || sent_before_stop){
 		fprintf(stderr, "the divert did not fall in the last loop pass: nothing to check\n");
 		return;
 	}
