@@ -189,7 +189,8 @@ static inline bool engine__fits_owed(const struct dlq *d, const struct dlq_envel
 	return dlq__owed_bytes(d) + e->bytes <= d->cfg.max_pending_bytes;
 }
 
-/* ---- shared by the engine's event handlers (below outbound.h's path) ---- */
+/* ---- defined by one event handler and called by another (outbound.c
+ * calls none of them) ---- */
 
 /* client NACKed r: a hold of r for client is over (the NACK's nacker entry
  * makes that durable). */

@@ -223,8 +223,6 @@ int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *clie
 	return 0;
 }
 
-/* The dead letter for copy e, sent; NULL if it could not be made (then e
- * stays where it is, and the caller must leave it there). */
 bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, const char *reason)
 {
 	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());

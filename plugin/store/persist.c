@@ -21,13 +21,14 @@
 
 static bool enabled(const struct dlq_persist *p)
 {
-	return p->path != NULL;
+	return p->opt.state_file != NULL;
 }
 
 /* Changes whenever anything a snapshot holds may have changed. */
 static uint64_t marker(const struct dlq_persist *p)
 {
-	return *p->changes + p->totals->tracked + p->totals->nacks + p->totals->expired + p->totals->evicted;
+	return *p->opt.changes + p->opt.totals->tracked + p->opt.totals->nacks + p->opt.totals->expired
+			+ p->opt.totals->evicted;
 }
 
 /* Envelopes not yet taken by the broker: those a snapshot must hold. */
@@ -50,7 +51,7 @@ static int save_snapshot(struct dlq_persist *p)
 	struct dlq_headers buf = {0};
 	uint64_t now = port__now_ms();
 	int rc = state__encode_snapshot(&p->view, now, port__wall_ms(), &buf);
-	if(rc == 0) rc = state__write_file(p->path, buf.data, buf.len, err, sizeof(err));
+	if(rc == 0) rc = state__write_file(p->opt.state_file, buf.data, buf.len, err, sizeof(err));
 	else snprintf(err, sizeof(err), "out of memory");
 	headers__free(&buf);
 	if(rc){
@@ -70,7 +71,7 @@ static int save_snapshot(struct dlq_persist *p)
 	p->last_save_ms = now;
 	p->saved_marker = marker(p);
 	if(p->failing){
-		port__log(DLQ_LOG_NOTICE, "state file saved again: %s", p->path);
+		port__log(DLQ_LOG_NOTICE, "state file saved again: %s", p->opt.state_file);
 	}
 	p->failing = false;
 	return 0;
@@ -124,20 +125,16 @@ int persist__restore(struct dlq_persist *p, const struct persist_options *o, con
 {
 	memset(p, 0, sizeof(*p));
 	p->journal_fd = -1;
-	p->path = o->state_file;
-	p->save_interval_ms = o->save_interval_ms;
-	p->save_on_change = o->save_on_change;
-	p->changes = o->changes;
-	p->totals = o->totals;
+	p->opt = *o;
 	p->view = *view;
 	if(!enabled(p)) return 0;
 
-	size_t n = strlen(p->path) + sizeof(".journal");
+	size_t n = strlen(p->opt.state_file) + sizeof(".journal");
 	p->journal_path = malloc(n);
 	if(p->journal_path == NULL) return ENOMEM;
-	snprintf(p->journal_path, n, "%s.journal", p->path);
+	snprintf(p->journal_path, n, "%s.journal", p->opt.state_file);
 
-	int rc = restore_file(p, p->path, false, err, errlen);
+	int rc = restore_file(p, p->opt.state_file, false, err, errlen);
 	if(rc == 0) rc = restore_file(p, p->journal_path, true, err, errlen);
 	return rc;
 }
@@ -147,7 +144,7 @@ int persist__start(struct dlq_persist *p, char *err, size_t errlen)
 	int rc;
 
 	if(!enabled(p)) return 0;
-	if(p->save_on_change){
+	if(p->opt.save_on_change){
 		p->journal_fd = open(p->journal_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 		if(p->journal_fd < 0){
 			rc = errno;
@@ -161,7 +158,7 @@ int persist__start(struct dlq_persist *p, char *err, size_t errlen)
 	 * journal in. */
 	rc = save_snapshot(p);
 	if(rc){
-		snprintf(err, errlen, "cannot write the state file \"%s\": %s", p->path, strerror(rc));
+		snprintf(err, errlen, "cannot write the state file \"%s\": %s", p->opt.state_file, strerror(rc));
 	}
 	return rc;
 }
@@ -246,7 +243,7 @@ void persist__tick(struct dlq_persist *p, uint64_t now)
 		if(rc) report_failure(p, "journal entry not written", strerror(rc));
 		p->removed_count = 0;
 	}
-	if((now - p->last_save_ms >= p->save_interval_ms && marker(p) != p->saved_marker)
+	if((now - p->last_save_ms >= p->opt.save_interval_ms && marker(p) != p->saved_marker)
 			|| (p->failing && now - p->last_save_ms >= 1000)){
 		if(save_snapshot(p)) p->last_save_ms = now;
 	}
@@ -276,7 +273,7 @@ size_t persist__close(struct dlq_persist *p)
 	if(enabled(p)){
 		if(save_snapshot(p) == 0){
 			port__log(DLQ_LOG_NOTICE, "state saved to %s: %zu NACKable deliveries, %zu retry copies or dead letters",
-					p->path, p->view.ledger->count, owed);
+					p->opt.state_file, p->view.ledger->count, owed);
 			owed = 0;
 		}
 	}

@@ -19,15 +19,21 @@
 #include "store/state.h"
 #include "store/store_port.h"
 
-struct dlq_persist {
-	const char *path;        /* borrowed: plugin_opt_state_file; NULL: nothing is saved */
+/* How the state is saved, and what says it changed: set once, by
+ * persist__restore. */
+struct persist_options {
+	const char *state_file;  /* borrowed; NULL: nothing is saved, every call does nothing */
 	uint64_t save_interval_ms;
-	bool save_on_change;
-	struct state_view view;  /* what is saved and restored */
+	bool save_on_change;     /* journal every change (plugin_opt_state_save_on_change) */
 	/* What says the state changed since the last snapshot (marker()):
-	 * the engine's change count and its totals, borrowed. */
+	 * the owner's change count and its totals, borrowed. */
 	const uint64_t *changes;
 	const struct dlq_counters *totals;
+};
+
+struct dlq_persist {
+	struct persist_options opt; /* opt.state_file NULL: nothing is saved */
+	struct state_view view;  /* what is saved and restored */
 	int journal_fd;          /* -1 when not journaling */
 	char *journal_path;      /* owned */
 	uint64_t last_save_ms;   /* monotonic time of the last snapshot */
@@ -38,14 +44,6 @@ struct dlq_persist {
 	bool failing;            /* the last write failed (logged once until it works) */
 };
 
-/* What persist__open needs besides the view. */
-struct persist_options {
-	const char *state_file;  /* borrowed; NULL: nothing is saved, every call does nothing */
-	uint64_t save_interval_ms;
-	bool save_on_change;     /* journal every change (plugin_opt_state_save_on_change) */
-	const uint64_t *changes; /* see struct dlq_persist */
-	const struct dlq_counters *totals;
-};
 
 /* Sets p up over view and restores the state file and its journal (if
  * configured and present) into view's parts. A damaged file is reported,
