@@ -25,7 +25,11 @@
  *   same commit), so an upstream 2.0.11 built from source fails this test;
  *
  * on a bare broker and on one configured as README.md's worker-pool recipe
- * (the plugin with a policy, redelivery tracking, its state file). Each
+ * for the line (the plugin with a policy, redelivery tracking, its state
+ * file; workers with Receive Maximum 1). And the recipe's retries to any
+ * member: a policy with retry_to=jobs/retry, which the group's filter takes
+ * in, sends each retry copy to one member of the group, and the third NACK
+ * makes the dead letter. Each
  * test asserts what the running line does (broker_version()) and prints it,
  * so that a broker that changes its behaviour fails the test. The clients
  * speak MQTT through raw sockets (raw.h), so that nothing is sent but what
@@ -64,26 +68,48 @@ static const char *setup_name(enum setup s)
 	return s == SETUP_BARE ? "bare broker" : "worker-pool recipe";
 }
 
+/* README.md's worker-pool configuration for the line the tests run
+ * ("A worker pool on a shared subscription"), with policy as its policy
+ * line, the broker's and the plugin's files in b's directory. */
+static void recipe_conf(struct broker *b, const char *policy)
+{
+	broker_conf(b, "persistence true");
+	broker_conf(b, "persistence_location %s", broker_path(b, ""));
+	broker_conf(b, "autosave_interval 10");
+	if(broker_version() < 2000013) broker_conf(b, "max_inflight_messages 1"); /* 2.0.13 fixed Receive Maximum */
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_%s", policy);
+	broker_conf(b, "plugin_opt_state_file %s", broker_path(b, "dlq.state"));
+	broker_conf(b, "plugin_opt_state_save_on_change true");
+	broker_conf(b, "plugin_opt_redelivery_tracking allow");
+	if(!BROKER_IS_21()) broker_conf(b, "plugin_opt_v5_sessions_persist true");
+}
+
+/* A worker as the recipe sets it up: MQTT v5, a fixed id, clean start
+ * false, session expiry 3600 s, Receive Maximum 1. */
+static struct raw *worker_new(struct broker *b, const char *id)
+{
+	struct raw_options o = { .id = id, .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = EXPIRY_S,
+			.receive_max = 1 };
+	return raw_new(b, &o);
+}
+
 static void scene_start(struct scene *s, const char *label, enum setup setup)
 {
 	memset(s, 0, sizeof(*s));
 	s->setup = setup;
 	s->b = broker_new(label);
-	broker_conf(s->b, "persistence true");
-	broker_conf(s->b, "persistence_location %s", broker_path(s->b, ""));
 	if(setup == SETUP_RECIPE){
-		broker_conf(s->b, "autosave_interval 10");
-		broker_conf(s->b, "max_inflight_messages 1");
-		broker_plugin(s->b);
-		broker_conf(s->b, "plugin_opt_policy jobs/# max_attempts=3 dead_letter=dead/jobs");
-		broker_conf(s->b, "plugin_opt_state_file %s", broker_path(s->b, "dlq.state"));
-		broker_conf(s->b, "plugin_opt_state_save_on_change true");
-		broker_conf(s->b, "plugin_opt_redelivery_tracking allow");
-		if(!BROKER_IS_21()) broker_conf(s->b, "plugin_opt_v5_sessions_persist true");
+		recipe_conf(s->b, "policy jobs/# max_attempts=3 dead_letter=dead/jobs");
+	}else{
+		broker_conf(s->b, "persistence true");
+		broker_conf(s->b, "persistence_location %s", broker_path(s->b, ""));
 	}
 	broker_start(s->b);
-	struct raw_options m = { .id = MEMBER, .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = EXPIRY_S };
-	struct raw_options p = { .id = PLAIN, .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = EXPIRY_S };
+	struct raw_options m = { .id = MEMBER, .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = EXPIRY_S,
+			.receive_max = setup == SETUP_RECIPE ? 1 : 0 };
+	struct raw_options p = { .id = PLAIN, .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = EXPIRY_S,
+			.receive_max = setup == SETUP_RECIPE ? 1 : 0 };
 	s->member = raw_new(s->b, &m);
 	s->plain = raw_new(s->b, &p);
 	raw_connect(s->member);
@@ -241,6 +267,91 @@ static void reconnect_case(const char *label, enum setup setup)
 	scene_free(&s);
 }
 
+/* The next message on topic to any of the n workers, within
+ * HARNESS_WAIT_MS; *who is the worker it came to. Every message handed
+ * out on the way is acknowledged (a worker with Receive Maximum 1 gets
+ * nothing more until it does). */
+static const struct raw_msg *next_to_any(struct raw **w, size_t n, const char *topic, struct raw **who)
+{
+	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
+	const struct raw_msg *found = NULL;
+	while(found == NULL && it_now_ms() < deadline){
+		for(size_t i = 0; i < n; i++){
+			const struct raw_msg *m;
+			while(raw_next(w[i], 20, &m) == RAW_PUBLISH){
+				if(m->qos > 0) raw_puback(w[i], m->mid);
+				if(found == NULL && !strcmp(m->topic, topic)){
+					found = m;
+					*who = w[i];
+				}
+			}
+		}
+	}
+	ck_assert_msg(found != NULL, "no message on %s came to any worker", topic);
+	return found;
+}
+
+/* The recipe's retries to any member: with retry_to=jobs/retry, each retry
+ * copy is an ordinary publish to jobs/retry, which the group's
+ * $share/workers/jobs/# takes in: the broker gives it to one member, and
+ * the third NACK, by whichever member gets the copy, makes the dead
+ * letter (retry-count 3, origin-topic jobs/x). Nothing else arrives. */
+START_TEST(test_retries_to_any_member)
+{
+	struct broker *b = broker_new(__func__);
+	recipe_conf(b, "policy jobs/# max_attempts=3 dead_letter=dead/jobs retry_to=jobs/retry");
+	broker_start(b);
+	struct raw *w[2] = { worker_new(b, "worker-1"), worker_new(b, "worker-2") };
+	for(size_t i = 0; i < 2; i++){
+		raw_connect(w[i]);
+		ck_assert_uint_eq(raw_subscribe(w[i], SHARED_FILTER, 1), 1);
+	}
+	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	client_subscribe(watcher, "dead/#", 1);
+	ck_assert_uint_lt(client_publish_str(watcher, TOPIC, "job", 1), 0x80);
+
+	struct raw *who;
+	const struct raw_msg *m = next_to_any(w, 2, TOPIC, &who);
+	char origin[DLQ_ID_LEN + 1];
+	ck_assert_ptr_nonnull(raw_user(m, DLQ_PROP_ID));
+	snprintf(origin, sizeof(origin), "%s", raw_user(m, DLQ_PROP_ID));
+	fprintf(stderr, "share-restore: mosquitto %d.%d.%d, retries to any member: the job went to %s",
+			broker_version() / 1000000, broker_version() / 1000 % 1000, broker_version() % 1000, raw_id(who));
+	const char *id = origin;
+	for(unsigned attempt = 1; attempt < 3; attempt++){
+		ck_assert_uint_lt(raw_publish(who, DLQ_NACK_TOPIC, id, strlen(id), 1), 0x80);
+		m = next_to_any(w, 2, "jobs/retry", &who);
+		fprintf(stderr, ", copy %u to %s", attempt, raw_id(who));
+		ck_assert_str_eq(m->payload, "job");
+		char want[8];
+		snprintf(want, sizeof(want), "%u", attempt);
+		ck_assert_pstr_eq(raw_user(m, DLQ_PROP_RETRY_COUNT), want);
+		ck_assert_pstr_eq(raw_user(m, DLQ_PROP_ORIGIN_TOPIC), TOPIC);
+		ck_assert_pstr_eq(raw_user(m, DLQ_PROP_ORIGIN_ID), origin);
+		id = raw_user(m, DLQ_PROP_ID);
+		ck_assert_ptr_nonnull(id);
+	}
+	fprintf(stderr, "\n");
+	char last[64];
+	snprintf(last, sizeof(last), "%s", raw_id(who));
+	ck_assert_uint_lt(raw_publish(who, DLQ_NACK_TOPIC, id, strlen(id), 1), 0x80);
+	const struct it_msg *dl = client_expect(watcher, "dead/jobs", 1);
+	expect_dead_letter(dl, TOPIC, origin, 3, last, "jobs/#", NULL);
+
+	clients_settle(watcher);
+	for(size_t i = 0; i < 2; i++){
+		ck_assert(raw_ping(w[i], HARNESS_WAIT_MS));
+		raw_drain(w[i], HARNESS_SETTLE_MS);
+	}
+	ck_assert_uint_eq(raw_count(w[0], TOPIC, NULL) + raw_count(w[1], TOPIC, NULL), 1);
+	ck_assert_uint_eq(raw_count(w[0], "jobs/retry", NULL) + raw_count(w[1], "jobs/retry", NULL), 2);
+	ck_assert_uint_eq(raw_count(w[0], NULL, NULL) + raw_count(w[1], NULL, NULL), 3);
+	client_expect_exactly(watcher, NULL, 1);
+	raw_free(w[0]);
+	raw_free(w[1]);
+}
+END_TEST
+
 START_TEST(test_restart_bare)
 {
 	restart_case(__func__, SETUP_BARE);
@@ -273,6 +384,7 @@ static Suite *share_restore_suite(void)
 	tcase_add_test(tc, test_restart_recipe);
 	tcase_add_test(tc, test_reconnect_bare);
 	tcase_add_test(tc, test_reconnect_recipe);
+	tcase_add_test(tc, test_retries_to_any_member);
 	suite_add_tcase(s, tc);
 	return s;
 }
