@@ -63,6 +63,7 @@ void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len,
 	 * counted as an attempt. */
 	unsigned sends = redelivery__sends(&st);
 	if(sends > 1) COUNT(d, r->policy, redeliveries, 1);
+	engine__note_delivery(d, r, client);
 	s->attempt = engine__attempt_of(r, sends);
 	s->policy = r->policy;
 }
@@ -94,6 +95,7 @@ bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
 	if(delivered < r->policy->max_attempts) return false;
 	if(!engine__divert_redelivered(d, r, c->client, delivered)) return false;
 	redelivery__set_diverted(&st);
+	engine__note_delivery(d, r, c->client);
 	/* A message sent before is in flight, and 2.1.2 still keeps the
 	 * in-flight slot of one removed by a reconnect access check
 	 * (src/database.c: db__client_messages_check_acl does not give back

@@ -9,7 +9,10 @@
  * in Mosquitto 2.0 says whether the client acknowledged them, and 2.0.11
  * reads one packet per connection per loop pass, so a DISCONNECT sent right
  * after a NACK arrives once the broker has handed the copy to the session
- * that is about to end.
+ * that is about to end. Each dead letter says which of these it was: a copy
+ * the broker had not taken yet, one it took and (on 2.1, which shows every
+ * send: exact counting) had sent to the client or not, or, on 2.0, one it
+ * took that the client may have received.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -53,16 +56,70 @@ static void diverted_copy(struct dlq *d, const struct dlq_envelope *e, const cha
 	if(holder && !strcmp(holder, client)) let_go(d, r, client);
 }
 
+/* What the plugin knows of a held copy (the broker took it) when its
+ * client leaves. */
+enum held_fate {
+	HELD_MAYBE_RECEIVED, /* 2.0: sends are not shown (no exact counting) */
+	HELD_SENT,           /* 2.1: written to the client (MESSAGE_OUT) */
+	HELD_NOT_SENT,       /* 2.1: never written to it */
+};
+
+static enum held_fate held_fate(struct dlq *d, struct dlq_record *r, const char *client)
+{
+	if(!d->broker.exact_counting) return HELD_MAYBE_RECEIVED;
+	/* A held copy has its own record, whose sends to its client are
+	 * counted from the broker's MESSAGE_OUT (exact_counting.c). */
+	struct dlq_sent_to st;
+	if(redelivery__sent_to(&d->redelivery, r, client, &st) && redelivery__sends(&st) > 0) return HELD_SENT;
+	return HELD_NOT_SENT;
+}
+
+/* The dead-letter reason of a copy held for client, which left (lasting:
+ * went offline with a session that lasts; only QoS 0 copies are then
+ * dead-lettered). The client id is cut at a character boundary: the
+ * reason becomes a user property, and a cut inside a character would be
+ * invalid UTF-8. */
+static const char *held_reason(struct dlq *d, struct dlq_record *r, const char *client, bool lasting,
+		char *buf, size_t size)
+{
+	const char *left = lasting ? "went offline" : "left without a session";
+	const char *copy = lasting ? "QoS 0 retry copy" : "retry copy";
+	switch(held_fate(d, r, client)){
+		case HELD_SENT:
+			/* 2.1.2 shows MESSAGE_OUT before it checks the client's
+			 * Maximum Packet Size (lib/send_publish.c): a copy it then
+			 * drops ("Dropping too large outgoing PUBLISH") counts as
+			 * sent, and the plugin cannot tell. */
+			snprintf(buf, size, "subscriber " QFMT " %s after its %s was sent to it, without NACKing or "
+					"confirming it (it may have processed it, unless the broker dropped the copy as too large "
+					"for it)", Q(client), left, copy);
+			break;
+		case HELD_NOT_SENT:
+			snprintf(buf, size, "subscriber " QFMT " %s before the broker sent it its %s%s", Q(client), left, copy,
+					lasting ? ": the broker keeps no QoS 0 message for an offline session"
+						: " (the broker had taken it)");
+			break;
+		case HELD_MAYBE_RECEIVED:
+		default:
+			snprintf(buf, size, "subscriber " QFMT " %s before confirming its %s (it may have received it)",
+					Q(client), left, copy);
+			break;
+	}
+	return buf;
+}
+
 /* Dead-letters every record held for client: the broker took each copy for
  * a session that is now gone, and the client did not NACK it (qos0_only:
  * the session lasts, and only the copies it does not keep, of QoS 0, go;
  * the others are let go to the session). The dead
  * letter says as much as the copy did (its retry-count), and may be a
- * duplicate of a copy the client processed before it left. Not bounded by
+ * duplicate of a copy the client processed before it left; its reason says
+ * whether the copy was sent to the client (held_reason). Not bounded by
  * max_pending_bytes: the records are already counted, and refusing would
  * lose the message. */
-static void dead_letter_held(struct dlq *d, const char *client, const char *reason, bool qos0_only)
+static void dead_letter_held(struct dlq *d, const char *client, bool qos0_only)
 {
+	char reason[512];
 	struct dlq_holder *k = holds__find(&d->holds, client);
 	struct dlq_record *r = k ? k->records : NULL;
 	while(r){
@@ -78,6 +135,7 @@ static void dead_letter_held(struct dlq *d, const char *client, const char *reas
 			continue;
 		}
 		unsigned delivered = record__attempt(r) > 1 ? record__attempt(r) - 1u : 1u;
+		held_reason(d, r, client, qos0_only, reason, sizeof(reason));
 		if(engine__dead_letter_of(d, r, client, reason, delivered, false)){
 			port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " that left is lost",
 					Q(record__topic(r)), Q(client));
@@ -177,10 +235,7 @@ void dlq__client_gone(struct dlq *d, const char *client)
 	gone_reason(client, reason, sizeof(reason));
 	divert_list(d, &d->outbox.sent, client, reason, false);
 	divert_list(d, &d->outbox.owed, client, reason, false);
-	snprintf(reason, sizeof(reason), "subscriber " QFMT " left without a session before confirming its retry copy "
-			"(it may have received it)", Q(client));
-	dead_letter_held(d, client, reason, false);
-	gone_reason(client, reason, sizeof(reason));
+	dead_letter_held(d, client, false);
 
 	/* Delayed copies for the client: collected first, since removing one
 	 * reorders the heap. */
@@ -217,6 +272,6 @@ void engine__gone_qos0(struct dlq *d, const char *client)
 	snprintf(reason, sizeof(reason), "subscriber " QFMT " went offline before its QoS 0 retry copy was delivered: "
 			"the broker keeps no QoS 0 message for an offline session", Q(client));
 	if(!d->broker.queue_qos0_messages) divert_list(d, &d->outbox.sent, client, reason, true);
-	dead_letter_held(d, client, reason, true);
+	dead_letter_held(d, client, true);
 }
 

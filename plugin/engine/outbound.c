@@ -138,9 +138,21 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record
 	}
 	store_port__record(&d->store, copy);
 	if(e->target_client && !e->target_persists) engine__hold(d, e, copy);
-	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF
-			&& redelivery__note_copy(&d->redelivery, &d->ledger, copy, e->target_client)){
-		port__log(DLQ_LOG_ERR, "out of memory: redeliveries of the retry copy on " QFMT " are not counted", Q(e->topic));
+	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF){
+		if(redelivery__note_copy(&d->redelivery, &d->ledger, copy, e->target_client)){
+			port__log(DLQ_LOG_ERR, "out of memory: redeliveries of the retry copy on " QFMT " are not counted", Q(e->topic));
+		}else if(e->target_client){
+			engine__note_delivery(d, copy, e->target_client);
+		}
+	}
+}
+
+void engine__note_delivery(struct dlq *d, const struct dlq_record *r, const char *client)
+{
+	d->changes++;
+	struct dlq_delivery_saved s;
+	if(store_port__on(&d->store) && redelivery__saved(&d->redelivery, r, client, &s)){
+		store_port__delivery(&d->store, r, &s);
 	}
 }
 

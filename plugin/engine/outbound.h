@@ -51,6 +51,11 @@ bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char 
  * dead letter could not be made; e itself is the caller's either way. */
 bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, const char *reason);
 
+/* The counts of the delivery of r to client changed: the state file is to
+ * save them (a snapshot at its next save; the journal at once, when there
+ * is one), so that a restart goes on from them. */
+void engine__note_delivery(struct dlq *d, const struct dlq_record *r, const char *client);
+
 /* Why a targeted copy cannot reach its client (engine__copy_qos). */
 #define ENGINE_COPY_QOS0_OFFLINE (-1) /* a QoS 0 subscription of an offline session */
 #define ENGINE_COPY_NO_SESSION (-2)   /* the broker (2.1) has no session for the client */

@@ -77,16 +77,21 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
 	/* Another copy (an overlapping subscription) of a message just removed
 	 * from this session goes too: its dead letter is made. */
 	if(dv->diverted) return v.in_burst;
-	if(!v.redelivery) return false;
+	if(!v.redelivery){
+		if(v.held_now) engine__note_delivery(d, dv->record, c->client);
+		return false;
+	}
 
 	const struct dlq_policy *p = dv->record->policy;
 	unsigned delivered = record__attempt(dv->record) + dv->redeliveries;
 	if(delivered < p->max_attempts || !engine__divert_redelivered(d, dv->record, c->client, delivered)){
 		dv->redeliveries++;
 		COUNT(d, p, redeliveries, 1);
+		engine__note_delivery(d, dv->record, c->client);
 		return false;
 	}
 	dv->diverted = true;
+	engine__note_delivery(d, dv->record, c->client);
 	if(v.first_in_burst && redelivery__queue_kick(&d->redelivery, dv->client, c->conn)){
 		port__log(DLQ_LOG_ERR, "out of memory: " QFMT " may receive nothing more until it reconnects", Q(c->client));
 	}

@@ -355,3 +355,103 @@ void deliveries__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 	t->count = t->client_count = t->free_count = t->next_number = 0;
 	t->last_head = NULL;
 }
+
+/* ---- what outlives a restart ---- */
+
+static bool worth_keeping(const struct dlq_delivery_saved *s)
+{
+	return s->redeliveries || s->sends || s->held_connected || s->diverted;
+}
+
+static void saved_of(const struct dlq_delivery *d, struct dlq_delivery_saved *out)
+{
+	*out = (struct dlq_delivery_saved){
+		.client = d->client->id,
+		.redeliveries = d->redeliveries,
+		.sends = d->sends,
+		.held_connected = d->held_connected,
+		.diverted = d->diverted,
+	};
+}
+
+/* The sends kept in r's sends part, for its first client. */
+static bool first_saved(const struct dlq_redelivery *t, const struct dlq_record *r, struct dlq_delivery_saved *out)
+{
+	const struct dlq_record_sends *sp = record__sends(r);
+	if(sp == NULL || sp->client == 0) return false;
+	*out = (struct dlq_delivery_saved){
+		.client = t->numbered[sp->client]->id,
+		.sends = sp->sends,
+		.diverted = (r->flags & DLQ_RECORD_FIRST_DIVERTED) != 0,
+	};
+	return true;
+}
+
+bool redelivery__saved(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client,
+		struct dlq_delivery_saved *out)
+{
+	const struct dlq_rclient *c = deliveries__client_find(t, client);
+	if(c == NULL) return false;
+	const struct dlq_record_sends *sp = record__sends(r);
+	if(sp && sp->client && sp->client == c->number) return first_saved(t, r, out) && worth_keeping(out);
+	const struct dlq_delivery *d;
+	if(sp){
+		d = (r->flags & DLQ_RECORD_SPILLED) ? head_find(t, r) : NULL;
+		while(d && d->client != c) d = d->rnext;
+	}else{
+		d = deliveries__find(t, r, c);
+	}
+	if(d == NULL) return false;
+	saved_of(d, out);
+	return worth_keeping(out);
+}
+
+int redelivery__each_saved(const struct dlq_redelivery *t, const struct dlq_record *r, dlq_delivery_saved_fn *fn,
+		void *ctx)
+{
+	struct dlq_delivery_saved s;
+	const struct dlq_delivery *d = NULL;
+	int rc;
+	if(record__sends(r)){
+		if(first_saved(t, r, &s) && worth_keeping(&s) && (rc = fn(ctx, r, &s))) return rc;
+		if(r->flags & DLQ_RECORD_SPILLED) d = head_find(t, r);
+	}else if(MORE(r)){
+		d = MORE(r)->deliveries;
+	}
+	for(; d; d = d->rnext){
+		saved_of(d, &s);
+		if(worth_keeping(&s) && (rc = fn(ctx, r, &s))) return rc;
+	}
+	return 0;
+}
+
+int redelivery__restore(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
+		const struct dlq_delivery_saved *s)
+{
+	struct dlq_record_sends *sp = record__sends(r);
+	if(sp == NULL && MORE(r) == NULL) return 0;
+	struct dlq_rclient *c = deliveries__client_get(t, s->client);
+	if(c == NULL) return ENOMEM;
+	if(c->online == 0 && c->offline == 0) c->offline = DLQ_CONN_BEFORE_RESTART;
+	if(sp && (sp->client == 0 || sp->client == c->number) && client_number(t, c)){
+		if(sp->client == 0){
+			sp->client = c->number;
+			c->deliveries++;
+		}
+		sp->sends = s->sends;
+		if(s->diverted) r->flags |= DLQ_RECORD_FIRST_DIVERTED;
+		else r->flags &= (uint8_t)~DLQ_RECORD_FIRST_DIVERTED;
+		return 0;
+	}
+	struct dlq_delivery *d = sp ? sends_find(t, r, c) : deliveries__find(t, r, c);
+	if(d == NULL) d = deliveries__new(t, l, r, c);
+	if(d == NULL){
+		deliveries__client_release(t, c);
+		return ENOMEM;
+	}
+	d->redeliveries = s->redeliveries;
+	d->sends = s->sends;
+	d->held_connected = s->held_connected;
+	d->diverted = s->diverted;
+	return 0;
+}

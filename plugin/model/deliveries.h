@@ -84,4 +84,44 @@ size_t redelivery__table_bytes(const struct dlq_redelivery *t, const struct dlq_
 /* The delivery of r to client, or NULL. */
 struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client);
 
+/* ---- what outlives a restart ----
+ * The counts of a delivery, as the state file keeps them (store/state.h):
+ * written after their record in a snapshot and journaled as they change,
+ * then given back after a restart, so that a message still in a session
+ * across it goes on from the count it had, instead of from its record's
+ * attempt. */
+struct dlq_delivery_saved {
+	const char *client;       /* borrowed */
+	uint16_t redeliveries;    /* 2.0's heuristic: counted so far */
+	uint16_t sends;           /* 2.1: PUBLISHes of it written to the client */
+	bool held_connected;      /* 2.0: the client held it while connected */
+	bool diverted;            /* removed from the client's session and dead-lettered */
+};
+
+/* The connection a client restored from the state file is taken to have
+ * left behind: no connection of the new broker has it, so its first READ
+ * check after the restart starts a burst (redelivery.c), and the resend
+ * the broker makes right after CONNACK is counted. */
+#define DLQ_CONN_BEFORE_RESTART ((uintptr_t)1)
+
+/* What is kept of the delivery of r to client in *out (out->client
+ * borrowed from the tracker); false: nothing worth keeping (never
+ * delivered, or delivered with nothing counted). */
+bool redelivery__saved(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client,
+		struct dlq_delivery_saved *out);
+
+/* Calls fn for each delivery of r worth keeping; returns fn's first
+ * non-zero return, or 0. */
+typedef int dlq_delivery_saved_fn(void *ctx, const struct dlq_record *r, const struct dlq_delivery_saved *s);
+int redelivery__each_saved(const struct dlq_redelivery *t, const struct dlq_record *r, dlq_delivery_saved_fn *fn,
+		void *ctx);
+
+/* Gives the delivery of r to s->client the counts in s (set, not added: a
+ * journal's later entry replaces an earlier one). A client the tracker
+ * does not know connected is taken as offline since before the restart
+ * (DLQ_CONN_BEFORE_RESTART). A record kept without either part (tracking
+ * off when it was made) takes nothing. Returns 0 or ENOMEM. */
+int redelivery__restore(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
+		const struct dlq_delivery_saved *s);
+
 #endif

@@ -362,7 +362,10 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 	}
 	/* In a reconnecting session, or routed to a client known to be on
 	 * this connection, it is now held while connected. */
-	if(v->in_burst || (cl->online && cl->online == c->conn)) d->held_connected = true;
+	if(!d->held_connected && (v->in_burst || (cl->online && cl->online == c->conn))){
+		d->held_connected = true;
+		v->held_now = true;
+	}
 	v->delivery = d;
 	return 0;
 }

@@ -87,6 +87,7 @@ struct dlq_read_verdict {
 	bool redelivery;               /* the delivery about to be made again was sent before */
 	bool in_burst;                 /* the check came from a reconnecting session */
 	bool first_in_burst;           /* the oldest message in flight at that reconnect */
+	bool held_now;                 /* the delivery is held while connected since this check: worth saving */
 };
 
 /* Classifies one READ check and records the delivery (ENOMEM: none made,

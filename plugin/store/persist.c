@@ -211,6 +211,16 @@ static void note_hold(void *ctx, const struct dlq_record *r, const char *client)
 	headers__free(&h);
 }
 
+static void note_delivery(void *ctx, const struct dlq_record *r, const struct dlq_delivery_saved *saved)
+{
+	struct dlq_persist *p = ctx;
+	if(p->journal_fd < 0) return;
+	struct dlq_headers h = {0};
+	int rc = state__encode_delivery(r, saved, &h);
+	journal_write(p, &h, rc, false);
+	headers__free(&h);
+}
+
 static void note_remove(void *ctx, uint64_t seq)
 {
 	struct dlq_persist *p = ctx;
@@ -255,6 +265,7 @@ static const struct dlq_store_ops journal_ops = {
 	.note_nacker = note_nacker,
 	.note_hold = note_hold,
 	.note_remove = note_remove,
+	.note_delivery = note_delivery,
 };
 
 struct dlq_store_port persist__port(struct dlq_persist *p)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/deliveries.h"
 #include "model/holds.h"
 #include "model/ledger.h"
 #include "model/outbox.h"
@@ -157,6 +158,18 @@ int state__encode_hold(const struct dlq_record *r, const char *client, struct dl
 	return entry_end(b, at, rc);
 }
 
+int state__encode_delivery(const struct dlq_record *r, const struct dlq_delivery_saved *s, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_DELIVERY, &rc);
+	uint8_t flags = (uint8_t)((s->held_connected ? 1 : 0) | (s->diverted ? 2 : 0));
+	if(rc == 0){
+		rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_str(b, s->client)
+				|| put_u(b, s->redeliveries, 2) || put_u(b, s->sends, 2) || put_u(b, flags, 1) ? ENOMEM : 0;
+	}
+	return entry_end(b, at, rc);
+}
+
 int state__encode_journal_header(struct dlq_headers *out)
 {
 	return put_raw(out, JOURNAL_MAGIC, MAGIC_LEN);
@@ -170,12 +183,27 @@ static int encode_list(const struct dlq_envelope_list *l, uint64_t mono_now, int
 	return 0;
 }
 
+/* A snapshot's delivery entries, counted for its end. */
+struct delivery_sink {
+	struct dlq_headers *out;
+	uint64_t written;
+};
+
+static int encode_saved(void *ctx, const struct dlq_record *r, const struct dlq_delivery_saved *s)
+{
+	struct delivery_sink *sink = ctx;
+	sink->written++;
+	return state__encode_delivery(r, s, sink->out);
+}
+
 int state__encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out)
 {
+	struct delivery_sink sink = { .out = out, .written = 0 };
 	if(put_raw(out, SNAPSHOT_MAGIC, MAGIC_LEN) || put_u(out, *v->next_seq, 8)) return ENOMEM;
 	for(const struct dlq_record *r = v->ledger->oldest; r; r = r->newer){
 		if(state__encode_record(r, mono_now, wall_now, out)) return ENOMEM;
 		if(holds__client(r) && state__encode_hold(r, holds__client(r), out)) return ENOMEM;
+		if(v->redelivery && redelivery__each_saved(v->redelivery, r, encode_saved, &sink)) return ENOMEM;
 	}
 	if(encode_list(&v->outbox->owed, mono_now, wall_now, out)
 			|| encode_list(&v->outbox->sent, mono_now, wall_now, out)
@@ -187,7 +215,7 @@ int state__encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_
 		if(state__encode_add(v->delayed->heap[i], mono_now, wall_now, out)) return ENOMEM;
 	}
 	uint64_t owed = v->outbox->owed.count + v->outbox->sent.count + v->outbox->settling.count + v->delayed->count;
-	uint64_t entries = v->ledger->count + v->holds->records + owed + v->unsaved->count;
+	uint64_t entries = v->ledger->count + v->holds->records + owed + v->unsaved->count + sink.written;
 	int rc;
 	size_t at = entry_begin(out, ENTRY_END, &rc);
 	if(rc == 0) rc = put_u(out, entries, 8);

@@ -21,7 +21,9 @@
 struct dlq_envelope;
 struct dlq_envelope_list;
 struct dlq_holds;
+struct dlq_delivery_saved;
 struct dlq_outbox;
+struct dlq_redelivery;
 struct dlq_schedule;
 
 /* What the state file holds, borrowed from its owner (the engine): the
@@ -32,6 +34,7 @@ struct state_view {
 	struct dlq_schedule *delayed;       /* envelopes waiting for their delay */
 	struct dlq_holds *holds;            /* retry copies held for clients */
 	struct dlq_envelope_list *unsaved;  /* taken by the broker, not yet saved by it */
+	struct dlq_redelivery *redelivery;  /* the deliveries' counts; NULL: none are kept */
 	uint64_t *next_seq;                 /* envelope sequence numbers: restored ones are not reused */
 	const struct dlq_policy_table *policies; /* a restored entry finds its policy here, by filter */
 	uint64_t nack_window_ms;            /* records older than this are not restored */
@@ -70,9 +73,13 @@ int state__encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t 
 int state__encode_nacker(const struct dlq_record *r, const char *client, struct dlq_headers *out);
 /* The retry copy r is held for client (holds.h); in a snapshot, after r. */
 int state__encode_hold(const struct dlq_record *r, const char *client, struct dlq_headers *out);
+/* The counts of the delivery of r to s->client (model/deliveries.h); in a
+ * snapshot, after r. */
+int state__encode_delivery(const struct dlq_record *r, const struct dlq_delivery_saved *s, struct dlq_headers *out);
 
 /* Applies a journal to v after its snapshot: adds envelopes and records not
- * yet there, removes the envelopes named, adds nackers. Same damage rules
+ * yet there, removes the envelopes named, adds nackers, sets deliveries'
+ * counts. Same damage rules
  * as the snapshot, except that a journal has no end: it is cut anywhere. */
 int state__decode_journal(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep);

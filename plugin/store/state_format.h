@@ -11,7 +11,11 @@
  * sequence number (type 3). A client that NACKed a record (type 5) and a
  * record held for a client (type 6, holds.h) follow their record in a
  * snapshot and are journaled as they happen; a hold whose client is among
- * the record's nackers is over. Times are saved as wall-clock milliseconds
+ * the record's nackers is over. A delivery's counts (type 7,
+ * model/deliveries.h: a client, 2.0's redeliveries, 2.1's sends, whether
+ * it was held while connected or diverted) follow their record in a
+ * snapshot and are journaled as they change, a later entry replacing an
+ * earlier one. Times are saved as wall-clock milliseconds
  * and turned back into the monotonic clock on restore.
  */
 #ifndef DLQ_STATE_FORMAT_H
@@ -21,6 +25,7 @@
 #define JOURNAL_MAGIC "DLQJRNL1"
 #define MAGIC_LEN 8
 
-enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_NACKER = 5, ENTRY_HOLD = 6 };
+enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_NACKER = 5, ENTRY_HOLD = 6,
+	ENTRY_DELIVERY = 7 };
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/deliveries.h"
 #include "model/holds.h"
 #include "model/ledger.h"
 #include "model/outbox.h"
@@ -354,6 +355,24 @@ static void decode_hold(struct state_view *v, struct reader *r)
 	free(client);
 }
 
+static void decode_delivery(struct state_view *v, struct reader *r)
+{
+	char *client;
+	struct dlq_record *rec = decode_client_entry(v, r, &client);
+	struct dlq_delivery_saved s = { .client = client };
+	s.redeliveries = (uint16_t)get_u(r, 2);
+	s.sends = (uint16_t)get_u(r, 2);
+	uint8_t flags = (uint8_t)get_u(r, 1);
+	if(!r->bad && flags > 3) refuse(r, "flags the plugin never writes", NULL);
+	s.held_connected = flags & 1;
+	s.diverted = flags & 2;
+	/* Gone (expired), or no counts kept (a test's view): nothing to do. */
+	if(rec && !r->bad && v->redelivery && redelivery__restore(v->redelivery, v->ledger, rec, &s)){
+		r->bad = r->nomem = true;
+	}
+	free(client);
+}
+
 /* What an entry of type is, for the damage report. */
 static const char *entry_name(uint8_t type)
 {
@@ -362,6 +381,7 @@ static const char *entry_name(uint8_t type)
 		case ENTRY_ENVELOPE: return "a retry copy or dead letter";
 		case ENTRY_NACKER: return "a NACK";
 		case ENTRY_HOLD: return "a held copy";
+		case ENTRY_DELIVERY: return "a delivery count";
 		default: return "an entry";
 	}
 }
@@ -414,6 +434,9 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 			ok = !r.bad;
 		}else if(type == ENTRY_HOLD){
 			decode_hold(v, &r);
+			ok = !r.bad;
+		}else if(type == ENTRY_DELIVERY){
+			decode_delivery(v, &r);
 			ok = !r.bad;
 		}else if(type == ENTRY_ENVELOPE){
 			ok = decode_envelope(v, &r, mono_now, wall_now, rep);

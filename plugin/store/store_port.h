@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct dlq_delivery_saved;
 struct dlq_envelope;
 struct dlq_record;
 
@@ -35,6 +36,11 @@ struct dlq_store_ops {
 	void (*note_hold)(void *ctx, const struct dlq_record *r, const char *client);
 	/* The broker took the envelope with seq (or it was replaced). */
 	void (*note_remove)(void *ctx, uint64_t seq);
+	/* The counts of the delivery of r to s->client changed (a send, a
+	 * redelivery counted, a diversion). Written at once, not synced: a
+	 * SIGKILL does not lose what the kernel was given, and the broker
+	 * acknowledges nothing on its strength. */
+	void (*note_delivery)(void *ctx, const struct dlq_record *r, const struct dlq_delivery_saved *s);
 };
 
 /* A port: ops NULL when nothing is stored. */
@@ -60,6 +66,11 @@ static inline void store_port__nacker(const struct dlq_store_port *s, const stru
 static inline void store_port__hold(const struct dlq_store_port *s, const struct dlq_record *r, const char *client)
 {
 	if(s->ops) s->ops->note_hold(s->ctx, r, client);
+}
+static inline void store_port__delivery(const struct dlq_store_port *s, const struct dlq_record *r,
+		const struct dlq_delivery_saved *saved)
+{
+	if(s->ops) s->ops->note_delivery(s->ctx, r, saved);
 }
 static inline void store_port__remove(const struct dlq_store_port *s, uint64_t seq)
 {

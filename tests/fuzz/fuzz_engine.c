@@ -9,6 +9,7 @@
 
 #include "fake_port.h"
 #include "fuzz.h"
+#include "model/deliveries.h"
 #include "model/envelope.h"
 #include "store/state.h"
 #include "test_util.h"
@@ -143,6 +144,16 @@ static void make_state(struct dlq_headers *snap, struct dlq_headers *journal)
 		FUZZ_CHECK(state__encode_hold(rb, "c2", journal) == 0, "hold");
 		FUZZ_CHECK(state__encode_nacker(rb, "c2", journal) == 0, "nacker");
 		FUZZ_CHECK(state__encode_hold(rb, "c8", journal) == 0, "hold");
+		/* Delivery counts: for the retry copies (which keep them), set
+		 * twice (the later wins), and for an original made without
+		 * tracking (which keeps none). */
+		for(const struct dlq_record *r = d.ledger.oldest; r; r = r->newer){
+			struct dlq_delivery_saved ds = { .client = "c1", .redeliveries = 1, .sends = 2, .held_connected = true };
+			FUZZ_CHECK(state__encode_delivery(r, &ds, journal) == 0, "delivery");
+			ds.sends = 3;
+			ds.diverted = true;
+			FUZZ_CHECK(state__encode_delivery(r, &ds, journal) == 0, "delivery");
+		}
 	}
 	fuzz_engine_fini(&d);
 }

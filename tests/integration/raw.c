@@ -453,6 +453,11 @@ size_t raw_count(const struct raw *r, const char *topic, const char *payload)
 	return n;
 }
 
+const struct raw_msg *raw_received(const struct raw *r, size_t i)
+{
+	return i < r->nmsgs ? r->msgs[i] : NULL;
+}
+
 const char *raw_event_name(enum raw_event e)
 {
 	return e == RAW_PUBLISH ? "publish" : e == RAW_TIMEOUT ? "timeout" : "closed";

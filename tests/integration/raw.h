@@ -150,6 +150,9 @@ bool raw_closed(const struct raw *r);
  * string); NULL matches any. */
 size_t raw_count(const struct raw *r, const char *topic, const char *payload);
 
+/* The i-th (0-based) PUBLISH received so far, or NULL. */
+const struct raw_msg *raw_received(const struct raw *r, size_t i);
+
 /* The value of the first user property called name, or NULL. */
 const char *raw_user(const struct raw_msg *m, const char *name);
 

@@ -20,6 +20,14 @@
  *   plugin; the subscriber gets nothing more, and the dead letter is made
  *   when it leaves (what the README says).
  *
+ * Each dead letter says what became of the copy, as far as the plugin can
+ * know: not yet taken by the broker (test_session.c makes that case
+ * deterministic); taken and, on 2.1, which shows the plugin every send
+ * (MESSAGE_OUT), sent to the client or not (queued behind its in-flight
+ * window); taken, on 2.0, which shows no sends: "it may have received it".
+ * A v5 client whose session lasts (2.1's CLIENT_OFFLINE) keeps its QoS 1
+ * copies; its QoS 0 copy, received, is dead-lettered saying it was sent.
+ *
  * The clients that matter speak MQTT through raw sockets (raw.h), so that a
  * test decides exactly what is written when.
  */
@@ -30,8 +38,21 @@
 #include "raw.h"
 
 #define POLICY "policy jobs max_attempts=3 dead_letter=dlq/jobs"
+/* The reasons of a copy's dead letter when its client leaves without a
+ * session (gone.c): the broker had not taken the copy; it had sent it to
+ * the client (2.1); it had taken it and not sent it (2.1); it had taken it
+ * (2.0, which shows no sends). */
+#define SENT_REASON(client) "subscriber \"" client "\" left without a session after its retry copy was sent to it, " \
+	"without NACKing or confirming it (it may have processed it, unless the broker dropped the copy as too large " \
+	"for it)"
+#define NOT_SENT_REASON(client) "subscriber \"" client "\" left without a session before the broker sent it its " \
+	"retry copy (the broker had taken it)"
 #define HELD_REASON(client) "subscriber \"" client "\" left without a session before confirming its retry copy " \
 	"(it may have received it)"
+/* What the dead letter of a copy the broker took says on this line, sent
+ * or not (2.0 cannot tell). */
+#define TAKEN_REASON(client, sent) (!BROKER_IS_21() ? HELD_REASON(client) : (sent) ? SENT_REASON(client) \
+	: NOT_SENT_REASON(client))
 
 /* How the one-shot NACKer ends its connection after the NACK. */
 enum nack_exit {
@@ -106,17 +127,25 @@ static void one_shot_nacks_dead_letter(const char *label, enum nack_exit how)
 		one_shot_nack(&s, client, ids[i], how);
 		const struct it_msg *dl = client_expect(s.watcher, "dlq/jobs", (size_t)i + 1);
 		ck_assert_str_eq(dl->payload, payload);
-		char reason[160];
-		snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session before confirming its retry copy "
-				"(it may have received it)", client);
+		char reason[320];
 		/* A dead letter made before the broker took the copy (the
 		 * DISCONNECT read in the NACK's own pass) says it was not
-		 * delivered; both are dead letters of the copy, retry-count 1. */
+		 * delivered; once taken, 2.0 says the NACKer may have received
+		 * it, 2.1 that it was sent to it (nothing else is in flight to
+		 * the NACKer: the broker writes the copy at once). All are dead
+		 * letters of the copy, retry-count 1. */
 		const char *got = msg_user(dl, DLQ_PROP_DEAD_LETTER_REASON);
 		ck_assert_ptr_nonnull(got);
 		if(strstr(got, "before its retry copy was delivered")){
 			snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session before its retry copy "
 					"was delivered", client);
+		}else if(BROKER_IS_21()){
+			snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session after its retry copy was "
+					"sent to it, without NACKing or confirming it (it may have processed it, unless the broker dropped the "
+					"copy as too large for it)", client);
+		}else{
+			snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session before confirming its "
+					"retry copy (it may have received it)", client);
 		}
 		expect_dead_letter(dl, "jobs", ids[i], 1, client, "jobs", reason);
 	}
@@ -147,8 +176,9 @@ END_TEST
 
 /* A subscriber that NACKs, receives its copy (libmosquitto acknowledges it)
  * and leaves within the copy's window: the plugin cannot know it processed
- * the copy, so the copy is dead-lettered (at least once). A subscriber that
- * stays connected gets no dead letter. */
+ * the copy, so the copy is dead-lettered (at least once), saying that it
+ * was sent to it (2.1) or that it may have received it (2.0). A subscriber
+ * that stays connected gets no dead letter. */
 START_TEST(test_subscriber_that_leaves_after_its_copy_dead_letters)
 {
 	struct scene s;
@@ -171,13 +201,106 @@ START_TEST(test_subscriber_that_leaves_after_its_copy_dead_letters)
 	snprintf(sub_id, sizeof(sub_id), "%s", client_id(s.sub));
 	client_free(s.sub);
 	const struct it_msg *dl = client_expect(s.watcher, "dlq/jobs", 1);
-	char reason[160];
-	snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session before confirming its retry copy "
-			"(it may have received it)", sub_id);
+	char reason[320];
+	if(BROKER_IS_21()){
+		snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session after its retry copy was sent "
+				"to it, without NACKing or confirming it (it may have processed it, unless the broker dropped the copy "
+				"as too large for it)", sub_id);
+	}else{
+		snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session before confirming its retry "
+				"copy (it may have received it)", sub_id);
+	}
 	expect_dead_letter(dl, "jobs", id, 1, sub_id, "jobs", reason);
 	clients_settle(s.watcher, stays);
 	client_expect_exactly(s.watcher, NULL, 1);
 	client_expect_exactly(stays, NULL, 2);
+}
+END_TEST
+
+/* A copy the broker took and could not send yet: with an in-flight window
+ * of 1 (max_inflight_messages 1) and the original still unacknowledged,
+ * the NACKer's copy waits in its session behind the original. The NACKer
+ * leaves (the copy never reached it): on 2.1 the dead letter says the
+ * broker had not sent it the copy; 2.0 cannot see sends, and says it may
+ * have received it. */
+START_TEST(test_copy_queued_behind_the_window_dead_letters_when_its_client_leaves)
+{
+	struct scene s;
+	s.b = broker_new(__func__);
+	broker_conf(s.b, "max_inflight_messages 1");
+	broker_plugin(s.b);
+	broker_conf(s.b, "plugin_opt_" POLICY);
+	broker_start(s.b);
+	s.watcher = client_new(s.b, "watcher", MQTT_PROTOCOL_V5);
+	s.sub = client_new(s.b, "sub", MQTT_PROTOCOL_V5);
+	client_subscribe(s.watcher, "dlq/#", 1);
+	client_subscribe(s.sub, "jobs", 1);
+	struct raw_options o = { .id = "q", .protocol = MQTT_PROTOCOL_V5, .clean = true };
+	struct raw *q = raw_new(s.b, &o);
+	raw_connect(q);
+	ck_assert_uint_eq(raw_subscribe(q, "jobs", 1), 1);
+
+	const char *id = publish_job(&s, "job-1", 1);
+	const struct raw_msg *orig = raw_expect(q);
+	ck_assert_str_eq(orig->payload, "job-1");
+	ck_assert_int_eq(orig->qos, 1);
+	/* Not acknowledged: the window of 1 stays full. The NACK's PUBACK
+	 * comes in its own loop pass; the broker takes the copy at the top of
+	 * the next one, which two ping round trips (each read in a pass of its
+	 * own) prove has come and gone. */
+	ck_assert_uint_lt(raw_publish(q, DLQ_NACK_TOPIC, id, strlen(id), 1), 0x80);
+	ck_assert(raw_ping(q, HARNESS_WAIT_MS));
+	ck_assert(raw_ping(q, HARNESS_WAIT_MS));
+	clients_settle(s.watcher, s.sub);
+	raw_drain(q, HARNESS_SETTLE_MS);
+	ck_assert_uint_eq(raw_count(q, "jobs", NULL), 1); /* the copy waits behind the original */
+	client_expect_exactly(s.watcher, NULL, 0);
+
+	ck_assert(raw_disconnect(q));
+	const struct it_msg *dl = client_expect(s.watcher, "dlq/jobs", 1);
+	ck_assert_str_eq(dl->payload, "job-1");
+	expect_dead_letter(dl, "jobs", id, 1, "q", "jobs", TAKEN_REASON("q", false));
+	clients_settle(s.watcher, s.sub);
+	client_expect_exactly(s.watcher, NULL, 1);
+	raw_free(q);
+}
+END_TEST
+
+/* The case of issue 21: an MQTT v5 subscriber with a session that lasts
+ * (clean start false, expiry 600 s) and a QoS 0 subscription NACKs on its
+ * first connection (the plugin does not know yet that its session lasts),
+ * receives its QoS 0 retry copy and goes offline without NACKing it. 2.1
+ * reports the session as lasting (CLIENT_OFFLINE): it keeps no QoS 0
+ * copy, so the copy is dead-lettered, saying that it was sent to the
+ * subscriber. 2.0 sees a v5 session as ending at disconnect (without
+ * plugin_opt_v5_sessions_persist): the copy is dead-lettered as one the
+ * subscriber may have received. */
+START_TEST(test_qos0_copy_received_before_going_offline_dead_letters)
+{
+	struct scene s;
+	scene_start(&s, __func__);
+	struct client *r = client_new_session(s.b, "r-s", MQTT_PROTOCOL_V5, 600);
+	client_subscribe(r, "jobs", 0);
+	const char *id = publish_job(&s, "job-1", 1);
+	const struct it_msg *orig = client_expect(r, "jobs", 1);
+	ck_assert_str_eq(orig->payload, "job-1");
+	ck_assert_int_eq(orig->qos, 0);
+	client_nack(r, id, NULL);
+	const struct it_msg *copy = client_expect(r, "jobs", 2);
+	expect_retry_copy(copy, "jobs", id, 1);
+	if(BROKER_IS_21()) ck_assert_int_eq(copy->qos, 0);
+	clients_settle(s.watcher, s.sub, r);
+	client_expect_exactly(s.watcher, NULL, 0);
+
+	client_free(r); /* DISCONNECT: the session lasts */
+	const struct it_msg *dl = client_expect(s.watcher, "dlq/jobs", 1);
+	ck_assert_str_eq(dl->payload, "job-1");
+	expect_dead_letter(dl, "jobs", id, 1, "r-s", "jobs", BROKER_IS_21()
+			? "subscriber \"r-s\" went offline after its QoS 0 retry copy was sent to it, without NACKing or "
+			"confirming it (it may have processed it, unless the broker dropped the copy as too large for it)"
+			: HELD_REASON("r-s"));
+	clients_settle(s.watcher, s.sub);
+	client_expect_exactly(s.watcher, NULL, 1);
 }
 END_TEST
 
@@ -251,7 +374,11 @@ END_TEST
  * 64 bytes + the topic larger (retry-count, origin-topic, origin-id), does
  * not. The broker drops the copy for that subscriber and tells the plugin
  * nothing: the subscriber gets nothing more while connected. When it
- * leaves, the held copy becomes a dead letter. */
+ * leaves, the held copy becomes a dead letter. 2.1.2 shows the plugin the
+ * send (MESSAGE_OUT) before it checks the size (lib/send_publish.c), and
+ * the plugin knows this client's Maximum Packet Size only for a session the
+ * broker persists (docs/memory-and-limits.md): the reason says the copy was
+ * sent, unless the broker dropped it as too large. */
 START_TEST(test_copy_over_the_maximum_packet_size_dead_letters_when_its_client_leaves)
 {
 	struct scene s;
@@ -282,7 +409,7 @@ START_TEST(test_copy_over_the_maximum_packet_size_dead_letters_when_its_client_l
 	ck_assert(raw_disconnect(small));
 	const struct it_msg *dl = client_expect(s.watcher, "dlq/jobs", 1);
 	ck_assert_str_eq(dl->payload, payload);
-	expect_dead_letter(dl, "jobs", id, 1, "small", "jobs", HELD_REASON("small"));
+	expect_dead_letter(dl, "jobs", id, 1, "small", "jobs", TAKEN_REASON("small", true));
 	clients_settle(s.watcher, s.sub);
 	client_expect_exactly(s.watcher, NULL, 1);
 	raw_free(small);
@@ -297,6 +424,8 @@ static Suite *held_suite(void)
 	tcase_add_test(tc, test_nack_then_disconnect_after_puback_dead_letters);
 	tcase_add_test(tc, test_nack_then_reset_dead_letters);
 	tcase_add_test(tc, test_subscriber_that_leaves_after_its_copy_dead_letters);
+	tcase_add_test(tc, test_copy_queued_behind_the_window_dead_letters_when_its_client_leaves);
+	tcase_add_test(tc, test_qos0_copy_received_before_going_offline_dead_letters);
 	tcase_add_test(tc, test_qos0_copy_waits_for_an_offline_persistent_session);
 	tcase_add_test(tc, test_copy_over_the_maximum_packet_size_dead_letters_when_its_client_leaves);
 	suite_add_tcase(s, tc);

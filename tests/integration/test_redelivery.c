@@ -23,8 +23,11 @@
  * reasons to reconnect.
  */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "harness.h"
 #include "proc.h"
@@ -409,6 +412,109 @@ START_TEST(test_off_v5)
 }
 END_TEST
 
+/* ---- a restart while the poison message is in flight ---- */
+
+/* Waits until the broker has saved its database after now (autosave). */
+static void wait_broker_save(struct broker *b, const char *db)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_REALTIME, &t0);
+	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
+	for(;;){
+		struct stat st;
+		if(stat(db, &st) == 0 && (st.st_mtim.tv_sec > t0.tv_sec
+				|| (st.st_mtim.tv_sec == t0.tv_sec && st.st_mtim.tv_nsec > t0.tv_nsec))){
+			return;
+		}
+		ck_assert_msg(it_now_ms() < deadline, "the broker did not save %s (autosave_interval 1)", db);
+		it_sleep_ms(50);
+	}
+	(void)b;
+}
+
+/* The subscriber has received "poison" once (attempt 1) and still holds it,
+ * connected, when the broker stops: SIGTERM, or SIGKILL with
+ * plugin_opt_state_save_on_change once the broker's autosave has saved the
+ * session. After the restart the broker resends it right after CONNACK,
+ * before the subscriber does anything else: attempt 2; one crash later
+ * attempt 3; at the next reconnection it is a dead letter. 3 deliveries in
+ * all, retry-count 3 (before the counts were saved: 5 on 2.0.11, 4 on
+ * 2.1.2, the count started again after the restart). On 2.1 a v5
+ * subscriber's deliveries carry delivery-count 1, 2, 3. */
+static void restart_in_flight(const char *label, int protocol, bool kill)
+{
+	struct broker *b = tracking_broker(label, "allow", true);
+	broker_conf(b, "persistence true");
+	broker_conf(b, "persistence_location %s", broker_path(b, ""));
+	broker_conf(b, "autosave_interval 1");
+	broker_conf(b, "plugin_opt_state_file %s", broker_path(b, "dlq.state"));
+	if(kill) broker_conf(b, "plugin_opt_state_save_on_change true");
+	if(!BROKER_IS_21() && protocol == MQTT_PROTOCOL_V5) broker_conf(b, "plugin_opt_v5_sessions_persist true");
+	struct scene s;
+	scene_start(&s, b);
+	struct raw *w = persistent(b, "worker", protocol, NULL);
+	join(w, FILTER);
+	client_publish_str(s.pub, TOPIC, "poison", 1);
+	client_publish_str(s.pub, TOPIC, "next", 1);
+	char id[64];
+	snprintf(id, sizeof(id), "%s", original_id(&s, "poison", 0));
+	const struct raw_msg *m = raw_expect(w);
+	ck_assert_str_eq(m->payload, "poison");
+	client_free(s.watch);
+	client_free(s.pub);
+	if(kill){
+		wait_broker_save(b, broker_path(b, "mosquitto.db"));
+		broker_kill(b);
+	}else{
+		broker_shutdown(b);
+	}
+	raw_close(w);
+	broker_start(b);
+	s.watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
+	s.pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	client_subscribe(s.watch, "dead/#", 1);
+
+	struct crash_loop cl = { .r = w, .crash_on = "poison", .stop_after = "next",
+		.dlq_id = protocol == MQTT_PROTOCOL_V5 ? id : NULL };
+	crash_loop(&cl);
+	expect_tracking_dead_letter(client_expect(s.watch, DEAD, 1), "poison", id, "worker");
+	expect_dead_letters(&s, 1);
+	raw_drain(w, HARNESS_SETTLE_MS);
+	expect_received(w, "poison", MAX_ATTEMPTS);
+	ck_assert_uint_ge(raw_count(w, TOPIC, "next"), 1);
+	if(BROKER_IS_21() && protocol == MQTT_PROTOCOL_V5){
+		/* delivery-count goes on across the restart: 1, 2, 3. */
+		unsigned n = 0;
+		for(size_t i = 0; (m = raw_received(w, i)) != NULL; i++){
+			if(strcmp(m->topic, TOPIC) || strcmp(m->payload, "poison")) continue;
+			char want[8];
+			snprintf(want, sizeof(want), "%u", ++n);
+			const char *dc = raw_user(m, "delivery-count");
+			ck_assert_msg(dc && !strcmp(dc, want), "delivery %u of \"poison\" carries delivery-count %s",
+					n, dc ? dc : "(none)");
+		}
+	}
+	raw_free(w);
+}
+
+START_TEST(test_restart_in_flight_v311_sigterm)
+{
+	restart_in_flight(__func__, MQTT_PROTOCOL_V311, false);
+}
+END_TEST
+
+START_TEST(test_restart_in_flight_v5_sigterm)
+{
+	restart_in_flight(__func__, MQTT_PROTOCOL_V5, false);
+}
+END_TEST
+
+START_TEST(test_restart_in_flight_v5_sigkill)
+{
+	restart_in_flight(__func__, MQTT_PROTOCOL_V5, true);
+}
+END_TEST
+
 static Suite *redelivery_suite(void)
 {
 	Suite *s = suite_create("redelivery");
@@ -425,6 +531,9 @@ static Suite *redelivery_suite(void)
 	tcase_add_test(tc, test_shared_subscription);
 	tcase_add_test(tc, test_off_by_default);
 	tcase_add_test(tc, test_off_v5);
+	tcase_add_test(tc, test_restart_in_flight_v311_sigterm);
+	tcase_add_test(tc, test_restart_in_flight_v5_sigterm);
+	tcase_add_test(tc, test_restart_in_flight_v5_sigkill);
 	suite_add_tcase(s, tc);
 	return s;
 }

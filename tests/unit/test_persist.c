@@ -324,16 +324,75 @@ START_TEST(a_targeted_copy_reaches_a_persisting_session_after_a_restart)
 }
 END_TEST
 
-/* Redelivery tracking across a restart: the broker restores a session's
- * message from its own persistence file, at another address than the one
- * the plugin bound when it tracked it. The restored record is found by its
- * content, so a subscriber that keeps crashing on it is still stopped: after
- * the restart the plugin first sees the client as a session left behind
- * (connection 2, not counted) and then holding the message (3, not counted:
- * it was not known to be sent), then counts 4 and 5, and diverts it at 6. */
-START_TEST(a_message_in_a_session_across_a_restart_is_still_counted)
+/* Redelivery tracking across a restart, on 2.0: the broker restores a
+ * session's message from its own persistence file, at another address than
+ * the one the plugin bound when it tracked it. The restored record is found
+ * by its content, and its delivery's count is restored with it: a subscriber
+ * that keeps crashing on it goes on from the count it had. Sent once before
+ * the restart (attempt 1, held while connected on connection 1), the resend
+ * right after the reconnect's CONNACK (connection 2, before the client did
+ * anything else) is attempt 2, connection 3's is attempt 3, and connection 4
+ * gets it no more: a dead letter with retry-count 3. */
+static const struct extra tracking[] = { {"redelivery_tracking", "allow"} };
+static const struct extra tracking_on_change[] = { {"redelivery_tracking", "allow"}, {"state_save_on_change", "true"} };
+
+/* A crash: the state files as they are now, no shutdown, then a start on
+ * them (crash_image) with both clocks moved on. */
+static void crash_restart_with(const struct extra *extra, size_t n_extra, unsigned flags)
 {
-	static const struct extra tracking[] = { {"redelivery_tracking", "allow"} };
+	char crash[200];
+	crash_image(crash, sizeof(crash));
+	stop();
+	remove_all(state_path);
+	snprintf(state_path, sizeof(state_path), "%s", crash);
+	snprintf(journal_path, sizeof(journal_path), "%s.journal", crash);
+	fake.now_ms = 70000000;
+	fake.wall_ms += 2000;
+	char err[512];
+	struct dlq_option opts[16];
+	size_t n = 0;
+	for(size_t i = 0; i < ARRAY_LEN(policies); i++){
+		opts[n++] = (struct dlq_option){"policy", policies[i]};
+	}
+	opts[n++] = (struct dlq_option){"state_file", state_path};
+	for(size_t i = 0; i < n_extra; i++){
+		opts[n++] = (struct dlq_option){extra[i].key, extra[i].value};
+	}
+	ck_assert_msg(engine_try_start(&d, &d_live, opts, n, flags, err, sizeof(err)) == 0, "%s", err);
+}
+
+/* Reconnections of client "s" on connections first..last, each with the
+ * READ check of c the broker makes for the message still in flight; each
+ * must leave it in the session (counted, not removed). */
+static void reconnect_keeping(struct dlq_read_check *c, uintptr_t first, uintptr_t last)
+{
+	for(uintptr_t conn = first; conn <= last; conn++){
+		c->conn = conn;
+		ck_assert_msg(!dlq__read_check(&d, c), "removed at connection %u", (unsigned)conn);
+		dlq__event(&d);
+		dlq__client_left(&d, "s", conn);
+	}
+}
+
+/* The message is diverted at connection conn: its dead letter says it was
+ * delivered 3 times. */
+static void diverted_at(struct dlq_read_check *c, uintptr_t conn, const char *id)
+{
+	size_t before = fake.publish_count;
+	c->conn = conn;
+	ck_assert_msg(dlq__read_check(&d, c), "not removed at connection %u", (unsigned)conn);
+	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, before + 1);
+	ck_assert_str_eq(pub(before)->topic, "dead/numbers");
+	ck_assert_str_eq(hdr(before, DLQ_PROP_ORIGIN_ID), id);
+	ck_assert_str_eq(hdr(before, DLQ_PROP_RETRY_COUNT), "3");
+	ck_assert_msg(strstr(hdr(before, DLQ_PROP_DEAD_LETTER_REASON), "delivered 3 times") != NULL, "reason: %s",
+			hdr(before, DLQ_PROP_DEAD_LETTER_REASON));
+}
+
+START_TEST(a_message_in_a_session_across_a_restart_goes_on_from_its_count)
+{
 	static char before[] = "poison", after[] = "poison";
 	start_with(tracking, 1, true);
 	char id[DLQ_ID_LEN + 1];
@@ -348,20 +407,112 @@ START_TEST(a_message_in_a_session_across_a_restart_is_still_counted)
 	restart_with(tracking, 1, true, 1000);
 
 	c.payload = after;
-	for(uintptr_t conn = 2; conn <= 5; conn++){
-		c.conn = conn;
-		ck_assert_msg(!dlq__read_check(&d, &c), "removed at connection %u", (unsigned)conn);
-		dlq__event(&d);
+	reconnect_keeping(&c, 2, 3);
+	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 2);
+	diverted_at(&c, 4, id);
+}
+END_TEST
+
+/* The same across a crash with state_save_on_change: the journal holds the
+ * delivery's counts as they changed (entries of type 7). Sent on
+ * connection 1 and again on 2 (attempt 2) before the crash; after it,
+ * connection 3's resend is attempt 3, and connection 4 gets a dead letter. */
+START_TEST(after_a_crash_the_journal_continues_a_count)
+{
+	static char before[] = "poison", after[] = "poison";
+	start_with(tracking_on_change, 2, true);
+	char id[DLQ_ID_LEN + 1];
+	dlq__client_active(&d, "s", 1);
+	const struct dlq_policy *p = dlq__policy_for(&d, "numbers");
+	ck_assert_int_eq(dlq__track(&d, p, "numbers", before, (uint32_t)strlen(before), 1, NULL, 0, id), 0);
+	struct dlq_read_check c = { .client = "s", .conn = 1, .topic = "numbers", .payload = before,
+		.payload_len = (uint32_t)strlen(before), .qos = 1 };
+	ck_assert(!dlq__read_check(&d, &c));
+	dlq__event(&d);
+	dlq__client_left(&d, "s", 1);
+	reconnect_keeping(&c, 2, 2);
+	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 1);
+	char types[64];
+	journal_types(types, sizeof(types));
+	ck_assert_msg(strchr(types, '7') != NULL, "no delivery entry in the journal: %s", types);
+
+	crash_restart_with(tracking_on_change, 2, ENGINE_BROKER_PERSISTENCE);
+	c.payload = after;
+	reconnect_keeping(&c, 3, 3);
+	diverted_at(&c, 4, id);
+}
+END_TEST
+
+/* 2.1's exact counting across a restart: the sends of a record to a client
+ * are restored, so the next send is the next attempt (what delivery-count
+ * says), and the reconnect's check after the third send removes it. */
+static void sent_is_attempt(const char *id, const char *payload, unsigned want)
+{
+	struct dlq_send s;
+	dlq__sent(&d, "s", id, DLQ_ID_LEN, "numbers", payload, (uint32_t)strlen(payload), &s);
+	ck_assert_uint_eq(s.attempt, want);
+}
+
+static void exact_restart(bool crash)
+{
+	static char payload[] = "poison";
+	unsigned flags = ENGINE_BROKER_PERSISTENCE | ENGINE_EXACT_COUNTING;
+	const struct extra *extra = crash ? tracking_on_change : tracking;
+	size_t n_extra = crash ? 2 : 1;
+	char err[512];
+	struct dlq_option opts[16];
+	size_t n = 0;
+	for(size_t i = 0; i < ARRAY_LEN(policies); i++){
+		opts[n++] = (struct dlq_option){"policy", policies[i]};
+	}
+	opts[n++] = (struct dlq_option){"state_file", state_path};
+	for(size_t i = 0; i < n_extra; i++){
+		opts[n++] = (struct dlq_option){extra[i].key, extra[i].value};
+	}
+	ck_assert_msg(engine_try_start(&d, &d_live, opts, n, flags, err, sizeof(err)) == 0, "%s", err);
+	char id[DLQ_ID_LEN + 1];
+	const struct dlq_policy *p = dlq__policy_for(&d, "numbers");
+	ck_assert_int_eq(dlq__track(&d, p, "numbers", payload, (uint32_t)strlen(payload), 1, NULL, 0, id), 0);
+	dlq__client_active(&d, "s", 1);
+	sent_is_attempt(id, payload, 1);
+	if(crash){
+		dlq__client_left(&d, "s", 1);
+		struct dlq_read_check c = { .client = "s", .conn = 2, .topic = "numbers", .payload = payload,
+			.payload_len = (uint32_t)strlen(payload), .qos = 1, .id = id };
+		ck_assert(!dlq__read_check(&d, &c));
+		dlq__client_active(&d, "s", 2);
+		sent_is_attempt(id, payload, 2);
+		crash_restart_with(extra, n_extra, flags);
+	}else{
+		stop();
+		fake.now_ms = 50000000;
+		fake.wall_ms += 1000;
+		ck_assert_msg(engine_try_start(&d, &d_live, opts, n, flags, err, sizeof(err)) == 0, "%s", err);
+	}
+	/* Reconnections after the restart: the check leaves it, the resend is
+	 * the next attempt. */
+	for(unsigned attempt = crash ? 3 : 2, conn = 3; attempt <= 3; attempt++, conn++){
+		struct dlq_read_check c = { .client = "s", .conn = conn, .topic = "numbers", .payload = payload,
+			.payload_len = (uint32_t)strlen(payload), .qos = 1, .id = id };
+		ck_assert_msg(!dlq__read_check(&d, &c), "removed before attempt %u", attempt);
+		dlq__client_active(&d, "s", conn);
+		sent_is_attempt(id, payload, attempt);
 		dlq__client_left(&d, "s", conn);
 	}
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 2);
-	c.conn = 6;
-	ck_assert(dlq__read_check(&d, &c));
-	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
-	ck_assert_uint_eq(fake.publish_count, 1);
-	ck_assert_str_eq(pub(0)->topic, "dead/numbers");
-	ck_assert_str_eq(hdr(0, DLQ_PROP_ORIGIN_ID), id);
-	ck_assert_str_eq(hdr(0, DLQ_PROP_RETRY_COUNT), "3");
+	struct dlq_read_check c = { .client = "s", .topic = "numbers", .payload = payload,
+		.payload_len = (uint32_t)strlen(payload), .qos = 1, .id = id };
+	diverted_at(&c, 9, id);
+}
+
+START_TEST(exact_counts_go_on_after_a_restart)
+{
+	exact_restart(false);
+}
+END_TEST
+
+START_TEST(exact_counts_go_on_after_a_crash)
+{
+	exact_restart(true);
 }
 END_TEST
 
@@ -1047,7 +1198,8 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, without_broker_persistence_a_restored_targeted_copy_becomes_a_dead_letter);
 	tcase_add_test(tc, a_v5_subscriber_has_no_session_after_a_restart);
 	tcase_add_test(tc, a_dead_letter_not_yet_published_survives_a_restart);
-	tcase_add_test(tc, a_message_in_a_session_across_a_restart_is_still_counted);
+	tcase_add_test(tc, a_message_in_a_session_across_a_restart_goes_on_from_its_count);
+	tcase_add_test(tc, exact_counts_go_on_after_a_restart);
 	tcase_add_test(tc, a_held_copy_becomes_a_dead_letter_after_a_restart);
 	suite_add_tcase(s, tc);
 
@@ -1065,6 +1217,8 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, after_a_crash_snapshot_and_journal_restore_every_envelope);
 	tcase_add_test(tc, with_save_on_change_a_crash_loses_no_nackable_delivery);
 	tcase_add_test(tc, after_a_crash_the_journal_restores_held_copies);
+	tcase_add_test(tc, after_a_crash_the_journal_continues_a_count);
+	tcase_add_test(tc, exact_counts_go_on_after_a_crash);
 	tcase_add_test(tc, without_save_on_change_a_crash_loses_what_came_after_the_last_snapshot);
 	tcase_add_test(tc, a_snapshot_is_saved_after_the_interval_when_something_changed);
 	suite_add_tcase(s, tc);

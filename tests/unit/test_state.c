@@ -25,6 +25,7 @@
 #include "engine/dlq.h"
 #include "engine_calls.h"
 #include "fake_port.h"
+#include "model/deliveries.h"
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
 #include "store/state.h"
@@ -1172,6 +1173,109 @@ START_TEST(a_client_id_mqtt_refuses_is_damage)
 }
 END_TEST
 
+/* ---- delivery counts --------------------------------------------------- */
+
+static const struct dlq_option tracking[] = {
+	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
+	{"redelivery_tracking", "allow"},
+};
+
+static void expect_saved(struct dlq *d, const char *id, const char *client, unsigned redeliveries, unsigned sends,
+		bool held, bool diverted)
+{
+	struct dlq_delivery_saved s;
+	ck_assert_msg(redelivery__saved(&d->redelivery, find(d, id), client, &s), "nothing kept for %s", client);
+	ck_assert_str_eq(s.client, client);
+	ck_assert_uint_eq(s.redeliveries, redeliveries);
+	ck_assert_uint_eq(s.sends, sends);
+	ck_assert_int_eq(s.held_connected, held);
+	ck_assert_int_eq(s.diverted, diverted);
+}
+
+/* 2.1: the sends of an original to its first client live in the record,
+ * to the others in the table; both come back, and a client never sent it
+ * has nothing. The restored clients are offline since before the restart. */
+START_TEST(sends_to_each_client_survive_a_snapshot)
+{
+	engine_start(&a, &a_live, tracking, ARRAY_LEN(tracking), ENGINE_EXACT_COUNTING);
+	char x[DLQ_ID_LEN + 1];
+	engine_track(&a, "numbers", "x", 1, NULL, x);
+	struct dlq_send snd;
+	for(int i = 0; i < 2; i++) dlq__sent(&a, "first", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	dlq__sent(&a, "second", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	dlq__sent(&a, "third", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	dlq__sent(&a, "third", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	ck_assert_uint_eq(snd.attempt, 2);
+	restart(1000, 9000000);
+	engine_start(&b, &b_live, tracking, ARRAY_LEN(tracking), ENGINE_EXACT_COUNTING);
+	struct state_report rep;
+	decode(&b, buf.data, buf.len, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	expect_saved(&b, x, "first", 0, 2, false, false);
+	expect_saved(&b, x, "second", 0, 1, false, false);
+	expect_saved(&b, x, "third", 0, 2, false, false);
+	struct dlq_delivery_saved none;
+	ck_assert(!redelivery__saved(&b.redelivery, find(&b, x), "fourth", &none));
+	dlq__sent(&b, "third", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	ck_assert_uint_eq(snd.attempt, 3);
+	dlq__sent(&b, "first", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	ck_assert_uint_eq(snd.attempt, 3);
+}
+END_TEST
+
+/* 2.0: a delivery held while connected, with its redeliveries counted. */
+START_TEST(redeliveries_survive_a_snapshot)
+{
+	engine_start(&a, &a_live, tracking, ARRAY_LEN(tracking), 0);
+	char x[DLQ_ID_LEN + 1];
+	static char payload[] = "x";
+	const struct dlq_policy *p = dlq__policy_for(&a, "numbers");
+	ck_assert_int_eq(dlq__track(&a, p, "numbers", payload, 1, 1, NULL, 0, x), 0);
+	dlq__client_active(&a, "s", 1);
+	struct dlq_read_check c = { .client = "s", .conn = 1, .topic = "numbers", .payload = payload, .payload_len = 1, .qos = 1 };
+	ck_assert(!dlq__read_check(&a, &c));
+	dlq__event(&a);
+	dlq__client_left(&a, "s", 1);
+	c.conn = 2;
+	ck_assert(!dlq__read_check(&a, &c));
+	expect_saved(&a, x, "s", 1, 0, true, false);
+	restart(1000, 9000000);
+	engine_start(&b, &b_live, tracking, ARRAY_LEN(tracking), 0);
+	struct state_report rep;
+	decode(&b, buf.data, buf.len, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	expect_saved(&b, x, "s", 1, 0, true, false);
+}
+END_TEST
+
+START_TEST(a_delivery_count_for_a_client_id_mqtt_refuses_is_damage)
+{
+	engine_start(&a, &a_live, tracking, ARRAY_LEN(tracking), ENGINE_EXACT_COUNTING);
+	char x[DLQ_ID_LEN + 1];
+	engine_track(&a, "numbers", "x", 1, NULL, x);
+	struct dlq_headers j = {0};
+	const struct dlq_record *rx = find(&a, x);
+	ck_assert_int_eq(state__encode_journal_header(&j), 0);
+	ck_assert_int_eq(state__encode_record(rx, fake.now_ms, fake.wall_ms, &j), 0);
+	size_t at = j.len;
+	struct dlq_delivery_saved s = { .client = "sub\x01", .sends = 2 };
+	ck_assert_int_eq(state__encode_delivery(rx, &s, &j), 0);
+	expect_refused(j.data, j.len, true, at, "a delivery count", "a client id holding a control character");
+	engine_stop(&b, &b_live);
+
+	/* Flags the plugin never writes: the byte before the CRC, the CRC made
+	 * right again. */
+	j.len = at;
+	s.client = "sub";
+	ck_assert_int_eq(state__encode_delivery(rx, &s, &j), 0);
+	j.data[j.len - 5] = 4;
+	uint32_t crc = state__crc32(j.data + at, j.len - at - 4);
+	for(int i = 0; i < 4; i++) j.data[j.len - 4 + i] = (uint8_t)(crc >> (8 * (3 - i)));
+	expect_refused(j.data, j.len, true, at, "a delivery count", "flags the plugin never writes");
+	headers__free(&j);
+}
+END_TEST
+
 /* ---- files ------------------------------------------------------------- */
 
 static void path_in_dir(char *out, size_t size, const char *name)
@@ -1359,6 +1463,9 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, headers_a_client_may_send_are_restored);
 	tcase_add_test(tc, an_envelope_with_strings_mqtt_refuses_is_damage);
 	tcase_add_test(tc, a_client_id_mqtt_refuses_is_damage);
+	tcase_add_test(tc, a_delivery_count_for_a_client_id_mqtt_refuses_is_damage);
+	tcase_add_test(tc, sends_to_each_client_survive_a_snapshot);
+	tcase_add_test(tc, redeliveries_survive_a_snapshot);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("journal");
