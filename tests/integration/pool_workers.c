@@ -207,7 +207,7 @@ void pool_tick(struct pool *pl)
 			if(ended){
 				note_exit(pl, k, st, false);
 			}
-		}else if(pl->supervising && it_now_ms() >= m->start_at){
+		}else if(pl->supervising && !pl->holding && it_now_ms() >= m->start_at){
 			spawn(pl, k);
 		}
 	}
@@ -260,6 +260,38 @@ void pool_start(struct pool *pl, enum pool_lang lang, int port, unsigned njobs)
 	unsigned none[POOL_MEMBERS] = { 0 };
 	ck_assert_msg(pool_wait_subscribed(pl, none), "the %s workers did not all subscribe to %s",
 			pool_lang_names[lang], POOL_SUBSCRIPTION);
+}
+
+void pool_hold(struct pool *pl, bool on)
+{
+	pl->holding = on;
+	for(unsigned k = 0; !on && k < POOL_MEMBERS; k++){
+		pl->members[k].start_at = it_now_ms() + POOL_RESTART_PAUSE_MS;
+	}
+}
+
+void pool_freeze(struct pool *pl)
+{
+	pool_hold(pl, true);
+	for(unsigned k = 0; k < POOL_MEMBERS; k++){
+		struct pool_member *m = &pl->members[k];
+		if(m->p && !proc_ended(m->p)){
+			proc_kill(m->p, SIGSTOP);
+			m->frozen = true;
+		}
+	}
+}
+
+void pool_thaw(struct pool *pl)
+{
+	for(unsigned k = 0; k < POOL_MEMBERS; k++){
+		struct pool_member *m = &pl->members[k];
+		if(m->frozen && m->p){
+			proc_kill(m->p, SIGCONT);
+		}
+		m->frozen = false;
+	}
+	pool_hold(pl, false);
 }
 
 void pool_stop(struct pool *pl)

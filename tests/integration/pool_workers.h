@@ -65,6 +65,7 @@ struct pool_member {
 	size_t out_used;        /* bytes of p's stdout and stderr parsed */
 	size_t err_used;
 	uint64_t start_at;      /* while down: when to start it again */
+	bool frozen;            /* stopped by pool_freeze */
 	unsigned starts;
 	unsigned subscribed;    /* "subscribed to" lines, all its processes */
 	int last_received;      /* job of its last "received" line, -1 */
@@ -75,6 +76,7 @@ struct pool {
 	int port;
 	unsigned njobs;
 	bool supervising;       /* start members again when they exit */
+	bool holding;           /* but not yet: see pool_hold */
 	unsigned phase;
 	struct pool_member members[POOL_MEMBERS];
 	struct pool_event events[POOL_MAX_EVENTS];
@@ -103,6 +105,15 @@ bool pool_wait_subscribed(struct pool *pl, const unsigned since[POOL_MEMBERS]);
 
 /* Each member's "subscribed to" count so far, into since[]. */
 void pool_subscriptions(const struct pool *pl, unsigned since[POOL_MEMBERS]);
+
+/* With on, a member that exits stays down; with off, members that are
+ * down start again after the usual pause. */
+void pool_hold(struct pool *pl, bool on);
+
+/* Stops every running member (SIGSTOP) and holds those that are down;
+ * pool_thaw lets them all go on (SIGCONT, and starts after the pause). */
+void pool_freeze(struct pool *pl);
+void pool_thaw(struct pool *pl);
 
 /* Stops supervising and ends every running member with SIGTERM (status 0
  * expected), reading what it wrote last. */

@@ -29,12 +29,18 @@
  *
  * The broker: the plugin, persistence in the test's directory, autosave
  * every second, max_inflight_messages 1, the jobs/# policy, a state file,
- * redelivery tracking allow, on 2.0 v5_sessions_persist; the SIGKILL run
- * journals with state_save_on_change and waits, before the kill, until the
- * broker autosaved twice after the last publish (what it accepted since its
- * last save a SIGKILL loses: the broker's, docs/durable-state.md). After the
- * restart the second half is published once every member subscribed again:
- * no line restores a $share membership.
+ * redelivery tracking allow, on 2.0 v5_sessions_persist. The SIGKILL run
+ * journals with state_save_on_change, and before the kill waits until the
+ * broker autosaved twice after the last publish and then, once the crash
+ * job was received, freezes the workers (SIGSTOP; a member that exits
+ * stays down) until the broker's next autosave, so that the broker's
+ * database holds every delivery made: a SIGKILL takes from the broker what
+ * it did since its last autosave, the messages it accepted and the
+ * deliveries and acknowledgements it made, and it then sends such a
+ * message again as if it never had (docs/durable-state.md: the broker's
+ * own loss). The workers go on after the kill. After the restart the
+ * second half is published once every member subscribed again: no line
+ * restores a $share membership.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,6 +80,7 @@ struct letter {
 struct run {
 	bool kill;
 	struct broker *b;
+	const char *log_path;   /* the broker's log */
 	struct client *reader;
 	struct client *pub;
 	size_t reader_seen;     /* the reader's messages copied into letters */
@@ -161,11 +168,23 @@ static void tick(void)
 	it_sleep_ms(5);
 }
 
-static size_t autosaves(void)
+/* The autosaves the broker's log reports past *offset, in complete lines;
+ * *offset moves past them. */
+static unsigned saves_after(long *offset)
 {
-	char *log = broker_log_since_start(run.b);
-	size_t n = it_count(log, "Saving in-memory database");
-	free(log);
+	FILE *f = fopen(run.log_path, "r");
+	ck_assert_msg(f != NULL, "cannot read %s", run.log_path);
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	unsigned n = 0;
+	fseek(f, *offset, SEEK_SET);
+	while((len = getline(&line, &cap, f)) > 0 && line[len - 1] == '\n'){
+		*offset += (long)len;
+		n += strstr(line, "Saving in-memory database") != NULL;
+	}
+	free(line);
+	fclose(f);
 	return n;
 }
 
@@ -185,23 +204,50 @@ static void publish(unsigned from, unsigned to)
  * since the last publish, and at least 2 s after it. */
 static void wait_for_crash_in_flight(uint64_t published_at)
 {
-	size_t saves_then = autosaves();
+	long offset = 0;
+	unsigned saves = 0;
+	saves_after(&offset);
 	bool ready = !run.kill;
 	unsigned seen = pool.crash_seq;
-	uint64_t next_log = 0, deadline = it_now_ms() + HARNESS_WAIT_MS;
+	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
 	for(;;){
 		tick();
-		if(!ready && it_now_ms() >= next_log){
-			ready = it_now_ms() >= published_at + 2000 && autosaves() >= saves_then + 2;
-			next_log = it_now_ms() + 100;
-		}
 		if(!ready){
+			saves += saves_after(&offset);
+			ready = it_now_ms() >= published_at + 2000 && saves >= 2;
 			seen = pool.crash_seq;
 		}else if(pool.crash_seq != seen && letters_of((unsigned)pool.last_crash) == 0){
 			return;
 		}
 		ck_assert_msg(it_now_ms() < deadline, "no crash job was received in %d ms%s", HARNESS_WAIT_MS,
 				ready ? "" : " (the broker did not autosave)");
+	}
+}
+
+/* Before a SIGKILL: the workers frozen (SIGSTOP; those down stay down), so
+ * that the broker's next autosave, begun at least 100 ms later, holds
+ * every delivery and acknowledgement made so far. A SIGKILL takes from the
+ * broker what it did since its last autosave: the messages it accepted,
+ * the PUBACKs it read, and the deliveries it made, which it then makes
+ * again after the restart as first sends (the broker's own loss,
+ * docs/durable-state.md). Killed at once instead, right after a worker
+ * received a crash job it had queued at the broker's last autosave, the
+ * broker resends that job after the restart behind the jobs before it, as
+ * a first send (d0), and the plugin on 2.0, which counts only the first
+ * message of a reconnection's run, does not count it: 4 deliveries, seen
+ * on 2.0.11 with the counts saved (2.1 counts every send: 3). */
+static void freeze_until_saved(void)
+{
+	pool_freeze(&pool);
+	uint64_t quiet = it_now_ms() + 100, deadline = it_now_ms() + HARNESS_WAIT_MS;
+	while(it_now_ms() < quiet){
+		tick();
+	}
+	long offset = 0;
+	saves_after(&offset);
+	while(saves_after(&offset) == 0){
+		tick();
+		ck_assert_msg(it_now_ms() < deadline, "the broker did not autosave in %d ms", HARNESS_WAIT_MS);
 	}
 }
 
@@ -236,6 +282,9 @@ static void restart_broker(void)
 	pool_tick(&pool);
 	collect_letters();
 	note_in_flight();
+	if(run.kill){
+		pool_thaw(&pool);
+	}
 	client_free(run.reader);
 	client_free(run.pub);
 	run.reader = NULL;
@@ -449,6 +498,7 @@ START_TEST(test_pool_restart)
 	int port = it_free_port();
 
 	run.b = broker_new(run.kill ? "pool-sigkill" : "pool-sigterm");
+	run.log_path = broker_path(run.b, "broker.log");
 	broker_conf(run.b, "listener %d 127.0.0.1", port);
 	broker_conf(run.b, "persistence true");
 	broker_conf(run.b, "persistence_location %s", broker_path(run.b, ""));
@@ -474,6 +524,9 @@ START_TEST(test_pool_restart)
 
 	publish(0, HALF);
 	wait_for_crash_in_flight(it_now_ms());
+	if(run.kill){
+		freeze_until_saved();
+	}
 	restart_broker();
 	publish(HALF, JOBS);
 	bool all = wait_accounted();
