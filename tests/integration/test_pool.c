@@ -33,8 +33,9 @@
  * journals with state_save_on_change, and before the kill waits until the
  * broker autosaved twice after the last publish and then, once the crash
  * job was received, freezes the workers (SIGSTOP; a member that exits
- * stays down) until the broker's next autosave, so that the broker's
- * database holds every delivery made: a SIGKILL takes from the broker what
+ * stays down) until the broker's next autosave has replaced its database
+ * file (a kill in the middle of a save leaves the one before), so that the
+ * broker's database holds every delivery made: a SIGKILL takes from the broker what
  * it did since its last autosave, the messages it accepted and the
  * deliveries and acknowledgements it made, and it then sends such a
  * message again as if it never had (docs/durable-state.md: the broker's
@@ -46,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "harness.h"
 #include "pool_workers.h"
@@ -81,6 +83,7 @@ struct run {
 	bool kill;
 	struct broker *b;
 	const char *log_path;   /* the broker's log */
+	const char *db_path;    /* the broker's database */
 	struct client *reader;
 	struct client *pub;
 	size_t reader_seen;     /* the reader's messages copied into letters */
@@ -224,9 +227,18 @@ static void wait_for_crash_in_flight(uint64_t published_at)
 	}
 }
 
+/* The inode of the broker's database file (0: none yet); each save
+ * replaces the file. */
+static ino_t db_inode(void)
+{
+	struct stat st;
+	return stat(run.db_path, &st) == 0 ? st.st_ino : 0;
+}
+
 /* Before a SIGKILL: the workers frozen (SIGSTOP; those down stay down), so
- * that the broker's next autosave, begun at least 100 ms later, holds
- * every delivery and acknowledgement made so far. A SIGKILL takes from the
+ * that the broker's next autosave, begun at least 100 ms later and
+ * finished (its database file replaced), holds every delivery and
+ * acknowledgement made so far. A SIGKILL takes from the
  * broker what it did since its last autosave: the messages it accepted,
  * the PUBACKs it read, and the deliveries it made, which it then makes
  * again after the restart as first sends (the broker's own loss,
@@ -243,11 +255,18 @@ static void freeze_until_saved(void)
 	while(it_now_ms() < quiet){
 		tick();
 	}
+	/* The log line comes before the broker writes the database: it is
+	 * saved when the file is replaced, after the line. */
 	long offset = 0;
 	saves_after(&offset);
 	while(saves_after(&offset) == 0){
 		tick();
 		ck_assert_msg(it_now_ms() < deadline, "the broker did not autosave in %d ms", HARNESS_WAIT_MS);
+	}
+	ino_t before = db_inode();
+	while(db_inode() == before){
+		tick();
+		ck_assert_msg(it_now_ms() < deadline, "the broker did not replace %s in %d ms", run.db_path, HARNESS_WAIT_MS);
 	}
 }
 
@@ -499,6 +518,7 @@ START_TEST(test_pool_restart)
 
 	run.b = broker_new(run.kill ? "pool-sigkill" : "pool-sigterm");
 	run.log_path = broker_path(run.b, "broker.log");
+	run.db_path = broker_path(run.b, "mosquitto.db");
 	broker_conf(run.b, "listener %d 127.0.0.1", port);
 	broker_conf(run.b, "persistence true");
 	broker_conf(run.b, "persistence_location %s", broker_path(run.b, ""));
