@@ -172,12 +172,12 @@ def main():
     # the job this worker crashed on. paho keeps clean_start and the
     # properties for its reconnections.
     while True:
+        if userdata["stopping"]:
+            return 0
         try:
             client.connect(args.host, args.port, keepalive=60, clean_start=False, properties=props)
             break
         except OSError as e:
-            if userdata["stopping"]:
-                return 0
             # A broker that is restarting: try again, as a reconnection does.
             warn(f"cannot connect to {args.host}:{args.port}: {e}; trying again")
             time.sleep(1)

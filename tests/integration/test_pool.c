@@ -238,11 +238,10 @@ static ino_t db_inode(void)
 /* Before a SIGKILL: the workers frozen (SIGSTOP; those down stay down), so
  * that the broker's next autosave, begun at least 100 ms later and
  * finished (its database file replaced), holds every delivery and
- * acknowledgement made so far. A SIGKILL takes from the
- * broker what it did since its last autosave: the messages it accepted,
- * the PUBACKs it read, and the deliveries it made, which it then makes
- * again after the restart as first sends (the broker's own loss,
- * docs/durable-state.md). Killed at once instead, right after a worker
+ * acknowledgement made so far. A SIGKILL takes from the broker what it
+ * did since its last autosave: the messages it accepted, the PUBACKs it
+ * read, and the deliveries it made, which it then makes again after the
+ * restart as first sends (the broker's own loss, docs/durable-state.md). Killed at once instead, right after a worker
  * received a crash job it had queued at the broker's last autosave, the
  * broker resends that job after the restart behind the jobs before it, as
  * a first send (d0), and the plugin on 2.0, which counts only the first
