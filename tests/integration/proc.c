@@ -270,6 +270,11 @@ int proc_wait_at(const char *file, int line, struct proc *p, int timeout_ms)
 	return p->status;
 }
 
+bool proc_ended(struct proc *p)
+{
+	return try_reap(p);
+}
+
 /* Waits until output stream i (0 stdout, 1 stderr) holds needle n times. */
 static bool wait_stream(struct proc *p, int i, const char *needle, size_t n, int timeout_ms)
 {

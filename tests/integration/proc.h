@@ -47,6 +47,11 @@ struct proc *dlqctl_expect_at(const char *file, int line, int want, struct broke
 #define proc_wait(p, timeout_ms) proc_wait_at(__FILE__, __LINE__, (p), (timeout_ms))
 int proc_wait_at(const char *file, int line, struct proc *p, int timeout_ms);
 
+/* Whether the process has ended, without waiting: it is then reaped and
+ * proc_status says how; what it wrote may still be in the pipes (proc_wait
+ * returns at once and reads it all). */
+bool proc_ended(struct proc *p);
+
 /* Waits until its standard output holds needle at least n times; returns
  * whether it did within timeout_ms (it may end meanwhile). */
 bool proc_wait_output(struct proc *p, const char *needle, size_t n, int timeout_ms);
