@@ -239,6 +239,30 @@ size_t redelivery__table_bytes(const struct dlq_redelivery *t, const struct dlq_
 
 /* ---- 2.1: where a record's sends to a client are kept ---- */
 
+/* Whether r's sends part (sp, or NULL) keeps the sends to c: c is the
+ * record's first client, or becomes it now when the record has none yet
+ * (and c can have a number). */
+static bool kept_in_record(struct dlq_redelivery *t, struct dlq_record_sends *sp, struct dlq_rclient *c)
+{
+	if(sp == NULL) return false;
+	if(sp->client == 0 && client_number(t, c)){
+		sp->client = c->number;
+		c->deliveries++;
+	}
+	return sp->client && sp->client == c->number;
+}
+
+/* The delivery of r to c in the table, made if there is none; NULL when
+ * out of memory (or r has neither part), with c released. */
+static struct dlq_delivery *table_delivery(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
+		struct dlq_rclient *c)
+{
+	struct dlq_delivery *d = record__sends(r) ? sends_find(t, r, c) : deliveries__find(t, r, c);
+	if(d == NULL) d = deliveries__new(t, l, r, c);
+	if(d == NULL) deliveries__client_release(t, c);
+	return d;
+}
+
 int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client,
 		struct dlq_sent_to *out)
 {
@@ -246,21 +270,12 @@ int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_
 	if(c == NULL) return ENOMEM;
 	*out = (struct dlq_sent_to){ .record = r, .client = c };
 	struct dlq_record_sends *sp = record__sends(r);
-	if(sp && sp->client == 0 && client_number(t, c)){
-		/* The record's first client: kept in the record. */
-		sp->client = c->number;
-		c->deliveries++;
-	}
-	if(sp && sp->client && sp->client == c->number){
+	if(kept_in_record(t, sp, c)){
 		if(sp->sends < UINT16_MAX) sp->sends++;
 		return 0;
 	}
-	struct dlq_delivery *d = sp ? sends_find(t, r, c) : deliveries__find(t, r, c);
-	if(d == NULL) d = deliveries__new(t, l, r, c);
-	if(d == NULL){
-		deliveries__client_release(t, c);
-		return ENOMEM;
-	}
+	struct dlq_delivery *d = table_delivery(t, l, r, c);
+	if(d == NULL) return ENOMEM;
 	if(d->sends < UINT16_MAX) d->sends++;
 	out->delivery = d;
 	return 0;
@@ -433,22 +448,14 @@ int redelivery__restore(struct dlq_redelivery *t, struct dlq_ledger *l, struct d
 	struct dlq_rclient *c = deliveries__client_get(t, s->client);
 	if(c == NULL) return ENOMEM;
 	if(c->online == 0 && c->offline == 0) c->offline = DLQ_CONN_BEFORE_RESTART;
-	if(sp && (sp->client == 0 || sp->client == c->number) && client_number(t, c)){
-		if(sp->client == 0){
-			sp->client = c->number;
-			c->deliveries++;
-		}
+	if(kept_in_record(t, sp, c)){
 		sp->sends = s->sends;
 		if(s->diverted) r->flags |= DLQ_RECORD_FIRST_DIVERTED;
 		else r->flags &= (uint8_t)~DLQ_RECORD_FIRST_DIVERTED;
 		return 0;
 	}
-	struct dlq_delivery *d = sp ? sends_find(t, r, c) : deliveries__find(t, r, c);
-	if(d == NULL) d = deliveries__new(t, l, r, c);
-	if(d == NULL){
-		deliveries__client_release(t, c);
-		return ENOMEM;
-	}
+	struct dlq_delivery *d = table_delivery(t, l, r, c);
+	if(d == NULL) return ENOMEM;
 	d->redeliveries = s->redeliveries;
 	d->sends = s->sends;
 	d->held_connected = s->held_connected;
