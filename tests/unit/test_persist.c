@@ -53,7 +53,8 @@ struct extra {
 	const char *value;
 };
 
-static int try_start(const char *path, const struct extra *extra, size_t n_extra, bool broker_persistence,
+/* The same with the fixture's flags (enum engine_flag). */
+static int try_start_flags(const char *path, const struct extra *extra, size_t n_extra, unsigned flags,
 		char *err, size_t errlen)
 {
 	struct dlq_option opts[16];
@@ -65,9 +66,22 @@ static int try_start(const char *path, const struct extra *extra, size_t n_extra
 	for(size_t i = 0; i < n_extra; i++){
 		opts[n++] = (struct dlq_option){extra[i].key, extra[i].value};
 	}
-	int rc = engine_try_start(&d, &d_live, opts, n, broker_persistence ? ENGINE_BROKER_PERSISTENCE : 0, err, errlen);
+	int rc = engine_try_start(&d, &d_live, opts, n, flags, err, errlen);
 	ck_assert_msg(rc == 0 || d_live, "%s", err);
 	return rc;
+}
+
+static int try_start(const char *path, const struct extra *extra, size_t n_extra, bool broker_persistence,
+		char *err, size_t errlen)
+{
+	return try_start_flags(path, extra, n_extra, broker_persistence ? ENGINE_BROKER_PERSISTENCE : 0, err, errlen);
+}
+
+static void start_flags(const struct extra *extra, size_t n_extra, unsigned flags)
+{
+	char err[512];
+	int rc = try_start_flags(state_path, extra, n_extra, flags, err, sizeof(err));
+	ck_assert_msg(rc == 0, "dlq__init: %s", err);
 }
 
 static void start_with(const struct extra *extra, size_t n_extra, bool broker_persistence)
@@ -348,17 +362,7 @@ static void crash_restart_with(const struct extra *extra, size_t n_extra, unsign
 	snprintf(journal_path, sizeof(journal_path), "%s.journal", crash);
 	fake.now_ms = 70000000;
 	fake.wall_ms += 2000;
-	char err[512];
-	struct dlq_option opts[16];
-	size_t n = 0;
-	for(size_t i = 0; i < ARRAY_LEN(policies); i++){
-		opts[n++] = (struct dlq_option){"policy", policies[i]};
-	}
-	opts[n++] = (struct dlq_option){"state_file", state_path};
-	for(size_t i = 0; i < n_extra; i++){
-		opts[n++] = (struct dlq_option){extra[i].key, extra[i].value};
-	}
-	ck_assert_msg(engine_try_start(&d, &d_live, opts, n, flags, err, sizeof(err)) == 0, "%s", err);
+	start_flags(extra, n_extra, flags);
 }
 
 /* Reconnections of client "s" on connections first..last, each with the
@@ -391,19 +395,28 @@ static void diverted_at(struct dlq_read_check *c, uintptr_t conn, const char *id
 			hdr(before, DLQ_PROP_DEAD_LETTER_REASON));
 }
 
+/* 2.0: payload tracked on "numbers" (its dlq-id in id), routed to "s"
+ * while it is connected on connection 1 (attempt 1), then "s" leaves; c is
+ * the READ check the broker makes for it. */
+static void delivered_once(char *payload, char id[DLQ_ID_LEN + 1], struct dlq_read_check *c)
+{
+	dlq__client_active(&d, "s", 1);
+	const struct dlq_policy *p = dlq__policy_for(&d, "numbers");
+	ck_assert_int_eq(dlq__track(&d, p, "numbers", payload, (uint32_t)strlen(payload), 1, NULL, 0, id), 0);
+	*c = (struct dlq_read_check){ .client = "s", .conn = 1, .topic = "numbers", .payload = payload,
+		.payload_len = (uint32_t)strlen(payload), .qos = 1 };
+	ck_assert(!dlq__read_check(&d, c));
+	dlq__event(&d);
+	dlq__client_left(&d, "s", 1);
+}
+
 START_TEST(a_message_in_a_session_across_a_restart_goes_on_from_its_count)
 {
 	static char before[] = "poison", after[] = "poison";
 	start_with(tracking, 1, true);
 	char id[DLQ_ID_LEN + 1];
-	dlq__client_active(&d, "s", 1);
-	const struct dlq_policy *p = dlq__policy_for(&d, "numbers");
-	ck_assert_int_eq(dlq__track(&d, p, "numbers", before, (uint32_t)strlen(before), 1, NULL, 0, id), 0);
-	struct dlq_read_check c = { .client = "s", .conn = 1, .topic = "numbers", .payload = before,
-		.payload_len = (uint32_t)strlen(before), .qos = 1 };
-	ck_assert(!dlq__read_check(&d, &c));
-	dlq__event(&d);
-	dlq__client_left(&d, "s", 1);
+	struct dlq_read_check c;
+	delivered_once(before, id, &c);
 	restart_with(tracking, 1, true, 1000);
 
 	c.payload = after;
@@ -422,14 +435,8 @@ START_TEST(after_a_crash_the_journal_continues_a_count)
 	static char before[] = "poison", after[] = "poison";
 	start_with(tracking_on_change, 2, true);
 	char id[DLQ_ID_LEN + 1];
-	dlq__client_active(&d, "s", 1);
-	const struct dlq_policy *p = dlq__policy_for(&d, "numbers");
-	ck_assert_int_eq(dlq__track(&d, p, "numbers", before, (uint32_t)strlen(before), 1, NULL, 0, id), 0);
-	struct dlq_read_check c = { .client = "s", .conn = 1, .topic = "numbers", .payload = before,
-		.payload_len = (uint32_t)strlen(before), .qos = 1 };
-	ck_assert(!dlq__read_check(&d, &c));
-	dlq__event(&d);
-	dlq__client_left(&d, "s", 1);
+	struct dlq_read_check c;
+	delivered_once(before, id, &c);
 	reconnect_keeping(&c, 2, 2);
 	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 1);
 	char types[64];
@@ -459,17 +466,7 @@ static void exact_restart(bool crash)
 	unsigned flags = ENGINE_BROKER_PERSISTENCE | ENGINE_EXACT_COUNTING;
 	const struct extra *extra = crash ? tracking_on_change : tracking;
 	size_t n_extra = crash ? 2 : 1;
-	char err[512];
-	struct dlq_option opts[16];
-	size_t n = 0;
-	for(size_t i = 0; i < ARRAY_LEN(policies); i++){
-		opts[n++] = (struct dlq_option){"policy", policies[i]};
-	}
-	opts[n++] = (struct dlq_option){"state_file", state_path};
-	for(size_t i = 0; i < n_extra; i++){
-		opts[n++] = (struct dlq_option){extra[i].key, extra[i].value};
-	}
-	ck_assert_msg(engine_try_start(&d, &d_live, opts, n, flags, err, sizeof(err)) == 0, "%s", err);
+	start_flags(extra, n_extra, flags);
 	char id[DLQ_ID_LEN + 1];
 	const struct dlq_policy *p = dlq__policy_for(&d, "numbers");
 	ck_assert_int_eq(dlq__track(&d, p, "numbers", payload, (uint32_t)strlen(payload), 1, NULL, 0, id), 0);
@@ -487,7 +484,7 @@ static void exact_restart(bool crash)
 		stop();
 		fake.now_ms = 50000000;
 		fake.wall_ms += 1000;
-		ck_assert_msg(engine_try_start(&d, &d_live, opts, n, flags, err, sizeof(err)) == 0, "%s", err);
+		start_flags(extra, n_extra, flags);
 	}
 	/* Reconnections after the restart: the check leaves it, the resend is
 	 * the next attempt. */
@@ -646,16 +643,8 @@ START_TEST(after_a_crash_the_journal_restores_held_copies)
 	journal_types(types, sizeof(types));
 	ck_assert_msg(strchr(types, '6') != NULL, "no hold entry in the journal: %s", types);
 
-	char crash[200];
-	crash_image(crash, sizeof(crash));
-	stop();
-	remove_all(state_path);
-	snprintf(state_path, sizeof(state_path), "%s", crash);
-	snprintf(journal_path, sizeof(journal_path), "%s.journal", crash);
 	size_t before = fake.publish_count;
-	fake.now_ms = 70000000;
-	fake.wall_ms += 2000;
-	start_with(on_change, 1, true);
+	crash_restart_with(on_change, 1, ENGINE_BROKER_PERSISTENCE);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, before + 1);
 	ck_assert_str_eq(pub(before)->topic, "dead/numbers");
