@@ -46,6 +46,20 @@ static void expect_log_at(const char *file, int line, struct broker *b, const ch
 
 /* ---- one crashing subscriber ---- */
 
+/* "worker" (w) dies on "poison" until it is a dead letter (original id),
+ * then acknowledges "next"; it received "poison" MAX_ATTEMPTS times, and
+ * one dead letter came. *cl says what the crash loop saw. */
+static void poison_to_dead_letter(struct scene *s, struct raw *w, const char *id, int protocol, struct crash_loop *cl)
+{
+	*cl = (struct crash_loop){ .r = w, .crash_on = "poison", .stop_after = "next",
+		.dlq_id = protocol == MQTT_PROTOCOL_V5 ? id : NULL };
+	crash_loop(cl);
+	expect_tracking_dead_letter(client_expect(s->watch, DEAD, 1), "poison", id, "worker");
+	expect_dead_letters(s, 1);
+	raw_drain(w, HARNESS_SETTLE_MS);
+	expect_received(w, "poison", MAX_ATTEMPTS);
+}
+
 /* "poison" then "next"; the subscriber dies on "poison" every time. */
 static void crash_on_poison(const char *label, int protocol, bool window1)
 {
@@ -57,13 +71,8 @@ static void crash_on_poison(const char *label, int protocol, bool window1)
 	client_publish_str(s.pub, TOPIC, "next", 1);
 	const char *id = original_id(&s, "poison", 0);
 
-	struct crash_loop cl = { .r = w, .crash_on = "poison", .stop_after = "next",
-		.dlq_id = protocol == MQTT_PROTOCOL_V5 ? id : NULL };
-	crash_loop(&cl);
-	expect_tracking_dead_letter(client_expect(s.watch, DEAD, 1), "poison", id, "worker");
-	expect_dead_letters(&s, 1);
-	raw_drain(w, HARNESS_SETTLE_MS);
-	expect_received(w, "poison", MAX_ATTEMPTS);
+	struct crash_loop cl;
+	poison_to_dead_letter(&s, w, id, protocol, &cl);
 	if(window1){
 		/* Exact: the diverted slot is recovered by one close, no silence.
 		 * 2.1.2 keeps the slot too (src/database.c,
@@ -474,13 +483,8 @@ static void restart_in_flight(const char *label, int protocol, bool kill)
 	s.pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
 	client_subscribe(s.watch, "dead/#", 1);
 
-	struct crash_loop cl = { .r = w, .crash_on = "poison", .stop_after = "next",
-		.dlq_id = protocol == MQTT_PROTOCOL_V5 ? id : NULL };
-	crash_loop(&cl);
-	expect_tracking_dead_letter(client_expect(s.watch, DEAD, 1), "poison", id, "worker");
-	expect_dead_letters(&s, 1);
-	raw_drain(w, HARNESS_SETTLE_MS);
-	expect_received(w, "poison", MAX_ATTEMPTS);
+	struct crash_loop cl;
+	poison_to_dead_letter(&s, w, id, protocol, &cl);
 	ck_assert_uint_ge(raw_count(w, TOPIC, "next"), 1);
 	if(BROKER_IS_21() && protocol == MQTT_PROTOCOL_V5){
 		/* delivery-count goes on across the restart: 1, 2, 3. */
