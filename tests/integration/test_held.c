@@ -111,6 +111,21 @@ static void one_shot_nack(struct scene *s, const char *client, const char *id, e
 	raw_free(r);
 }
 
+/* The reason of the dead letter of a retry copy the broker took for
+ * client, which then left without a session: on 2.1 the plugin saw the
+ * copy sent to it; 2.0 cannot see sends. */
+static void held_left_reason(char *reason, size_t size, const char *client)
+{
+	if(BROKER_IS_21()){
+		snprintf(reason, size, "subscriber \"%s\" left without a session after its retry copy was sent "
+				"to it, without NACKing or confirming it (it may have processed it, unless the broker dropped the copy "
+				"as too large for it)", client);
+	}else{
+		snprintf(reason, size, "subscriber \"%s\" left without a session before confirming its retry "
+				"copy (it may have received it)", client);
+	}
+}
+
 /* Five one-shot NACKs, each followed by its exit: five dead letters, one per
  * message, each naming the NACKer, and nothing else anywhere. */
 static void one_shot_nacks_dead_letter(const char *label, enum nack_exit how)
@@ -139,13 +154,8 @@ static void one_shot_nacks_dead_letter(const char *label, enum nack_exit how)
 		if(strstr(got, "before its retry copy was delivered")){
 			snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session before its retry copy "
 					"was delivered", client);
-		}else if(BROKER_IS_21()){
-			snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session after its retry copy was "
-					"sent to it, without NACKing or confirming it (it may have processed it, unless the broker dropped the "
-					"copy as too large for it)", client);
 		}else{
-			snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session before confirming its "
-					"retry copy (it may have received it)", client);
+			held_left_reason(reason, sizeof(reason), client);
 		}
 		expect_dead_letter(dl, "jobs", ids[i], 1, client, "jobs", reason);
 	}
@@ -202,14 +212,7 @@ START_TEST(test_subscriber_that_leaves_after_its_copy_dead_letters)
 	client_free(s.sub);
 	const struct it_msg *dl = client_expect(s.watcher, "dlq/jobs", 1);
 	char reason[320];
-	if(BROKER_IS_21()){
-		snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session after its retry copy was sent "
-				"to it, without NACKing or confirming it (it may have processed it, unless the broker dropped the copy "
-				"as too large for it)", sub_id);
-	}else{
-		snprintf(reason, sizeof(reason), "subscriber \"%s\" left without a session before confirming its retry "
-				"copy (it may have received it)", sub_id);
-	}
+	held_left_reason(reason, sizeof(reason), sub_id);
 	expect_dead_letter(dl, "jobs", id, 1, sub_id, "jobs", reason);
 	clients_settle(s.watcher, stays);
 	client_expect_exactly(s.watcher, NULL, 1);
