@@ -246,6 +246,13 @@ int adapter__disconnect(int event, void *event_data, void *userdata)
 	return MOSQ_ERR_SUCCESS;
 }
 
+void adapter__log_no_policies(void)
+{
+	port__log(DLQ_LOG_NOTICE, "no policies: nothing is tracked and nothing is changed; write plugin_opt_policy "
+			"lines in the file that holds the plugin line, or name a JSON policy file there with "
+			"plugin_opt_policy_file (SIGHUP re-reads it)");
+}
+
 int adapter__reload(int event, void *event_data, void *userdata)
 {
 	struct dlq_plugin *pl = userdata;
@@ -262,6 +269,7 @@ int adapter__reload(int event, void *event_data, void *userdata)
 	}else{
 		port__log(DLQ_LOG_NOTICE, "reload: %zu policies in use (%s re-read)", pl->engine.cfg.policies.count,
 				pl->engine.cfg.policy_file);
+		if(pl->engine.cfg.policies.count == 0) adapter__log_no_policies();
 	}
 	/* 2.0: any other answer would stop the broker from reloading the
 	 * plugins after this one (src/security.c). 2.1 reloads them all and

@@ -45,6 +45,9 @@ int adapter__tick(int event, void *event_data, void *userdata);
 void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client, bool session_lasts);
 int adapter__disconnect(int event, void *event_data, void *userdata);
 int adapter__reload(int event, void *event_data, void *userdata);
+/* The notice a configuration without any policy gets, at startup and after
+ * a reload: the plugin is loaded and does nothing. */
+void adapter__log_no_policies(void);
 /* Registered only with plugin_opt_redelivery_tracking defer or allow: the
  * one for the running broker's line (acl_v20.c, acl_v21.c). */
 int adapter__acl_check_v20(int event, void *event_data, void *userdata);

@@ -388,6 +388,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	const struct dlq_config *c = &pl->engine.cfg;
 	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
 			"max_pending_bytes %" PRIu64, DLQ_VERSION, c->policies.count, c->nack_window_ms, c->max_pending_bytes);
+	if(c->policies.count == 0) adapter__log_no_policies();
 	log_access_mode(c->redelivery, pl->caps.line);
 	log_counting(pl);
 	return MOSQ_ERR_SUCCESS;

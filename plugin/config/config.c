@@ -333,11 +333,6 @@ int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config
 		rc = single_options[k].set(&c, v, err, errlen);
 		if(rc) goto error;
 	}
-	if(c.policies.count == 0){
-		errtext__set(err, errlen, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
-		rc = EINVAL;
-		goto error;
-	}
 	if(c.state_save_on_change && c.state_file == NULL){
 		errtext__set(err, errlen, "plugin_opt_state_save_on_change true needs plugin_opt_state_file");
 		rc = EINVAL;

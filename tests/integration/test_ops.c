@@ -359,6 +359,55 @@ START_TEST(test_reload_changes_max_attempts)
 }
 END_TEST
 
+#define NO_POLICIES "{\"policies\":[]}"
+#define NO_POLICIES_NOTICE "no policies: nothing is tracked and nothing is changed"
+
+/* Publishes payload to jobs and checks the worker receives it unstamped
+ * (n-th on jobs) and that getStatus lists no policy and keeps the records
+ * it kept before (none from this message). */
+static void expect_untracked(struct client *worker, struct client *pub, const char *payload, size_t n, double records)
+{
+	client_publish_str(pub, "jobs", payload, 1);
+	const struct it_msg *m = client_expect(worker, "jobs", n);
+	ck_assert_str_eq(m->payload, payload);
+	ck_assert_msg(m->nusers == 0, "\"%s\" arrived with %zu user properties (a dlq-id?)", payload, m->nusers);
+	const cJSON *data;
+	cJSON *doc = command(pub, DLQ_COMMAND_GET_STATUS, &data);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(data, "policies")), 0);
+	double kept = json_num(cJSON_GetObjectItemCaseSensitive(data, "totals"), "records");
+	ck_assert_msg(kept == records, "%g records kept, expected %g", kept, records);
+	cJSON_Delete(doc);
+}
+
+/* No policy (as the Debian package's dlq.conf ships, or a policy file
+ * emptied): the broker starts with a notice, nothing is stamped, control
+ * commands answer; a reload to a policy tracks, and back to none stops. */
+START_TEST(test_no_policies_then_reload)
+{
+	const char *path;
+	struct broker *b = file_broker(__func__, NO_POLICIES, &path);
+	ck_assert_msg(it_wait_log(b, NO_POLICIES_NOTICE, 1, HARNESS_WAIT_MS), "no notice of the empty policy table");
+	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	struct client *dead = client_new(b, "dead", MQTT_PROTOCOL_V5);
+	client_subscribe(worker, "jobs", 1);
+	client_subscribe(dead, "dlq/#", 1);
+	expect_untracked(worker, pub, "none-1", 1, 0);
+
+	reload(b, JOBS(1), "reload: 1 policies in use", 1);
+	client_publish_str(pub, "jobs", "tracked", 1);
+	ck_assert_uint_eq(fail_until_dead(worker, dead, "tracked", 0), 1);
+
+	reload(b, NO_POLICIES, "reload: 0 policies in use", 1);
+	ck_assert_msg(it_wait_log(b, NO_POLICIES_NOTICE, 2, HARNESS_WAIT_MS), "no notice after the reload to no policies");
+	/* The dead-lettered message's record stays for its NACK window. */
+	expect_untracked(worker, pub, "none-2", 3, 1);
+	clients_settle(worker, pub, dead);
+	client_expect_exactly(dead, "dlq/jobs", 1);
+	client_expect_exactly(worker, "jobs", 3);
+}
+END_TEST
+
 START_TEST(test_reload_invalid_file_keeps_policies)
 {
 	const char *path;
@@ -449,6 +498,7 @@ static Suite *ops_suite(void)
 	suite_add_tcase(s, tc);
 	tc = harness_tcase("reload");
 	tcase_add_test(tc, test_reload_changes_max_attempts);
+	tcase_add_test(tc, test_no_policies_then_reload);
 	tcase_add_test(tc, test_reload_invalid_file_keeps_policies);
 	tcase_add_test(tc, test_reload_chain_in_flight_follows_new_policy);
 	tcase_add_test(tc, test_reload_removed_filter_keeps_old_policy);

@@ -310,7 +310,6 @@ START_TEST(test_parse_unknown_and_twice)
 		{"max_pending_bytes", "1MiB"}, {"max_pending_bytes", "2MiB"}, {"policy", "a max_attempts=3 dead_letter=d"},
 	};
 	const struct dlq_option prefixed[] = {{"plugin_opt_policy", "a max_attempts=3 dead_letter=d"}};
-	const struct dlq_option none[] = {{"nack_window", "30s"}};
 
 	parse_fails(unknown, ARRAY_LEN(unknown));
 	ck_assert_str_eq(err, "unknown option plugin_opt_foo");
@@ -320,10 +319,28 @@ START_TEST(test_parse_unknown_and_twice)
 	ERR_HAS("plugin_opt_max_pending_bytes \"2MiB\"", "given twice", "first \"1MiB\"");
 	parse_fails(prefixed, ARRAY_LEN(prefixed));
 	ck_assert_str_eq(err, "unknown option plugin_opt_plugin_opt_policy");
-	parse_fails(none, ARRAY_LEN(none));
-	ck_assert_str_eq(err, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
-	parse_fails(NULL, 0);
-	ck_assert_str_eq(err, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
+}
+END_TEST
+
+/* No policy at all (the Debian package's dlq.conf as shipped): accepted,
+ * with an empty table that matches nothing and the other options read. */
+START_TEST(test_parse_no_policies)
+{
+	const struct dlq_option none[] = {{"nack_window", "30s"}};
+	struct dlq_config c;
+
+	ck_assert_int_eq(config__parse(none, ARRAY_LEN(none), &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.policies.count, 0);
+	ck_assert_uint_eq(c.nack_window_ms, 30000);
+	ck_assert_ptr_null(policy__match(&c.policies, "jobs"));
+	ck_assert_ptr_null(policy__match(&c.policies, "a/b/c"));
+	config__free(&c);
+
+	ck_assert_int_eq(config__parse(NULL, 0, &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.policies.count, 0);
+	ck_assert_uint_eq(c.nack_window_ms, DLQ_DEFAULT_NACK_WINDOW_MS);
+	ck_assert_ptr_null(policy__match(&c.policies, "jobs"));
+	config__free(&c);
 }
 END_TEST
 
@@ -597,10 +614,12 @@ START_TEST(test_policy_file_errors)
 	parse_fails(opts, 2);
 	ERR_HAS("duplicate policy filter \"l/1\"", ": policies[0] repeats plugin_opt_policy #1", dup);
 
-	/* A file with no policies, and no lines: nothing to do. */
+	/* A file with no policies, and no lines: accepted, nothing to track. */
+	struct dlq_config c;
 	opts[1].value = empty;
-	parse_fails(&opts[1], 1);
-	ck_assert_str_eq(err, "no policies: give plugin_opt_policy or plugin_opt_policy_file");
+	ck_assert_int_eq(config__parse(&opts[1], 1, &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.policies.count, 0);
+	config__free(&c);
 
 	parse_fails(twice, ARRAY_LEN(twice));
 	ERR_HAS("plugin_opt_policy_file \"", bad, "given twice", empty);
@@ -939,6 +958,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_parse_defaults_and_limits);
 	tcase_add_test(tc, test_parse_policy_error_message);
 	tcase_add_test(tc, test_parse_unknown_and_twice);
+	tcase_add_test(tc, test_parse_no_policies);
 	tcase_add_test(tc, test_parse_bad_values);
 	tcase_add_test(tc, test_parse_table_errors);
 	tcase_add_test(tc, test_long_value_is_cut);
