@@ -7,6 +7,7 @@
 #   scripts/brokers.sh mount LINE    provision, and for 2.1 mount what the chroot needs
 #   scripts/brokers.sh unmount LINE  undo what mount did (2.1)
 #   scripts/brokers.sh host          print the host's own line
+#   scripts/brokers.sh archive-url   print the Debian archive URL of the machine's apt sources
 # LINE is 2.0.11 (Debian 12), 2.0.21 (Debian 13; Debian 12's backports) or
 # 2.1 (Debian testing: 2.1.x). The host's own system broker serves its own
 # line; 2.0.21 on a Debian 12 host is the backports' packages unpacked with
@@ -288,6 +289,9 @@ case $cmd in
 host)
 	host_line
 	;;
+archive-url)
+	archive_url
+	;;
 env)
 	[ $# -eq 2 ] || die "usage: brokers.sh env LINE"
 	provision "$2"
@@ -305,6 +309,6 @@ unmount)
 	[ "$2" = 2.1 ] && unmount_chroot "$2"
 	;;
 *)
-	die "usage: brokers.sh env|mount|unmount LINE, or brokers.sh host"
+	die "usage: brokers.sh env|mount|unmount LINE, or brokers.sh host|archive-url"
 	;;
 esac
