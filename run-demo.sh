@@ -14,6 +14,8 @@ cd "$(dirname "$0")"
 
 # shellcheck source=scripts/install-deps.sh
 . scripts/install-deps.sh
+# shellcheck source=scripts/numbers-check.sh
+. scripts/numbers-check.sh
 DEADLINE=20 # seconds for each wait below
 
 # wait_for FILE PATTERN COUNT WHAT PID...: waits until FILE has COUNT lines
@@ -126,19 +128,10 @@ echo "== what the worker and the inspector printed, in order:"
 cat "$tmp/out"
 
 # Exactly: evens processed once, odds failed at attempts 1..3, then parked.
-count() { grep -cxF -- "$1" "$tmp/out" || true; }
 problems=()
-for n in 2 4 6; do
-	[ "$(count "processed $n")" -eq 1 ] || problems+=("'processed $n' not printed exactly once")
-done
-for n in 1 3 5; do
-	for k in 1 2 3; do
-		[ "$(count "failed $n (attempt $k)")" -eq 1 ] || problems+=("'failed $n (attempt $k)' not printed exactly once")
-	done
-	[ "$(count "parked $n from numbers (retry-count 3)")" -eq 1 ] || problems+=("'parked $n' not printed exactly once")
-done
-lines=$(grep -cvE '^  ' "$tmp/out" || true)
-[ "$lines" -eq 15 ] || problems+=("$lines lines instead of 15 (3 processed, 9 failed, 3 parked)")
+while IFS= read -r line; do
+	problems+=("$line")
+done < <(numbers_problems "$tmp/out")
 if [ -s "$tmp/worker.err" ] && grep -qv 'subscribed to' "$tmp/worker.err"; then
 	problems+=("the worker reported problems (worker.err)")
 fi
