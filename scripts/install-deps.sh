@@ -6,10 +6,12 @@
 # install_missing_packages installs whichever are missing with apt-get (sudo
 # when not root) and does nothing when all are there.
 
+# man-db: the man test renders the pages as lintian does (man --warnings,
+# lexgrog).
 # libmosquitto1: on a broker that does not export the property read
 # functions (2.0.21), the plugin reads properties with the client library's.
 DLQ_PACKAGES=(gcc libc6-dev pkg-config meson ninja-build libcjson-dev libmosquitto-dev libmosquitto1
-	mosquitto-dev mosquitto mosquitto-clients check python3-paho-mqtt)
+	mosquitto-dev mosquitto mosquitto-clients check python3-paho-mqtt man-db)
 # The JavaScript worker's test needs node and npm. They are looked for as
 # commands, not packages: a machine may have them from elsewhere (NodeSource's
 # nodejs bundles npm and conflicts with Debian's npm package).

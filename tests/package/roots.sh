@@ -4,7 +4,7 @@
 # Fresh Debian roots for the package's install test (test-package.sh):
 #   tests/package/roots.sh provision SUITE   make .brokers/pkg-SUITE once (debootstrap minbase)
 #   tests/package/roots.sh fresh SUITE DIR   copy it to DIR, a root no test has touched
-# SUITE is bookworm (Debian 12) or trixie (Debian 13). The pristine root is
+# SUITE is bookworm (Debian 12), trixie (Debian 13) or testing. The pristine root is
 # debootstrap's minimal base and nothing else: what a test installs (Debian's
 # mosquitto, the package) goes into a copy, so every run starts on a system
 # as fresh as a new server's. The archive's URL is the machine's own apt

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 #
 # The Debian package on real systems:
-#   tests/package/test-package.sh [SUITE...]     (default: bookworm trixie)
+#   tests/package/test-package.sh [SUITE...]     (default: bookworm trixie testing)
 # builds the .deb (scripts/build-deb.sh: dpkg-buildpackage on this Debian 12
 # host, lintian), then on a fresh Debian root of each SUITE (12 bookworm:
-# Mosquitto 2.0.11; 13 trixie: 2.0.21; tests/package/roots.sh) installs
+# Mosquitto 2.0.11; 13 trixie: 2.0.21; testing: 2.1.x, where Debian keeps
+# plugins in the package's module folder; tests/package/roots.sh) installs
 # Debian's own mosquitto and `apt-get install ./mosquitto-dlq_*.deb`, and
 # starts the broker as its systemd unit does (the unit's ExecStartPre and
 # ExecStart lines, read from the root: mosquitto -c
@@ -14,6 +15,8 @@
 # Debian's listener on port 1883 meets nothing on the host. It checks:
 #   - the conffile as shipped: the broker runs, the plugin says it has no
 #     policies, a message arrives unstamped, dlqctl status answers;
+#   - a plugin_opt_ line in another conf.d file stops the broker with the
+#     error the conffile quotes, 2.0's or 2.1's (why policies go in dlq.conf);
 #   - a policy written where the conffile says, and a state file in
 #     /var/lib/mosquitto: the quick start's flow (worker, inspector, 1..6)
 #     gives its counts, dlqctl status counts 3 dead letters, the state file
@@ -33,7 +36,7 @@ store=${DLQ_BROKERS_DIR:-$here/.brokers}
 # Seconds for each wait: an upper bound far above the step's time.
 DEADLINE=$((60 * ${DLQ_TEST_SLOWDOWN:-1}))
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(bookworm trixie)
+[ ${#suites[@]} -gt 0 ] || suites=(bookworm trixie testing)
 
 [ "$(id -u)" -eq 0 ] || { echo "test-package.sh: needs root (debootstrap, chroot)" >&2; exit 1; }
 
@@ -103,7 +106,11 @@ in_net() {
 	nsenter --net="/run/netns/$ns" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"
 }
 apt_root() {
-	in_root apt-get -q -y -o Dpkg::Use-Pty=0 "$@" >>"$log" 2>&1 </dev/null
+	# The testing archive a machine reaches may be a snapshot whose Release
+	# file has passed its Valid-Until date (as in scripts/brokers.sh).
+	local valid=()
+	[ "$suite" = testing ] && valid=(-o Acquire::Check-Valid-Until=false)
+	in_root apt-get -q -y -o Dpkg::Use-Pty=0 "${valid[@]}" "$@" >>"$log" 2>&1 </dev/null
 }
 
 broker_log=/var/log/mosquitto/mosquitto.log
@@ -163,10 +170,6 @@ stop_broker() {
 	kill -KILL "$broker_pid" 2>/dev/null || true
 	wait "$broker_pid" 2>/dev/null || true
 	broker_pid=""
-}
-restart_broker() {
-	stop_broker
-	broker_runs
 }
 # The broker was started and stopped by itself, with a non-zero status.
 broker_refuses() {
@@ -293,11 +296,19 @@ run_suite() {
 	check "a message to numbers arrives unstamped" unstamped_delivery
 	check "dlqctl status answers, with no policy" dlqctl_status 'unknown or expired ids NACKed: 0'
 
+	echo "== a policy in a conf.d file of its own, which Mosquitto refuses"
+	echo "plugin_opt_policy numbers max_attempts=3 dead_letter=dead/numbers" >"$root/etc/mosquitto/conf.d/policies.conf"
+	stop_broker
+	check "a plugin_opt_ line outside dlq.conf stops the broker" broker_refuses
+	check "with the error the conffile quotes" bash -c 'grep -E "An auth_opt_ option exists in the config file without an auth_plugin|The .plugin_opt_policy. option requires plugin/global_plugin/plugin_load to be defined first" <<<"$1" |
+		sed "s/^/   /" | grep -q .' _ "$(log_since_start)$(cat "$log")"
+	rm "$root/etc/mosquitto/conf.d/policies.conf"
+
 	echo "== a policy written where the conffile says, and a state file in /var/lib/mosquitto"
 	sed -i -e 's|^#\(plugin_opt_policy numbers .*\)|\1|' -e 's|^#\(plugin_opt_state_file /var/lib/mosquitto/.*\)|\1|' \
 		"$root$conffile"
 	grep '^plugin' "$root$conffile" | sed 's/^/   /'
-	check "the broker restarts with the policy" restart_broker
+	check "the broker starts with the policy" broker_runs
 	check "the plugin has the policy" wait_log 'dlq: mosquitto-dlq [^ ]+ loaded: 1 policies'
 	check "the quick start's flow gives its counts" quick_start_flow
 	check "dlqctl status shows the policy" dlqctl_status 'numbers'
