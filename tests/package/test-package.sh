@@ -260,6 +260,7 @@ run_suite() {
 	suite=$1
 	root=$store/pkg-$suite.run
 	log=$store/pkg-$suite.log
+	mkdir -p "$store"
 	: >"$log"
 	echo "==== $suite: a fresh Debian root ($root), Debian's mosquitto, then the package"
 	tests/package/roots.sh fresh "$suite" "$root"
