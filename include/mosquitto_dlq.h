@@ -29,9 +29,10 @@
  * (RFC 3339 UTC), so a consumer sees how long the message has been failing. */
 #define DLQ_PROP_FIRST_NACK_TIME "first-nack-time"
 /* Carried by every send of a tracked message or retry copy on Mosquitto
- * 2.1 (not 2.0): that delivery's attempt number for the receiving
- * subscriber, "1" for the first, across resends and retry copies
- * (plugin_opt_delivery_count off turns it off). */
+ * 2.1 (not 2.0) but a subscriber's first: that delivery's attempt number
+ * for the receiving subscriber, across resends and retry copies; absent on
+ * the first, which reads as 1 (plugin_opt_delivery_count always stamps "1"
+ * there too, off turns it off). */
 #define DLQ_PROP_DELIVERY_COUNT "delivery-count"
 /* Optional user property on a compact NACK: why the subscriber failed. */
 #define DLQ_PROP_NACK_REASON "reason"

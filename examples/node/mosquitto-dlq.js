@@ -15,6 +15,7 @@ const mqtt = require('mqtt');
 // User properties (see the README's Properties table).
 const PROP_ID = 'dlq-id';
 const PROP_RETRY_COUNT = 'retry-count';
+const PROP_DELIVERY_COUNT = 'delivery-count';
 const PROP_ORIGIN_TOPIC = 'origin-topic';
 const PROP_ORIGIN_ID = 'origin-id';
 const PROP_DEAD_LETTER_REASON = 'dead-letter-reason';
@@ -78,6 +79,23 @@ function attempt (packet) {
   return Number(count) + 1;
 }
 
+// This delivery's number for this subscriber on Mosquitto 2.1, across
+// resends and retry copies: the delivery-count property, which a first
+// delivery does not carry (absent means 1, as RabbitMQ's x-delivery-count).
+// undefined when the message carries no dlq-id (untracked, or Mosquitto 2.0,
+// which stamps no delivery-count: use attempt()). Throws a RangeError for a
+// bad count.
+function deliveryCount (packet) {
+  const count = userProperty(packet, PROP_DELIVERY_COUNT);
+  if (count === undefined) {
+    return userProperty(packet, PROP_ID) === undefined ? undefined : 1;
+  }
+  if (typeof count !== 'string' || !/^[1-9][0-9]*$/.test(count)) {
+    throw new RangeError(`bad ${PROP_DELIVERY_COUNT} ${JSON.stringify(count)} on ${packet.topic}`);
+  }
+  return Number(count);
+}
+
 // Asks the plugin for a retry of the message (QoS 1 to NACK_TOPIC). reason
 // (a string) becomes the dead letter's dead-letter-reason; delayMs holds the
 // retry copy back, capped by the policy's retry_max_delay. Returns a promise
@@ -137,6 +155,7 @@ module.exports = {
   userProperty,
   dlqId,
   attempt,
+  deliveryCount,
   nack,
   isReply,
   replyEntries

@@ -29,7 +29,9 @@
 // after processing:
 //   received PAYLOAD delivery-count=N|- dlq-id=ID|-
 //   processed PAYLOAD
-// (delivery-count: the plugin's stamp on Mosquitto 2.1; - on 2.0.)
+// (delivery-count: dlq.deliveryCount(), the plugin's count on Mosquitto 2.1,
+// its absence on a first delivery read as 1; 2.0 stamps none, so there it
+// reads 1 for every tracked message; - for an untracked one.)
 // stderr: each subscription (readiness), lost connections, anything unexpected.
 //
 //   npm ci    # once, in examples/node: installs the mqtt package it pins
@@ -45,7 +47,6 @@ const PROG = 'pool_worker.js';
 const NACK_REASON = 'poison job';
 const SESSION_EXPIRY_S = 3600;
 const CRASH_STATUS = 3;
-const PROP_DELIVERY_COUNT = 'delivery-count';
 
 function warn (text) {
   process.stderr.write(`${PROG}: ${text}\n`);
@@ -122,7 +123,7 @@ function onMessage (client, topic, payload, packet) {
     return;
   }
   const job = payload.toString('utf8');
-  const count = dlq.userProperty(packet, PROP_DELIVERY_COUNT) ?? '-';
+  const count = dlq.deliveryCount(packet) ?? '-';
   const id = dlq.userProperty(packet, dlq.PROP_ID) ?? '-';
   say(`received ${job} delivery-count=${count} dlq-id=${id}`);
   if (job.startsWith('crash')) {

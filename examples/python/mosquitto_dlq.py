@@ -22,6 +22,7 @@ from paho.mqtt.properties import Properties
 # User properties (see the README's Properties table).
 PROP_ID = "dlq-id"
 PROP_RETRY_COUNT = "retry-count"
+PROP_DELIVERY_COUNT = "delivery-count"
 PROP_ORIGIN_TOPIC = "origin-topic"
 PROP_ORIGIN_ID = "origin-id"
 PROP_DEAD_LETTER_REASON = "dead-letter-reason"
@@ -87,6 +88,21 @@ def attempt(message):
     if not count.isdigit():
         raise ValueError(f"bad {PROP_RETRY_COUNT} {count!r} on {message.topic}")
     return int(count) + 1
+
+
+def delivery_count(message):
+    """This delivery's number for this subscriber on Mosquitto 2.1, across
+    resends and retry copies: the delivery-count property, which a first
+    delivery does not carry (absent means 1, as RabbitMQ's
+    x-delivery-count). None when the message carries no dlq-id (untracked,
+    or Mosquitto 2.0, which stamps no delivery-count: use attempt()).
+    Raises ValueError for a bad count."""
+    count = user_property(message, PROP_DELIVERY_COUNT)
+    if count is None:
+        return 1 if user_property(message, PROP_ID) is not None else None
+    if not count.isdigit() or count == "0":
+        raise ValueError(f"bad {PROP_DELIVERY_COUNT} {count!r} on {message.topic}")
+    return int(count)
 
 
 def nack(client, message, reason=None, delay=None):

@@ -25,7 +25,9 @@ without manual_ack), so a job is acknowledged only after it was handled.
 stdout, flushed, for each message before acting on it and after processing:
     received PAYLOAD delivery-count=N|- dlq-id=ID|-
     processed PAYLOAD
-(delivery-count: the plugin's stamp on Mosquitto 2.1; - on 2.0.)
+(delivery-count: dlq.delivery_count(), the plugin's count on Mosquitto 2.1,
+its absence on a first delivery read as 1; 2.0 stamps none, so there it
+reads 1 for every tracked message; - for an untracked one.)
 stderr: each subscription (readiness), lost connections, anything unexpected.
 
     python3 examples/python/pool_worker.py --id worker-1 [--host HOST] [--port PORT]
@@ -50,7 +52,6 @@ PROG = "pool_worker.py"
 NACK_REASON = "poison job"
 SESSION_EXPIRY_S = 3600
 CRASH_STATUS = 3
-PROP_DELIVERY_COUNT = "delivery-count"
 
 
 def warn(text):
@@ -116,7 +117,7 @@ def on_message(client, userdata, message):
         on_reply(message)
         return
     job = message.payload.decode("utf-8", errors="replace")
-    count = dlq.user_property(message, PROP_DELIVERY_COUNT) or "-"
+    count = dlq.delivery_count(message) or "-"
     ident = dlq.user_property(message, dlq.PROP_ID) or "-"
     say(f"received {job} delivery-count={count} dlq-id={ident}")
     if job.startswith("crash"):

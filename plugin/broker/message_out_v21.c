@@ -6,7 +6,9 @@
  * last dlq-id user property of the stored properties; the engine counts
  * the send as one attempt (exact_counting.c). For an MQTT v5 receiver, this one send
  * then gets a copy of the property list with a delivery-count user property
- * (plugin_opt_delivery_count), never a change of the stored list: the
+ * (plugin_opt_delivery_count: by default on every send but the receiver's
+ * first, whose absence means 1, so the first delivery, the one nearly every
+ * message gets, costs no copy), never a change of the stored list: the
  * broker frees a replaced list after the send. Where the receiver's Maximum
  * Packet Size is known (packet_size.h) and the plugin's properties would
  * pass it, the send goes out without them, counted (sentWithoutStamp),
@@ -22,6 +24,7 @@
 #include "broker/adapters.h"
 #include "broker/packet_size.h"
 #include "broker/props.h"
+#include "config/config.h"
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
 #include "util/headers.h"
@@ -115,7 +118,7 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 	if(s.attempt == 0 || mosquitto_client_protocol_version(ed->client) != 5) return MOSQ_ERR_SUCCESS;
 
 	char count[12];
-	size_t count_len = pl->engine.cfg.delivery_count ? decimal(s.attempt, count) : 0;
+	size_t count_len = config__stamps_delivery_count(pl->engine.cfg.delivery_count, s.attempt) ? decimal(s.attempt, count) : 0;
 	uint32_t limit = packet_limits__get(&pl->limits, client);
 	if(limit){
 		uint64_t props_len = v->get_length_all(ed->properties);

@@ -118,16 +118,18 @@ static void log_counting(const struct dlq_plugin *pl)
 {
 	const struct dlq_config *cfg = &pl->engine.cfg;
 	if(!pl->engine.broker.exact_counting){
-		if(cfg->delivery_count && cfg->delivery_count_given){
-			port__log(DLQ_LOG_NOTICE, "plugin_opt_delivery_count on: this broker (Mosquitto 2.0) does not show "
-					"a plugin each send to each subscriber, so no delivery-count is stamped");
+		if(cfg->delivery_count != DLQ_DELIVERY_COUNT_OFF && cfg->delivery_count_given){
+			port__log(DLQ_LOG_NOTICE, "plugin_opt_delivery_count %s: this broker (Mosquitto 2.0) does not show "
+					"a plugin each send to each subscriber, so no delivery-count is stamped",
+					config__delivery_count_name(cfg->delivery_count));
 		}
 		return;
 	}
 	port__log(DLQ_LOG_NOTICE, "delivery counting: exact (MESSAGE_OUT): every PUBLISH of a tracked message written "
 			"to a subscriber is one attempt for it, resends included%s; delivery-count %s; Maximum Packet Size %s",
 			cfg->redelivery == DLQ_REDELIVERY_OFF ? " (redelivery tracking off: counted, never removed from a session)" : "",
-			cfg->delivery_count ? "on" : "off",
+			cfg->delivery_count == DLQ_DELIVERY_COUNT_ON ? "on (from a subscriber's second delivery; absent means 1)"
+					: config__delivery_count_name(cfg->delivery_count),
 			pl->engine.broker.persistence ? "not known (the broker runs with persistence true, which refuses the "
 					"persistence events that show it)" : "known for sessions the broker persists");
 }

@@ -248,20 +248,30 @@ static int set_redelivery(struct dlq_config *c, const char *v, char *err, size_t
 	return EINVAL;
 }
 
-/* on or off, as plugin_opt_redelivery_tracking spells its modes. */
+static const char *const delivery_count_modes[] = {
+	[DLQ_DELIVERY_COUNT_OFF] = "off",
+	[DLQ_DELIVERY_COUNT_ON] = "on",
+	[DLQ_DELIVERY_COUNT_ALWAYS] = "always",
+};
+
+const char *config__delivery_count_name(enum dlq_delivery_count m)
+{
+	return (unsigned)m < sizeof(delivery_count_modes) / sizeof(delivery_count_modes[0]) ? delivery_count_modes[m] : "?";
+}
+
 static int set_delivery_count(struct dlq_config *c, const char *v, char *err, size_t errlen)
 {
 	c->delivery_count_given = true;
-	if(!strcmp(v, "on")){
-		c->delivery_count = true;
-	}else if(!strcmp(v, "off")){
-		c->delivery_count = false;
-	}else{
-		errtext__set(err, errlen, "plugin_opt_delivery_count " QFMT ": expected on (each delivery of a tracked "
-				"message carries its attempt number, Mosquitto 2.1) or off", Q(v));
-		return EINVAL;
+	for(size_t i = 0; i < sizeof(delivery_count_modes) / sizeof(delivery_count_modes[0]); i++){
+		if(!strcmp(v, delivery_count_modes[i])){
+			c->delivery_count = (enum dlq_delivery_count)i;
+			return 0;
+		}
 	}
-	return 0;
+	errtext__set(err, errlen, "plugin_opt_delivery_count " QFMT ": expected on (every delivery of a tracked message "
+			"but a subscriber's first carries its attempt number, Mosquitto 2.1; absent means 1), always (the "
+			"first too) or off", Q(v));
+	return EINVAL;
 }
 
 static int set_sys_interval(struct dlq_config *c, const char *v, char *err, size_t errlen)
@@ -305,7 +315,7 @@ int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config
 	c.max_pending_bytes = DLQ_DEFAULT_MAX_PENDING_BYTES;
 	c.state_save_interval_ms = DLQ_DEFAULT_STATE_SAVE_INTERVAL_MS;
 	c.sys_interval_ms = DLQ_DEFAULT_SYS_INTERVAL_MS;
-	c.delivery_count = true;
+	c.delivery_count = DLQ_DELIVERY_COUNT_ON;
 	if(err && errlen) err[0] = '\0';
 
 	for(size_t i = 0; i < count; i++){

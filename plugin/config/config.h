@@ -26,6 +26,24 @@ enum dlq_redelivery_mode {
 /* "off", "defer", "allow". */
 const char *config__redelivery_mode_name(enum dlq_redelivery_mode m);
 
+/* plugin_opt_delivery_count: which sends of a tracked message to an MQTT v5
+ * subscriber carry a delivery-count user property (Mosquitto 2.1). */
+enum dlq_delivery_count {
+	DLQ_DELIVERY_COUNT_OFF,    /* none */
+	DLQ_DELIVERY_COUNT_ON,     /* every one but the first to each subscriber: absent means 1 */
+	DLQ_DELIVERY_COUNT_ALWAYS, /* every one, "1" on the first */
+};
+
+/* "off", "on", "always". */
+const char *config__delivery_count_name(enum dlq_delivery_count m);
+
+/* Whether the send that is attempt number attempt (1 for the first) to a
+ * subscriber carries delivery-count under mode m. */
+static inline bool config__stamps_delivery_count(enum dlq_delivery_count m, unsigned attempt)
+{
+	return m == DLQ_DELIVERY_COUNT_ALWAYS || (m == DLQ_DELIVERY_COUNT_ON && attempt > 1);
+}
+
 struct dlq_option {
 	const char *key;   /* without the plugin_opt_ prefix */
 	const char *value;
@@ -42,7 +60,7 @@ struct dlq_config {
 	uint64_t sys_interval_ms;         /* plugin_opt_sys_interval; 0: no $SYS topics */
 	bool v5_sessions_persist;         /* plugin_opt_v5_sessions_persist: v5 clean_start=false clients set an expiry */
 	enum dlq_redelivery_mode redelivery; /* plugin_opt_redelivery_tracking */
-	bool delivery_count;              /* plugin_opt_delivery_count (default on): stamp delivery-count (2.1) */
+	enum dlq_delivery_count delivery_count; /* plugin_opt_delivery_count (default on): stamp delivery-count (2.1) */
 	bool delivery_count_given;        /* plugin_opt_delivery_count was in the configuration */
 };
 

@@ -20,7 +20,8 @@
  * either leaves the stored list alone or puts a list of its own in its
  * place, which the broker frees after the send, as here); a replaced list
  * is the stored one plus one delivery-count (a number no larger than the
- * sends shown to that client), or a list without the plugin's properties
+ * sends shown to that client; at least 2 with plugin_opt_delivery_count on,
+ * none with off: the mode comes from the input's length), or a list without the plugin's properties
  * that fits the client's Maximum Packet Size; an untracked message, an MQTT
  * 3 receiver or a forged id get no change.
  */
@@ -32,6 +33,7 @@
 #include "broker/adapters.h"
 #include "broker/broker_v21.h"
 #include "broker/packet_size.h"
+#include "config/config.h"
 #include "fake_port.h"
 #include "fake_reader.h"
 #include "fuzz.h"
@@ -353,9 +355,12 @@ static void send_one(struct run *r, struct fuzz_input *in)
 			const char *n, *v;
 			pair(p, &n, &v);
 			FUZZ_CHECK(n && !strcmp(n, DLQ_PROP_DELIVERY_COUNT) && v, "the last property is not delivery-count");
-			unsigned long attempt = strtoul(v, NULL, 10);
-			FUZZ_CHECK(attempt >= 1 && attempt <= r->sends[c], "delivery-count %lu after %u sends", attempt,
-					r->sends[c]);
+			enum dlq_delivery_count mode = r->pl.engine.cfg.delivery_count;
+			FUZZ_CHECK(mode != DLQ_DELIVERY_COUNT_OFF, "a delivery-count with plugin_opt_delivery_count off");
+			/* on: a subscriber's first delivery carries none. */
+			unsigned long attempt = strtoul(v, NULL, 10), least = mode == DLQ_DELIVERY_COUNT_ON ? 2 : 1;
+			FUZZ_CHECK(attempt >= least && attempt <= r->sends[c], "delivery-count %lu after %u sends (%s)", attempt,
+					r->sends[c], config__delivery_count_name(mode));
 		}
 		mosquitto_property_free_all(&ed.properties);
 	}
@@ -374,6 +379,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static struct run r;
 	struct fuzz_input in = {data, size, 0};
 	start(&r);
+	/* Each of plugin_opt_delivery_count's modes, by the input's length. */
+	r.pl.engine.cfg.delivery_count = (enum dlq_delivery_count)(size % 3);
 	for(int op = 0; op < MAX_OPS && fuzz_input_more(&in); op++){
 		switch(fuzz_input_byte(&in) % 4){
 		case 0: {

@@ -140,8 +140,9 @@ void broker_setenv(struct broker *b, const char *name, const char *value);
 int broker_version(void);
 #define BROKER_IS_21() (broker_version() >= 2001000)
 /* User properties the plugin adds to each send of a tracked message on its
- * way to an MQTT v5 subscriber: delivery-count on 2.1 (with
- * plugin_opt_delivery_count on, the default), none on 2.0. */
+ * way to an MQTT v5 subscriber, its first to that subscriber excepted:
+ * delivery-count on 2.1 (with plugin_opt_delivery_count on, the default),
+ * none on 2.0. A first delivery carries none (absent means 1). */
 #define IT_PER_SEND_PROPS (BROKER_IS_21() ? 1u : 0u)
 
 /* Makes the generated configuration say "per_listener_settings true"

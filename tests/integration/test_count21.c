@@ -2,13 +2,14 @@
 /*
  * Exact counting on Mosquitto 2.1 (issue 13, points 1, 2, 3b and 5): every
  * PUBLISH the broker writes to a subscriber (MESSAGE_OUT) is one attempt for
- * it, and each carries its number in a delivery-count user property (MQTT
- * v5 receivers). The cases: the issue's measured one (a v3.1.1 persistent
+ * it, and each but a subscriber's first carries its number in a
+ * delivery-count user property (MQTT v5 receivers; "absent means 1"; the
+ * first too with plugin_opt_delivery_count always). The cases: the issue's measured one (a v3.1.1 persistent
  * subscriber with a window of 10 that never acknowledges and reconnects 4
  * times: each of 5 messages is delivered exactly max_attempts times, then
- * dead-lettered once); delivery-count on the original, on the retry copy
- * after a NACK and on a resend after a reconnect, and its absence with
- * plugin_opt_delivery_count off and for v3.1.1; a Maximum Packet Size the
+ * dead-lettered once); delivery-count on the original (always only), on
+ * the retry copy after a NACK and on a resend after a reconnect, and its
+ * absence with plugin_opt_delivery_count off and for v3.1.1; a Maximum Packet Size the
  * stamp would pass (the send goes out without it, counted). What the
  * in-flight slot of a diverted message does on 2.1 (point 5) is
  * test_redelivery.c's window-1 case, which runs on every line. On 2.0,
@@ -124,11 +125,23 @@ static struct broker *count_broker(const char *label, const char *delivery_count
 	return b;
 }
 
+/* What delivery-count the delivery that is attempt n to its subscriber
+ * carries with plugin_opt_delivery_count option (NULL: the default, on):
+ * none on a first delivery but with always, none at all with off. */
+static const char *count_of(const char *option, unsigned n)
+{
+	static const char *const numbers[] = {"0", "1", "2", "3", "4"};
+	if(option && !strcmp(option, "off")) return NULL;
+	if(n == 1 && !(option && !strcmp(option, "always"))) return NULL;
+	return numbers[n];
+}
+
 /* The original (1), its retry copy after a NACK (2), that copy resent after
  * a reconnect of the persistent session (3); another original (1) resent
  * after a reconnect (2); a v3.1.1 subscriber of the same messages gets no
- * properties at all. With off: none anywhere. */
-static void delivery_counts(const char *label, const char *option, bool on)
+ * properties at all. On (the default): the first deliveries carry none,
+ * "absent means 1"; always: they carry "1"; off: none anywhere. */
+static void delivery_counts(const char *label, const char *option)
 {
 	struct scene s;
 	scene_start(&s, count_broker(label, option));
@@ -140,7 +153,7 @@ static void delivery_counts(const char *label, const char *option, bool on)
 
 	const struct raw_msg *m = raw_expect(w);
 	ck_assert_str_eq(m->payload, "job");
-	expect_count(m, on ? "1" : NULL);
+	expect_count(m, count_of(option, 1));
 	const char *id = raw_user(m, DLQ_PROP_ID);
 	ck_assert_ptr_nonnull(id);
 	ck_assert(raw_puback(w, m->mid));
@@ -152,7 +165,7 @@ static void delivery_counts(const char *label, const char *option, bool on)
 	ck_assert_ptr_nonnull(copy_id);
 	ck_assert_str_ne(copy_id, id);
 	ck_assert_str_eq(raw_user(m, DLQ_PROP_RETRY_COUNT), "1");
-	expect_count(m, on ? "2" : NULL);
+	expect_count(m, count_of(option, 2));
 
 	/* Not acknowledged: the session sends it again after a reconnect. */
 	raw_close(w);
@@ -160,7 +173,7 @@ static void delivery_counts(const char *label, const char *option, bool on)
 	m = raw_expect(w);
 	ck_assert_str_eq(m->payload, "job");
 	ck_assert_str_eq(raw_user(m, DLQ_PROP_ID), copy_id);
-	expect_count(m, on ? "3" : NULL);
+	expect_count(m, count_of(option, 3));
 	ck_assert(raw_puback(w, m->mid));
 
 	const struct raw_msg *o = raw_expect(old);
@@ -172,13 +185,13 @@ static void delivery_counts(const char *label, const char *option, bool on)
 	client_publish_str(s.pub, TOPIC, "again", 1);
 	m = raw_expect(w);
 	ck_assert_str_eq(m->payload, "again");
-	expect_count(m, on ? "1" : NULL);
+	expect_count(m, count_of(option, 1));
 	raw_close(w);
 	ck_assert_msg(raw_connect(w), "the worker found no session");
 	m = raw_expect(w);
 	ck_assert_str_eq(m->payload, "again");
 	ck_assert(m->dup);
-	expect_count(m, on ? "2" : NULL);
+	expect_count(m, count_of(option, 2));
 	ck_assert(raw_puback(w, m->mid));
 	o = raw_expect(old);
 	ck_assert_str_eq(o->payload, "again");
@@ -191,22 +204,29 @@ static void delivery_counts(const char *label, const char *option, bool on)
 	expect_received(old, "again", 1);
 	expect_received(w, "job", 3);
 	expect_received(old, "job", 1);
-	/* The observer (v5, clean session) has its own count. */
+	/* The observer (v5, clean session) has its own count: "again" is its
+	 * first delivery. */
 	const struct it_msg *seen = client_expect(s.watch, FILTER, 2);
-	ck_assert_uint_eq(msg_user_count(seen, DLQ_PROP_DELIVERY_COUNT), on ? 1 : 0);
+	ck_assert_uint_eq(msg_user_count(seen, DLQ_PROP_DELIVERY_COUNT), count_of(option, 1) ? 1 : 0);
 	raw_free(w);
 	raw_free(old);
 }
 
 START_TEST(test_delivery_count_on_by_default)
 {
-	delivery_counts(__func__, NULL, true);
+	delivery_counts(__func__, NULL);
+}
+END_TEST
+
+START_TEST(test_delivery_count_always)
+{
+	delivery_counts(__func__, "always");
 }
 END_TEST
 
 START_TEST(test_delivery_count_off)
 {
-	delivery_counts(__func__, "off", false);
+	delivery_counts(__func__, "off");
 }
 END_TEST
 
@@ -214,7 +234,7 @@ END_TEST
  * message to it first: its sends are the ones an original keeps in the
  * record itself (the others' are deliveries of their own, as in
  * test_redelivery.c, where the observer comes first). Counted all the
- * same: delivery-count 1 and 2 on the sends to one persistent session
+ * same: no delivery-count (1), then 2, on the sends to one persistent session
  * across a reconnect, the third send, then at the next reconnect the
  * message is diverted (a dead letter after 3 deliveries) and "next",
  * behind it in the window of 1, arrives after the one kick. */
@@ -236,7 +256,7 @@ START_TEST(test_first_subscriber_counted)
 		const struct raw_msg *m = raw_expect(w);
 		ck_assert_str_eq(m->payload, "poison");
 		ck_assert_str_eq(raw_user(m, DLQ_PROP_ID), id);
-		expect_count(m, i == 1 ? "1" : "2");
+		expect_count(m, count_of(NULL, (unsigned)i));
 		raw_close(w); /* no PUBACK */
 	}
 	struct crash_loop cl = { .r = w, .crash_on = "poison", .stop_after = "next", .dlq_id = id };
@@ -252,7 +272,8 @@ START_TEST(test_first_subscriber_counted)
 END_TEST
 
 /* A retained tracked message is sent again each time the subscriber
- * subscribes: each send is one more delivery (delivery-count 1..4), but
+ * subscribes: each send is one more delivery (delivery-count absent, then
+ * 2..4), but
  * it was acknowledged each time, and the broker's check before each
  * retained send comes from the live connection, not from a reconnect:
  * nothing is diverted, no dead letter. */
@@ -267,14 +288,12 @@ START_TEST(test_retained_resubscribed)
 	ck_assert_uint_lt(raw_publish(pub, "jobs/retained", "kept", 4, 1), 0x80);
 	struct raw *w = persistent(s.b, "worker", MQTT_PROTOCOL_V5, NULL);
 	raw_connect(w);
-	for(int i = 1; i <= 4; i++){
-		char want[4];
-		snprintf(want, sizeof(want), "%d", i);
+	for(unsigned i = 1; i <= 4; i++){
 		ck_assert_uint_eq(raw_subscribe(w, "jobs/retained", 1), 1);
 		const struct raw_msg *m = raw_expect(w);
 		ck_assert_str_eq(m->payload, "kept");
 		ck_assert(m->retain);
-		expect_count(m, want);
+		expect_count(m, count_of(NULL, i));
 		ck_assert(raw_puback(w, m->mid));
 	}
 	raw_drain(w, HARNESS_SETTLE_MS);
@@ -290,7 +309,7 @@ END_TEST
 /* A v5 subscriber with a session the broker persists and Maximum Packet
  * Size 64 (the broker runs without `persistence true`, so 2.1 shows it):
  * a 32-byte tracked message fits without the stamp (44 bytes as the broker
- * counts them) but not with it (dlq-id and delivery-count: 91). It arrives,
+ * counts them) but not with it (its dlq-id: 71). It arrives,
  * once, without the plugin's properties, and sentWithoutStamp counts it;
  * the broker drops nothing. */
 START_TEST(test_max_packet_size)
@@ -332,6 +351,7 @@ int main(void)
 	tcase_set_timeout(tc, TEST_TIMEOUT);
 	tcase_add_test(tc, test_measured_case);
 	tcase_add_test(tc, test_delivery_count_on_by_default);
+	tcase_add_test(tc, test_delivery_count_always);
 	tcase_add_test(tc, test_delivery_count_off);
 	tcase_add_test(tc, test_first_subscriber_counted);
 	tcase_add_test(tc, test_retained_resubscribed);

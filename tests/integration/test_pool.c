@@ -20,7 +20,8 @@
  * retry-count 3, its payload and the worker's reason; each crash one
  * dead-lettered once after exactly 3 deliveries, counted from the
  * "received" lines of all workers, the restart included, with retry-count
- * 3 (on Mosquitto 2.1 its delivery-count stamps 1, 2, 3). A dead letter
+ * 3 (on Mosquitto 2.1 the workers read delivery-count 1, 2, 3: the first
+ * absent, which the helpers read as 1). A dead letter
  * the reader gets twice, the same one (same origin-id and dead-letter-time:
  * the broker's redelivery of an unacknowledged dead letter, or the plugin's
  * republishing after a SIGKILL of what the broker had not saved), is

@@ -34,7 +34,7 @@ int engine_try_start(struct dlq *d, bool *live, const struct dlq_option *opts, s
 		.persistence = (flags & ENGINE_BROKER_PERSISTENCE) != 0,
 		.exact_counting = (flags & ENGINE_EXACT_COUNTING) != 0,
 	};
-	if(flags & ENGINE_DELIVERY_COUNT) cfg.delivery_count = true;
+	if(flags & ENGINE_DELIVERY_COUNT) cfg.delivery_count = DLQ_DELIVERY_COUNT_ALWAYS;
 	rc = dlq__init(d, &cfg, &broker, msg, sizeof(msg));
 	*live = true;
 	if(rc) say(err, errlen, "dlq__init", msg);

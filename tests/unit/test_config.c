@@ -913,7 +913,8 @@ START_TEST(test_state_options_bad)
 }
 END_TEST
 
-/* plugin_opt_delivery_count: on by default, on or off, once. */
+/* plugin_opt_delivery_count: on by default, on, always or off, once; on
+ * stamps every delivery but a subscriber's first, always every one. */
 START_TEST(test_delivery_count_option)
 {
 	struct dlq_config c;
@@ -921,17 +922,32 @@ START_TEST(test_delivery_count_option)
 		{"delivery_count", "on"}};
 
 	ck_assert_int_eq(config__parse(opts, 1, &c, err, sizeof(err)), 0);
-	ck_assert(c.delivery_count);
+	ck_assert_int_eq(c.delivery_count, DLQ_DELIVERY_COUNT_ON);
+	ck_assert(!c.delivery_count_given);
 	config__free(&c);
 	ck_assert_int_eq(config__parse(opts, 2, &c, err, sizeof(err)), 0);
-	ck_assert(!c.delivery_count);
+	ck_assert_int_eq(c.delivery_count, DLQ_DELIVERY_COUNT_OFF);
+	ck_assert(c.delivery_count_given);
 	config__free(&c);
 	opts[1].value = "on";
 	ck_assert_int_eq(config__parse(opts, 2, &c, err, sizeof(err)), 0);
-	ck_assert(c.delivery_count);
+	ck_assert_int_eq(c.delivery_count, DLQ_DELIVERY_COUNT_ON);
+	config__free(&c);
+	opts[1].value = "always";
+	ck_assert_int_eq(config__parse(opts, 2, &c, err, sizeof(err)), 0);
+	ck_assert_int_eq(c.delivery_count, DLQ_DELIVERY_COUNT_ALWAYS);
+	ck_assert_str_eq(config__delivery_count_name(c.delivery_count), "always");
 	config__free(&c);
 
-	static const char *const bad[] = {"true", "false", "ON", "", "1"};
+	/* Which attempts carry it. */
+	ck_assert(!config__stamps_delivery_count(DLQ_DELIVERY_COUNT_ON, 1));
+	ck_assert(config__stamps_delivery_count(DLQ_DELIVERY_COUNT_ON, 2));
+	ck_assert(config__stamps_delivery_count(DLQ_DELIVERY_COUNT_ALWAYS, 1));
+	ck_assert(config__stamps_delivery_count(DLQ_DELIVERY_COUNT_ALWAYS, 7));
+	ck_assert(!config__stamps_delivery_count(DLQ_DELIVERY_COUNT_OFF, 1));
+	ck_assert(!config__stamps_delivery_count(DLQ_DELIVERY_COUNT_OFF, 2));
+
+	static const char *const bad[] = {"true", "false", "ON", "", "1", "Always"};
 	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
 		opts[1].value = bad[i];
 		parse_fails(opts, 2);
