@@ -224,6 +224,23 @@ static int set_v5_sessions_persist(struct dlq_config *c, const char *v, char *er
 	return set_bool(&c->v5_sessions_persist, "v5_sessions_persist", v, err, errlen);
 }
 
+/* A mode option's values, spelled as the option takes them, by mode. */
+#define MODE_COUNT(names) (sizeof(names) / sizeof((names)[0]))
+
+static const char *mode_name(const char *const *names, size_t count, unsigned m)
+{
+	return m < count ? names[m] : "?";
+}
+
+/* The mode v names, or -1. */
+static int mode_of(const char *const *names, size_t count, const char *v)
+{
+	for(size_t i = 0; i < count; i++){
+		if(!strcmp(v, names[i])) return (int)i;
+	}
+	return -1;
+}
+
 static const char *const redelivery_modes[] = {
 	[DLQ_REDELIVERY_OFF] = "off",
 	[DLQ_REDELIVERY_DEFER] = "defer",
@@ -232,16 +249,15 @@ static const char *const redelivery_modes[] = {
 
 const char *config__redelivery_mode_name(enum dlq_redelivery_mode m)
 {
-	return (unsigned)m < sizeof(redelivery_modes) / sizeof(redelivery_modes[0]) ? redelivery_modes[m] : "?";
+	return mode_name(redelivery_modes, MODE_COUNT(redelivery_modes), (unsigned)m);
 }
 
 static int set_redelivery(struct dlq_config *c, const char *v, char *err, size_t errlen)
 {
-	for(size_t i = 0; i < sizeof(redelivery_modes) / sizeof(redelivery_modes[0]); i++){
-		if(!strcmp(v, redelivery_modes[i])){
-			c->redelivery = (enum dlq_redelivery_mode)i;
-			return 0;
-		}
+	int m = mode_of(redelivery_modes, MODE_COUNT(redelivery_modes), v);
+	if(m >= 0){
+		c->redelivery = (enum dlq_redelivery_mode)m;
+		return 0;
 	}
 	errtext__set(err, errlen, "plugin_opt_redelivery_tracking " QFMT ": expected off, defer (access checks go on "
 			"to acl_file or a plugin loaded after this one) or allow (a broker with no ACL source)", Q(v));
@@ -256,17 +272,16 @@ static const char *const delivery_count_modes[] = {
 
 const char *config__delivery_count_name(enum dlq_delivery_count m)
 {
-	return (unsigned)m < sizeof(delivery_count_modes) / sizeof(delivery_count_modes[0]) ? delivery_count_modes[m] : "?";
+	return mode_name(delivery_count_modes, MODE_COUNT(delivery_count_modes), (unsigned)m);
 }
 
 static int set_delivery_count(struct dlq_config *c, const char *v, char *err, size_t errlen)
 {
 	c->delivery_count_given = true;
-	for(size_t i = 0; i < sizeof(delivery_count_modes) / sizeof(delivery_count_modes[0]); i++){
-		if(!strcmp(v, delivery_count_modes[i])){
-			c->delivery_count = (enum dlq_delivery_count)i;
-			return 0;
-		}
+	int m = mode_of(delivery_count_modes, MODE_COUNT(delivery_count_modes), v);
+	if(m >= 0){
+		c->delivery_count = (enum dlq_delivery_count)m;
+		return 0;
 	}
 	errtext__set(err, errlen, "plugin_opt_delivery_count " QFMT ": expected on (every delivery of a tracked message "
 			"but a subscriber's first carries its attempt number, Mosquitto 2.1; absent means 1), always (the "
