@@ -139,6 +139,21 @@ function replyEntries (payload) {
   return doc.responses.filter((e) => e !== null && typeof e === 'object');
 }
 
+// What a reply of the plugin's says went wrong, one line each: every entry it
+// refused, or that the payload is not a reply at all. A compact NACK without a
+// response topic is answered only when it was refused, so a worker logs each
+// line.
+function replyProblems (payload) {
+  let entries;
+  try {
+    entries = replyEntries(payload);
+  } catch (err) {
+    return [`unexpected reply: ${payload.toString('utf8').slice(0, 200)}`];
+  }
+  return entries.filter((e) => typeof e.error === 'string')
+    .map((e) => `NACK of ${e.id ?? '?'} refused: ${e.error}`);
+}
+
 module.exports = {
   PROP_ID,
   PROP_RETRY_COUNT,
@@ -158,5 +173,6 @@ module.exports = {
   deliveryCount,
   nack,
   isReply,
-  replyEntries
+  replyEntries,
+  replyProblems
 };

@@ -100,20 +100,9 @@ function options () {
   return { ...values, port };
 }
 
-// A compact NACK without a response topic is answered only when it was
-// refused.
 function onReply (payload) {
-  let entries;
-  try {
-    entries = dlq.replyEntries(payload);
-  } catch (err) {
-    warn(`unexpected reply: ${payload.toString('utf8').slice(0, 200)}`);
-    return;
-  }
-  for (const entry of entries) {
-    if (typeof entry.error === 'string') {
-      warn(`NACK of ${entry.id ?? '?'} refused: ${entry.error}`);
-    }
+  for (const problem of dlq.replyProblems(payload)) {
+    warn(problem);
   }
 }
 

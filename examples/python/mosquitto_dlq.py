@@ -147,3 +147,24 @@ def reply_entries(message):
     if not isinstance(entries, list):
         raise ValueError(f"not a reply: {message.payload[:200]!r}")
     return [e for e in entries if isinstance(e, dict)]
+
+
+def reply_problems(message):
+    """What a reply of the plugin's says went wrong, one line each: every
+    entry it refused, or that the payload is not a reply at all. A compact
+    NACK without a response topic is answered only when it was refused, so
+    a worker logs each line."""
+    try:
+        entries = reply_entries(message)
+    except ValueError:
+        return [f"unexpected reply: {message.payload[:200]!r}"]
+    return [f"NACK of {e.get('id', '?')} refused: {e['error']}" for e in entries if "error" in e]
+
+
+def disconnect_reason(*args):
+    """The reason an on_disconnect callback was given, as text: paho 1.6
+    passes (client, userdata, rc, properties), paho 2.x (client, userdata,
+    flags, reason_code, properties); the reason is second from the end in
+    both."""
+    reason = args[-2]
+    return mqtt.error_string(reason) if isinstance(reason, int) else str(reason)

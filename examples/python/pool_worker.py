@@ -90,26 +90,13 @@ def on_subscribe(client, userdata, mid, reason_codes, properties):
 
 
 def on_disconnect(client, userdata, *args):
-    # paho 1.6 passes (rc, properties), paho 2.x (flags, reason_code,
-    # properties): the reason is second from the end in both.
-    reason = args[-2]
-    if isinstance(reason, int):
-        reason = mqtt.error_string(reason)
     if not userdata["stopping"]:
-        warn(f"connection lost ({reason}), reconnecting")
+        warn(f"connection lost ({dlq.disconnect_reason(*args)}), reconnecting")
 
 
 def on_reply(message):
-    """A compact NACK without a response topic is answered only when it was
-    refused."""
-    try:
-        entries = dlq.reply_entries(message)
-    except ValueError:
-        warn(f"unexpected reply: {message.payload[:200]!r}")
-        return
-    for entry in entries:
-        if "error" in entry:
-            warn(f"NACK of {entry.get('id', '?')} refused: {entry['error']}")
+    for problem in dlq.reply_problems(message):
+        warn(problem)
 
 
 def on_message(client, userdata, message):
