@@ -45,13 +45,6 @@ int pool_job_parse(const char *payload, unsigned njobs)
 	return strcmp(want, payload) ? -1 : (int)i;
 }
 
-static const char *env_or_fail(const char *name)
-{
-	const char *v = getenv(name);
-	ck_assert_msg(v && *v, "%s is not set: run the tests with meson test", name);
-	return v;
-}
-
 /* Starts member k's process, as the worker's usage line says. */
 static void spawn(struct pool *pl, unsigned k)
 {
@@ -61,18 +54,8 @@ static void spawn(struct pool *pl, unsigned k)
 	size_t n = 0;
 
 	snprintf(port, sizeof(port), "%d", pl->port);
-	if(pl->lang == POOL_PYTHON){
-		snprintf(script, sizeof(script), "%s/python/pool_worker.py", env_or_fail("DLQ_EXAMPLES"));
-		argv[n++] = env_or_fail("PYTHON3");
-	}else{
-		char mqtt_pkg[4096];
-		snprintf(mqtt_pkg, sizeof(mqtt_pkg), "%s/node/node_modules/mqtt/package.json", env_or_fail("DLQ_EXAMPLES"));
-		ck_assert_msg(access(mqtt_pkg, R_OK) == 0,
-				"%s is missing: run `npm ci` in examples/node (the build's npm_ci target does)", mqtt_pkg);
-		snprintf(script, sizeof(script), "%s/node/pool_worker.js", env_or_fail("DLQ_EXAMPLES"));
-		argv[n++] = env_or_fail("NODE");
-	}
-	argv[n++] = script;
+	proc_example_command(pl->lang == POOL_PYTHON ? "python/pool_worker.py" : "node/pool_worker.js", script,
+			sizeof(script), argv, &n);
 	argv[n++] = "--host";
 	argv[n++] = "127.0.0.1";
 	argv[n++] = "--port";

@@ -433,3 +433,27 @@ void it_signal_broker_at(const char *file, int line, struct broker *b, int sig)
 		fail_at(file, line, "signal %d to broker pid %ld: %s", sig, pid, strerror(errno));
 	}
 }
+
+const char *proc_env_or_fail(const char *name)
+{
+	const char *v = getenv(name);
+	ck_assert_msg(v && *v, "%s is not set: run the tests with meson test", name);
+	return v;
+}
+
+void proc_example_command(const char *example, char *script, size_t size, const char **argv, size_t *n)
+{
+	const char *examples = proc_env_or_fail("DLQ_EXAMPLES");
+	if(!strncmp(example, "node/", 5)){
+		char mqtt_pkg[4096];
+		snprintf(mqtt_pkg, sizeof(mqtt_pkg), "%s/node/node_modules/mqtt/package.json", examples);
+		ck_assert_msg(access(mqtt_pkg, R_OK) == 0,
+				"%s is missing: run `npm ci` in examples/node (the build's npm_ci target does)", mqtt_pkg);
+		argv[(*n)++] = proc_env_or_fail("NODE");
+	}else{
+		ck_assert_msg(!strncmp(example, "python/", 7), "no interpreter for the example %s", example);
+		argv[(*n)++] = proc_env_or_fail("PYTHON3");
+	}
+	snprintf(script, size, "%s/%s", examples, example);
+	argv[(*n)++] = script;
+}

@@ -26,6 +26,17 @@ struct proc;
 #define dlqctl_spawn(b, ...) dlqctl_spawn_at(__FILE__, __LINE__, (b), __VA_ARGS__, (const char *)NULL)
 struct proc *dlqctl_spawn_at(const char *file, int line, struct broker *b, ...);
 
+/* The value of the environment variable name, which meson sets; fails the
+ * test when it is unset or empty. */
+const char *proc_env_or_fail(const char *name);
+
+/* Appends to argv, from *n, the command that runs an example worker: example
+ * is its path under $DLQ_EXAMPLES, "python/NAME.py" (run by $PYTHON3) or
+ * "node/NAME.js" (by $NODE, once `npm ci` has installed its mqtt package, or
+ * the test fails saying so). script (size bytes) receives the script's path,
+ * which argv then borrows. */
+void proc_example_command(const char *example, char *script, size_t size, const char **argv, size_t *n);
+
 /* Starts any program in the background: argv ends with NULL and argv[0] is
  * an absolute path (no PATH lookup). */
 #define proc_spawn(argv) proc_spawn_at(__FILE__, __LINE__, (argv))

@@ -32,13 +32,6 @@ enum lang { LANG_C, LANG_PYTHON, LANG_NODE, LANG_COUNT };
 
 static const char *const lang_names[LANG_COUNT] = { "c", "python", "node" };
 
-static const char *env_or_fail(const char *name)
-{
-	const char *v = getenv(name);
-	ck_assert_msg(v && *v, "%s is not set: run the tests with meson test", name);
-	return v;
-}
-
 /* A broker with the plugin, the numbers policy and a loopback TCP listener
  * (the Python and JavaScript libraries speak TCP); its port in *port. */
 static struct broker *tcp_broker(int *port)
@@ -64,23 +57,14 @@ static struct proc *start_worker(enum lang lang, int port, const char *id, const
 	snprintf(port_s, sizeof(port_s), "%d", port);
 	switch(lang){
 		case LANG_C:
-			argv[n++] = env_or_fail("DLQ_C_WORKER");
+			argv[n++] = proc_env_or_fail("DLQ_C_WORKER");
 			break;
 		case LANG_PYTHON:
-			snprintf(script, sizeof(script), "%s/python/numbers_worker.py", env_or_fail("DLQ_EXAMPLES"));
-			argv[n++] = env_or_fail("PYTHON3");
-			argv[n++] = script;
+			proc_example_command("python/numbers_worker.py", script, sizeof(script), argv, &n);
 			break;
-		case LANG_NODE: {
-			char mqtt_pkg[4096];
-			snprintf(mqtt_pkg, sizeof(mqtt_pkg), "%s/node/node_modules/mqtt/package.json", env_or_fail("DLQ_EXAMPLES"));
-			ck_assert_msg(access(mqtt_pkg, R_OK) == 0,
-					"%s is missing: run `npm ci` in examples/node (the build's npm_ci target does)", mqtt_pkg);
-			snprintf(script, sizeof(script), "%s/node/numbers_worker.js", env_or_fail("DLQ_EXAMPLES"));
-			argv[n++] = env_or_fail("NODE");
-			argv[n++] = script;
+		case LANG_NODE:
+			proc_example_command("node/numbers_worker.js", script, sizeof(script), argv, &n);
 			break;
-		}
 		default:
 			ck_abort_msg("no language %d", (int)lang);
 	}
