@@ -88,12 +88,20 @@ deb=$(ls "$here"/dist/mosquitto-dlq_*_"$(dpkg --print-architecture)".deb)
 meson compile -C build dlq_numbers_worker dlq_inspector >/dev/null
 
 ns="" root="" log="" broker_pid=""
+# Ends the suite's network namespace, killing anything still running in it
+# (a client of a failed step), and unmounts the root's /proc.
+end_suite() {
+	if [ -n "$ns" ]; then
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+		ip netns del "$ns" 2>/dev/null || true
+		ns=""
+	fi
+	if [ -n "$root" ] && mountpoint -q "$root/proc"; then umount "$root/proc" || umount -l "$root/proc"; fi
+	root=""
+}
 cleanup() {
 	stop_broker || true
-	# Anything still running in the namespace (a client of a failed step).
-	[ -n "$ns" ] && ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
-	if [ -n "$root" ] && mountpoint -q "$root/proc"; then umount "$root/proc" || umount -l "$root/proc"; fi
-	[ -n "$ns" ] && ip netns del "$ns" 2>/dev/null || true
+	end_suite
 }
 trap cleanup EXIT
 
@@ -101,9 +109,15 @@ trap cleanup EXIT
 in_root() {
 	chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 "$@"
 }
-# in_net COMMAND...: inside the root and the test's network namespace
+# net_exec COMMAND...: this (sub)shell becomes COMMAND, inside the root and
+# the test's network namespace (nsenter, chroot and env each exec the next):
+# run in the background, $! is COMMAND's own pid, which kill reaches.
+net_exec() {
+	exec nsenter --net="/run/netns/$ns" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"
+}
+# in_net COMMAND...: the same in the foreground.
 in_net() {
-	nsenter --net="/run/netns/$ns" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"
+	(net_exec "$@")
 }
 apt_root() {
 	# The testing archive a machine reaches may be a snapshot whose Release
@@ -147,11 +161,8 @@ start_broker() {
 	start=$(unit_lines ExecStart)
 	[ -n "$start" ] || { echo "no ExecStart in the root's mosquitto.service" >>"$log"; return 1; }
 	echo "== $start" >>"$log"
-	# Not through in_net: a function run in the background is a subshell
-	# of its own, and $! would be its pid, not the broker's.
 	# shellcheck disable=SC2086
-	nsenter --net="/run/netns/$ns" chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
-		$start >>"$log" 2>&1 </dev/null &
+	net_exec $start >>"$log" 2>&1 </dev/null &
 	broker_pid=$!
 }
 # Starts the broker and waits for its "running" line.
@@ -205,7 +216,7 @@ is_conffile() {
 # (mosquitto_sub's %P) are empty when the plugin did not stamp it.
 unstamped_delivery() {
 	local out=$root/tmp/sub.out
-	in_net mosquitto_sub -V 5 -q 1 -t numbers -C 1 -W "$DEADLINE" -F '%p|%P' >"$out" 2>>"$log" &
+	net_exec mosquitto_sub -V 5 -q 1 -t numbers -C 1 -W "$DEADLINE" -F '%p|%P' >"$out" 2>>"$log" &
 	local sub=$!
 	sleep 1
 	in_net mosquitto_pub -V 5 -q 1 -t numbers -m 42 2>>"$log" || return 1
@@ -234,9 +245,9 @@ quick_start_flow() {
 	rm -rf "$t"
 	mkdir -p "$t"
 	: >"$t/out"
-	in_net /usr/local/bin/dlq_inspector >>"$t/out" 2>"$t/inspector.err" &
+	net_exec /usr/local/bin/dlq_inspector >>"$t/out" 2>"$t/inspector.err" &
 	pid_i=$!
-	in_net /usr/local/bin/dlq_numbers_worker >>"$t/out" 2>"$t/worker.err" &
+	net_exec /usr/local/bin/dlq_numbers_worker >>"$t/out" 2>"$t/worker.err" &
 	pid_w=$!
 	for ((i = 0; i < DEADLINE * 10; i++)); do
 		grep -q 'subscribed to' "$t/inspector.err" && grep -q 'subscribed to' "$t/worker.err" && break
@@ -345,10 +356,7 @@ run_suite() {
 	check "the broker starts after the purge" broker_runs
 	stop_broker
 
-	ip netns del "$ns"
-	ns=""
-	umount "$root/proc"
-	root=""
+	end_suite
 }
 
 for s in "${suites[@]}"; do
