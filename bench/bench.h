@@ -231,6 +231,7 @@ struct bench_config {
 	const char *floor_plugin_path; /* bench/floor_plugin.c built, or NULL: no floor cases */
 	int callgrind_pairs;         /* pairs of callgrind runs per case, 1..CG_PAIRS_LIMIT; the median is reported */
 	const char *callgrind_dir;   /* where the profiles go; NULL: a new /tmp directory */
+	const char *callgrind_cases; /* comma-separated case names to run; NULL: all */
 	const char *valgrind_root;   /* the broker's root, for valgrind (broker_opts) */
 	char broker_version[32];     /* "2.0.11", "2.1.2"; "" if unknown */
 	/* --plugin-opt, for every plugin broker; NULL-terminated */

@@ -86,6 +86,20 @@ static void case_opts(const struct bench_config *cfg, const struct cg_case *cc, 
 	bo->ready_timeout_ms = CG_READY_TIMEOUT_MS;
 }
 
+/* Whether --cases names the case (every case without --cases). */
+static bool case_wanted(const struct bench_config *cfg, const struct cg_case *cc)
+{
+	if(cfg->callgrind_cases == NULL) return true;
+	size_t len = strlen(cc->name);
+	for(const char *s = cfg->callgrind_cases; *s;){
+		size_t n = strcspn(s, ",");
+		if(n == len && !strncmp(s, cc->name, len)) return true;
+		s += n;
+		if(*s == ',') s++;
+	}
+	return false;
+}
+
 /* Whether the plugin starts with the case's option: a broker is started
  * natively with it and stopped. The plugin refuses options it does not
  * know, and the broker then exits at startup. */
@@ -182,6 +196,10 @@ int suite__callgrind(const struct bench_config *cfg)
 		const struct cg_case *cc = &cases[i];
 		char out0[320], out1[320];
 		double a[NFN], b[NFN];
+		if(!case_wanted(cfg, cc)){
+			res[i].skipped = true;
+			continue;
+		}
 		if(cc->floor && cfg->floor_plugin_path == NULL){
 			fprintf(stderr, "callgrind: %s: skipped, no --floor-plugin\n", cc->name);
 			res[i].na = true;

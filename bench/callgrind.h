@@ -45,6 +45,7 @@ struct cg_broker_calls {
 struct cg_result {
 	bool ok;
 	bool na;                     /* the plugin refused the case's option */
+	bool skipped;                /* not among --cases */
 	double per[NFN];             /* Ir per published message: the median of the pairs */
 	int pairs;                   /* pairs of runs measured */
 	double total_lo, total_hi;   /* the range of per[FN_TOTAL] over the pairs */

@@ -97,6 +97,10 @@ static void print_case_table(const struct cg_case *cases, const struct cg_result
 	for(int i = 0; i < n; i++){
 		const struct cg_case *c = &cases[i];
 		const double *p = res[i].per;
+		if(res[i].skipped){
+			printf("| %s | 1→%d | skipped: not among --cases | | | | | | |\n", c->label, c->fanout);
+			continue;
+		}
 		if(res[i].na && c->floor){
 			printf("| %s | 1→%d | skipped: no --floor-plugin | | | | | | |\n", c->label, c->fanout);
 			continue;

@@ -42,6 +42,8 @@ static void usage(FILE *f, const char *prog)
 		"  --floor-plugin PATH  the floor plugin (bench/floor_plugin.c, built as dlq_floor.so): the callgrind\n"
 		"                     suite's floor cases, the least the broker's API costs per tracked message\n"
 		"  --callgrind-pairs N  pairs of callgrind runs per case, 1..5 (default 3, quick 1): the median is reported\n"
+		"  --cases LIST       the callgrind suite runs only these cases (comma-separated names,\n"
+		"                     e.g. tracked,floor,bare); the others are shown as skipped\n"
 		"  --no-pin           do not pin the brokers to CPU 0 and the load to CPU 1\n"
 		"  --valgrind-root R  the broker lives in root R (2.1's): the callgrind suite runs\n"
 		"                     chroot R valgrind ... /usr/sbin/mosquitto (run-bench.sh --broker 2.1)\n",
@@ -173,6 +175,7 @@ int main(int argc, char **argv)
 		{ "revision", required_argument, NULL, 'v' },
 		{ "callgrind-dir", required_argument, NULL, 'c' },
 		{ "callgrind-pairs", required_argument, NULL, 'C' },
+		{ "cases", required_argument, NULL, 'K' },
 		{ "floor-plugin", required_argument, NULL, 'F' },
 		{ "no-pin", no_argument, NULL, 'P' },
 		{ "valgrind-root", required_argument, NULL, 'R' },
@@ -207,6 +210,7 @@ int main(int argc, char **argv)
 			case 'n': cfg.run_callgrind = false; break;
 			case 'v': revision = optarg; break;
 			case 'c': cfg.callgrind_dir = optarg; break;
+			case 'K': cfg.callgrind_cases = optarg; break;
 			case 'P': pin = false; break;
 			case 'R': cfg.valgrind_root = optarg; break;
 			case 'F': cfg.floor_plugin_path = optarg; break;
