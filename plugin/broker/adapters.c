@@ -77,11 +77,12 @@ static __attribute__((noinline)) void track_message(struct dlq_plugin *pl, struc
 
 	struct dlq_headers h = {0};
 	char id[DLQ_ID_LEN + 1];
-	int rc = props__to_headers(&pl->caps.props, ed->properties, &h);
+	/* Most publishers send no properties: nothing to read or free. */
+	int rc = ed->properties ? props__to_headers(&pl->caps.props, ed->properties, &h) : 0;
 	if(rc == 0){
 		rc = dlq__track(&pl->engine, policy, ed->topic, ed->payload, ed->payloadlen, ed->qos, h.data, h.len, id);
 	}
-	headers__free(&h);
+	if(h.data) headers__free(&h);
 	if(rc == 0){
 		/* Appending in place is the one change to the property list that
 		 * is safe on every 2.0.x broker. */

@@ -58,7 +58,7 @@ int engine__remember(struct dlq *d, struct dlq_record *r)
 		return ENOSPC;
 	}
 	engine__make_room(d, bytes);
-	return ledger__insert(&d->ledger, r);
+	return ledger__insert_sized(&d->ledger, r, bytes);
 }
 
 int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct dlq_sub_match *m)

@@ -47,21 +47,23 @@ static void step(uint64_t *g, int sign, uint64_t n)
 void gauges__record(struct dlq_gauge_book *b, const struct dlq_policy *p, int sign, uint64_t bytes)
 {
 	if(b == NULL) return;
-	struct dlq_gauges *g[2] = { &b->total, of(b, p) };
-	for(int k = 0; k < 2; k++){
-		if(g[k] == NULL) continue;
-		step(&g[k]->records, sign, 1);
-		step(&g[k]->ledger_bytes, sign, bytes);
-	}
+	/* Written out rather than looped: every tracked message comes here. */
+	step(&b->total.records, sign, 1);
+	step(&b->total.ledger_bytes, sign, bytes);
+	struct dlq_gauges *g = of(b, p);
+	if(g == NULL) return;
+	step(&g->records, sign, 1);
+	step(&g->ledger_bytes, sign, bytes);
 }
 
 void gauges__record_bytes(struct dlq_gauge_book *b, const struct dlq_policy *p, int sign, uint64_t bytes)
 {
 	if(b == NULL) return;
-	struct dlq_gauges *g[2] = { &b->total, of(b, p) };
-	for(int k = 0; k < 2; k++){
-		if(g[k]) step(&g[k]->ledger_bytes, sign, bytes);
-	}
+	/* Written out, as gauges__record: 2.1 comes here for every delivery
+	 * of a message to a subscriber but its first. */
+	step(&b->total.ledger_bytes, sign, bytes);
+	struct dlq_gauges *g = of(b, p);
+	if(g) step(&g->ledger_bytes, sign, bytes);
 }
 
 void gauges__envelope(struct dlq_gauge_book *b, const struct dlq_policy *p, bool delayed, int sign, uint64_t bytes)

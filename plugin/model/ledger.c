@@ -225,6 +225,11 @@ static void maybe_grow(struct dlq_ledger *l)
 
 int ledger__insert(struct dlq_ledger *l, struct dlq_record *r)
 {
+	return ledger__insert_sized(l, r, record__bytes(r));
+}
+
+int ledger__insert_sized(struct dlq_ledger *l, struct dlq_record *r, size_t bytes)
+{
 	maybe_grow(l);
 	size_t k = bucket_of(l, &r->id);
 	r->hnext = l->buckets[k];
@@ -238,7 +243,6 @@ int ledger__insert(struct dlq_ledger *l, struct dlq_record *r)
 	}
 	l->newest = r;
 	l->count++;
-	size_t bytes = record__bytes(r);
 	l->bytes += bytes;
 	gauges__record(l->book, r->policy, +1, bytes);
 	return 0;

@@ -239,6 +239,8 @@ void ledger__adjust_bytes(struct dlq_ledger *l, struct dlq_record *r, int sign, 
 /* Takes ownership of r; r must be the newest (created_ms not older than any
  * record already in). Returns 0 or ENOMEM (then r is still the caller's). */
 int ledger__insert(struct dlq_ledger *l, struct dlq_record *r);
+/* ledger__insert with r's record__bytes, which the caller has. */
+int ledger__insert_sized(struct dlq_ledger *l, struct dlq_record *r, size_t bytes);
 
 /* Borrowed pointer to the record with this id, or NULL. */
 struct dlq_record *ledger__find(const struct dlq_ledger *l, const struct dlq_id *id);
