@@ -113,7 +113,7 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 	const char *client = mosquitto_client_id(ed->client);
 	if(client == NULL) return MOSQ_ERR_SUCCESS;
 	struct dlq_send s;
-	dlq__sent(&pl->engine, client, id, id_len, ed->topic, ed->payload, ed->payloadlen, &s);
+	dlq__sent(&pl->engine, client, (uintptr_t)ed->client, id, id_len, ed->topic, ed->payload, ed->payloadlen, &s);
 	/* MQTT 3.1 and 3.1.1 receivers get no properties at all. */
 	if(s.attempt == 0 || mosquitto_client_protocol_version(ed->client) != 5) return MOSQ_ERR_SUCCESS;
 

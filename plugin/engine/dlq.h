@@ -152,9 +152,12 @@ struct dlq_send {
 
 /* The broker writes a message carrying the dlq-id id (id_len bytes: the
  * last dlq-id user property of the stored message) with this topic and
- * payload to client. When it is a tracked record, counts the send and
- * fills *s with the attempt it is for client. Needs d->broker.exact_counting. */
-void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len, const char *topic,
+ * payload (the stored message's own addresses) to client on connection
+ * conn (0: not known; with the broker's own client string, the pair finds
+ * the client without hashing its id). When it is a tracked record, counts
+ * the send and fills *s with the attempt it is for client. Needs
+ * d->broker.exact_counting. */
+void dlq__sent(struct dlq *d, const char *client, uintptr_t conn, const char *id, size_t id_len, const char *topic,
 		const void *payload, uint32_t payload_len, struct dlq_send *s);
 
 /* A send of a message of policy p went out without the plugin's properties

@@ -25,6 +25,7 @@
 #include "model/outbox.h"
 #include "model/redelivery.h"
 #include "model/schedule.h"
+#include "model/send_cache.h"
 #include "model/sessions.h"
 #include "model/unsaved.h"
 #include "store/persist.h"
@@ -84,15 +85,10 @@ struct dlq {
 	 * dlq__read_check and dlq__reload clear this; so does every broker
 	 * event but those of dlq__quiet_event (dlq__event). */
 	bool tick_quiet;
-	/* The records of recent sends' dlq-ids (exact_counting.c), by the id's first
-	 * byte: the broker writes a stored message to each of its subscribers,
-	 * mostly within a few sends of each other, so a send's id text is
-	 * compared instead of decoded and looked up. Borrowed; a record is
-	 * forgotten when it leaves the ledger (record_dropped). */
-	struct dlq_sent_slot {
-		struct dlq_record *record;
-		char id[DLQ_ID_LEN];
-	} recent_sends[256];
+	/* 2.1's exact counting: which record a send is of, by the stored
+	 * message's addresses (send_cache.h); set up by dlq__init there, empty
+	 * elsewhere. */
+	struct dlq_send_cache sends;
 };
 
 /* How records are made, for how deliveries to clients are followed per

@@ -28,34 +28,31 @@ unsigned engine__attempt_of(const struct dlq_record *r, unsigned sends)
 	return record__attempt(r) + (sends ? sends - 1u : 0u);
 }
 
-/* The record the dlq-id id (id_len bytes) names, if it is this message;
- * through d->recent_sends: 2.1 asks about a stored message once for each
- * of its sends and once for each READ check. */
+/* The record the dlq-id id (id_len bytes) names, if it is this message:
+ * from the send cache (send_cache.h) when it knows the stored message's
+ * addresses, else decoded, looked up and compared, and then remembered
+ * there: 2.1 asks about a stored message once for each of its sends and
+ * once for each READ check. */
 static struct dlq_record *record_of(struct dlq *d, const char *id, size_t id_len, const char *topic,
 		const void *payload, uint32_t payload_len)
 {
-	struct dlq_sent_slot *slot = id_len == DLQ_ID_LEN ? &d->recent_sends[id__first_byte(id)] : NULL;
-	if(slot && slot->record && !memcmp(slot->id, id, DLQ_ID_LEN)){
-		return redelivery__is_message(slot->record, topic, payload, payload_len) ? slot->record : NULL;
-	}
-	struct dlq_record *r = redelivery__record_by_id(&d->ledger, id, id_len, topic, payload, payload_len);
-	if(r == NULL) return NULL;
-	/* A valid id: its text is the record's, and its first byte the
-	 * slot's. */
-	slot = &d->recent_sends[r->id.raw[0]];
-	slot->record = r;
-	memcpy(slot->id, id, DLQ_ID_LEN);
+	if(id_len != DLQ_ID_LEN) return NULL;
+	struct dlq_record *r = send_cache__find(&d->sends, id, topic, payload, payload_len);
+	if(r) return r;
+	r = redelivery__record_by_id(&d->ledger, id, id_len, topic, payload, payload_len);
+	/* A valid id: its text is the record's. */
+	if(r) send_cache__remember(&d->sends, r, id, topic, payload);
 	return r;
 }
 
-void dlq__sent(struct dlq *d, const char *client, const char *id, size_t id_len, const char *topic,
+void dlq__sent(struct dlq *d, const char *client, uintptr_t conn, const char *id, size_t id_len, const char *topic,
 		const void *payload, uint32_t payload_len, struct dlq_send *s)
 {
 	memset(s, 0, sizeof(*s));
 	struct dlq_record *r = record_of(d, id, id_len, topic, payload, payload_len);
 	if(r == NULL) return;
 	struct dlq_sent_to st;
-	if(redelivery__sent(&d->redelivery, &d->ledger, r, client, &st)){
+	if(redelivery__sent(&d->redelivery, &d->ledger, r, client, conn, &st)){
 		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(topic), Q(client));
 		return;
 	}

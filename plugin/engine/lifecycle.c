@@ -20,7 +20,7 @@ static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
 	/* A held copy whose record leaves is let go: past its NACK window the
 	 * client had the time to NACK it (see holds.h). */
 	holds__release(&d->holds, r);
-	if(d->recent_sends[r->id.raw[0]].record == r) d->recent_sends[r->id.raw[0]].record = NULL;
+	send_cache__forget(&d->sends, r);
 	redelivery__record_gone(&d->redelivery, &d->ledger, r);
 	if(expired){
 		COUNT(d, r->policy, expired, 1);
@@ -71,6 +71,8 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 	/* Without memory for it the cache answers every lookup from the trie:
 	 * slower, not wrong. */
 	(void)match_cache__init(&d->matches, d->policy_generation);
+	/* Likewise: without it every send is found the long way. */
+	if(d->broker.exact_counting) (void)send_cache__init(&d->sends);
 	d->ledger.on_drop = record_dropped;
 	d->ledger.on_drop_ctx = d;
 	if(gauges__init(&d->gauges, &d->cfg.policies)){
@@ -133,6 +135,7 @@ void dlq__cleanup(struct dlq *d)
 	deadsubs__free(&d->deadsubs);
 	sessions__cleanup(&d->sessions);
 	match_cache__cleanup(&d->matches);
+	send_cache__cleanup(&d->sends);
 	for(size_t i = 0; i < d->retired_count; i++){
 		policy__table_free(&d->retired[i]);
 	}

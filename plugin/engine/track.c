@@ -48,6 +48,9 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 		redelivery__bind_payload(&d->redelivery, r, payload);
 	}
 	id__encode(&id, id_out);
+	/* 2.1 stores the message at the addresses the publish came with: its
+	 * sends are found by them. */
+	if(d->broker.exact_counting) send_cache__remember(&d->sends, r, id_out, topic, payload);
 	COUNT(d, policy, tracked, 1);
 	return 0;
 }

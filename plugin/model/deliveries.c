@@ -44,6 +44,24 @@ static uint64_t client_key(const void *item)
 
 /* ---- clients ---- */
 
+static struct dlq_conn_slot *conn_slot(struct dlq_redelivery *t, uintptr_t conn)
+{
+	return &t->by_conn[chains__mix(conn) & (DLQ_CONN_SLOTS - 1)];
+}
+
+/* The client of a send on connection conn (0: unknown) whose id is the
+ * broker's string id, made if new: from the connection's slot when it
+ * knows that connection with that string and the client is still on it;
+ * NULL when out of memory. Borrowed. */
+static struct dlq_rclient *client_of_send(struct dlq_redelivery *t, const char *id, uintptr_t conn)
+{
+	struct dlq_conn_slot *s = conn ? conn_slot(t, conn) : NULL;
+	if(s && s->conn == conn && s->id == id && s->client->online == conn) return s->client;
+	struct dlq_rclient *c = deliveries__client_get(t, id);
+	if(s && c && c->online == conn) *s = (struct dlq_conn_slot){ .conn = conn, .id = id, .client = c };
+	return c;
+}
+
 struct dlq_rclient *deliveries__client_find(const struct dlq_redelivery *t, const char *id)
 {
 	if(t->clients == NULL) return NULL;
@@ -114,6 +132,9 @@ void deliveries__client_release(struct dlq_redelivery *t, struct dlq_rclient *c)
 		t->numbered[c->number] = NULL;
 		t->free_numbers[t->free_count++] = c->number;
 	}
+	for(size_t i = 0; i < DLQ_CONN_SLOTS; i++){
+		if(t->by_conn[i].client == c) t->by_conn[i] = (struct dlq_conn_slot){0};
+	}
 	free(c);
 }
 
@@ -135,6 +156,45 @@ struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const stru
 	return c ? deliveries__find(t, r, c) : NULL;
 }
 
+/* A zeroed delivery from the slabs, a new slab when none is spare; NULL
+ * when out of memory. */
+static struct dlq_delivery *delivery_get(struct dlq_redelivery *t)
+{
+	if(t->spare == NULL){
+		struct dlq_delivery_slab *slab = malloc(sizeof(*slab));
+		if(slab == NULL) return NULL;
+		slab->next = t->slabs;
+		t->slabs = slab;
+		for(size_t i = DLQ_DELIVERY_SLAB; i-- > 0;){
+			slab->items[i].hnext = t->spare;
+			t->spare = &slab->items[i];
+		}
+	}
+	struct dlq_delivery *d = t->spare;
+	t->spare = d->hnext;
+	*d = (struct dlq_delivery){0};
+	return d;
+}
+
+static void slabs_free(struct dlq_redelivery *t)
+{
+	while(t->slabs){
+		struct dlq_delivery_slab *next = t->slabs->next;
+		free(t->slabs);
+		t->slabs = next;
+	}
+	t->spare = NULL;
+}
+
+/* d goes back to the slabs; when no delivery is left, the slabs go back
+ * to the system, so that what a burst of deliveries took is not kept. */
+static void delivery_put(struct dlq_redelivery *t, struct dlq_delivery *d)
+{
+	d->hnext = t->spare;
+	t->spare = d;
+	if(t->count == 0) slabs_free(t);
+}
+
 /* A delivery of r to c in the table (filed as the head of r's list when
  * head is true), its bytes accounted; not yet in r's list. */
 static struct dlq_delivery *delivery_alloc(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
@@ -143,7 +203,7 @@ static struct dlq_delivery *delivery_alloc(struct dlq_redelivery *t, struct dlq_
 	if(chains__grow((void ***)&t->table, &t->table_size, t->count, offsetof(struct dlq_delivery, hnext), delivery_key)){
 		return NULL;
 	}
-	struct dlq_delivery *d = calloc(1, sizeof(*d));
+	struct dlq_delivery *d = delivery_get(t);
 	if(d == NULL) return NULL;
 	d->record = r;
 	d->client = c;
@@ -167,7 +227,7 @@ static void delivery_free(struct dlq_redelivery *t, struct dlq_delivery *d)
 	d->client->deliveries--;
 	deliveries__client_release(t, d->client);
 	if(t->last_head == d) t->last_head = NULL;
-	free(d);
+	delivery_put(t, d);
 }
 
 static struct dlq_delivery *head_find(const struct dlq_redelivery *t, const struct dlq_record *r)
@@ -264,9 +324,9 @@ static struct dlq_delivery *table_delivery(struct dlq_redelivery *t, struct dlq_
 }
 
 int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client,
-		struct dlq_sent_to *out)
+		uintptr_t conn, struct dlq_sent_to *out)
 {
-	struct dlq_rclient *c = deliveries__client_get(t, client);
+	struct dlq_rclient *c = client_of_send(t, client, conn);
 	if(c == NULL) return ENOMEM;
 	*out = (struct dlq_sent_to){ .record = r, .client = c };
 	struct dlq_record_sends *sp = record__sends(r);
@@ -342,14 +402,7 @@ void deliveries__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 			MORE(r)->deliveries = NULL;
 		}
 	}
-	for(size_t i = 0; t->table && i < t->table_size; i++){
-		struct dlq_delivery *d = t->table[i];
-		while(d){
-			struct dlq_delivery *next = d->hnext;
-			free(d);
-			d = next;
-		}
-	}
+	slabs_free(t);
 	for(size_t i = 0; t->clients && i < t->clients_size; i++){
 		struct dlq_rclient *c = t->clients[i];
 		while(c){
@@ -369,6 +422,7 @@ void deliveries__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 	t->table_size = t->clients_size = t->numbered_size = 0;
 	t->count = t->client_count = t->free_count = t->next_number = 0;
 	t->last_head = NULL;
+	memset(t->by_conn, 0, sizeof(t->by_conn));
 }
 
 /* ---- what outlives a restart ---- */

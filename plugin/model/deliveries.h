@@ -63,13 +63,16 @@ static inline void redelivery__set_diverted(struct dlq_sent_to *s)
 	}
 }
 
-/* 2.1: the broker writes r to client (MESSAGE_OUT): one more send of r to
- * client, counted where out says. Returns 0, or ENOMEM (nothing counted).
+/* 2.1: the broker writes r to client (MESSAGE_OUT) on connection conn (0:
+ * not known): one more send of r to client, counted where out says. A
+ * client on the connection it was last seen connected on is found by the
+ * connection and the address of the client string (the broker's own, the
+ * same for the connection's life). Returns 0, or ENOMEM (nothing counted).
  * The first client of a record with the sends part costs no allocation;
  * others get a delivery each in the table (accounted in the ledger's
  * bytes; see redelivery__table_bytes). */
 int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client,
-		struct dlq_sent_to *out);
+		uintptr_t conn, struct dlq_sent_to *out);
 
 /* 2.1: where the sends of r to client are kept; false: r was never sent to
  * client (nor counted). */

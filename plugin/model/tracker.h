@@ -51,6 +51,26 @@ struct dlq_kick {
 	char client[];
 };
 
+/* Deliveries are allocated DLQ_DELIVERY_SLAB at a time (deliveries.c):
+ * 2.1 makes one for each subscriber of a tracked message but its first, at
+ * a send, where a malloc per delivery cost more than the rest of the
+ * counting. */
+#define DLQ_DELIVERY_SLAB 64
+struct dlq_delivery_slab {
+	struct dlq_delivery_slab *next;
+	struct dlq_delivery items[DLQ_DELIVERY_SLAB];
+};
+
+/* The client a connection was last found to be (deliveries.c): 2.1 counts
+ * each send for its client, found by the connection and the broker's
+ * pointer to its id instead of by hashing the id. */
+#define DLQ_CONN_SLOTS 64
+struct dlq_conn_slot {
+	uintptr_t conn;               /* 0: empty */
+	const char *id;               /* the broker's id string for conn: compared, never read */
+	struct dlq_rclient *client;   /* borrowed; emptied before it is freed */
+};
+
 struct dlq_redelivery {
 	struct dlq_delivery **table;  /* owned; chains of deliveries */
 	size_t table_size;            /* a power of two */
@@ -72,6 +92,9 @@ struct dlq_redelivery {
 	size_t free_count;
 	size_t next_number;           /* the lowest never given */
 	struct dlq_delivery *last_head; /* borrowed: the head of a record's list last found (deliveries.c) */
+	struct dlq_delivery_slab *slabs; /* owned: where deliveries are, given back when none is left */
+	struct dlq_delivery *spare;   /* the slabs' unused deliveries, chained through hnext */
+	struct dlq_conn_slot by_conn[DLQ_CONN_SLOTS];
 	struct dlq_kick *kicks;       /* owned: clients to disconnect at the next tick */
 	uint64_t event;               /* numbers every broker event, to see bursts end */
 };

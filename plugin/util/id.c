@@ -83,12 +83,12 @@ static void fill_digits(void)
 	digits_ready = true;
 }
 
-uint8_t id__first_byte(const char *s)
+uint16_t id__prefix12_text(const char *s)
 {
 	if(!digits_ready) fill_digits();
 	unsigned hi = (unsigned)digit_of[(unsigned char)s[0]] & 0x3fu;
 	unsigned lo = (unsigned)digit_of[(unsigned char)s[1]] & 0x3fu;
-	return (uint8_t)((hi << 2) | (lo >> 4));
+	return (uint16_t)((hi << 6) | lo);
 }
 
 bool id__decode(const char *s, size_t len, struct dlq_id *out)

@@ -35,11 +35,16 @@ int idgen__next(struct dlq_idgen *g, struct dlq_id *out);
  * Returns 0 or the port's error. */
 int idgen__fraction(struct dlq_idgen *g, double *out);
 
-/* Writes the 16-character text form and a NUL. */
-/* The first raw byte of the id whose text is s (DLQ_ID_LEN characters),
- * from its first two characters; any byte for text that is no id. */
-uint8_t id__first_byte(const char *s);
+/* The first 12 bits of the id whose text is s (DLQ_ID_LEN characters),
+ * from its first two characters; any value below 4096 for text that is no
+ * id. id__prefix12 gives the same from the id itself. */
+uint16_t id__prefix12_text(const char *s);
+static inline uint16_t id__prefix12(const struct dlq_id *id)
+{
+	return (uint16_t)(((unsigned)id->raw[0] << 4) | (id->raw[1] >> 4));
+}
 
+/* Writes the 16-character text form and a NUL. */
 void id__encode(const struct dlq_id *id, char out[DLQ_ID_LEN + 1]);
 
 /* Parses the text form; false unless s is exactly 16 base64url characters. */

@@ -274,7 +274,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint64_t redeliveries = dlq__totals(&r.d)->redeliveries;
 			const struct dlq_record *rec = redelivery__record_by_id(&r.d.ledger, id, id_len, topic, payload, len);
 			unsigned base = rec ? record__attempt(rec) : 0;
-			dlq__sent(&r.d, client, id, id_len, topic, payload, len, &s);
+			dlq__sent(&r.d, client, 0, id, id_len, topic, payload, len, &s);
 			TRACE("send to \"%.20s\" %.*s on %s (%u bytes): attempt %u\n", client, (int)(id_len > 20 ? 20 : id_len), id,
 					topic, len, s.attempt);
 			r.sent_calls++;

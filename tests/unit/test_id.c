@@ -62,7 +62,8 @@ START_TEST(decode_inverts_encode)
 		ck_assert(id__decode(text, DLQ_ID_LEN, &back));
 		ck_assert_mem_eq(back.raw, id.raw, sizeof(id.raw));
 		ck_assert_uint_eq(id__hash(&back), id__hash(&id));
-		ck_assert_uint_eq(id__first_byte(text), id.raw[0]);
+		ck_assert_uint_eq(id__prefix12_text(text), id__prefix12(&id));
+		ck_assert_uint_eq(id__prefix12(&id), ((unsigned)id.raw[0] << 4) | (id.raw[1] >> 4));
 	}
 }
 END_TEST

@@ -456,7 +456,7 @@ END_TEST
 static void sent_is_attempt(const char *id, const char *payload, unsigned want)
 {
 	struct dlq_send s;
-	dlq__sent(&d, "s", id, DLQ_ID_LEN, "numbers", payload, (uint32_t)strlen(payload), &s);
+	dlq__sent(&d, "s", 0, id, DLQ_ID_LEN, "numbers", payload, (uint32_t)strlen(payload), &s);
 	ck_assert_uint_eq(s.attempt, want);
 }
 

@@ -30,8 +30,8 @@ static void start_with(const char *mode)
 		{"redelivery_tracking", mode},
 	};
 	fake_reset();
-	engine_start(&d, NULL, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
-	d.broker.exact_counting = true;
+	engine_start(&d, NULL, opts, ARRAY_LEN(opts), ENGINE_NO_SYS | ENGINE_EXACT_COUNTING);
+	ck_assert_ptr_nonnull(d.sends.slots);
 }
 
 static void stop(void)
@@ -51,7 +51,16 @@ static void publish(char *payload, char id[DLQ_ID_LEN + 1])
 static unsigned sent(const char *client, const char *id, const char *topic, const char *payload)
 {
 	struct dlq_send s;
-	dlq__sent(&d, client, id, strlen(id), topic, payload, (uint32_t)strlen(payload), &s);
+	dlq__sent(&d, client, 0, id, strlen(id), topic, payload, (uint32_t)strlen(payload), &s);
+	return s.attempt;
+}
+
+/* One send with the addresses and connection given as they are (the
+ * broker's own); returns its attempt number (0: not tracked). */
+static unsigned sent_at(const char *client, uintptr_t conn, const char *id, const char *topic, const char *payload)
+{
+	struct dlq_send s;
+	dlq__sent(&d, client, conn, id, strlen(id), topic, payload, (uint32_t)strlen(payload), &s);
 	return s.attempt;
 }
 
@@ -298,6 +307,121 @@ END_TEST
 
 /* Sends of many records interleaved (more than the recent-sends slots, so
  * records share slots and take turns in them): each counts its own. */
+/* 2.1 sends a stored message with the addresses it was tracked with: a
+ * send at them with the record's id is the record's (found in the send
+ * cache, not decoded); the same id with equal content elsewhere is still
+ * the record's (the long way, which then remembers those addresses); the
+ * same addresses with another id are not; and once the record left the
+ * ledger, nothing at those addresses is it. */
+START_TEST(a_send_is_found_by_its_stored_addresses)
+{
+	char id[DLQ_ID_LEN + 1], other[DLQ_ID_LEN + 1];
+	char topic[] = "jobs/a", payload[] = "poison";
+	char topic2[] = "jobs/a", payload2[] = "poison";
+	start_with("allow");
+	const struct dlq_policy *p = dlq__policy_for(&d, topic);
+	ck_assert_int_eq(dlq__track(&d, p, topic, payload, (uint32_t)strlen(payload), 1, NULL, 0, id), 0);
+	struct dlq_record *r = d.ledger.newest;
+	const struct dlq_send_slot *slot = &d.sends.slots[id__prefix12(&r->id)];
+	ck_assert_ptr_eq(slot->record, r);
+	ck_assert_ptr_eq(slot->topic, topic);
+	ck_assert_ptr_eq(slot->payload, payload);
+	ck_assert_ptr_eq(send_cache__find(&d.sends, id, topic, payload, (uint32_t)strlen(payload)), r);
+	ck_assert_uint_eq(sent_at("s", 0, id, topic, payload), 1);
+	ck_assert_uint_eq(sent_at("s", 0, id, topic, payload), 2);
+	/* Equal content at other addresses: the long way, remembered. */
+	ck_assert_ptr_null(send_cache__find(&d.sends, id, topic2, payload2, (uint32_t)strlen(payload2)));
+	ck_assert_uint_eq(sent_at("s", 0, id, topic2, payload2), 3);
+	ck_assert_ptr_eq(slot->topic, topic2);
+	ck_assert_ptr_eq(send_cache__find(&d.sends, id, topic2, payload2, (uint32_t)strlen(payload2)), r);
+	/* Another length at the same addresses is not this message. */
+	ck_assert_ptr_null(send_cache__find(&d.sends, id, topic2, payload2, 3));
+	/* The same addresses with another (valid) id: not this record. */
+	memcpy(other, id, sizeof(other));
+	other[DLQ_ID_LEN - 1] = other[DLQ_ID_LEN - 1] == 'A' ? 'B' : 'A';
+	ck_assert_uint_eq(sent_at("s", 0, other, topic2, payload2), 0);
+	ck_assert_uint_eq(record__sends(r)->sends, 3);
+	/* The record leaves the ledger, and its slot with it. */
+	fake.now_ms += 400000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.ledger.count, 0);
+	ck_assert_ptr_null(slot->record);
+	ck_assert_uint_eq(sent_at("s", 0, id, topic2, payload2), 0);
+	stop();
+}
+END_TEST
+
+/* A client whose sends come on the connection it is known to be on is
+ * found by the connection and the broker's id string; a client forgotten
+ * leaves its connection's slot, so that another client the broker later
+ * puts on the same connection object counts on its own (under ASan, a
+ * slot left behind would be read after its client was freed). */
+START_TEST(a_client_is_found_by_its_connection)
+{
+	char id[DLQ_ID_LEN + 1], id2[DLQ_ID_LEN + 1];
+	char s_id[] = "s", t_id[] = "t";
+	const uintptr_t conn = 0x1000;
+	start_with("allow");
+	publish("poison", id);
+	dlq__client_active(&d, s_id, conn);
+	ck_assert_uint_eq(sent_at(s_id, conn, id, "jobs/a", "poison"), 1);
+	const struct dlq_conn_slot *slot = NULL;
+	for(size_t i = 0; i < DLQ_CONN_SLOTS; i++){
+		if(d.redelivery.by_conn[i].conn == conn) slot = &d.redelivery.by_conn[i];
+	}
+	ck_assert_ptr_nonnull(slot);
+	ck_assert_ptr_eq(slot->id, s_id);
+	ck_assert_str_eq(slot->client->id, "s");
+	ck_assert_uint_eq(sent_at(s_id, conn, id, "jobs/a", "poison"), 2);
+	/* Another string for the same connection: found by its id, counted
+	 * for the same client. */
+	ck_assert_uint_eq(sent_at("s", conn, id, "jobs/a", "poison"), 3);
+	/* s leaves; its record too, and with both s is forgotten. */
+	dlq__client_left(&d, s_id, conn);
+	fake.now_ms += 400000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.redelivery.client_count, 0);
+	ck_assert_uint_eq(slot->conn, 0);
+	ck_assert_ptr_null(slot->client);
+	/* t on the same connection object: its own first send. */
+	publish("poison", id2);
+	dlq__client_active(&d, t_id, conn);
+	ck_assert_uint_eq(sent_at(t_id, conn, id2, "jobs/a", "poison"), 1);
+	ck_assert_uint_eq(sent_at(t_id, conn, id2, "jobs/a", "poison"), 2);
+	ck_assert_uint_eq(sent_at(s_id, 0, id2, "jobs/a", "poison"), 1);
+	stop();
+}
+END_TEST
+
+/* Deliveries come from slabs of DLQ_DELIVERY_SLAB and go back to the
+ * system once none is left: a record sent to more clients than a slab
+ * holds takes two, and gives both back when it leaves. */
+START_TEST(deliveries_come_from_slabs_and_go_back)
+{
+	char id[DLQ_ID_LEN + 1];
+	start_with("allow");
+	publish("poison", id);
+	const unsigned clients = DLQ_DELIVERY_SLAB + 10;
+	for(unsigned i = 0; i < clients; i++){
+		char c[16];
+		snprintf(c, sizeof(c), "c%u", i);
+		ck_assert_uint_eq(sent(c, id, "jobs/a", "poison"), 1);
+		ck_assert_uint_eq(sent(c, id, "jobs/a", "poison"), 2);
+	}
+	ck_assert_uint_eq(d.redelivery.count, clients - 1); /* the first client's are in the record */
+	ck_assert_ptr_nonnull(d.redelivery.slabs);
+	ck_assert_ptr_nonnull(d.redelivery.slabs->next);
+	ck_assert_ptr_null(d.redelivery.slabs->next->next);
+	expect_bytes_recounted();
+	fake.now_ms += 400000;
+	dlq__tick(&d);
+	ck_assert_uint_eq(d.redelivery.count, 0);
+	ck_assert_ptr_null(d.redelivery.slabs);
+	ck_assert_ptr_null(d.redelivery.spare);
+	stop();
+}
+END_TEST
+
 START_TEST(interleaved_sends_count_per_record)
 {
 	enum { N = 600 };
@@ -331,6 +455,9 @@ static Suite *sends_suite(void)
 	tcase_add_test(tc, first_clients_per_record);
 	tcase_add_test(tc, each_client_diverted_on_its_own);
 	tcase_add_test(tc, interleaved_sends_count_per_record);
+	tcase_add_test(tc, a_send_is_found_by_its_stored_addresses);
+	tcase_add_test(tc, a_client_is_found_by_its_connection);
+	tcase_add_test(tc, deliveries_come_from_slabs_and_go_back);
 	suite_add_tcase(s, tc);
 	return s;
 }

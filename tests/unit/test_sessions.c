@@ -406,7 +406,7 @@ START_TEST(held_copies_say_whether_they_were_sent)
 	ck_assert_uint_eq(d.holds.records, 4);
 	for(size_t i = 0; i < 4; i += 2){
 		struct dlq_send s;
-		dlq__sent(&d, clients[i], copies[i], DLQ_ID_LEN, "sites/a/telemetry", clients[i],
+		dlq__sent(&d, clients[i], 0, copies[i], DLQ_ID_LEN, "sites/a/telemetry", clients[i],
 				(uint32_t)strlen(clients[i]), &s);
 		ck_assert_uint_eq(s.attempt, 2);
 	}

@@ -1201,10 +1201,10 @@ START_TEST(sends_to_each_client_survive_a_snapshot)
 	char x[DLQ_ID_LEN + 1];
 	engine_track(&a, "numbers", "x", 1, NULL, x);
 	struct dlq_send snd;
-	for(int i = 0; i < 2; i++) dlq__sent(&a, "first", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
-	dlq__sent(&a, "second", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
-	dlq__sent(&a, "third", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
-	dlq__sent(&a, "third", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	for(int i = 0; i < 2; i++) dlq__sent(&a, "first", 0, x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	dlq__sent(&a, "second", 0, x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	dlq__sent(&a, "third", 0, x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	dlq__sent(&a, "third", 0, x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
 	ck_assert_uint_eq(snd.attempt, 2);
 	restart(1000, 9000000);
 	engine_start(&b, &b_live, tracking, ARRAY_LEN(tracking), ENGINE_EXACT_COUNTING);
@@ -1216,9 +1216,9 @@ START_TEST(sends_to_each_client_survive_a_snapshot)
 	expect_saved(&b, x, "third", 0, 2, false, false);
 	struct dlq_delivery_saved none;
 	ck_assert(!redelivery__saved(&b.redelivery, find(&b, x), "fourth", &none));
-	dlq__sent(&b, "third", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	dlq__sent(&b, "third", 0, x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
 	ck_assert_uint_eq(snd.attempt, 3);
-	dlq__sent(&b, "first", x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
+	dlq__sent(&b, "first", 0, x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
 	ck_assert_uint_eq(snd.attempt, 3);
 }
 END_TEST
