@@ -4,7 +4,7 @@
  * with the number of messages the plugin keeps NACKable. What was decided:
  *   - Kept messages are records in the plugin's ledger: every broker here
  *     has nack_window 1h and max_pending_bytes 2GiB (1,000,000 records of
- *     the 200-byte payload take some 400 MB), so none expires or is
+ *     the 200-byte payload take some 300 MB), so none expires or is
  *     evicted while the suite runs.
  *   - Filling: for each N (0, 1,000, 100,000, 1,000,000; --quick 0, 1,000,
  *     10,000) a native plugin broker with plugin_opt_state_file receives N
@@ -25,20 +25,21 @@
  *     the broker's exit, which is the plugin's snapshot of N records plus
  *     the broker's own shutdown (N = 0 shows the latter). Median of
  *     GROWTH_TIMING_RUNS runs each.
- *   - Instructions: as the callgrind suite, the difference of a small and
- *     a large workload (200 and 2,000 messages; --quick 20 and 200), here
- *     on one broker per N under callgrind, restored from the file of N
- *     records. Restoring 1,000,000 records under callgrind takes minutes,
- *     so one broker runs all four workloads, and callgrind_control (the
- *     root's, on 2.1) zeroes its counts once it runs and dumps them after
- *     each workload: each dump holds that workload alone, and neither the
- *     restore nor the shutdown save (which the broker is killed before) is
- *     counted. Workloads: tracked messages (per message), then the NACK
- *     storm of the other suites (every delivery NACKed until dead-lettered:
- *     per NACK, 3 per message, each NACK looking its record up among the N
- *     kept). The 2,200 tracked messages before the storm add to N, which
- *     matters at N = 0 only. plugin_opt_state_save_interval 1d, so no
- *     interval save falls in a run; no $SYS publishing.
+ *   - Instructions (growth_callgrind.c): as the callgrind suite, the
+ *     difference of a small and a large workload (200 and 2,000 messages;
+ *     --quick 20 and 200), here on one broker per N under callgrind,
+ *     restored from the file of N records. Restoring 1,000,000 records
+ *     under callgrind takes minutes, so one broker runs all four
+ *     workloads, and callgrind_control (the root's, on 2.1) zeroes its
+ *     counts once it runs and dumps them after each workload: each dump
+ *     holds that workload alone, and neither the restore nor the shutdown
+ *     save (which the broker is killed before) is counted. Workloads:
+ *     tracked messages (per message), then the NACK storm of the other
+ *     suites (every delivery NACKed until dead-lettered: per NACK, 3 per
+ *     message, each NACK looking its record up among the N kept). The 2,200
+ *     tracked messages before the storm add to N, which matters at N = 0
+ *     only. plugin_opt_state_save_interval 1d, so no interval save falls in
+ *     a run; no $SYS publishing.
  *   - Latency: on a native plugin broker with no state file, 1,000 NACK
  *     round trips (--quick 200) one at a time, from the NACK's publish to
  *     its retry copy's arrival (growth_latency.c); then 10,000 tracked
@@ -48,65 +49,27 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "callgrind.h"
 #include "growth.h"
 #include "suite.h"
 
-#define GROWTH_MAX_SIZES 4
-#define GROWTH_TIMING_RUNS 3
 #define GROWTH_NACK_WINDOW "1h"
 #define GROWTH_MAX_PENDING "2GiB"
-#define GROWTH_SAVE_INTERVAL "state_save_interval 1d"
 #define FILL_WINDOW 100
 #define FILL_TIMEOUT_MS 1200000
 #define NATIVE_READY_MS 120000
-#define CG_WINDOW 50
-#define CG_LOAD_TIMEOUT_MS 600000
-/* Restoring 1,000,000 records under callgrind, and saving them again
- * before the broker is ready, at some 50 times the native time. */
-#define CG_GROWTH_READY_MS 1800000
-#define CG_DUMP_TIMEOUT_MS 300000
 #define LAT_DELAYED 10000
 #define LAT_DELAYED_QUICK 1000
 #define LAT_NACKS 1000
 #define LAT_NACKS_QUICK 200
 
-enum gload { G_TRACKED, G_STORM, NGLOAD };
-
-struct gsize {
-	uint64_t n;
-	bool filled;
-	char state[256];             /* the file of n records */
-	long long state_bytes;
-	double fill_save_ms;         /* the filling broker's SIGTERM to exit */
-	bool rss_ok;
-	double plugin_kib, bare_kib; /* RSS growth over the n messages */
-	long restored_kib;           /* RSS of a broker started from the file */
-	int timed;
-	double start_ms[GROWTH_TIMING_RUNS], save_ms[GROWTH_TIMING_RUNS];
-	bool cg_ok[NGLOAD];
-	double per[NGLOAD][NFN];     /* Ir per message (tracked) or per NACK (storm) */
-};
-
-/* A plugin broker's options here, and the buffers they point into. */
-struct gbroker {
-	struct broker_opts bo;
-	char state_opt[320];
-	const char *suite[3];
-};
-
-/* The options of every plugin broker here: the state file, if not NULL,
- * and an interval save too long to happen. */
-static void plugin_broker(const struct bench_config *cfg, const char *state_file, struct gbroker *g)
+void growth__plugin_broker(const struct bench_config *cfg, const char *state_file, struct gbroker *g)
 {
 	memset(g, 0, sizeof(*g));
 	int n = 0;
@@ -145,9 +108,7 @@ static int copy_file(const char *from, const char *to)
 	return rc;
 }
 
-/* A fresh copy of gs's file as run (and no journal beside it), for a
- * broker to restore. */
-static int fresh_state(const struct gsize *gs, const char *run)
+int growth__fresh_state(const struct gsize *gs, const char *run)
 {
 	char journal[300];
 	snprintf(journal, sizeof(journal), "%s.journal", run);
@@ -171,7 +132,7 @@ static long long restored_count(const struct broker *b)
 	return n;
 }
 
-static int restored_check(const struct broker *b, uint64_t n)
+int growth__restored_check(const struct broker *b, uint64_t n)
 {
 	long long got = restored_count(b);
 	if(got == (long long)n) return 0;
@@ -211,7 +172,7 @@ static int fill(const struct bench_config *cfg, const char *dir, struct gsize *g
 	struct stat st;
 
 	snprintf(gs->state, sizeof(gs->state), "%s/fill-%llu.state", dir, (unsigned long long)gs->n);
-	plugin_broker(cfg, gs->state, &g);
+	growth__plugin_broker(cfg, gs->state, &g);
 	fprintf(stderr, "growth: filling a broker with %llu tracked messages\n", (unsigned long long)gs->n);
 	if(broker__start(&b, &g.bo)) return -1;
 	if(pass_messages(cfg, &b, LOAD_TRACKED, gs->n, &gs->plugin_kib)){
@@ -244,13 +205,13 @@ static int time_restore(const struct bench_config *cfg, const char *run, struct 
 	struct gbroker g;
 	struct broker b;
 
-	plugin_broker(cfg, run, &g);
-	if(fresh_state(gs, run)) return -1;
+	growth__plugin_broker(cfg, run, &g);
+	if(growth__fresh_state(gs, run)) return -1;
 	uint64_t t0 = bench__now_ns();
 	if(broker__start(&b, &g.bo)) return -1;
 	double start_ms = (double)(bench__now_ns() - t0) / 1e6;
 	long rss = broker__rss_kib(&b);
-	int rc = restored_check(&b, gs->n);
+	int rc = growth__restored_check(&b, gs->n);
 	broker__halt(&b, SIGTERM);
 	broker__remove_dir(&b);
 	if(rc) return -1;
@@ -259,145 +220,6 @@ static int time_restore(const struct bench_config *cfg, const char *run, struct 
 	gs->timed++;
 	gs->restored_kib = rss;
 	return 0;
-}
-
-/* Whether a callgrind profile is complete: its last line is "totals: N". */
-static bool profile_written(const char *path)
-{
-	char tail[256];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if(fd < 0) return false;
-	off_t end = lseek(fd, 0, SEEK_END);
-	off_t from = end > (off_t)sizeof(tail) - 1 ? end - (off_t)sizeof(tail) + 1 : 0;
-	ssize_t r = pread(fd, tail, sizeof(tail) - 1, from);
-	close(fd);
-	if(r <= 0) return false;
-	tail[r] = '\0';
-	char *last = tail[r - 1] == '\n' ? tail + r - 1 : NULL;
-	if(last == NULL) return false;
-	*last = '\0';
-	char *start = strrchr(tail, '\n');
-	return !strncmp(start ? start + 1 : tail, "totals:", 7);
-}
-
-/* Removes /tmp/vgdb-pipe-*-PID-by-*, the FIFOs and shared memory of
- * valgrind's gdb server for the process pid. */
-static void remove_vgdb_files(pid_t pid)
-{
-	char pattern[64];
-	glob_t g;
-	snprintf(pattern, sizeof(pattern), "/tmp/vgdb-pipe-*-%d-by-*", (int)pid);
-	if(glob(pattern, 0, NULL, &g) == 0){
-		for(size_t i = 0; i < g.gl_pathc; i++) unlink(g.gl_pathv[i]);
-	}
-	globfree(&g);
-}
-
-/* Runs callgrind_control (the root's, for 2.1) with arg on the broker:
- * -z zeroes its counts, -d dumps them to a new part of its profile.
- * Returns 0, or -1 if it failed. */
-static int cg_control(const struct bench_config *cfg, pid_t pid, const char *arg)
-{
-	char pidbuf[16];
-	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
-	pid_t child = fork();
-	if(child < 0) return -1;
-	if(child == 0){
-		int fd = open("/dev/null", O_WRONLY);
-		if(fd >= 0){
-			dup2(fd, STDOUT_FILENO);
-			dup2(fd, STDERR_FILENO);
-			close(fd);
-		}
-		if(cfg->valgrind_root){
-			execlp("chroot", "chroot", cfg->valgrind_root, "callgrind_control", arg, pidbuf, (char *)NULL);
-		}else{
-			execlp("callgrind_control", "callgrind_control", arg, pidbuf, (char *)NULL);
-		}
-		_exit(127);
-	}
-	int status;
-	if(waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status)){
-		fprintf(stderr, "dlq_bench: growth: callgrind_control %s %s failed\n", arg, pidbuf);
-		return -1;
-	}
-	return 0;
-}
-
-/* Dumps the broker's counts since the last dump (or zeroing) as part
- * `part` of out, waits until it is written, and reads it. */
-static int cg_dump(const struct bench_config *cfg, const struct broker *b, const char *out, int part, double ir[NFN])
-{
-	char path[340];
-	snprintf(path, sizeof(path), "%s.%d", out, part);
-	if(cg_control(cfg, b->pid, "-d")) return -1;
-	uint64_t deadline = bench__now_ns() + CG_DUMP_TIMEOUT_MS * 1000000ull;
-	while(!profile_written(path) && bench__now_ns() < deadline && !bench__interrupted()){
-		bench__sleep_ms(20);
-	}
-	if(!profile_written(path)){
-		fprintf(stderr, "dlq_bench: growth: no profile %s after callgrind_control -d\n", path);
-		return -1;
-	}
-	cg__parse(path, ir);
-	return ir[FN_TOTAL] > 0 ? 0 : -1;
-}
-
-/* One broker under callgrind, restored from the file of gs->n records:
- * its counts are zeroed once it runs, then each load runs with the small
- * and the large count, its counts dumped after each. */
-static int cg_size(const struct bench_config *cfg, const char *dir, const char *run, struct gsize *gs)
-{
-	static const char *const names[NGLOAD] = { "tracked", "storm" };
-	uint64_t n1 = cfg->callgrind_count, n0 = n1 / 10;
-	char out[320];
-	struct gbroker g;
-	struct broker b;
-	int part = 0;
-
-	snprintf(out, sizeof(out), "%s/callgrind.growth.%llu", dir, (unsigned long long)gs->n);
-	plugin_broker(cfg, run, &g);
-	g.bo.no_sys_topics = true;
-	g.bo.valgrind_out = out;
-	g.bo.valgrind_root = cfg->valgrind_root;
-	g.bo.ready_timeout_ms = CG_GROWTH_READY_MS;
-	fprintf(stderr, "growth: callgrind, a broker restoring %llu records\n", (unsigned long long)gs->n);
-	if(fresh_state(gs, run) || broker__start(&b, &g.bo)) return -1;
-	int rc = restored_check(&b, gs->n);
-	if(rc == 0) rc = cg_control(cfg, b.pid, "-z");
-	for(int l = 0; l < NGLOAD && rc == 0 && !bench__interrupted(); l++){
-		double ir[2][NFN];
-		for(int k = 0; k < 2 && rc == 0; k++){
-			struct load_opts o = {
-				.target = { { .broker = &b, .kind = l == G_STORM ? LOAD_STORM : LOAD_TRACKED } }, .targets = 1,
-				.qos = 1, .pairs = 1, .payload_len = BENCH_PAYLOAD, .window = CG_WINDOW, .count = k ? n1 : n0,
-				.timeout_ms = CG_LOAD_TIMEOUT_MS, .label = "growth-cg",
-			};
-			struct load_result res;
-			fprintf(stderr, "growth: callgrind, %llu kept, %s, %llu messages\n", (unsigned long long)gs->n,
-					names[l], (unsigned long long)o.count);
-			rc = load__run(&o, &res);
-			if(rc == 0 && (res.untagged || res.unfinished)){
-				fprintf(stderr, "dlq_bench: growth: under callgrind: %llu untagged, %llu unfinished\n",
-						(unsigned long long)res.untagged, (unsigned long long)res.unfinished);
-				rc = -1;
-			}
-			if(rc == 0) rc = cg_dump(cfg, &b, out, ++part, ir[k]);
-		}
-		if(rc) break;
-		/* A storm message is NACKed BENCH_MAX_ATTEMPTS times. */
-		double units = (double)(n1 - n0) * (l == G_STORM ? BENCH_MAX_ATTEMPTS : 1);
-		for(int f = 0; f < NFN; f++) gs->per[l][f] = (ir[1][f] - ir[0][f]) / units;
-		gs->cg_ok[l] = true;
-	}
-	if(rc && !bench__interrupted()) broker__print_log(&b);
-	/* The plugin's shutdown save is not waited for; valgrind, killed,
-	 * leaves the FIFOs of its gdb server behind. */
-	pid_t pid = b.pid;
-	broker__halt(&b, SIGKILL);
-	broker__remove_dir(&b);
-	remove_vgdb_files(pid);
-	return rc;
 }
 
 static double median_of(const double *v, int n)
@@ -474,7 +296,7 @@ static int latency(const struct bench_config *cfg, struct growth_latency lat[2])
 {
 	struct gbroker g;
 	struct broker b;
-	plugin_broker(cfg, NULL, &g);
+	growth__plugin_broker(cfg, NULL, &g);
 	fprintf(stderr, "growth: NACK latency\n");
 	if(broker__start(&b, &g.bo)) return -1;
 	int rc = growth__nack_latency(&b, cfg->quick ? LAT_DELAYED_QUICK : LAT_DELAYED, cfg->quick ? LAT_NACKS_QUICK
@@ -520,7 +342,7 @@ int suite__growth(const struct bench_config *cfg)
 	bool lat_ok = !bench__interrupted() && latency(cfg, lat) == 0;
 	if(!lat_ok) rc = -1;
 	for(int i = 0; i < nsizes && !bench__interrupted(); i++){
-		if(gs[i].filled && cg_size(cfg, dir, run, &gs[i])) rc = -1;
+		if(gs[i].filled && growth__callgrind(cfg, dir, run, &gs[i])) rc = -1;
 	}
 	print_tables(cfg, gs, nsizes);
 	print_latency(lat, lat_ok);
