@@ -243,6 +243,7 @@ struct bench_config {
 	bool run_callgrind;
 	bool run_durability;
 	bool run_growth;              /* opt-in: not part of the default run */
+	bool no_valgrind;             /* --no-callgrind: the growth suite skips its callgrind runs too */
 };
 
 /* Each prints its tables to stdout (Markdown) and progress to stderr, and
