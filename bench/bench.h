@@ -3,8 +3,8 @@
  * The benchmark's shared declarations: the brokers it starts and stops
  * itself (broker.c), the load driver that runs every client of a phase in
  * one thread (load.c, client.c), the suites (suite.c with its tables in
- * report.c, durability.c, memory.c, callgrind.c), clocks and statistics
- * (stats.c).
+ * report.c, durability.c, memory.c, callgrind.c, growth.c), clocks and
+ * statistics (stats.c).
  * Nothing here is a test: figures are printed, never asserted.
  */
 #ifndef DLQ_BENCH_H
@@ -242,6 +242,8 @@ struct bench_config {
 	bool run_memory;
 	bool run_callgrind;
 	bool run_durability;
+	bool run_growth;              /* opt-in: not part of the default run */
+	bool no_valgrind;             /* --no-callgrind: the growth suite skips its callgrind runs too */
 };
 
 /* Each prints its tables to stdout (Markdown) and progress to stderr, and

@@ -3,7 +3,8 @@
  * The callgrind suite's own declarations, shared by its three files:
  * callgrind.c (the cases and the broker runs), cg_annotate.c (reading
  * callgrind_annotate's output) and cg_report.c (the tables: per case, and
- * against the budgets of issue 14). Not used outside the suite.
+ * against the budgets of issue 14). Outside the suite, the growth suite
+ * (growth.c) reads its profiles with cg__parse.
  */
 #ifndef DLQ_BENCH_CALLGRIND_H
 #define DLQ_BENCH_CALLGRIND_H

@@ -63,8 +63,7 @@ static void on_disconnect(struct mosquitto *m, void *ud, int rc, const mosquitto
 	c->connected = false;
 }
 
-/* Reads the dlq-id (copied into id) and whether retry-count is present. */
-static bool read_stamp(const mosquitto_property *props, char id[DLQ_ID_LEN + 1], bool *is_copy)
+bool client__read_stamp(const mosquitto_property *props, char id[DLQ_ID_LEN + 1], bool *is_copy)
 {
 	bool found = false;
 	*is_copy = false;
@@ -123,7 +122,7 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
 	if(L->measuring) L->target_delivered[p->target]++;
 	if(p->t->kind == LOAD_STORM){
 		char id[DLQ_ID_LEN + 1];
-		if(read_stamp(props, id, &is_copy)){
+		if(client__read_stamp(props, id, &is_copy)){
 			/* The NACK goes out on the subscriber's own connection. */
 			if(mosquitto_publish_v5(m, NULL, DLQ_NACK_TOPIC, DLQ_ID_LEN, id, L->o->qos, false, NULL)){
 				L->errors++;

@@ -2,7 +2,8 @@
 /*
  * The load driver's own state, shared by its two files: load.c (pairs,
  * pacing, the poll loop, results) and client.c (the libmosquitto clients
- * and what they do with each message). Not used outside the driver.
+ * and what they do with each message). Not used outside the driver, but
+ * for client__read_stamp, which growth_latency.c reads deliveries with.
  */
 #ifndef DLQ_BENCH_LOAD_H
 #define DLQ_BENCH_LOAD_H
@@ -10,6 +11,7 @@
 #include <mosquitto.h>
 
 #include "bench.h"
+#include "mosquitto_dlq.h"
 
 #define MAX_PAIRS (BENCH_MAX_PAIRS * BENCH_MAX_TARGETS)
 /* A publisher and its subscribers per pair, and the dead-letter consumer. */
@@ -66,6 +68,9 @@ struct load {
 /* Creates and connects the client for pair index (index 0 for the
  * dead-letter consumer) and appends it to L->clients. Returns 0 or -1. */
 int client__open(struct load *L, enum role role, int index);
+/* Reads a delivery's dlq-id (copied into id) and whether it is a retry
+ * copy (it carries retry-count). Returns whether it has a dlq-id. */
+bool client__read_stamp(const mosquitto_property *props, char id[DLQ_ID_LEN + 1], bool *is_copy);
 /* Disconnects and frees every client of L. */
 void client__close_all(struct load *L);
 

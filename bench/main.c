@@ -20,6 +20,7 @@
 #include <mosquitto.h>
 
 #include "bench.h"
+#include "suite.h"
 
 static void usage(FILE *f, const char *prog)
 {
@@ -31,8 +32,10 @@ static void usage(FILE *f, const char *prog)
 		"  --rounds N         A/B rounds per cell (default 6, quick 3; durability suite 4, quick 2)\n"
 		"  --seconds S        measured seconds per phase (default 1, quick 0.2)\n"
 		"  --tcp              a free loopback TCP port instead of a unix socket\n"
-		"  --only LIST        comma-separated: throughput,durability,memory,callgrind (default all)\n"
-		"  --no-callgrind     skip the callgrind suite\n"
+		"  --only LIST        comma-separated: throughput,durability,memory,callgrind (default all),\n"
+		"                     growth (not in the default: 5 to 8 minutes, up to 1,000,000 kept records,\n"
+		"                     restored natively and under callgrind; --quick: 10,000 at most)\n"
+		"  --no-callgrind     skip the callgrind suite, and the growth suite's callgrind runs\n"
 		"  --plugin-opt 'KEY VALUE'\n"
 		"                     one more plugin option for every plugin broker (repeatable, at most %d):\n"
 		"                     plugin_opt_KEY VALUE after the policies; {dir} in VALUE is the broker's\n"
@@ -148,7 +151,7 @@ static int parse_int(const char *s)
 
 static int parse_only(const char *list, struct bench_config *cfg)
 {
-	cfg->run_throughput = cfg->run_memory = cfg->run_callgrind = cfg->run_durability = false;
+	cfg->run_throughput = cfg->run_memory = cfg->run_callgrind = cfg->run_durability = cfg->run_growth = false;
 	char buf[128];
 	snprintf(buf, sizeof(buf), "%s", list);
 	for(char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)){
@@ -156,6 +159,7 @@ static int parse_only(const char *list, struct bench_config *cfg)
 		else if(!strcmp(t, "memory")) cfg->run_memory = true;
 		else if(!strcmp(t, "callgrind")) cfg->run_callgrind = true;
 		else if(!strcmp(t, "durability")) cfg->run_durability = true;
+		else if(!strcmp(t, "growth")) cfg->run_growth = true;
 		else return -1;
 	}
 	return 0;
@@ -207,7 +211,7 @@ int main(int argc, char **argv)
 			case 'm': cfg.mosquitto_bin = optarg; break;
 			case 'q': cfg.quick = true; break;
 			case 't': cfg.tcp = true; break;
-			case 'n': cfg.run_callgrind = false; break;
+			case 'n': cfg.run_callgrind = false; cfg.no_valgrind = true; break;
 			case 'v': revision = optarg; break;
 			case 'c': cfg.callgrind_dir = optarg; break;
 			case 'K': cfg.callgrind_cases = optarg; break;
@@ -251,7 +255,7 @@ int main(int argc, char **argv)
 				break;
 			case 'o':
 				if(parse_only(optarg, &cfg)){
-					fprintf(stderr, "%s: --only takes throughput, durability, memory, callgrind\n", argv[0]);
+					fprintf(stderr, "%s: --only takes throughput, durability, memory, callgrind, growth\n", argv[0]);
 					return 2;
 				}
 				break;
@@ -315,6 +319,7 @@ int main(int argc, char **argv)
 	if(cfg.run_durability && !bench__interrupted() && suite__durability(&cfg)) rc = 1;
 	if(cfg.run_memory && !bench__interrupted() && suite__memory(&cfg)) rc = 1;
 	if(cfg.run_callgrind && !bench__interrupted() && suite__callgrind(&cfg)) rc = 1;
+	if(cfg.run_growth && !bench__interrupted() && suite__growth(&cfg)) rc = 1;
 	mosquitto_lib_cleanup();
 	if(bench__interrupted()){
 		fprintf(stderr, "%s: interrupted\n", argv[0]);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * What the throughput suite (suite.c) measures per cell and round, and the
- * tables made of it (report.c).
+ * tables made of it (report.c); and the growth suite (growth.c).
  */
 #ifndef DLQ_BENCH_SUITE_H
 #define DLQ_BENCH_SUITE_H
@@ -40,5 +40,12 @@ struct cell {
 
 /* Prints the throughput, latency and NACK-storm tables (Markdown). */
 void report__throughput(const struct cell *cells, int ncells);
+
+/* The growth suite (growth.c, issue 23): instructions per tracked message
+ * and per NACK, memory, start and save times with 0 to 1,000,000 messages
+ * kept NACKable, and one NACK's latency while 10,000 delayed retry copies
+ * are pending. Prints its tables to stdout (Markdown), progress to stderr;
+ * returns 0, or -1 if a broker or a phase failed. */
+int suite__growth(const struct bench_config *cfg);
 
 #endif
