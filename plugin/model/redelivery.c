@@ -265,11 +265,6 @@ struct dlq_record *redelivery__record_by_id(const struct dlq_ledger *l, const ch
 	return r && same_message(r, topic, payload, payload_len) ? r : NULL;
 }
 
-bool redelivery__is_message(const struct dlq_record *r, const char *topic, const void *payload, uint32_t payload_len)
-{
-	return same_message(r, topic, payload, payload_len);
-}
-
 static struct dlq_record *find_by_id(const struct dlq_ledger *l, const struct dlq_read_check *c)
 {
 	return redelivery__record_by_id(l, c->id, strlen(c->id), c->topic, c->payload, c->payload_len);

@@ -99,10 +99,6 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 /* 2.1: the record whose dlq-id (id_len bytes) a stored message carries,
  * or NULL. The topic and payload must match too: a publisher may put any
  * dlq-id on an untracked message. */
-/* Whether r is the message with this topic and payload (what
- * redelivery__record_by_id checks of the record an id names). */
-bool redelivery__is_message(const struct dlq_record *r, const char *topic, const void *payload, uint32_t payload_len);
-
 struct dlq_record *redelivery__record_by_id(const struct dlq_ledger *l, const char *id, size_t id_len,
 		const char *topic, const void *payload, uint32_t payload_len);
 
