@@ -36,7 +36,7 @@ if [ -z "$cc" ]; then
 fi
 
 if [ ! -f "$build/meson-private/coredata.dat" ]; then
-	CC=$cc meson setup "$build" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+	CC=$cc meson setup "$build" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false -Db_lto=false >/dev/null
 fi
 # A target added since build-fuzz/ was configured is unknown to `meson
 # compile` until the build files are regenerated.

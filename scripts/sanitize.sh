@@ -61,7 +61,7 @@ export DLQ_TEST_SLOWDOWN=${DLQ_TEST_SLOWDOWN:-3}
 export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-3}
 
 if [ ! -f "$build/meson-private/coredata.dat" ]; then
-	meson setup "$build" -Dtests=true -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+	meson setup "$build" -Dtests=true -Db_sanitize=address,undefined -Db_lundef=false -Db_lto=false >/dev/null
 fi
 meson compile -C "$build" >/dev/null
 

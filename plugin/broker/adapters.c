@@ -115,8 +115,11 @@ int adapter__message(int event, void *event_data, void *userdata)
 	 * as few instructions as it takes: no call but strlen. */
 	const struct dlq_policy *policy;
 	bool hit = dlq__policy_cached(&pl->engine, ed->topic, &policy);
-	if(hit && policy == NULL) return MOSQ_ERR_SUCCESS;
-	return message_not_plain(pl, ed, hit ? policy : NULL);
+	if(hit){
+		if(policy) track_message(pl, ed, policy);
+		return MOSQ_ERR_SUCCESS;
+	}
+	return message_not_plain(pl, ed, NULL);
 }
 
 /* Sends a reply to the requesting client only, so that one client never sees

@@ -114,12 +114,16 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 	if(client == NULL) return MOSQ_ERR_SUCCESS;
 	struct dlq_send s;
 	dlq__sent(&pl->engine, client, (uintptr_t)ed->client, id, id_len, ed->topic, ed->payload, ed->payloadlen, &s);
-	/* MQTT 3.1 and 3.1.1 receivers get no properties at all. */
-	if(s.attempt == 0 || mosquitto_client_protocol_version(ed->client) != 5) return MOSQ_ERR_SUCCESS;
+	if(s.attempt == 0) return MOSQ_ERR_SUCCESS;
 
 	char count[12];
 	size_t count_len = config__stamps_delivery_count(pl->engine.cfg.delivery_count, s.attempt) ? decimal(s.attempt, count) : 0;
 	uint32_t limit = packet_limits__get(&pl->limits, client);
+	/* Nothing to add and no limit to keep to (a first delivery, nearly
+	 * every send): the send goes as it is, whatever the protocol. */
+	if(count_len == 0 && limit == 0) return MOSQ_ERR_SUCCESS;
+	/* MQTT 3.1 and 3.1.1 receivers get no properties at all. */
+	if(mosquitto_client_protocol_version(ed->client) != 5) return MOSQ_ERR_SUCCESS;
 	if(limit){
 		uint64_t props_len = v->get_length_all(ed->properties);
 		if(count_len) props_len += packet__user_property_len(sizeof(DLQ_PROP_DELIVERY_COUNT) - 1, count_len);

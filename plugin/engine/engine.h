@@ -101,6 +101,13 @@ static inline dlq_record_new_fn *engine__record_new_fn(const struct dlq *d)
 	if(d->broker.exact_counting) return record__new_counting;
 	return d->cfg.redelivery != DLQ_REDELIVERY_OFF ? record__new_more : record__new;
 }
+/* The part an original tracked now gets, the same way
+ * (record__new_original). */
+static inline uint8_t engine__original_part(const struct dlq *d)
+{
+	if(d->broker.exact_counting) return DLQ_RECORD_SENDS;
+	return d->cfg.redelivery != DLQ_REDELIVERY_OFF ? DLQ_RECORD_MORE : 0;
+}
 
 /* The policy for an inbound publish on topic, or NULL: then the message is
  * not tracked and nothing else need be done. Borrowed from the config.

@@ -389,7 +389,9 @@ void deliveries__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, str
 
 void deliveries__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 {
-	for(struct dlq_record *r = l ? l->oldest : NULL; r; r = r->newer){
+	/* No client was ever known: no record was sent to one, and nothing is
+	 * to be undone in them (shutdown with many kept records comes here). */
+	for(struct dlq_record *r = l && t->clients ? l->oldest : NULL; r; r = r->newer){
 		struct dlq_record_sends *sp = record__sends(r);
 		if(sp){
 			/* Before the table goes: its bytes are counted from it. */

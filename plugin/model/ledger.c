@@ -95,6 +95,46 @@ static struct dlq_record *record_alloc(enum record_parts parts, const struct dlq
 	return r;
 }
 
+struct dlq_record *record__new_original(uint8_t part, const struct dlq_id *id, const char *topic,
+		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint8_t qos, uint64_t now_ms, size_t *bytes)
+{
+	size_t topic_len = strlen(topic);
+	if(topic_len > UINT16_MAX || headers_len > UINT32_MAX) return NULL;
+	size_t head = DLQ_RECORD_HEAD(part);
+	size_t size = head + topic_len + 1 + payload_len + headers_len;
+	/* As record__bytes counts it: nothing else is attached yet. */
+	*bytes = size + sizeof(struct dlq_record *);
+	struct dlq_record *r = malloc(size < sizeof(struct dlq_record) ? sizeof(struct dlq_record) : size);
+	if(r == NULL) return NULL;
+
+	r->hnext = NULL;
+	r->newer = NULL;
+	r->nackers = NULL;
+	r->policy = policy;
+	r->created_ms = now_ms;
+	r->id = *id;
+	r->payload_len = payload_len;
+	r->headers_len = (uint32_t)headers_len;
+	r->topic_len = (uint16_t)topic_len;
+	r->qos = qos;
+	r->flags = part;
+	if(part == DLQ_RECORD_MORE){
+		struct dlq_record_more *m = record__more(r);
+		memset(m, 0, sizeof(*m));
+		m->origin_id = *id;
+		m->attempt = 1;
+	}else if(part == DLQ_RECORD_SENDS){
+		memset(record__sends(r), 0, sizeof(struct dlq_record_sends));
+	}
+	char *p = (char *)r + head;
+	memcpy(p, topic, topic_len + 1);
+	p += topic_len + 1;
+	if(payload_len) memcpy(p, payload, payload_len);
+	if(headers_len) memcpy(p + payload_len, headers, headers_len);
+	return r;
+}
+
 struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *origin_id,
 		const char *topic, const char *origin_topic,
 		const void *payload, uint32_t payload_len,

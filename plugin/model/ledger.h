@@ -151,6 +151,13 @@ struct dlq_record *record__new_counting(const struct dlq_id *id, const struct dl
 		const void *payload, uint32_t payload_len,
 		const uint8_t *headers, size_t headers_len,
 		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
+/* An original just tracked (its own id and topic, attempt 1), made in
+ * one pass: part is 0, DLQ_RECORD_MORE or DLQ_RECORD_SENDS, as
+ * record__new, record__new_more or record__new_counting would give it.
+ * *bytes gets what record__bytes would say of it. NULL as record__new. */
+struct dlq_record *record__new_original(uint8_t part, const struct dlq_id *id, const char *topic,
+		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len,
+		const struct dlq_policy *policy, uint8_t qos, uint64_t now_ms, size_t *bytes);
 void record__free(struct dlq_record *r);
 
 static inline struct dlq_record_more *record__more(const struct dlq_record *r)

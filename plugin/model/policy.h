@@ -57,8 +57,11 @@ const struct dlq_policy *policy__match(const struct dlq_policy_table *t, const c
  * update of a tracked message asks. */
 static inline long policy__index_in(const struct dlq_policy_table *t, const struct dlq_policy *p)
 {
-	if(p == NULL || t->items == NULL || p < t->items || p >= t->items + t->count) return -1;
-	return (long)(p - t->items);
+	/* A policy's index is its place in its own table, which stays while
+	 * anything uses it (retired tables, reload.c): p is t's if t holds it
+	 * there. No division, as a pointer difference would take. */
+	if(p == NULL || p->index >= t->count || &t->items[p->index] != p) return -1;
+	return (long)p->index;
 }
 
 /* Frees everything the table owns and zeroes it. */

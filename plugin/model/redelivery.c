@@ -78,7 +78,8 @@ int redelivery__init(struct dlq_redelivery *t)
 void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 {
 	deliveries__cleanup(t, l);
-	for(struct dlq_record *r = l ? l->oldest : NULL; r; r = r->newer){
+	/* Only an index ever made has entries in records to clear. */
+	for(struct dlq_record *r = l && (t->by_payload || t->by_content) ? l->oldest : NULL; r; r = r->newer){
 		if(MORE(r) == NULL) continue;
 		MORE(r)->payload_next = NULL;
 		MORE(r)->content_next = NULL;

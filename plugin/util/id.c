@@ -16,17 +16,11 @@ void idgen__init(struct dlq_idgen *g)
 	g->pos = sizeof(g->pool);
 }
 
-int idgen__next(struct dlq_idgen *g, struct dlq_id *out)
+int idgen__refill(struct dlq_idgen *g)
 {
-	if(g->pos + DLQ_ID_RAW_LEN > sizeof(g->pool)){
-		int rc = port__random(g->pool, sizeof(g->pool));
-		if(rc) return rc;
-		g->pos = 0;
-	}
-	memcpy(out->raw, g->pool + g->pos, DLQ_ID_RAW_LEN);
-	/* Used bytes are wiped so the pool never holds an issued id twice. */
-	memset(g->pool + g->pos, 0, DLQ_ID_RAW_LEN);
-	g->pos += DLQ_ID_RAW_LEN;
+	int rc = port__random(g->pool, sizeof(g->pool));
+	if(rc) return rc;
+	g->pos = 0;
 	return 0;
 }
 
@@ -60,12 +54,31 @@ void id__encode(const struct dlq_id *id, char out[DLQ_ID_LEN + 1])
 	if(!pairs_ready) fill_pairs();
 	/* 12 bytes are exactly 16 base64 characters: no padding. */
 	const uint8_t *r = id->raw;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* The 96 bits as one 64-bit and one 32-bit big-endian word, cut into
+	 * eight 12-bit values, written as two 8-byte words (little-endian: the
+	 * first pair lowest). */
+	uint64_t hi;
+	uint32_t lo;
+	memcpy(&hi, r, 8);
+	memcpy(&lo, r + 8, 4);
+	hi = __builtin_bswap64(hi);
+	lo = __builtin_bswap32(lo);
+	uint64_t a = (uint64_t)pairs[hi >> 52] | (uint64_t)pairs[(hi >> 40) & 4095] << 16
+			| (uint64_t)pairs[(hi >> 28) & 4095] << 32 | (uint64_t)pairs[(hi >> 16) & 4095] << 48;
+	uint64_t b = (uint64_t)pairs[(hi >> 4) & 4095] | (uint64_t)pairs[((hi & 15) << 8) | (lo >> 24)] << 16
+			| (uint64_t)pairs[(lo >> 12) & 4095] << 32 | (uint64_t)pairs[lo & 4095] << 48;
+	memcpy(out, &a, 8);
+	memcpy(out + 8, &b, 8);
+	out += 16;
+#else
 	for(size_t i = 0; i < DLQ_ID_RAW_LEN; i += 3){
 		uint32_t v = ((uint32_t)r[i] << 16) | ((uint32_t)r[i + 1] << 8) | r[i + 2];
 		memcpy(out, &pairs[v >> 12], 2);
 		memcpy(out + 2, &pairs[v & 4095], 2);
 		out += 4;
 	}
+#endif
 	*out = '\0';
 }
 

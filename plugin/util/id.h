@@ -27,9 +27,24 @@ struct dlq_idgen {
 
 void idgen__init(struct dlq_idgen *g);
 
+/* Fills the pool from the random source: 0, or the port's error. */
+int idgen__refill(struct dlq_idgen *g);
+
 /* Draws a fresh id. Returns 0, or the port's error if the random source
- * failed (no id is made from anything but the OS's random bytes). */
-int idgen__next(struct dlq_idgen *g, struct dlq_id *out);
+ * failed (no id is made from anything but the OS's random bytes). Inline:
+ * every tracked message draws one. */
+static inline int idgen__next(struct dlq_idgen *g, struct dlq_id *out)
+{
+	if(g->pos + DLQ_ID_RAW_LEN > sizeof(g->pool)){
+		int rc = idgen__refill(g);
+		if(rc) return rc;
+	}
+	memcpy(out->raw, g->pool + g->pos, DLQ_ID_RAW_LEN);
+	/* Used bytes are wiped so the pool never holds an issued id twice. */
+	memset(g->pool + g->pos, 0, DLQ_ID_RAW_LEN);
+	g->pos += DLQ_ID_RAW_LEN;
+	return 0;
+}
 
 /* A uniform draw from [0, 1) for jitter, from the same random pool.
  * Returns 0 or the port's error. */

@@ -6,6 +6,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,47 @@ START_TEST(a_counting_original_has_the_sends_part)
 	ck_assert_ptr_nonnull(record__more(r));
 	ck_assert_uint_eq(record__attempt(r), 3);
 	record__free(r);
+}
+END_TEST
+
+/* The tracked path's one-pass constructor makes, for each part, the record
+ * the general constructors make, and knows its size as record__bytes does. */
+START_TEST(an_original_made_in_one_pass_is_the_record_the_others_make)
+{
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(headers__add_user(&h, "trace", "t-1"), 0);
+	struct dlq_id id = fresh_id();
+	const char payload[] = {'4', '\0', '2'};
+	const uint8_t parts[] = { 0, DLQ_RECORD_MORE, DLQ_RECORD_SENDS };
+	dlq_record_new_fn *general[] = { record__new, record__new_more, record__new_counting };
+	for(size_t i = 0; i < 3; i++){
+		size_t bytes = 0;
+		struct dlq_record *a = record__new_original(parts[i], &id, "devices/7/telemetry", payload, sizeof(payload),
+				h.data, h.len, &policy, 1, 42, &bytes);
+		struct dlq_record *b = general[i](&id, NULL, "devices/7/telemetry", NULL, payload, sizeof(payload),
+				h.data, h.len, &policy, 1, 1, 42);
+		ck_assert_ptr_nonnull(a);
+		ck_assert_ptr_nonnull(b);
+		ck_assert_uint_eq(a->flags, b->flags);
+		ck_assert_uint_eq(bytes, record__bytes(a));
+		ck_assert_uint_eq(bytes, record__bytes(b));
+		ck_assert_uint_eq(DLQ_RECORD_HEAD(a->flags), DLQ_RECORD_HEAD(b->flags));
+		/* Everything after the pointers the ledger sets: the same bytes. */
+		size_t from = offsetof(struct dlq_record, policy);
+		size_t len = DLQ_RECORD_HEAD(a->flags) + 20 + sizeof(payload) + h.len - from;
+		ck_assert_mem_eq((const char *)a + from, (const char *)b + from, len);
+		ck_assert_uint_eq(record__attempt(a), 1);
+		ck_assert_ptr_null(a->nackers);
+		ck_assert_str_eq(record__origin_topic(a), "devices/7/telemetry");
+		record__free(a);
+		record__free(b);
+	}
+	size_t bytes;
+	char topic[65537];
+	memset(topic, 'a', sizeof(topic) - 1);
+	topic[sizeof(topic) - 1] = '\0';
+	ck_assert_ptr_null(record__new_original(0, &id, topic, "x", 1, NULL, 0, &policy, 1, 1, &bytes));
+	headers__free(&h);
 }
 END_TEST
 
@@ -486,6 +528,7 @@ static Suite *ledger_suite(void)
 	tcase_add_test(tc, a_record_keeps_what_it_was_made_from);
 	tcase_add_test(tc, an_original_is_the_small_record);
 	tcase_add_test(tc, a_counting_original_has_the_sends_part);
+	tcase_add_test(tc, an_original_made_in_one_pass_is_the_record_the_others_make);
 	tcase_add_test(tc, an_origin_topic_equal_to_the_topic_is_the_topic);
 	tcase_add_test(tc, a_topic_over_65535_bytes_makes_no_record);
 	tcase_add_test(tc, inserted_records_are_found_by_id);

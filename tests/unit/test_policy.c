@@ -92,6 +92,29 @@ START_TEST(test_add_sets_index_and_wildcards)
 }
 END_TEST
 
+/* A policy is a table's at its own index only: not another table's at the
+ * same index (a reload's old and new tables), not a copy, not NULL. */
+START_TEST(test_index_in_finds_only_the_tables_own)
+{
+	struct dlq_policy_table t = {0}, u = {0};
+	add(&t, "a/b", "dead/1", NULL);
+	add(&t, "c/#", "dead/2", NULL);
+	add(&u, "a/b", "dead/1", NULL);
+	ck_assert_int_eq(policy__index_in(&t, &t.items[0]), 0);
+	ck_assert_int_eq(policy__index_in(&t, &t.items[1]), 1);
+	ck_assert_int_eq(policy__index_in(&u, &t.items[0]), -1);
+	ck_assert_int_eq(policy__index_in(&u, &t.items[1]), -1);
+	ck_assert_int_eq(policy__index_in(&t, &u.items[0]), -1);
+	struct dlq_policy copy = t.items[1];
+	ck_assert_int_eq(policy__index_in(&t, &copy), -1);
+	ck_assert_int_eq(policy__index_in(&t, NULL), -1);
+	struct dlq_policy_table empty = {0};
+	ck_assert_int_eq(policy__index_in(&empty, &t.items[0]), -1);
+	policy__table_free(&t);
+	policy__table_free(&u);
+}
+END_TEST
+
 START_TEST(test_precedence)
 {
 	struct dlq_policy_table t = {0};
@@ -807,6 +830,7 @@ static Suite *policy_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_add_sets_index_and_wildcards);
+	tcase_add_test(tc, test_index_in_finds_only_the_tables_own);
 	tcase_add_test(tc, test_precedence);
 	tcase_add_test(tc, test_precedence_length_then_order);
 	tcase_add_test(tc, test_dollar_topics);
