@@ -33,6 +33,24 @@ void ledger__cleanup(struct dlq_ledger *l)
 	memset(l, 0, sizeof(*l));
 }
 
+/* The fixed fields of a record just allocated, in no list yet. */
+static inline void fill_head(struct dlq_record *r, uint8_t flags, const struct dlq_id *id,
+		const struct dlq_policy *policy, uint64_t now_ms, size_t topic_len, uint32_t payload_len,
+		size_t headers_len, uint8_t qos)
+{
+	r->hnext = NULL;
+	r->newer = NULL;
+	r->nackers = NULL;
+	r->policy = policy;
+	r->created_ms = now_ms;
+	r->id = *id;
+	r->payload_len = payload_len;
+	r->headers_len = (uint32_t)headers_len;
+	r->topic_len = (uint16_t)topic_len;
+	r->qos = qos;
+	r->flags = flags;
+}
+
 /* What a record is made with: the more part, or the sends part for one
  * that would not get the more part. */
 enum record_parts { PARTS_NEEDED, PARTS_MORE, PARTS_COUNTING };
@@ -61,17 +79,7 @@ static struct dlq_record *record_alloc(enum record_parts parts, const struct dlq
 	struct dlq_record *r = malloc(size);
 	if(r == NULL) return NULL;
 
-	r->hnext = NULL;
-	r->newer = NULL;
-	r->nackers = NULL;
-	r->policy = policy;
-	r->created_ms = now_ms;
-	r->id = *id;
-	r->payload_len = payload_len;
-	r->headers_len = (uint32_t)headers_len;
-	r->topic_len = (uint16_t)topic_len;
-	r->qos = qos;
-	r->flags = flags;
+	fill_head(r, flags, id, policy, now_ms, topic_len, payload_len, headers_len, qos);
 	struct dlq_record_more *m = record__more(r);
 	if(m){
 		memset(m, 0, sizeof(*m));
@@ -108,17 +116,7 @@ struct dlq_record *record__new_original(uint8_t part, const struct dlq_id *id, c
 	struct dlq_record *r = malloc(size < sizeof(struct dlq_record) ? sizeof(struct dlq_record) : size);
 	if(r == NULL) return NULL;
 
-	r->hnext = NULL;
-	r->newer = NULL;
-	r->nackers = NULL;
-	r->policy = policy;
-	r->created_ms = now_ms;
-	r->id = *id;
-	r->payload_len = payload_len;
-	r->headers_len = (uint32_t)headers_len;
-	r->topic_len = (uint16_t)topic_len;
-	r->qos = qos;
-	r->flags = part;
+	fill_head(r, part, id, policy, now_ms, topic_len, payload_len, headers_len, qos);
 	if(part == DLQ_RECORD_MORE){
 		struct dlq_record_more *m = record__more(r);
 		memset(m, 0, sizeof(*m));
