@@ -94,12 +94,10 @@ static __attribute__((noinline)) void track_message(struct dlq_plugin *pl, struc
 	}
 }
 
-/* A message the match cache had no answer for (policy NULL), or a tracked
- * one. */
-static __attribute__((noinline)) int message_not_plain(struct dlq_plugin *pl, struct mosquitto_evt_message *ed,
-		const struct dlq_policy *policy)
+/* A message the match cache had no answer for. */
+static __attribute__((noinline)) int message_not_plain(struct dlq_plugin *pl, struct mosquitto_evt_message *ed)
 {
-	if(policy == NULL) policy = dlq__policy_missed(&pl->engine, ed->topic);
+	const struct dlq_policy *policy = dlq__policy_missed(&pl->engine, ed->topic);
 	if(policy) track_message(pl, ed, policy);
 	return MOSQ_ERR_SUCCESS;
 }
@@ -119,7 +117,7 @@ int adapter__message(int event, void *event_data, void *userdata)
 		if(policy) track_message(pl, ed, policy);
 		return MOSQ_ERR_SUCCESS;
 	}
-	return message_not_plain(pl, ed, NULL);
+	return message_not_plain(pl, ed);
 }
 
 /* Sends a reply to the requesting client only, so that one client never sees

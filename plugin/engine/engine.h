@@ -96,17 +96,20 @@ struct dlq {
  * client's sends, in the record) and retry copies the more part; 2.0's
  * redelivery tracking gives every record the more part; otherwise only
  * retry copies have one. */
-static inline dlq_record_new_fn *engine__record_new_fn(const struct dlq *d)
-{
-	if(d->broker.exact_counting) return record__new_counting;
-	return d->cfg.redelivery != DLQ_REDELIVERY_OFF ? record__new_more : record__new;
-}
-/* The part an original tracked now gets, the same way
- * (record__new_original). */
 static inline uint8_t engine__original_part(const struct dlq *d)
 {
 	if(d->broker.exact_counting) return DLQ_RECORD_SENDS;
 	return d->cfg.redelivery != DLQ_REDELIVERY_OFF ? DLQ_RECORD_MORE : 0;
+}
+/* The same choice for records made from a state file, which may be
+ * retry copies or have a chain behind them (record__new and its kin). */
+static inline dlq_record_new_fn *engine__record_new_fn(const struct dlq *d)
+{
+	switch(engine__original_part(d)){
+	case DLQ_RECORD_SENDS: return record__new_counting;
+	case DLQ_RECORD_MORE: return record__new_more;
+	default: return record__new;
+	}
 }
 
 /* The policy for an inbound publish on topic, or NULL: then the message is

@@ -31,11 +31,10 @@ static const char *kind_text(const struct dlq_envelope *e)
 
 /* Makes room for bytes more in the ledger, oldest records first, without
  * touching what is owed. */
-void engine__make_room(struct dlq *d, size_t bytes)
+void engine__evict_for(struct dlq *d, size_t bytes)
 {
 	uint64_t max = d->cfg.max_pending_bytes;
 	uint64_t owed = dlq__owed_bytes(d);
-	if(d->ledger.bytes + owed + bytes <= max) return;
 
 	uint64_t target = 0;
 	if(max > owed + bytes) target = max - owed - bytes;
@@ -52,14 +51,9 @@ void engine__make_room(struct dlq *d, size_t bytes)
 /* Records a delivery in the ledger if it fits. Takes r either way. */
 int engine__remember(struct dlq *d, struct dlq_record *r)
 {
-	size_t bytes = record__bytes(r);
-	if(dlq__owed_bytes(d) + bytes > d->cfg.max_pending_bytes){
-		record__free(r);
-		return ENOSPC;
-	}
-	engine__make_room(d, bytes);
-	return ledger__insert_sized(&d->ledger, r, bytes);
+	return engine__remember_sized(d, r, record__bytes(r));
 }
+
 
 int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct dlq_sub_match *m)
 {

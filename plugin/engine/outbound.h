@@ -10,19 +10,39 @@
 #define DLQ_OUTBOUND_H
 
 #include <stdbool.h>
+#include <errno.h>
 #include <stddef.h>
 
 #include "engine/engine.h"
 #include "model/envelope.h"
 
+/* Evicts the oldest records until bytes more fit beside what is owed
+ * (engine__make_room, when they do not). */
+void engine__evict_for(struct dlq *d, size_t bytes);
+
 /* Makes room for bytes more in the ledger, oldest records first, without
- * touching what is owed. */
-void engine__make_room(struct dlq *d, size_t bytes);
+ * touching what is owed. Inline: every tracked message asks, and nearly
+ * always there is room. */
+static inline void engine__make_room(struct dlq *d, size_t bytes)
+{
+	if(d->ledger.bytes + dlq__owed_bytes(d) + bytes > d->cfg.max_pending_bytes) engine__evict_for(d, bytes);
+}
 
 /* Records r in the ledger if it fits the memory bound (making room,
  * oldest first). Takes r either way. Returns 0, ENOSPC (it does not fit
  * beside what is owed: freed) or an error of ledger__insert. */
 int engine__remember(struct dlq *d, struct dlq_record *r);
+/* engine__remember for a record whose record__bytes the caller knows
+ * (the tracked path: inline). */
+static inline int engine__remember_sized(struct dlq *d, struct dlq_record *r, size_t bytes)
+{
+	if(dlq__owed_bytes(d) + bytes > d->cfg.max_pending_bytes){
+		record__free(r);
+		return ENOSPC;
+	}
+	engine__make_room(d, bytes);
+	return ledger__insert_sized(&d->ledger, r, bytes);
+}
 
 /* Hands e to the broker. Accepted: e waits in "sent" until the broker has
  * taken it. Refused (or no memory for a copy's record): e waits in "owed".

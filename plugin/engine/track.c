@@ -29,8 +29,7 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 		port__log(DLQ_LOG_ERR, "random source failed (%s): message on " QFMT " not tracked", strerror(rc), Q(topic));
 		return rc;
 	}
-	/* Made, sized and filed in one pass: every tracked message comes
-	 * here (engine__remember does the same for any record). */
+	/* Made and sized in one pass: every tracked message comes here. */
 	size_t bytes;
 	struct dlq_record *r = record__new_original(engine__original_part(d), &id, topic, payload, payload_len,
 			headers, headers_len, policy, qos, port__now_ms(), &bytes);
@@ -38,14 +37,12 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 		port__log(DLQ_LOG_ERR, "out of memory: message on " QFMT " not tracked", Q(topic));
 		return ENOMEM;
 	}
-	uint64_t owed = dlq__owed_bytes(d);
-	if(owed + bytes > d->cfg.max_pending_bytes){
-		record__free(r);
+	rc = engine__remember_sized(d, r, bytes);
+	if(rc == ENOSPC){
 		COUNT(d, policy, untracked_full, 1);
-		return ENOSPC;
+		return rc;
 	}
-	if(d->ledger.bytes + owed + bytes > d->cfg.max_pending_bytes) engine__make_room(d, bytes);
-	ledger__insert_sized(&d->ledger, r, bytes);
+	if(rc) return rc;
 	store_port__record(&d->store, r);
 	/* The payload is the broker's stored message: 2.0's READ checks carry
 	 * it (2.1's carry the dlq-id instead). */
