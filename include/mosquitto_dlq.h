@@ -25,6 +25,9 @@
 #define DLQ_PROP_DEAD_LETTER_CLIENT "dead-letter-client"
 #define DLQ_PROP_DEAD_LETTER_FILTER "dead-letter-filter"
 #define DLQ_PROP_DEAD_LETTER_TIME "dead-letter-time"
+/* The dead letter's id in the plugin's dead-letter store: what
+ * getDeadLetter, redriveDeadLetters and deleteDeadLetters name it by. */
+#define DLQ_PROP_DEAD_LETTER_ID "dead-letter-id"
 /* Carried by a retry copy that was delayed: when its chain was first NACKed
  * (RFC 3339 UTC), so a consumer sees how long the message has been failing. */
 #define DLQ_PROP_FIRST_NACK_TIME "first-nack-time"
@@ -52,6 +55,12 @@
 #define DLQ_COMMAND_LIST_POLICIES "listPolicies"
 #define DLQ_COMMAND_GET_STATUS "getStatus"
 #define DLQ_COMMAND_RESET_COUNTERS "resetCounters"
+/* The dead-letter store's commands. */
+#define DLQ_COMMAND_LIST_DEAD_LETTERS "listDeadLetters"
+#define DLQ_COMMAND_GET_DEAD_LETTER "getDeadLetter"
+#define DLQ_COMMAND_REDRIVE_DEAD_LETTERS "redriveDeadLetters"
+#define DLQ_COMMAND_DELETE_DEAD_LETTERS "deleteDeadLetters"
+#define DLQ_COMMAND_PURGE_DEAD_LETTERS "purgeDeadLetters"
 
 /* A dlq-id is 16 characters of base64url (RFC 4648 section 5, no padding)
  * encoding 96 bits from the operating system's random source. */
@@ -77,6 +86,14 @@
  * per policy plus one; a repeated command beyond that is answered with an
  * error (the first of each always runs). */
 #define DLQ_MAX_STATUS_ENTRIES 100
+/* The dead-letter store's commands: at most this many letters in one
+ * listDeadLetters page and ids in one redrive or delete, and replies cut
+ * near these sizes (a page ends early; a payload is cut). */
+#define DLQ_MAX_LIST_LIMIT 100
+#define DLQ_LIST_DEFAULT_LIMIT 20
+#define DLQ_MAX_LETTER_IDS 100
+#define DLQ_MAX_LIST_REPLY_BYTES (256 * 1024)
+#define DLQ_MAX_LETTER_PAYLOAD_REPLY (256 * 1024)
 
 /* Retry delays. */
 #define DLQ_RETRY_BACKOFF_MAX 100.0
@@ -85,6 +102,7 @@
 /* Defaults of the global options. */
 #define DLQ_DEFAULT_NACK_WINDOW_MS (300 * 1000)
 #define DLQ_DEFAULT_MAX_PENDING_BYTES (64ull * 1024 * 1024)
+#define DLQ_DEFAULT_DEAD_LETTER_KEEP (64ull * 1024 * 1024)
 #define DLQ_DEFAULT_STATE_SAVE_INTERVAL_MS (60 * 1000)
 #define DLQ_DEFAULT_SYS_INTERVAL_MS (10 * 1000)
 

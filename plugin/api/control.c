@@ -14,6 +14,7 @@
 
 #include "api/control.h"
 #include "api/control_input.h"
+#include "api/letter_commands.h"
 #include "api/status.h"
 #include "config/config.h"
 #include "mosquitto_dlq.h"
@@ -278,10 +279,29 @@ static const struct {
 	{ DLQ_COMMAND_RESET_COUNTERS, command_reset_counters, true },
 };
 
+/* At most this many of the dead-letter store's commands in one message:
+ * each may walk every kept letter. */
+#define STORE_COMMANDS_MAX 10
+
+static int command_store(struct dlq *d, const struct dlq_control_request *req, const char *name, const cJSON *cmd,
+		const cJSON *correlation, cJSON *responses, unsigned *errors)
+{
+	char err[512];
+	cJSON *data = NULL;
+	struct letter_asker asker = {
+		.client = req->client, .may_read = req->may_read, .may_write = req->may_write, .ctx = req->may_read_ctx,
+	};
+	int rc = letter_commands__run(d, &asker, name, cmd, &data, err, sizeof(err));
+	if(rc == EINVAL) return command_error(responses, name, correlation, err, errors);
+	if(rc) return rc;
+	return data_response(responses, name, correlation, data);
+}
+
 /* listed: the policy entries this message's status commands returned so
- * far; ran: which commands of the table ran in it, one bit each. */
+ * far; ran: which commands of the table ran in it, one bit each; stored:
+ * the store commands run in it. */
 static int handle_command(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd, cJSON *responses,
-		size_t *listed, unsigned *ran, unsigned *errors)
+		size_t *listed, unsigned *ran, unsigned *stored, unsigned *errors)
 {
 	if(!cJSON_IsObject(cmd)){
 		return command_error(responses, NULL, NULL, "each command must be a JSON object", errors);
@@ -290,6 +310,13 @@ static int handle_command(struct dlq *d, const struct dlq_control_request *req, 
 	const cJSON *correlation = cJSON_GetObjectItemCaseSensitive(cmd, "correlationData");
 	if(!cJSON_IsString(name)){
 		return command_error(responses, NULL, correlation, "missing or non-string \"command\"", errors);
+	}
+	if(letter_commands__is(name->valuestring)){
+		if(++*stored > STORE_COMMANDS_MAX){
+			return command_error(responses, name->valuestring, correlation, "not run: at most " DLQ_STR(STORE_COMMANDS_MAX)
+					" dead-letter store commands in one message; send the rest in another message", errors);
+		}
+		return command_store(d, req, name->valuestring, cmd, correlation, responses, errors);
 	}
 	for(size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++){
 		if(strcmp(name->valuestring, commands[i].name)) continue;
@@ -314,8 +341,9 @@ static int handle_command(struct dlq *d, const struct dlq_control_request *req, 
 	char shown[ECHO_MAX_BYTES + 1];
 	size_t len = strlen(name->valuestring);
 	bool cut = errtext__clean(name->valuestring, len, shown, ECHO_MAX_BYTES) < len;
-	char msg[ECHO_MAX_BYTES + 120];
-	snprintf(msg, sizeof(msg), "unknown command \"%s%s\" (known: nack, listPolicies, getStatus, resetCounters)",
+	char msg[ECHO_MAX_BYTES + 260];
+	snprintf(msg, sizeof(msg), "unknown command \"%s%s\" (known: nack, listPolicies, getStatus, resetCounters, "
+			"listDeadLetters, getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters)",
 			shown, cut ? "..." : "");
 	return command_error(responses, shown, correlation, msg, errors);
 }
@@ -353,9 +381,9 @@ static int handle_json(struct dlq *d, const struct dlq_control_request *req, cJS
 	}else{
 		const cJSON *cmd;
 		size_t listed = 0;
-		unsigned ran = 0;
+		unsigned ran = 0, stored = 0;
 		cJSON_ArrayForEach(cmd, commands){
-			rc = handle_command(d, req, cmd, responses, &listed, &ran, errors);
+			rc = handle_command(d, req, cmd, responses, &listed, &ran, &stored, errors);
 			if(rc) break;
 		}
 	}

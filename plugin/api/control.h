@@ -24,8 +24,9 @@ struct dlq_control_request {
 	bool reply_wanted;       /* a reply goes out whatever happens (the request has a response topic) */
 	const char *response_topic; /* borrowed: the request's v5 response topic as read ("" for an
 	                          * empty one, which 2.1 hands over as NULL), or NULL: none */
-	dlq_may_read_fn may_read;/* the sender's read permission, for NACKs (NULL: not checked) */
-	void *may_read_ctx;
+	dlq_may_read_fn may_read;/* the sender's read permission, for NACKs and kept letters (NULL: not checked) */
+	dlq_may_read_fn may_write; /* the sender's write permission, for redrives (NULL: not checked) */
+	void *may_read_ctx;      /* for both */
 };
 
 struct dlq_control_reply {

@@ -33,7 +33,8 @@ static bool add_policy_fields(cJSON *o, const struct dlq_policy *p)
 			&& add_num(o, "retryBackoff", p->retry_backoff)
 			&& add_num(o, "retryMaxDelayMs", (double)p->retry_max_delay_ms)
 			&& add_num(o, "retryJitter", p->retry_jitter)
-			&& cJSON_AddStringToObject(o, "source", p->source ? p->source : "");
+			&& cJSON_AddStringToObject(o, "source", p->source ? p->source : "")
+			&& (p->dead_letter_keep == DLQ_KEEP_UNSET || add_num(o, "deadLetterKeepBytes", (double)p->dead_letter_keep));
 }
 
 static bool add_counters(cJSON *o, const struct dlq_counters *c)
@@ -51,7 +52,14 @@ static bool add_counters(cJSON *o, const struct dlq_counters *c)
 			&& add_num(o, "redeliveries", (double)c->redeliveries)
 			&& add_num(o, "diverted", (double)c->diverted)
 			&& add_num(o, "subscribersWithoutNack", (double)c->subscribers_without_nack)
+			&& add_num(o, "redriven", (double)c->redriven)
+			&& add_num(o, "deadLettersDropped", (double)c->dead_letters_dropped)
 			&& add_num(o, "sentWithoutStamp", (double)c->sent_without_stamp);
+}
+
+static bool add_kept(cJSON *o, struct dlq_letter_tally t)
+{
+	return add_num(o, "keptDeadLetters", (double)t.count) && add_num(o, "keptDeadLetterBytes", (double)t.bytes);
 }
 
 static bool add_gauges(cJSON *o, const struct dlq_gauges *g)
@@ -91,14 +99,17 @@ cJSON *status__report(const struct dlq *d)
 			&& add_counters(totals, &d->counters) && add_gauges(totals, &total)
 			&& add_num(totals, "unknownIds", (double)d->counters.unknown_ids)
 			&& add_num(totals, "subscribersOfDeadLetters", (double)d->counters.subscribers_of_dead_letters)
+			&& add_kept(totals, (struct dlq_letter_tally){ .count = d->letters.count, .bytes = d->letters.bytes })
 			&& add_num(root, "maxPendingBytes", (double)d->cfg.max_pending_bytes)
+			&& add_num(root, "deadLetterKeepBytes", (double)d->cfg.dead_letter_keep)
 			&& add_num(root, "nackWindowMs", (double)d->cfg.nack_window_ms)
 			&& cJSON_AddBoolToObject(root, "stateFile", d->cfg.state_file != NULL);
 	for(size_t i = 0; ok && i < n; i++){
 		cJSON *o = cJSON_CreateObject();
 		ok = o && cJSON_AddItemToArray(policies, o)
 				&& cJSON_AddStringToObject(o, "filter", d->cfg.policies.items[i].filter)
-				&& add_counters(o, &d->policy_counters[i]) && add_gauges(o, &per[i]);
+				&& add_counters(o, &d->policy_counters[i]) && add_gauges(o, &per[i])
+				&& add_kept(o, letters__tally(&d->letters, i));
 	}
 	free(per);
 	if(!ok){

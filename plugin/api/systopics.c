@@ -25,16 +25,19 @@ static const char *const names[] = {
 	"publish_failures", "expired", "evicted", "untracked_full", "redeliveries", "diverted",
 	"subscribers_without_nack", "subscribers_of_dead_letters", "sent_without_stamp",
 	"records", "ledger_bytes", "pending", "delayed", "owed_bytes",
+	"redriven", "dead_letters_dropped", "kept_dead_letters", "kept_dead_letter_bytes",
 };
 #define NAME_COUNT (sizeof(names) / sizeof(names[0]))
 
-static void values_of(const struct dlq_counters *c, const struct dlq_gauges *g, uint64_t v[NAME_COUNT])
+static void values_of(const struct dlq_counters *c, const struct dlq_gauges *g, struct dlq_letter_tally kept,
+		uint64_t v[NAME_COUNT])
 {
 	uint64_t all[NAME_COUNT] = {
 		c->tracked, c->nacks, c->nacks_refused, c->retry_copies, c->delayed, c->dead_letters,
 		c->publish_failures, c->expired, c->evicted, c->untracked_full, c->redeliveries, c->diverted,
 		c->subscribers_without_nack, c->subscribers_of_dead_letters, c->sent_without_stamp,
 		g->records, g->ledger_bytes, g->pending, g->delayed, g->owed_bytes,
+		c->redriven, c->dead_letters_dropped, kept.count, kept.bytes,
 	};
 	memcpy(v, all, sizeof(all));
 }
@@ -92,7 +95,7 @@ void systopics__tick(struct dlq_sys *s, const struct dlq *d, uint64_t now)
 	status__gauges(d, per, &total);
 
 	uint64_t v[NAME_COUNT];
-	values_of(&d->counters, &total, v);
+	values_of(&d->counters, &total, (struct dlq_letter_tally){ .count = d->letters.count, .bytes = d->letters.bytes }, v);
 	publish_group(s, 0, SYS_PREFIX, v, first);
 	for(size_t i = 0; i < policies; i++){
 		char prefix[96];
@@ -102,7 +105,7 @@ void systopics__tick(struct dlq_sys *s, const struct dlq *d, uint64_t now)
 			snprintf(topic, sizeof(topic), "%sfilter", prefix);
 			publish_value(topic, d->cfg.policies.items[i].filter);
 		}
-		values_of(&d->policy_counters[i], &per[i], v);
+		values_of(&d->policy_counters[i], &per[i], letters__tally(&d->letters, i), v);
 		publish_group(s, 1 + i, prefix, v, first);
 	}
 	free(per);

@@ -144,16 +144,26 @@ struct read_probe {
 	struct mosquitto *client;
 };
 
-/* The broker's own answer to "may this client read that message", as it
- * would give it for a delivery: every ACL source in order, this plugin's
- * callback staying out of it. */
-static int may_read(void *ctx, const char *topic, const void *payload, uint32_t len, uint8_t qos)
+/* The broker's own answer to "may this client read (write) that
+ * message", as it would give it for a delivery (a publish): every ACL
+ * source in order, this plugin's callback staying out of it. */
+static int may(struct read_probe *p, const char *topic, const void *payload, uint32_t len, uint8_t qos, int access)
 {
-	struct read_probe *p = ctx;
 	p->pl->own_check = true;
-	int rc = broker_caps__acl_check(&p->pl->caps, p->client, topic, len, (void *)payload, qos, false, MOSQ_ACL_READ);
+	int rc = broker_caps__acl_check(&p->pl->caps, p->client, topic, len, (void *)payload, qos, false, access);
 	p->pl->own_check = false;
 	return rc == MOSQ_ERR_SUCCESS ? 0 : EACCES;
+}
+
+static int may_read(void *ctx, const char *topic, const void *payload, uint32_t len, uint8_t qos)
+{
+	return may(ctx, topic, payload, len, qos, MOSQ_ACL_READ);
+}
+
+/* A redrive's target. */
+static int may_write(void *ctx, const char *topic, const void *payload, uint32_t len, uint8_t qos)
+{
+	return may(ctx, topic, payload, len, qos, MOSQ_ACL_WRITE);
 }
 
 int adapter__control(int event, void *event_data, void *userdata)
@@ -195,6 +205,7 @@ int adapter__control(int event, void *event_data, void *userdata)
 	struct read_probe probe = { .pl = pl, .client = ed->client };
 	if(pl->caps.acl_check){
 		req.may_read = may_read;
+		req.may_write = may_write;
 		req.may_read_ctx = &probe;
 	}
 

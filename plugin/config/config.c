@@ -144,33 +144,65 @@ static int set_nack_window(struct dlq_config *c, const char *v, char *err, size_
 	return EINVAL;
 }
 
-static int set_max_pending_bytes(struct dlq_config *c, const char *v, char *err, size_t errlen)
+/* A size option (plugin_opt_<name>): at least min bytes, or 0 when
+ * zero_ok. */
+static int parse_size(const char *name, const char *v, uint64_t min, bool zero_ok, uint64_t *out,
+		char *err, size_t errlen)
 {
 	const char *unit;
 	uint64_t bytes = 0;
 
 	switch(units__size(v, &bytes, &unit)){
 		case UNITS_OK:
-			if(bytes >= MAX_PENDING_BYTES_MIN){
-				c->max_pending_bytes = bytes;
+			if(bytes >= min){
+				*out = bytes;
 				return 0;
 			}
 			/* fall through */
 		case UNITS_ZERO:
-			errtext__set(err, errlen, "plugin_opt_max_pending_bytes " QFMT ": must be at least 1KiB (1024 bytes)", Q(v));
+			if(zero_ok && bytes == 0){
+				*out = 0;
+				return 0;
+			}
+			errtext__set(err, errlen, "plugin_opt_%s " QFMT ": must be at least 1KiB (1024 bytes)%s", name, Q(v),
+					zero_ok ? ", or 0" : "");
 			break;
 		case UNITS_BAD_UNIT:
-			errtext__set(err, errlen, "plugin_opt_max_pending_bytes " QFMT ": unknown unit " QFMT " (units: B, KiB, MiB, GiB, kB, MB, GB)",
-					Q(v), Q(unit));
+			errtext__set(err, errlen, "plugin_opt_%s " QFMT ": unknown unit " QFMT " (units: B, KiB, MiB, GiB, kB, MB, GB)",
+					name, Q(v), Q(unit));
 			break;
 		case UNITS_OVERFLOW:
-			errtext__set(err, errlen, "plugin_opt_max_pending_bytes " QFMT ": too large", Q(v));
+			errtext__set(err, errlen, "plugin_opt_%s " QFMT ": too large", name, Q(v));
 			break;
 		default:
-			errtext__set(err, errlen, "plugin_opt_max_pending_bytes " QFMT ": expected a whole number of bytes with an optional unit, e.g. \"64MiB\"", Q(v));
+			errtext__set(err, errlen, "plugin_opt_%s " QFMT ": expected a whole number of bytes with an optional unit, e.g. \"64MiB\"",
+					name, Q(v));
 			break;
 	}
 	return EINVAL;
+}
+
+static int set_max_pending_bytes(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	return parse_size("max_pending_bytes", v, MAX_PENDING_BYTES_MIN, false, &c->max_pending_bytes, err, errlen);
+}
+
+static int set_dead_letter_keep(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	return parse_size("dead_letter_keep", v, MAX_PENDING_BYTES_MIN, true, &c->dead_letter_keep, err, errlen);
+}
+
+static int set_dead_letter_access(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	if(!strcmp(v, "check")){
+		c->dead_letter_access = DLQ_LETTER_ACCESS_CHECK;
+	}else if(!strcmp(v, "control")){
+		c->dead_letter_access = DLQ_LETTER_ACCESS_CONTROL;
+	}else{
+		errtext__set(err, errlen, "plugin_opt_dead_letter_access " QFMT ": expected check or control", Q(v));
+		return EINVAL;
+	}
+	return 0;
 }
 
 static int set_state_file(struct dlq_config *c, const char *v, char *err, size_t errlen)
@@ -314,6 +346,8 @@ static const struct {
 	{"sys_interval", set_sys_interval},
 	{"redelivery_tracking", set_redelivery},
 	{"delivery_count", set_delivery_count},
+	{"dead_letter_keep", set_dead_letter_keep},
+	{"dead_letter_access", set_dead_letter_access},
 };
 #define SINGLE_COUNT (sizeof(single_options) / sizeof(single_options[0]))
 
@@ -328,6 +362,7 @@ int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config
 	memset(&c, 0, sizeof(c));
 	c.nack_window_ms = DLQ_DEFAULT_NACK_WINDOW_MS;
 	c.max_pending_bytes = DLQ_DEFAULT_MAX_PENDING_BYTES;
+	c.dead_letter_keep = DLQ_DEFAULT_DEAD_LETTER_KEEP;
 	c.state_save_interval_ms = DLQ_DEFAULT_STATE_SAVE_INTERVAL_MS;
 	c.sys_interval_ms = DLQ_DEFAULT_SYS_INTERVAL_MS;
 	c.delivery_count = DLQ_DELIVERY_COUNT_ON;

@@ -44,6 +44,13 @@ static inline bool config__stamps_delivery_count(enum dlq_delivery_count m, unsi
 	return m == DLQ_DELIVERY_COUNT_ALWAYS || (m == DLQ_DELIVERY_COUNT_ON && attempt > 1);
 }
 
+/* plugin_opt_dead_letter_access: who may use the dead-letter store's
+ * commands. */
+enum dlq_letter_access {
+	DLQ_LETTER_ACCESS_CHECK,   /* the broker's access control, per letter (default) */
+	DLQ_LETTER_ACCESS_CONTROL, /* whoever may publish to $CONTROL/dlq/v1 */
+};
+
 struct dlq_option {
 	const char *key;   /* without the plugin_opt_ prefix */
 	const char *value;
@@ -62,6 +69,8 @@ struct dlq_config {
 	enum dlq_redelivery_mode redelivery; /* plugin_opt_redelivery_tracking */
 	enum dlq_delivery_count delivery_count; /* plugin_opt_delivery_count (default on): stamp delivery-count (2.1) */
 	bool delivery_count_given;        /* plugin_opt_delivery_count was in the configuration */
+	uint64_t dead_letter_keep;        /* plugin_opt_dead_letter_keep: the dead-letter store's bound; 0: off */
+	enum dlq_letter_access dead_letter_access; /* plugin_opt_dead_letter_access */
 };
 
 /* Parses every option (in order) into *out, reading plugin_opt_policy_file

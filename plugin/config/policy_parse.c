@@ -89,12 +89,14 @@ static int set_max_attempts(struct dlq_policy *p, const char *v, char *err, size
 
 enum policy_key {
 	K_MAX_ATTEMPTS, K_DEAD_LETTER, K_RETRY_TO, K_RETRY_DELAY, K_RETRY_BACKOFF, K_RETRY_MAX_DELAY, K_RETRY_JITTER,
-	K_COUNT
+	K_DEAD_LETTER_KEEP, K_COUNT
 };
 static const char *const policy_keys[K_COUNT] = {
 	"max_attempts", "dead_letter", "retry_to", "retry_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
+	"dead_letter_keep",
 };
-#define KNOWN_KEYS "max_attempts, dead_letter, retry_to, retry_delay, retry_backoff, retry_max_delay, retry_jitter"
+#define KNOWN_KEYS "max_attempts, dead_letter, retry_to, retry_delay, retry_backoff, retry_max_delay, retry_jitter, " \
+	"dead_letter_keep"
 
 static bool all_digits(const char *v)
 {
@@ -143,6 +145,21 @@ static double parse_decimal(const char *v)
 	return d;
 }
 
+/* dead_letter_keep: a size with an optional unit, or 0 (keep none). */
+static int set_keep(uint64_t *dst, const char *key, const char *v, char *err, size_t errlen)
+{
+	const char *unit;
+	uint64_t bytes = 0;
+	enum units_problem rc = units__size(v, &bytes, &unit);
+	if(rc == UNITS_OK || rc == UNITS_ZERO){
+		*dst = rc == UNITS_OK ? bytes : 0;
+		return 0;
+	}
+	errtext__set(err, errlen, "%s must be a size such as \"16MiB\" (units: B, KiB, MiB, GiB, kB, MB, GB) or 0, got " QFMT,
+			key, Q(v));
+	return EINVAL;
+}
+
 /* One key=value of a policy line, or a string value of the JSON file. */
 static int set_key(struct dlq_policy *p, size_t k, const char *v, char *err, size_t errlen)
 {
@@ -161,6 +178,8 @@ static int set_key(struct dlq_policy *p, size_t k, const char *v, char *err, siz
 			return set_decimal(&p->retry_backoff, policy_keys[k], parse_decimal(v), 1.0, DLQ_RETRY_BACKOFF_MAX, v, err, errlen);
 		case K_RETRY_JITTER:
 			return set_decimal(&p->retry_jitter, policy_keys[k], parse_decimal(v), 0.0, 1.0, v, err, errlen);
+		case K_DEAD_LETTER_KEEP:
+			return set_keep(&p->dead_letter_keep, policy_keys[k], v, err, errlen);
 	}
 	return EINVAL;
 }

@@ -172,4 +172,20 @@ void dlq__sent_without_stamp(struct dlq *d, const struct dlq_policy *p);
  * nothing changed. */
 int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char *err, size_t errlen);
 
+/* ---- the dead-letter store (kept.c; access is the caller's to check) ---- */
+struct dlq_redrive_result {
+	bool tracked;                 /* a policy takes the topic: the copy is NACKable */
+	char dlq_id[DLQ_ID_LEN + 1];  /* its dlq-id when tracked, else "" */
+};
+/* Publishes kept letter l again, to topic (NULL: its origin topic), as a
+ * new chain's first delivery (a fresh dlq-id where a policy takes the
+ * topic; origin-topic and origin-id kept), on behalf of client. Only when
+ * the broker accepted it does l leave the store (freed). Returns 0, or
+ * the broker's errno / ENOMEM / EIO (no id from the random source) with l
+ * still kept. */
+int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, const char *client,
+		struct dlq_redrive_result *res);
+/* Removes l from the store and frees it. */
+void dlq__delete_letter(struct dlq *d, struct dlq_letter *l);
+
 #endif

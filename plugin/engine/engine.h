@@ -19,6 +19,7 @@
 #include "model/deadsubs.h"
 #include "model/gauges.h"
 #include "model/holds.h"
+#include "model/letters.h"
 #include "model/ledger.h"
 #include "model/match_cache.h"
 #include "model/nonack.h"
@@ -89,6 +90,10 @@ struct dlq {
 	 * message's addresses (send_cache.h); set up by dlq__init there, empty
 	 * elsewhere. */
 	struct dlq_send_cache sends;
+	/* The dead-letter store (letters.h): every dead letter the broker
+	 * accepted, until an operator takes it (engine/kept.c). */
+	struct dlq_letters letters;
+	uint64_t last_letter_drop_log_ms; /* rate limit of the "store full" warning */
 };
 
 /* How records are made, for how deliveries to clients are followed per
@@ -187,6 +192,16 @@ static inline uint64_t dlq__owed_bytes(const struct dlq *d)
 		(d)->counters.field += (n); \
 		if(pc_) pc_->field += (n); \
 	}while(0)
+
+/* A dead letter just made gets its id in the dead-letter store (its
+ * dead-letter-id), drawn before it is journaled, so that one published
+ * again after a restart is known to the store. With the store off, or
+ * when the random source fails, it has none (the store draws one when it
+ * keeps it). */
+static inline void engine__name_letter(struct dlq *d, struct dlq_envelope *e)
+{
+	if(d->letters.max_bytes && idgen__next(&d->idgen, &e->id)) memset(e->id.raw, 0, sizeof(e->id.raw));
+}
 
 /* Owed envelopes are never evicted, so a new one is taken only while what
  * is owed, with it, stays within the bound. */

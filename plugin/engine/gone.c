@@ -175,6 +175,7 @@ void engine__settle_restored_holds(struct dlq *d)
 							Q(record__topic(r)), Q(client));
 				}else{
 					e->seq = d->next_seq++;
+					engine__name_letter(d, e);
 					e->retry_count = record__attempt(r) > 1 ? (uint16_t)(record__attempt(r) - 1) : 1;
 					store_port__add(&d->store, e, false);
 					outbox__push(&d->outbox, &d->outbox.owed, e);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine/dlq.h"
+#include "engine/outbound.h"
 #include "util/port.h"
 
 static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
@@ -64,7 +65,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 	sessions__init(&d->sessions);
 	d->policy_counters = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*d->policy_counters));
 	if(d->policy_counters == NULL || ledger__init(&d->ledger) || redelivery__init(&d->redelivery)
-			|| holds__init(&d->holds)){
+			|| holds__init(&d->holds) || letters__init(&d->letters, &d->cfg.policies, d->cfg.dead_letter_keep)){
 		snprintf(err, errlen, "out of memory");
 		return ENOMEM;
 	}
@@ -91,6 +92,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 		.policies = &d->cfg.policies,
 		.nack_window_ms = d->cfg.nack_window_ms,
 		.record_new = engine__record_new_fn(d),
+		.letters = d->cfg.dead_letter_keep ? &d->letters : NULL,
 	};
 	struct persist_options po = {
 		.state_file = d->cfg.state_file,
@@ -102,6 +104,9 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 	int rc = persist__restore(&d->persist, &po, &view, err, errlen);
 	if(rc) return rc;
 	if(d->cfg.state_file) engine__settle_restored_copies(d);
+	/* A smaller plugin_opt_dead_letter_keep than the saved letters take:
+	 * the oldest go, counted, before the new snapshot. */
+	if(d->letters.bytes > d->letters.max_bytes) engine__letter_room(d, 0, -1);
 	rc = persist__start(&d->persist, err, errlen);
 	if(rc) return rc;
 	d->store = persist__port(&d->persist);
@@ -128,6 +133,7 @@ void dlq__cleanup(struct dlq *d)
 	redelivery__cleanup(&d->redelivery, &d->ledger);
 	holds__cleanup(&d->holds);
 	ledger__cleanup(&d->ledger);
+	letters__cleanup(&d->letters);
 	gauges__cleanup(&d->gauges);
 	free(d->policy_counters);
 	d->policy_counters = NULL;

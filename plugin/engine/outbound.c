@@ -150,7 +150,124 @@ void engine__note_delivery(struct dlq *d, const struct dlq_record *r, const char
 	}
 }
 
-void engine__send(struct dlq *d, struct dlq_envelope *e)
+/* Counts a kept letter dropped for the store's bound, in the totals and
+ * in the counters of the policy with index i (-1: none). */
+static void count_dropped(struct dlq *d, long i)
+{
+	d->counters.dead_letters_dropped++;
+	if(i >= 0 && (size_t)i < d->cfg.policies.count && d->policy_counters) d->policy_counters[i].dead_letters_dropped++;
+}
+
+void engine__drop_letter(struct dlq *d, struct dlq_letter *l)
+{
+	store_port__letter_gone(&d->store, &l->env->id);
+	letters__remove(&d->letters, l);
+	letters__free(l);
+	d->changes++;
+}
+
+/* The broker accepted dead letter e: the store keeps a copy of it, the
+ * oldest letters dropped first (counted, and logged at most once a
+ * minute) when it would pass the bound. */
+static void keep_letter(struct dlq *d, const struct dlq_envelope *e)
+{
+	struct dlq_letters *s = &d->letters;
+	if(s->max_bytes == 0) return;
+	static const struct dlq_id none;
+	if(!memcmp(e->id.raw, none.raw, DLQ_ID_RAW_LEN)){
+		/* Made before the store named its letters (an older state file),
+		 * or the random source failed then: named now, or not kept. */
+		struct dlq_envelope *named = envelope__copy(e);
+		if(named) named->policy = e->policy; /* for its policy's bound */
+		if(named == NULL || idgen__next(&d->idgen, &named->id)){
+			envelope__free(named);
+			port__log(DLQ_LOG_ERR, "the dead letter on " QFMT " was published but is not kept: %s", Q(e->topic),
+					named ? "the random source failed (no id for it)" : "out of memory");
+			return;
+		}
+		struct dlq_letter *l;
+		if(engine__adopt_letter(d, named, &l) == ENOMEM) port__log(DLQ_LOG_ERR, "out of memory: the dead letter on " QFMT " was published but is not kept", Q(e->topic));
+		return;
+	}
+	struct dlq_letter *l;
+	size_t bytes = letters__bytes_of(e);
+	long policy = policy__index_in(&d->cfg.policies, e->policy);
+	engine__letter_room(d, bytes, policy);
+	if(!engine__letter_fits(d, bytes, policy)) return;
+	int rc = letters__keep(s, e, &d->cfg.policies, &l);
+	if(rc == 0){
+		store_port__letter(&d->store, l);
+		d->changes++;
+	}else if(rc == ENOMEM){
+		port__log(DLQ_LOG_ERR, "out of memory: the dead letter on " QFMT " was published but is not kept", Q(e->topic));
+	}
+}
+
+/* The policy's own bound (dead_letter_keep=), or the store's. */
+static uint64_t policy_keep(const struct dlq *d, long policy)
+{
+	if(policy < 0 || (size_t)policy >= d->cfg.policies.count) return d->letters.max_bytes;
+	uint64_t own = d->cfg.policies.items[policy].dead_letter_keep;
+	return own < d->letters.max_bytes ? own : d->letters.max_bytes;
+}
+
+bool engine__letter_fits(const struct dlq *d, size_t bytes, long policy)
+{
+	return bytes <= policy_keep(d, policy);
+}
+
+unsigned engine__letter_room(struct dlq *d, size_t bytes, long policy)
+{
+	struct dlq_letters *s = &d->letters;
+	unsigned dropped = 0;
+	uint64_t own = policy_keep(d, policy);
+	if(bytes > own){
+		/* Larger than its policy's or the whole store's bound: not
+		 * kept, and counted as dropped. */
+		count_dropped(d, policy);
+		dropped++;
+	}else{
+		/* The policy's own bound first: its own oldest go. */
+		struct dlq_letter *l;
+		while(own < s->max_bytes && letters__tally(s, (size_t)policy).bytes + bytes > own
+				&& (l = letters__oldest_of(s, (size_t)policy)) != NULL){
+			count_dropped(d, policy);
+			engine__drop_letter(d, l);
+			dropped++;
+		}
+		while(letters__over(s, bytes) && s->oldest){
+			count_dropped(d, s->oldest->policy);
+			engine__drop_letter(d, s->oldest);
+			dropped++;
+		}
+	}
+	uint64_t now = port__now_ms();
+	if(dropped && (d->last_letter_drop_log_ms == 0 || now - d->last_letter_drop_log_ms >= EVICT_LOG_INTERVAL_MS)){
+		d->last_letter_drop_log_ms = now;
+		port__log(DLQ_LOG_WARNING, "dead-letter store full (plugin_opt_dead_letter_keep %" PRIu64 "): dropped the oldest "
+				"kept dead letters (%" PRIu64 " so far)", s->max_bytes, d->counters.dead_letters_dropped);
+	}
+	return dropped;
+}
+
+int engine__adopt_letter(struct dlq *d, struct dlq_envelope *e, struct dlq_letter **out)
+{
+	size_t bytes = letters__bytes_of(e);
+	long policy = policy__index_in(&d->cfg.policies, e->policy);
+	engine__letter_room(d, bytes, policy);
+	if(!engine__letter_fits(d, bytes, policy)){
+		envelope__free(e);
+		return ENOSPC;
+	}
+	int rc = letters__adopt(&d->letters, e, &d->cfg.policies, out);
+	if(rc == 0){
+		store_port__letter(&d->store, *out);
+		d->changes++;
+	}
+	return rc;
+}
+
+int engine__publish(struct dlq *d, struct dlq_envelope *e)
 {
 	struct dlq_envelope_props props;
 	struct dlq_headers h = {0};
@@ -160,7 +277,7 @@ void engine__send(struct dlq *d, struct dlq_envelope *e)
 	int qos = engine__copy_qos(d, e, &m);
 	if(qos < 0){
 		engine__copy_unreachable(d, e, qos);
-		return;
+		return -1;
 	}
 	if(e->kind == DLQ_ENV_RETRY_COPY && !e->recorded && e->policy){
 		copy = copy_record_new(e, (uint8_t)qos);
@@ -195,16 +312,24 @@ void engine__send(struct dlq *d, struct dlq_envelope *e)
 		if(e->kind == DLQ_ENV_DEAD_LETTER){
 			COUNT(d, e->policy, dead_letters, 1);
 			port__log_dead_letter(e->origin_topic, props.origin_id, e->topic, (unsigned)e->retry_count, e->reason);
+			keep_letter(d, e);
 		}else{
-			COUNT(d, e->policy, retry_copies, 1);
+			if(e->redriven) COUNT(d, e->policy, redriven, 1);
+			else COUNT(d, e->policy, retry_copies, 1);
 			if(copy) record_copy(d, e, copy);
 			else e->recorded = true;
 		}
 		outbox__push(&d->outbox, &d->outbox.sent, e);
-		return;
+		return 0;
 	}
-
 	record__free(copy);
+	return rc;
+}
+
+void engine__send(struct dlq *d, struct dlq_envelope *e)
+{
+	int rc = engine__publish(d, e);
+	if(rc <= 0) return;
 	COUNT(d, e->policy, publish_failures, 1);
 	if(e->failures++ == 0){
 		port__log(DLQ_LOG_ERR, "failed to publish %s to " QFMT ": %s; kept, retrying every tick",
@@ -223,6 +348,7 @@ int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *clie
 		return rc;
 	}
 	e->seq = d->next_seq++;
+	engine__name_letter(d, e);
 	e->retry_count = (uint16_t)delivered;
 	store_port__add(&d->store, e, false);
 	engine__send(d, e);
@@ -238,6 +364,7 @@ bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, const char
 		return false;
 	}
 	dl->seq = d->next_seq++;
+	engine__name_letter(d, dl);
 	store_port__add(&d->store, dl, true);
 	store_port__remove(&d->store, e->seq);
 	engine__send(d, dl);

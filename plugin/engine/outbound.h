@@ -48,6 +48,30 @@ static inline int engine__remember_sized(struct dlq *d, struct dlq_record *r, si
  * taken it. Refused (or no memory for a copy's record): e waits in "owed".
  * Takes e either way. */
 void engine__send(struct dlq *d, struct dlq_envelope *e);
+/* engine__send without the refusal's handling: returns 0 (accepted, e
+ * waits in "sent"), -1 (a targeted copy that cannot reach its client: e
+ * was made its dead letter, engine__copy_unreachable), or the broker's
+ * errno (nothing published or counted, e still the caller's). */
+int engine__publish(struct dlq *d, struct dlq_envelope *e);
+
+/* ---- the dead-letter store (model/letters.h) ---- */
+/* Makes room for a letter of bytes (letters__bytes_of) of the policy with
+ * index policy (-1: none): that policy's oldest letters dropped while its
+ * own bound (dead_letter_keep=) needs it, then the store's oldest while
+ * plugin_opt_dead_letter_keep does, each counted
+ * in dead_letters_dropped; a letter larger than the whole bound is counted
+ * as dropped itself. Logs at most once a minute. Returns how many were
+ * counted. */
+unsigned engine__letter_room(struct dlq *d, size_t bytes, long policy);
+/* Whether a letter of bytes fits its policy's bound (dead_letter_keep=)
+ * and the store's at all. */
+bool engine__letter_fits(const struct dlq *d, size_t bytes, long policy);
+/* Adds e (taken) to the store as its newest letter, room made first, and
+ * notes it to the store port. Returns 0 (*out borrowed), EEXIST (already
+ * kept), ENOSPC (larger than the bound) or ENOMEM; e is freed on failure. */
+int engine__adopt_letter(struct dlq *d, struct dlq_envelope *e, struct dlq_letter **out);
+/* Removes l from the store and frees it, noted to the store port. */
+void engine__drop_letter(struct dlq *d, struct dlq_letter *l);
 
 /* Makes and sends the dead letter of r for client after `delivered`
  * deliveries: 0, ENOSPC (what is owed would pass max_pending_bytes; only

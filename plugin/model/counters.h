@@ -25,6 +25,8 @@ struct dlq_counters {
 	uint64_t diverted;         /* redelivered messages removed from a session and dead-lettered */
 	uint64_t subscribers_without_nack; /* subscriptions to tracked filters by clients without MQTT 5 */
 	uint64_t subscribers_of_dead_letters; /* subscriptions taking in dead letters and tracked messages (totals only) */
+	uint64_t redriven;         /* kept dead letters republished by redriveDeadLetters */
+	uint64_t dead_letters_dropped; /* kept dead letters dropped for the store's bound */
 	uint64_t sent_without_stamp; /* 2.1: sends stripped of the plugin's properties to fit a Maximum Packet Size */
 };
 

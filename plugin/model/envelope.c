@@ -105,6 +105,24 @@ struct dlq_envelope *envelope__new(enum dlq_envelope_kind kind, const char *targ
 	return envelope_new(kind, &pt);
 }
 
+struct dlq_envelope *envelope__copy(const struct dlq_envelope *e)
+{
+	struct dlq_envelope *c = envelope__new(e->kind, e->target_client, e->topic, e->origin_topic, e->filter,
+			e->dead_letter, e->reason, e->client, e->payload, e->payload_len, e->headers, e->headers_len);
+	if(c == NULL) return NULL;
+	c->id = e->id;
+	c->origin_id = e->origin_id;
+	c->time_ms = e->time_ms;
+	c->retry_count = e->retry_count;
+	c->qos = e->qos;
+	c->seq = e->seq;
+	c->first_nack_ms = e->first_nack_ms;
+	c->delay_ms = e->delay_ms;
+	c->target_persists = e->target_persists;
+	c->recorded = e->recorded;
+	return c;
+}
+
 static void parts_from_record(struct parts *pt, const struct dlq_record *r, const char *nacking_client)
 {
 	memset(pt, 0, sizeof(*pt));
@@ -170,7 +188,10 @@ struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const cha
 		reason = ran_out;
 	}
 	pt.reason = reason;
-	return from_record(DLQ_ENV_DEAD_LETTER, &pt, r, &r->id, now_ms);
+	/* No id yet: a dead letter's is its name in the dead-letter store,
+	 * drawn by the engine (engine__name_letter). */
+	static const struct dlq_id unnamed;
+	return from_record(DLQ_ENV_DEAD_LETTER, &pt, r, &unnamed, now_ms);
 }
 
 struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *c, const char *reason, int64_t now_ms)
@@ -190,7 +211,9 @@ struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *
 	};
 	struct dlq_envelope *e = envelope_new(DLQ_ENV_DEAD_LETTER, &pt);
 	if(e == NULL) return NULL;
-	e->id = c->id;
+	/* Not the copy's dlq-id: a dead letter's id is its name in the
+	 * dead-letter store, drawn by the engine (engine__name_letter). */
+	memset(e->id.raw, 0, sizeof(e->id.raw));
 	e->origin_id = c->origin_id;
 	e->time_ms = now_ms;
 	e->first_nack_ms = c->first_nack_ms;
@@ -297,9 +320,12 @@ void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *ou
 	put_count(out->retry_count, e->retry_count);
 	id__encode(&e->origin_id, out->origin_id);
 
+	static const struct dlq_id none;
 	if(e->kind == DLQ_ENV_RETRY_COPY){
+		/* A copy no policy tracks (a dead letter redriven to a topic no
+		 * policy takes, engine/kept.c) has no id to NACK it by. */
 		id__encode(&e->id, out->id);
-		add_prop(out, DLQ_PROP_ID, out->id);
+		if(memcmp(e->id.raw, none.raw, DLQ_ID_RAW_LEN)) add_prop(out, DLQ_PROP_ID, out->id);
 		add_prop(out, DLQ_PROP_RETRY_COUNT, out->retry_count);
 		add_prop(out, DLQ_PROP_ORIGIN_TOPIC, e->origin_topic);
 		add_prop(out, DLQ_PROP_ORIGIN_ID, out->origin_id);
@@ -318,6 +344,12 @@ void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *ou
 	add_prop(out, DLQ_PROP_DEAD_LETTER_CLIENT, e->client);
 	add_prop(out, DLQ_PROP_DEAD_LETTER_FILTER, e->filter);
 	add_prop(out, DLQ_PROP_DEAD_LETTER_TIME, out->when);
+	/* A dead letter the store keeps is named by its id (letters.h); one
+	 * made before it was named (an older state file) has none. */
+	if(memcmp(e->id.raw, none.raw, DLQ_ID_RAW_LEN)){
+		id__encode(&e->id, out->id);
+		add_prop(out, DLQ_PROP_DEAD_LETTER_ID, out->id);
+	}
 }
 
 int envelope__headers(const struct dlq_envelope *e, struct dlq_headers *h)

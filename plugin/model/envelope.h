@@ -53,6 +53,7 @@ struct dlq_envelope {
 	uint64_t broker_saves;      /* taken by the broker: its database saves seen by then (unsaved.h) */
 	bool target_persists;       /* the target client's session outlives its connection */
 	bool recorded;              /* retry copies: its ledger record was made */
+	bool redriven;              /* a kept dead letter published again (engine/kept.c): counted as such */
 	char data[];
 };
 
@@ -69,6 +70,10 @@ struct dlq_envelope *envelope__new(enum dlq_envelope_kind kind, const char *targ
 		const char *origin_topic, const char *filter, const char *dead_letter, const char *reason,
 		const char *client, const void *payload, uint32_t payload_len, const void *headers, uint32_t headers_len);
 
+/* A copy of e with every field (ids, times, counts), out of any list,
+ * without a policy; NULL when out of memory. */
+struct dlq_envelope *envelope__copy(const struct dlq_envelope *e);
+
 /* The dead letter of r, to its policy's dead-letter topic. reason NULL means
  * attempts ran out. */
 struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const char *nacking_client,
@@ -78,7 +83,7 @@ struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const cha
  * and frees), for the given reason. */
 struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *e, const char *reason, int64_t now_ms);
 
-#define DLQ_ENVELOPE_PROPS_MAX 7
+#define DLQ_ENVELOPE_PROPS_MAX 8
 
 /* The plugin's own user properties of an envelope, in the order they go
  * out, with the texts they need: names are constants, values point into
@@ -96,7 +101,8 @@ struct dlq_envelope_props {
  * dlq-id, retry-count, origin-topic, origin-id, and for a retry copy that
  * was held back also first-nack-time; for a dead letter retry-count,
  * origin-topic, origin-id, dead-letter-reason, dead-letter-client,
- * dead-letter-filter, dead-letter-time. They follow e's original headers.
+ * dead-letter-filter, dead-letter-time and, once named, dead-letter-id
+ * (the letter's id in the dead-letter store). They follow e's original headers.
  * Cannot fail. */
 void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *out);
 

@@ -309,6 +309,7 @@ void policy__set_defaults(struct dlq_policy *p)
 	p->retry_max_delay_ms = DLQ_DEFAULT_RETRY_MAX_DELAY_MS;
 	p->retry_backoff = 1.0;
 	p->retry_jitter = 0.0;
+	p->dead_letter_keep = DLQ_KEEP_UNSET;
 }
 
 uint64_t policy__retry_delay_ms(const struct dlq_policy *p, unsigned attempt, int64_t requested_ms, double random)

@@ -13,6 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* dead_letter_keep not given: only plugin_opt_dead_letter_keep bounds the policy. */
+#define DLQ_KEEP_UNSET UINT64_MAX
+
 struct dlq_policy {
 	char *filter;         /* owned; a valid subscription filter */
 	char *dead_letter;    /* owned; a valid publish topic outside every filter */
@@ -22,6 +25,7 @@ struct dlq_policy {
 	uint64_t retry_max_delay_ms; /* cap of computed and requested delays */
 	double retry_backoff;        /* multiplier per further retry, 1..DLQ_RETRY_BACKOFF_MAX */
 	double retry_jitter;         /* 0..1: a delay d is drawn from [d*(1-jitter), d] */
+	uint64_t dead_letter_keep;   /* its own bound of kept dead letters (bytes); DLQ_KEEP_UNSET: the global one alone */
 	unsigned index;       /* position in declaration order, set by policy__table_add */
 	unsigned wildcards;   /* topic__wildcards(filter), set by policy__table_add */
 	char *source;         /* owned; where it was declared, e.g. "plugin_opt_policy #2" or "policies.json: policies[3]" */

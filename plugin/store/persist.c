@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "model/envelope.h"
+#include "model/letters.h"
 #include "model/outbox.h"
 #include "model/schedule.h"
 #include "store/persist.h"
@@ -35,6 +36,14 @@ static uint64_t marker(const struct dlq_persist *p)
 static size_t owed_count(const struct state_view *v)
 {
 	return v->outbox->owed.count + v->outbox->sent.count + v->outbox->settling.count + v->delayed->count;
+}
+
+/* The end of a log line saying how many dead letters are kept: "" when
+ * the store is off. */
+static void kept_letters(const struct dlq_persist *p, size_t n, char *out, size_t size)
+{
+	out[0] = '\0';
+	if(p->view.letters) snprintf(out, size, ", %zu kept dead letters", n);
 }
 
 static void report_failure(struct dlq_persist *p, const char *what, const char *detail)
@@ -109,8 +118,11 @@ static int restore_file(struct dlq_persist *p, const char *path, bool journal, c
 	if(journal){
 		port__log(DLQ_LOG_NOTICE, "state journal %s: %zu entries applied", path, rep.journal_entries);
 	}else{
+		char kept[64];
+		kept_letters(p, rep.letters, kept, sizeof(kept));
 		port__log(DLQ_LOG_NOTICE, "state file %s: restored %zu NACKable deliveries (%zu expired or without their policy "
-				"skipped) and %zu retry copies or dead letters", path, rep.records, rep.records_skipped, rep.envelopes);
+				"skipped) and %zu retry copies or dead letters%s", path, rep.records, rep.records_skipped,
+				rep.envelopes, kept);
 	}
 	if(rep.damaged){
 		port__log(DLQ_LOG_ERR, "state file problem: %s is damaged (%s): what came before it was restored, the rest is lost",
@@ -221,6 +233,26 @@ static void note_delivery(void *ctx, const struct dlq_record *r, const struct dl
 	headers__free(&h);
 }
 
+static void note_letter(void *ctx, const struct dlq_letter *l)
+{
+	struct dlq_persist *p = ctx;
+	if(p->journal_fd < 0) return;
+	struct dlq_headers h = {0};
+	int rc = state__encode_letter(l, port__now_ms(), port__wall_ms(), &h);
+	journal_write(p, &h, rc, true);
+	headers__free(&h);
+}
+
+static void note_letter_gone(void *ctx, const struct dlq_id *id)
+{
+	struct dlq_persist *p = ctx;
+	if(p->journal_fd < 0) return;
+	struct dlq_headers h = {0};
+	int rc = state__encode_letter_gone(id, &h);
+	journal_write(p, &h, rc, false);
+	headers__free(&h);
+}
+
 static void note_remove(void *ctx, uint64_t seq)
 {
 	struct dlq_persist *p = ctx;
@@ -266,6 +298,8 @@ static const struct dlq_store_ops journal_ops = {
 	.note_hold = note_hold,
 	.note_remove = note_remove,
 	.note_delivery = note_delivery,
+	.note_letter = note_letter,
+	.note_letter_gone = note_letter_gone,
 };
 
 struct dlq_store_port persist__port(struct dlq_persist *p)
@@ -283,8 +317,10 @@ size_t persist__close(struct dlq_persist *p)
 	size_t owed = p->view.outbox ? owed_count(&p->view) : 0;
 	if(enabled(p)){
 		if(save_snapshot(p) == 0){
-			port__log(DLQ_LOG_NOTICE, "state saved to %s: %zu NACKable deliveries, %zu retry copies or dead letters",
-					p->opt.state_file, p->view.ledger->count, owed);
+			char kept[64];
+			kept_letters(p, p->view.letters ? p->view.letters->count : 0, kept, sizeof(kept));
+			port__log(DLQ_LOG_NOTICE, "state saved to %s: %zu NACKable deliveries, %zu retry copies or dead letters%s",
+					p->opt.state_file, p->view.ledger->count, owed, kept);
 			owed = 0;
 		}
 	}

@@ -5,8 +5,10 @@
  * plugin_opt_state_save_on_change, a journal of every change between
  * snapshots: each delivery tracked (synced before the broker acknowledges the
  * publish), each NACK with the envelope it makes (synced before the NACK is
- * acknowledged), and the envelopes the broker has taken (synced once per
- * tick; losing those only republishes, never loses).
+ * acknowledged), each dead letter kept (synced: nothing else holds it), and
+ * the envelopes the broker has taken and the kept letters gone (synced once
+ * per tick, or by the next synced entry; losing those only republishes or
+ * keeps a letter again, never loses).
  */
 #ifndef DLQ_PERSIST_H
 #define DLQ_PERSIST_H

@@ -11,6 +11,7 @@
 #include "model/deliveries.h"
 #include "model/holds.h"
 #include "model/ledger.h"
+#include "model/letters.h"
 #include "model/outbox.h"
 #include "model/schedule.h"
 #include "model/envelope.h"
@@ -113,10 +114,14 @@ int state__encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t 
 	return entry_end(b, at, rc);
 }
 
-int state__encode_add(const struct dlq_envelope *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *b)
+/* An envelope entry of type: an envelope the broker has not taken, or a
+ * kept dead letter; the same body for both, so that one reader checks both
+ * (state_read.c). */
+static int encode_envelope(enum entry_type type, const struct dlq_envelope *e, uint64_t mono_now, int64_t wall_now,
+		struct dlq_headers *b)
 {
 	int rc;
-	size_t at = entry_begin(b, ENTRY_ENVELOPE, &rc);
+	size_t at = entry_begin(b, type, &rc);
 	/* A delayed copy is saved with its due time; anything else is due now. */
 	int64_t due = e->due_ms ? to_wall(e->due_ms, mono_now, wall_now) : 0;
 	uint8_t flags = (uint8_t)((e->target_persists ? 1 : 0) | (e->recorded ? 2 : 0));
@@ -131,6 +136,24 @@ int state__encode_add(const struct dlq_envelope *e, uint64_t mono_now, int64_t w
 				|| put_str(b, e->client)
 				|| put_bytes(b, e->payload, e->payload_len) || put_bytes(b, e->headers, e->headers_len) ? ENOMEM : 0;
 	}
+	return entry_end(b, at, rc);
+}
+
+int state__encode_add(const struct dlq_envelope *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *b)
+{
+	return encode_envelope(ENTRY_ENVELOPE, e, mono_now, wall_now, b);
+}
+
+int state__encode_letter(const struct dlq_letter *l, uint64_t mono_now, int64_t wall_now, struct dlq_headers *b)
+{
+	return encode_envelope(ENTRY_LETTER, l->env, mono_now, wall_now, b);
+}
+
+int state__encode_letter_gone(const struct dlq_id *id, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_LETTER_GONE, &rc);
+	if(rc == 0) rc = put_raw(b, id->raw, DLQ_ID_RAW_LEN);
 	return entry_end(b, at, rc);
 }
 
@@ -214,8 +237,14 @@ int state__encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_
 	for(size_t i = 0; i < v->delayed->count; i++){
 		if(state__encode_add(v->delayed->heap[i], mono_now, wall_now, out)) return ENOMEM;
 	}
+	/* Oldest first: restored in this order, they keep their age order. */
+	uint64_t letters = 0;
+	for(const struct dlq_letter *l = v->letters ? v->letters->oldest : NULL; l; l = l->newer){
+		if(state__encode_letter(l, mono_now, wall_now, out)) return ENOMEM;
+		letters++;
+	}
 	uint64_t owed = v->outbox->owed.count + v->outbox->sent.count + v->outbox->settling.count + v->delayed->count;
-	uint64_t entries = v->ledger->count + v->holds->records + owed + v->unsaved->count + sink.written;
+	uint64_t entries = v->ledger->count + v->holds->records + owed + v->unsaved->count + sink.written + letters;
 	int rc;
 	size_t at = entry_begin(out, ENTRY_END, &rc);
 	if(rc == 0) rc = put_u(out, entries, 8);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * The plugin's durable state: a snapshot file holding the NACK ledger and
+ * The plugin's durable state: a snapshot file holding the NACK ledger,
  * every envelope not yet taken by the broker (owed, delayed, or accepted but
- * not yet taken), and an optional journal of envelope changes written on
+ * not yet taken) and the kept dead letters (model/letters.h), and an
+ * optional journal of their changes written on
  * every change between snapshots. Every entry carries a CRC, so a truncated
  * or damaged file restores what precedes the damage; an entry holding what
  * the plugin never writes (state_check.h) is damage too. Encoding and decoding
@@ -22,6 +23,9 @@ struct dlq_envelope;
 struct dlq_envelope_list;
 struct dlq_holds;
 struct dlq_delivery_saved;
+struct dlq_id;
+struct dlq_letter;
+struct dlq_letters;
 struct dlq_outbox;
 struct dlq_redelivery;
 struct dlq_schedule;
@@ -35,6 +39,7 @@ struct state_view {
 	struct dlq_holds *holds;            /* retry copies held for clients */
 	struct dlq_envelope_list *unsaved;  /* taken by the broker, not yet saved by it */
 	struct dlq_redelivery *redelivery;  /* the deliveries' counts; NULL: none are kept */
+	struct dlq_letters *letters;        /* the kept dead letters; NULL: none are kept (read, checked, dropped) */
 	uint64_t *next_seq;                 /* envelope sequence numbers: restored ones are not reused */
 	const struct dlq_policy_table *policies; /* a restored entry finds its policy here, by filter */
 	uint64_t nack_window_ms;            /* records older than this are not restored */
@@ -46,6 +51,7 @@ struct state_report {
 	size_t records;          /* ledger records restored */
 	size_t records_skipped;  /* their policy is no longer configured, or they expired */
 	size_t envelopes;        /* envelopes restored (after the journal: still live) */
+	size_t letters;          /* kept dead letters restored (as envelopes: a journal's counted as added) */
 	size_t journal_entries;  /* journal entries applied */
 	bool damaged;            /* the data ended in a damaged or truncated entry */
 	size_t damaged_at;       /* its byte offset */
@@ -53,19 +59,22 @@ struct state_report {
 	                            "a NACKable delivery with a content type holding U+0000 at byte N") */
 };
 
-/* Encodes the whole state of v (ledger and every envelope not yet taken)
- * as a snapshot into out (appended). Returns 0 or ENOMEM. */
+/* Encodes the whole state of v (ledger, every envelope not yet taken, then
+ * the kept dead letters, oldest first) as a snapshot into out (appended).
+ * Returns 0 or ENOMEM. */
 int state__encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
 
 /* Restores a snapshot into v, whose parts must be freshly initialised. Envelopes go to the schedule (delay still running) or to
- * "owed" (due, or never taken). Returns 0, or ENOMEM; damage is not an
+ * "owed" (due, or never taken); kept dead letters to v->letters, oldest
+ * first (letters__adopt, which does not make room: the owner trims them to
+ * its bound). Returns 0, or ENOMEM; damage is not an
  * error: it is reported in rep and what came before it is kept. */
 int state__decode_snapshot(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep);
 
 /* Journal entries: an envelope added, the envelope with seq removed, a
  * ledger record added, a client that NACKed a record, or a record held for
- * a client. Appended to out. */
+ * a client. Appended to out. Each returns 0 or ENOMEM. */
 int state__encode_journal_header(struct dlq_headers *out);
 int state__encode_add(const struct dlq_envelope *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
 int state__encode_remove(uint64_t seq, struct dlq_headers *out);
@@ -76,10 +85,15 @@ int state__encode_hold(const struct dlq_record *r, const char *client, struct dl
 /* The counts of the delivery of r to s->client (model/deliveries.h); in a
  * snapshot, after r. */
 int state__encode_delivery(const struct dlq_record *r, const struct dlq_delivery_saved *s, struct dlq_headers *out);
+/* A kept dead letter (model/letters.h): its envelope, written as
+ * state__encode_add writes one; in a snapshot, after the envelopes. */
+int state__encode_letter(const struct dlq_letter *l, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
+/* The kept dead letter with id left the store (journal only). */
+int state__encode_letter_gone(const struct dlq_id *id, struct dlq_headers *out);
 
-/* Applies a journal to v after its snapshot: adds envelopes and records not
- * yet there, removes the envelopes named, adds nackers, sets deliveries'
- * counts. Same damage rules
+/* Applies a journal to v after its snapshot: adds envelopes, records and
+ * kept dead letters not yet there, removes the envelopes and letters named,
+ * adds nackers, sets deliveries' counts. Same damage rules
  * as the snapshot, except that a journal has no end: it is cut anywhere. */
 int state__decode_journal(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep);

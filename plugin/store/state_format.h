@@ -15,8 +15,12 @@
  * model/deliveries.h: a client, 2.0's redeliveries, 2.1's sends, whether
  * it was held while connected or diverted) follow their record in a
  * snapshot and are journaled as they change, a later entry replacing an
- * earlier one. Times are saved as wall-clock milliseconds
- * and turned back into the monotonic clock on restore.
+ * earlier one. A kept dead letter (type 8, model/letters.h: its body
+ * that of an envelope entry, of kind dead letter) follows the envelopes in
+ * a snapshot, oldest first, and is journaled when it is kept; a letter that
+ * left the store (type 9: its 12 raw id bytes) only in the journal. Times
+ * are saved as wall-clock milliseconds and turned back into the monotonic
+ * clock on restore.
  */
 #ifndef DLQ_STATE_FORMAT_H
 #define DLQ_STATE_FORMAT_H
@@ -26,6 +30,6 @@
 #define MAGIC_LEN 8
 
 enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_NACKER = 5, ENTRY_HOLD = 6,
-	ENTRY_DELIVERY = 7 };
+	ENTRY_DELIVERY = 7, ENTRY_LETTER = 8, ENTRY_LETTER_GONE = 9 };
 
 #endif

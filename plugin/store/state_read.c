@@ -13,6 +13,7 @@
 #include "model/deliveries.h"
 #include "model/holds.h"
 #include "model/ledger.h"
+#include "model/letters.h"
 #include "model/outbox.h"
 #include "model/schedule.h"
 #include "model/envelope.h"
@@ -199,41 +200,74 @@ static struct dlq_envelope *find_seq(struct state_view *v, uint64_t seq, bool *d
 	return NULL;
 }
 
-static bool decode_envelope(struct state_view *v, struct reader *r, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+/* An envelope entry's body (ENTRY_ENVELOPE and ENTRY_LETTER), read and
+ * checked; the strings are the reader's to free (envelope_entry_free), the
+ * rest points into the entry. */
+struct envelope_entry {
+	uint8_t kind;
+	uint64_t seq;
+	const uint8_t *id;
+	const uint8_t *origin;
+	int64_t time_ms;
+	int64_t first_nack;
+	int64_t due;
+	uint64_t delay;
+	uint16_t retry_count;
+	uint8_t qos;
+	uint8_t flags;
+	char *s[7]; /* target client, topic, origin topic, filter, dead-letter topic, reason, NACKing client */
+	const uint8_t *payload;
+	const uint8_t *headers;
+	uint32_t plen;
+	uint32_t hlen;
+};
+
+static void envelope_entry_free(struct envelope_entry *f)
 {
-	uint8_t kind = (uint8_t)get_u(r, 1);
-	uint64_t seq = get_u(r, 8);
-	const uint8_t *id = get_raw(r, DLQ_ID_RAW_LEN);
-	const uint8_t *origin = get_raw(r, DLQ_ID_RAW_LEN);
-	int64_t time_ms = (int64_t)get_u(r, 8);
-	int64_t first_nack = (int64_t)get_u(r, 8);
-	int64_t due = (int64_t)get_u(r, 8);
-	uint64_t delay = get_u(r, 8);
-	uint16_t retry_count = (uint16_t)get_u(r, 2);
-	uint8_t qos = (uint8_t)get_u(r, 1);
-	uint8_t flags = (uint8_t)get_u(r, 1);
-	char *s[7];
+	for(int i = 0; i < 7; i++){
+		free(f->s[i]);
+	}
+}
+
+/* Reads an envelope body into f and checks it: whether it is what the
+ * plugin writes (and, for a kept letter, a dead letter). On false the entry
+ * is refused (r->bad, and why). Free f with envelope_entry_free either way. */
+static bool read_envelope(struct reader *r, bool letter, struct envelope_entry *f)
+{
+	f->kind = (uint8_t)get_u(r, 1);
+	f->seq = get_u(r, 8);
+	f->id = get_raw(r, DLQ_ID_RAW_LEN);
+	f->origin = get_raw(r, DLQ_ID_RAW_LEN);
+	f->time_ms = (int64_t)get_u(r, 8);
+	f->first_nack = (int64_t)get_u(r, 8);
+	f->due = (int64_t)get_u(r, 8);
+	f->delay = get_u(r, 8);
+	f->retry_count = (uint16_t)get_u(r, 2);
+	f->qos = (uint8_t)get_u(r, 1);
+	f->flags = (uint8_t)get_u(r, 1);
+	char **s = f->s;
 	for(int i = 0; i < 7; i++){
 		s[i] = get_str(r, true);
 	}
-	uint32_t plen, hlen;
-	const uint8_t *payload = get_bytes(r, &plen);
-	const uint8_t *headers = get_bytes(r, &hlen);
+	f->payload = get_bytes(r, &f->plen);
+	f->headers = get_bytes(r, &f->hlen);
 	/* Only what the plugin itself writes: a publish topic, an origin
 	 * topic, a filter, a dead-letter topic and a client, and for a dead
 	 * letter its reason, each of them text that can be a property
 	 * (envelope__headers); anything else would fail at publish time, on
 	 * every tick, crash it, or make its subscribers drop their connection. */
-	bool ok = false;
 	char why[sizeof(r->why)];
 	const char *bad = NULL;
+	uint8_t kind = f->kind;
 	if(r->bad){
 		/* a field is missing: malformed */
-	}else if(!state_check__headers(headers, hlen, why, sizeof(why))){
+	}else if(!state_check__headers(f->headers, f->hlen, why, sizeof(why))){
 		refuse(r, why, NULL);
 	}else if(kind != DLQ_ENV_RETRY_COPY && kind != DLQ_ENV_DEAD_LETTER){
 		refuse(r, "an unknown kind", NULL);
-	}else if(qos > 2){
+	}else if(letter && kind != DLQ_ENV_DEAD_LETTER){
+		refuse(r, "the kind of a retry copy", NULL);
+	}else if(f->qos > 2){
 		refuse(r, "a QoS above 2", NULL);
 	}else if((bad = state_check__text_or_null(s[0]))){
 		refuse(r, "a target client id", bad);
@@ -253,42 +287,50 @@ static bool decode_envelope(struct state_view *v, struct reader *r, uint64_t mon
 		refuse(r, "no NACKing client id", NULL);
 	}else if((bad = state_check__text_or_null(s[6]))){
 		refuse(r, "a NACKing client id", bad);
-	}else if(seq == UINT64_MAX){
+	}else if(f->seq == UINT64_MAX){
 		refuse(r, "the largest sequence number, which has no next", NULL);
-	}else{
-		ok = true;
 	}
-	bool delayed;
+	return !r->bad;
+}
 
+/* The envelope f describes (but for where it waits: due_ms and policy are
+ * the caller's), or NULL when out of memory (r->nomem). */
+static struct dlq_envelope *envelope_of(struct reader *r, const struct envelope_entry *f)
+{
+	const char *const *s = (const char *const *)f->s;
+	struct dlq_envelope *e = envelope__new((enum dlq_envelope_kind)f->kind, s[0], s[1], s[2], s[3], s[4], s[5], s[6],
+			f->payload, f->plen, f->headers, f->hlen);
+	if(e == NULL){
+		r->bad = r->nomem = true;
+		return NULL;
+	}
+	e->seq = f->seq;
+	memcpy(e->id.raw, f->id, DLQ_ID_RAW_LEN);
+	memcpy(e->origin_id.raw, f->origin, DLQ_ID_RAW_LEN);
+	e->time_ms = f->time_ms;
+	e->first_nack_ms = f->first_nack;
+	e->delay_ms = f->delay;
+	e->retry_count = f->retry_count;
+	e->qos = f->qos;
+	e->target_persists = f->flags & 1;
+	e->recorded = f->flags & 2;
+	return e;
+}
+
+static bool decode_envelope(struct state_view *v, struct reader *r, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+{
+	struct envelope_entry f = {0};
+	bool delayed;
 	struct dlq_envelope *e = NULL;
-	if(ok && find_seq(v, seq, &delayed) == NULL){
-		e = envelope__new((enum dlq_envelope_kind)kind, s[0], s[1], s[2], s[3], s[4], s[5], s[6],
-				payload, plen, headers, hlen);
-		ok = e != NULL;
-		if(e == NULL) r->nomem = true;
-	}
-	for(int i = 0; i < 7; i++){
-		free(s[i]);
-	}
-	if(!ok){
-		r->bad = true;
-		return false;
-	}
-	if(e == NULL) return true; /* already there (journal replay) */
-	e->seq = seq;
-	memcpy(e->id.raw, id, DLQ_ID_RAW_LEN);
-	memcpy(e->origin_id.raw, origin, DLQ_ID_RAW_LEN);
-	e->time_ms = time_ms;
-	e->first_nack_ms = first_nack;
-	e->delay_ms = delay;
-	e->retry_count = retry_count;
-	e->qos = qos;
-	e->target_persists = flags & 1;
-	e->recorded = flags & 2;
+	/* Already there (journal replay): nothing to make. */
+	if(read_envelope(r, false, &f) && find_seq(v, f.seq, &delayed) == NULL) e = envelope_of(r, &f);
+	envelope_entry_free(&f);
+	if(r->bad) return false;
+	if(e == NULL) return true;
 	e->policy = policy_by_filter(v, e->filter);
-	if(seq >= *v->next_seq) *v->next_seq = seq + 1;
-	if(due && due > wall_now){
-		e->due_ms = mono_now + (uint64_t)(due - wall_now);
+	if(f.seq >= *v->next_seq) *v->next_seq = f.seq + 1;
+	if(f.due && f.due > wall_now){
+		e->due_ms = mono_now + (uint64_t)(f.due - wall_now);
 		if(schedule__push(v->delayed, e)){
 			envelope__free(e);
 			r->bad = r->nomem = true;
@@ -300,6 +342,41 @@ static bool decode_envelope(struct state_view *v, struct reader *r, uint64_t mon
 	}
 	rep->envelopes++;
 	return true;
+}
+
+/* A kept dead letter: checked as any dead letter, then kept as the newest
+ * (a snapshot holds them oldest first). Without a store in v it is read,
+ * checked and dropped. */
+static void decode_letter(struct state_view *v, struct reader *r, struct state_report *rep)
+{
+	struct envelope_entry f = {0};
+	struct dlq_envelope *e = NULL;
+	if(read_envelope(r, true, &f) && v->letters) e = envelope_of(r, &f);
+	envelope_entry_free(&f);
+	if(e == NULL) return;
+	/* A kept letter waits for nobody: no due time, no policy pointer
+	 * (letters.h: the store finds its policy by filter). */
+	e->due_ms = 0;
+	e->policy = NULL;
+	struct dlq_letter *l;
+	int rc = letters__adopt(v->letters, e, v->policies, &l);
+	/* EEXIST: already kept (journaled, and in the snapshot after it). */
+	if(rc == ENOMEM) r->bad = r->nomem = true;
+	else if(rc == 0) rep->letters++;
+}
+
+/* A kept dead letter that left the store: its id. One not kept (dropped
+ * since, or never restored) is nothing to do. */
+static void decode_letter_gone(struct state_view *v, struct reader *r)
+{
+	struct dlq_id id;
+	const uint8_t *p = get_raw(r, DLQ_ID_RAW_LEN);
+	if(p == NULL || v->letters == NULL) return;
+	memcpy(id.raw, p, DLQ_ID_RAW_LEN);
+	struct dlq_letter *l = letters__find(v->letters, &id);
+	if(l == NULL) return;
+	letters__remove(v->letters, l);
+	letters__free(l);
 }
 
 static void decode_remove(struct state_view *v, struct reader *r)
@@ -382,6 +459,8 @@ static const char *entry_name(uint8_t type)
 		case ENTRY_NACKER: return "a NACK";
 		case ENTRY_HOLD: return "a held copy";
 		case ENTRY_DELIVERY: return "a delivery count";
+		case ENTRY_LETTER: return "a kept dead letter";
+		case ENTRY_LETTER_GONE: return "a kept dead letter's removal";
 		default: return "an entry";
 	}
 }
@@ -422,7 +501,11 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 		const uint8_t *c = data + pos + 5 + blen;
 		uint32_t crc = ((uint32_t)c[0] << 24) | ((uint32_t)c[1] << 16) | ((uint32_t)c[2] << 8) | c[3];
 		if(crc != state__crc32(data + pos, 5 + (size_t)blen)){
-			damaged(rep, pos, "checksum mismatch");
+			/* Named by its type byte, which may be what is damaged: a
+			 * lead for whoever inspects the file, not a certainty. */
+			char what[sizeof(rep->problem)];
+			snprintf(what, sizeof(what), "checksum mismatch in %s", entry_name(type));
+			damaged(rep, pos, what);
 			return 0;
 		}
 		struct reader r = { .p = data + pos + 5, .left = blen, .bad = false };
@@ -442,6 +525,12 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 			ok = decode_envelope(v, &r, mono_now, wall_now, rep);
 		}else if(type == ENTRY_REMOVE && journal){
 			decode_remove(v, &r);
+			ok = !r.bad;
+		}else if(type == ENTRY_LETTER){
+			decode_letter(v, &r, rep);
+			ok = !r.bad;
+		}else if(type == ENTRY_LETTER_GONE && journal){
+			decode_letter_gone(v, &r);
 			ok = !r.bad;
 		}else if(type == ENTRY_END && !journal){
 			ok = get_u(&r, 8) == seen && !r.bad;

@@ -17,6 +17,8 @@
 
 struct dlq_delivery_saved;
 struct dlq_envelope;
+struct dlq_id;
+struct dlq_letter;
 struct dlq_record;
 
 struct dlq_store_ops {
@@ -41,6 +43,14 @@ struct dlq_store_ops {
 	 * SIGKILL does not lose what the kernel was given, and the broker
 	 * acknowledges nothing on its strength. */
 	void (*note_delivery)(void *ctx, const struct dlq_record *r, const struct dlq_delivery_saved *s);
+	/* The dead letter l was kept (model/letters.h). Durable at once: the
+	 * broker does not send a dead letter again, so the store's copy is the
+	 * only one a crash could not lose. */
+	void (*note_letter)(void *ctx, const struct dlq_letter *l);
+	/* The kept dead letter with id left the store (redriven, deleted,
+	 * purged or dropped to make room). Written, not synced: a crash before
+	 * the next sync at worst keeps it again. */
+	void (*note_letter_gone)(void *ctx, const struct dlq_id *id);
 };
 
 /* A port: ops NULL when nothing is stored. */
@@ -75,6 +85,14 @@ static inline void store_port__delivery(const struct dlq_store_port *s, const st
 static inline void store_port__remove(const struct dlq_store_port *s, uint64_t seq)
 {
 	if(s->ops) s->ops->note_remove(s->ctx, seq);
+}
+static inline void store_port__letter(const struct dlq_store_port *s, const struct dlq_letter *l)
+{
+	if(s->ops) s->ops->note_letter(s->ctx, l);
+}
+static inline void store_port__letter_gone(const struct dlq_store_port *s, const struct dlq_id *id)
+{
+	if(s->ops) s->ops->note_letter_gone(s->ctx, id);
 }
 
 #endif

@@ -65,7 +65,7 @@ UNKNOWN_OPTION = 'plugin_opt_man_check_no_such_option 1'
 # A socket that is not there: dlqctl gets past its parser, then fails.
 NO_BROKER = ['--unix', '/nonexistent/dlq-man-check.sock', '--timeout', '0.1']
 # A value for each placeholder of dlqctl's usage text.
-SAMPLE_VALUES = {'SECONDS': '10', 'N': '1', 'TEXT': 'x', 'FILTER': 'a/#', 'PREFIX': 'p/',
+SAMPLE_VALUES = {'ORDER': 'newest', 'TIME': '1', 'TOPIC': 'man-check/topic', 'SECONDS': '10', 'N': '1', 'TEXT': 'x', 'FILTER': 'a/#', 'PREFIX': 'p/',
                  'ID': 'man-check', 'PATH': '/nonexistent', 'HOST': 'localhost', 'PORT': '1883',
                  'USER': 'u', 'PASSWORD': 'p'}
 
@@ -299,6 +299,12 @@ def check_policy_keys(a, page, problems):
             elif policies != base:
                 problems.append('policy key %s: the documented default `%s` is not the code\'s default: given, %s; '
                                 'left out, %s' % (key, m.group(1), policies[0].get(key), base[0].get(key)))
+        elif re.search(r'Default: none\b', text):
+            # An optional key whose absence means "not set": the probe
+            # prints it as none.
+            if base[0].get(key) != 'none':
+                problems.append('policy key %s: documented as "Default: none", but left out it is %s'
+                                % (key, base[0].get(key)))
         elif re.search(r'\bRequired\.', text):
             line_without = ' '.join(w for w in BASE_POLICY.split(' ') if not w.startswith(key + '='))
             ok, _, _, msg = probe(a, [line_without])
@@ -400,7 +406,9 @@ def dlqctl_takes(a, command, option, options, topic):
     def arg(o):
         return [o, SAMPLE_VALUES.get(options[o], '1')] if options.get(o) else [o]
 
-    argv = [a.dlqctl] + NO_BROKER + arg(option) + [command] + ([topic] if topic else [])
+    # A command that needs one of its options (purge: --filter or --all).
+    needed = ['--all'] if command == 'purge' and option not in ('--all', '--filter') else []
+    argv = [a.dlqctl] + NO_BROKER + arg(option) + needed + [command] + ([topic] if topic else [])
     rc, _, err = run(argv)
     m = re.search(r'needs (-\w)', err)
     if rc == 2 and m:
@@ -457,6 +465,8 @@ def check_command_options(a, commands, options, documented, problems):
     for c in commands:
         term = documented.get(c, (c, '', 0))[0]
         topic = 'man-check/topic' if re.search(r'\*TOPIC\*', term) else None
+        if re.search(r'\*ID\*', term):
+            topic = 'AAAAAAAAAAAAAAAA'  # a dead-letter id
         taken[c] = {o for o in options if dlqctl_takes(a, c, o, options, topic)}
     common = set.intersection(*taken.values())
     for c in sorted(set(commands) & set(documented)):

@@ -45,13 +45,17 @@ static void print_config(const struct dlq_config *c)
 	printf("option v5_sessions_persist %s\n", yes_no(c->v5_sessions_persist, "true", "false"));
 	printf("option redelivery_tracking %s\n", config__redelivery_mode_name(c->redelivery));
 	printf("option delivery_count %s\n", yes_no(c->delivery_count, "on", "off"));
+	printf("option dead_letter_keep %llu\n", (unsigned long long)c->dead_letter_keep);
+	printf("option dead_letter_access %s\n", c->dead_letter_access == DLQ_LETTER_ACCESS_CONTROL ? "control" : "check");
 	for(size_t i = 0; i < c->policies.count; i++){
 		const struct dlq_policy *p = &c->policies.items[i];
+		char keep[24] = "none";
+		if(p->dead_letter_keep != DLQ_KEEP_UNSET) snprintf(keep, sizeof(keep), "%llu", (unsigned long long)p->dead_letter_keep);
 		printf("policy filter=%s\tmax_attempts=%u\tdead_letter=%s\tretry_to=%s\tretry_delay=%llu\t"
-				"retry_backoff=%.17g\tretry_max_delay=%llu\tretry_jitter=%.17g\n",
+				"retry_backoff=%.17g\tretry_max_delay=%llu\tretry_jitter=%.17g\tdead_letter_keep=%s\n",
 				p->filter, p->max_attempts, p->dead_letter, p->retry_to ? p->retry_to : "delivery",
 				(unsigned long long)p->retry_delay_ms, p->retry_backoff,
-				(unsigned long long)p->retry_max_delay_ms, p->retry_jitter);
+				(unsigned long long)p->retry_max_delay_ms, p->retry_jitter, keep);
 	}
 }
 

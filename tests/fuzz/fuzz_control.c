@@ -23,7 +23,10 @@
  *   X                      the random source fails once
  *
  * In N, n, J and j payloads "@k" (k a digit) stands for the k-th most recent
- * dlq-id the engine handed out (tracked messages and retry copies).
+ * dlq-id the engine handed out (tracked messages and retry copies), and
+ * "%k" for the k-th most recent dead-letter-id (a letter the dead-letter
+ * store keeps). A client whose id begins with "x" may read and write
+ * nothing, as the broker's access control would say; any other anything.
  *
  * After every operation the target checks what a client and an operator rely
  * on: every request gets a well-formed reply, valid UTF-8 (by the client
@@ -31,7 +34,9 @@
  * the counters agree with the replies and with what was published, and no
  * accepted NACK is lost: each made exactly one envelope that is either
  * published or still owed (unless a client left, when a dead letter may
- * duplicate a copy already sent). At the end everything owed is flushed.
+ * duplicate a copy already sent), a redrive publishes exactly one message
+ * and lets its letter go, and the store keeps within its bound with its
+ * list, table and tallies agreeing. At the end everything owed is flushed.
  */
 #include <errno.h>
 #include <string.h>
@@ -54,6 +59,8 @@ struct run {
 	struct dlq d;
 	char ids[RING][DLQ_ID_LEN + 1]; /* most recent last */
 	size_t nids;
+	char letters[RING][DLQ_ID_LEN + 1]; /* dead-letter-ids, most recent last */
+	size_t nletters;
 	char client[256];
 	bool persists;
 	uint8_t qos;
@@ -62,6 +69,7 @@ struct run {
 	char *response_topic; /* owned, for the next request */
 	uint64_t accepted;  /* NACKs the replies said were accepted */
 	uint64_t published; /* envelopes the fake broker took */
+	uint64_t redriven;  /* of those, kept letters published again */
 	bool gone;          /* a client left: diverted copies may add dead letters */
 };
 
@@ -72,14 +80,51 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static void remember_id(struct run *r, const char *id)
+static void remember(char ring[RING][DLQ_ID_LEN + 1], size_t *n, const char *id)
 {
 	if(strlen(id) != DLQ_ID_LEN) return;
-	if(r->nids == RING){
-		memmove(r->ids[0], r->ids[1], sizeof(r->ids[0]) * (RING - 1));
-		r->nids--;
+	if(*n == RING){
+		memmove(ring[0], ring[1], sizeof(ring[0]) * (RING - 1));
+		(*n)--;
 	}
-	memcpy(r->ids[r->nids++], id, DLQ_ID_LEN + 1);
+	memcpy(ring[(*n)++], id, DLQ_ID_LEN + 1);
+}
+
+static void remember_id(struct run *r, const char *id)
+{
+	remember(r->ids, &r->nids, id);
+}
+
+/* The broker's access control, played: a client whose id begins with "x"
+ * may read and write nothing. */
+static int may(void *ctx, const char *topic, const void *payload, uint32_t len, uint8_t qos)
+{
+	(void)topic;
+	(void)payload;
+	(void)len;
+	(void)qos;
+	return ((const char *)ctx)[0] == 'x' ? EACCES : 0;
+}
+
+/* The store as its invariants say: within its bound, its list and table
+ * holding the same letters, the tallies no more than the letters. */
+static void check_store(const struct run *r)
+{
+	const struct dlq_letters *s = &r->d.letters;
+	FUZZ_CHECK(s->bytes <= s->max_bytes, "the store holds %llu bytes, bound %llu",
+			(unsigned long long)s->bytes, (unsigned long long)s->max_bytes);
+	size_t n = 0;
+	uint64_t bytes = 0, tallied = 0;
+	for(const struct dlq_letter *l = s->oldest; l; l = l->newer){
+		FUZZ_CHECK(letters__find(s, &l->env->id) == l, "a listed letter is not found by its id");
+		FUZZ_CHECK(l->newer == NULL || l->newer->older == l, "the age list is broken");
+		FUZZ_CHECK(l->newer == NULL || l->order < l->newer->order, "the age list is out of order");
+		n++;
+		bytes += l->bytes;
+	}
+	for(size_t i = 0; i < s->per_count; i++) tallied += s->per[i].count;
+	FUZZ_CHECK(n == s->count && bytes == s->bytes && tallied <= n, "store: %zu listed of %zu, %llu bytes of %llu",
+			n, s->count, (unsigned long long)bytes, (unsigned long long)s->bytes);
 }
 
 /* Takes what the fake broker recorded: counts it, remembers copies' ids,
@@ -93,22 +138,29 @@ static void harvest(struct run *r)
 		FUZZ_CHECK(!p->retain, "published retained");
 		const char *id = fake_header_value(p, DLQ_PROP_ID);
 		if(id) remember_id(r, id);
+		const char *letter = fake_header_value(p, DLQ_PROP_DEAD_LETTER_ID);
+		if(letter) remember(r->letters, &r->nletters, letter);
 		r->published++;
 	}
 	fuzz_port_clear();
 }
 
-/* The payload with each "@k" replaced by a remembered id, in an exact-size
- * buffer (an MQTT payload has no NUL after it). */
+/* The payload with each "@k" ("%k") replaced by a remembered dlq-id
+ * (dead-letter-id), in an exact-size buffer (an MQTT payload has no NUL
+ * after it). */
 static char *substitute(const struct run *r, const char *in, size_t len, size_t *out_len)
 {
 	char *out = malloc(len * DLQ_ID_LEN + 1);
 	size_t o = 0;
 	if(out == NULL) return NULL;
 	for(size_t i = 0; i < len; i++){
-		if(in[i] == '@' && i + 1 < len && in[i + 1] >= '0' && in[i + 1] <= '9'
-				&& (size_t)(in[i + 1] - '0') < r->nids){
-			memcpy(out + o, r->ids[r->nids - 1 - (size_t)(in[i + 1] - '0')], DLQ_ID_LEN);
+		size_t k = i + 1 < len && in[i + 1] >= '0' && in[i + 1] <= '9' ? (size_t)(in[i + 1] - '0') : RING;
+		if(in[i] == '@' && k < r->nids){
+			memcpy(out + o, r->ids[r->nids - 1 - k], DLQ_ID_LEN);
+			o += DLQ_ID_LEN;
+			i++;
+		}else if(in[i] == '%' && k < r->nletters){
+			memcpy(out + o, r->letters[r->nletters - 1 - k], DLQ_ID_LEN);
 			o += DLQ_ID_LEN;
 			i++;
 		}else{
@@ -155,6 +207,9 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 		/* Every reply is built, so that every one is checked. */
 		.reply_wanted = true,
 		.response_topic = r->response_topic,
+		.may_read = may,
+		.may_write = may,
+		.may_read_ctx = r->client,
 	};
 	struct dlq_control_reply reply;
 	struct dlq_counters before = *dlq__totals(&r->d);
@@ -184,7 +239,7 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 	FUZZ_CHECK(cJSON_GetArraySize(responses) == want, "%d responses, expected %d: %.300s",
 			cJSON_GetArraySize(responses), want, reply.json);
 
-	unsigned ok = 0, errors = 0;
+	unsigned ok = 0, errors = 0, redriven = 0;
 	bool reset = false;
 	const cJSON *e;
 	cJSON_ArrayForEach(e, responses){
@@ -195,6 +250,14 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 			ok++;
 		}
 		if(cJSON_IsString(command) && !strcmp(command->valuestring, DLQ_COMMAND_RESET_COUNTERS)) reset = true;
+		/* A redrive's results, one per id. */
+		const cJSON *data = cJSON_GetObjectItemCaseSensitive(e, "data");
+		const cJSON *results = cJSON_GetObjectItemCaseSensitive(data, "results");
+		const cJSON *x;
+		cJSON_ArrayForEach(x, results){
+			const cJSON *res = cJSON_GetObjectItemCaseSensitive(x, "result");
+			if(cJSON_IsString(res) && !strcmp(res->valuestring, "redriven")) redriven++;
+		}
 	}
 	FUZZ_CHECK(errors == reply.errors, "%u error entries, reply.errors %u", errors, reply.errors);
 	cJSON_Delete(doc);
@@ -204,12 +267,16 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 	uint64_t published_before = r->published;
 	harvest(r);
 	r->accepted += ok;
+	r->redriven += redriven;
 	if(!reset){
 		const struct dlq_counters *after = dlq__totals(&r->d);
 		FUZZ_CHECK(after->nacks - before.nacks == ok, "counters.nacks +%llu, replies accepted %u",
 				(unsigned long long)(after->nacks - before.nacks), ok);
 		FUZZ_CHECK(after->retry_copies + after->dead_letters - before.retry_copies - before.dead_letters
-				== r->published - published_before, "counters disagree with what was published");
+				+ after->redriven - before.redriven == r->published - published_before,
+				"counters disagree with what was published");
+		FUZZ_CHECK(after->redriven - before.redriven == redriven, "counters.redriven +%llu, replies redriven %u",
+				(unsigned long long)(after->redriven - before.redriven), redriven);
 	}
 	free(r->reason);
 	free(r->delay);
@@ -222,7 +289,8 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 /* No accepted NACK is lost: its envelope was published or is still owed. */
 static void check_conservation(const struct run *r)
 {
-	uint64_t held = r->published + fuzz_owed_count(&r->d);
+	/* Redriven letters are published without a NACK. */
+	uint64_t held = r->published - r->redriven + fuzz_owed_count(&r->d);
 	if(r->gone){
 		FUZZ_CHECK(r->accepted <= held, "accepted %llu NACKs, %llu envelopes published or owed",
 				(unsigned long long)r->accepted, (unsigned long long)held);
@@ -232,6 +300,7 @@ static void check_conservation(const struct run *r)
 	}
 	FUZZ_CHECK(r->d.outbox.owed.count + r->d.outbox.sent.count + r->d.outbox.settling.count <= r->accepted + 64 * MAX_OPS,
 			"outbox grows");
+	check_store(r);
 }
 
 static void track(struct run *r, const char *arg, size_t len)

@@ -23,6 +23,8 @@ const struct dlq_option fuzz_standard_options[] = {
 	{"policy", "+/alerts/# max_attempts=2 dead_letter=dead-alerts retry_delay=0s"},
 	{"nack_window", "60s"},
 	{"max_pending_bytes", "64KiB"},
+	/* A small dead-letter store, so that its bound is reached. */
+	{"dead_letter_keep", "4KiB"},
 	/* No $SYS topics, so that every publish the fake port records is an
 	 * envelope (a record's topic may itself start with "$SYS/"). */
 	{"sys_interval", "0s"},
@@ -122,7 +124,12 @@ static void make_state(struct dlq_headers *snap, struct dlq_headers *journal)
 	nack(&d, s, "c3", -1);          /* delayed by the policy */
 	nack(&d, x, "c1", 5000);        /* delayed on request */
 	nack(&d, f, "c4", -1);          /* retry_to: an ordinary publish */
+	char k[DLQ_ID_LEN + 1];
+	track(&d, "once", "kept", k);
+	nack(&d, k, "c6", -1);          /* a dead letter the broker took: kept in the store */
 	dlq__tick(&d);
+	/* Kept: that one, and the owed one the tick published. */
+	FUZZ_CHECK(d.letters.count == 2, "%zu kept dead letters, expected 2", d.letters.count);
 	FUZZ_CHECK(state__encode_snapshot(dlq__state_view(&d), fake.now_ms, fake.wall_ms, snap) == 0, "encode");
 
 	if(journal){
@@ -135,6 +142,13 @@ static void make_state(struct dlq_headers *snap, struct dlq_headers *journal)
 		FUZZ_CHECK(state__encode_add(added, fake.now_ms, fake.wall_ms, journal) == 0, "add");
 		FUZZ_CHECK(state__encode_remove(removed, journal) == 0, "remove");
 		FUZZ_CHECK(state__encode_remove(999, journal) == 0, "remove");
+		/* A letter kept after the snapshot, then the older one taken. */
+		char g[DLQ_ID_LEN + 1];
+		track(&d, "once", "kept later", g);
+		nack(&d, g, "c7", -1);
+		FUZZ_CHECK(d.letters.count == 3, "no third kept dead letter");
+		FUZZ_CHECK(state__encode_letter(d.letters.newest, fake.now_ms, fake.wall_ms, journal) == 0, "letter");
+		FUZZ_CHECK(state__encode_letter_gone(&d.letters.oldest->env->id, journal) == 0, "letter gone");
 		/* A copy held for a client that NACKed it since (the hold is
 		 * over), and one for a record that is not there. */
 		struct dlq_id id;

@@ -48,7 +48,7 @@ static void expect_user_absent(const char *file, int line, const struct it_msg *
 
 static const char *const dead_letter_only[] = {
 	DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT,
-	DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME,
+	DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME, DLQ_PROP_DEAD_LETTER_ID,
 };
 
 const char *expect_original_at(const char *file, int line, const struct it_msg *m)
@@ -102,6 +102,13 @@ void expect_dead_letter_at(const char *file, int line, const struct it_msg *m,
 	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_FILTER, filter);
 	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_REASON, reason);
 	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_TIME, NULL);
+	/* Its name in the dead-letter store, unless the store is off (the
+	 * letters suite checks that it is there): an id, once. */
+	if(msg_user(m, DLQ_PROP_DEAD_LETTER_ID)) expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_ID, NULL);
+	if(msg_user(m, DLQ_PROP_DEAD_LETTER_ID) && !it_is_dlq_id(msg_user(m, DLQ_PROP_DEAD_LETTER_ID))){
+		fail_at(file, line, "dead letter on %s: %s \"%s\" is not an id", m->topic, DLQ_PROP_DEAD_LETTER_ID,
+				msg_user(m, DLQ_PROP_DEAD_LETTER_ID));
+	}
 	const char *why = msg_user(m, DLQ_PROP_DEAD_LETTER_REASON);
 	if(!reason && (!*why || !strcasestr(why, "attempt"))){
 		fail_at(file, line, "dead letter on %s: %s \"%s\" does not say that attempts ran out",

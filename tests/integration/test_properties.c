@@ -89,7 +89,7 @@ START_TEST(test_properties_preserved)
 	ck_assert_str_eq(dl->payload, payload);
 	expect_publisher_props(dl, "dead letter");
 	expect_dead_letter(dl, "props", id, 2, client_id(worker), "props", "schema mismatch");
-	ck_assert_uint_eq(dl->nusers, NUSER + 7);
+	ck_assert_uint_eq(dl->nusers, NUSER + 8);
 
 	clients_settle(worker, watcher);
 	client_expect_exactly(worker, NULL, 2);
@@ -129,7 +129,7 @@ START_TEST(test_reserved_names_not_carried)
 	const struct it_msg *dl = client_expect(watcher, "dlq/spoof", 1);
 	expect_dead_letter(dl, "spoof", id, 2, client_id(worker), "spoof", NULL);
 	ck_assert_str_eq(msg_user(dl, "keep"), "me");
-	ck_assert_uint_eq(dl->nusers, 8);
+	ck_assert_uint_eq(dl->nusers, 9);
 
 	clients_settle(worker, watcher);
 	client_expect_exactly(worker, NULL, 2);
@@ -203,7 +203,7 @@ START_TEST(test_v311_publisher)
 	const struct it_msg *dl = client_expect(watcher, "dlq/legacy", 1);
 	ck_assert_str_eq(dl->payload, "from 3.1.1");
 	expect_dead_letter(dl, "legacy", id, 2, client_id(worker), "legacy", "v3 payload rejected");
-	ck_assert_uint_eq(dl->nusers, 7);
+	ck_assert_uint_eq(dl->nusers, 8);
 	ck_assert_ptr_null(dl->content_type);
 	ck_assert_ptr_null(dl->correlation);
 	ck_assert_ptr_null(dl->response_topic);

@@ -728,7 +728,8 @@ START_TEST(test_line_delays_bad)
 		{"a max_attempts=3 dead_letter=d retry_jitter=0 retry_jitter=0", {"retry_jitter given twice"}},
 		{"a max_attempts=3 dead_letter=d retry_delay=", {"retry_delay has an empty value"}},
 		{"a max_attempts=3 dead_letter=d delay=1s", {"unknown key \"delay\" (known: max_attempts, dead_letter, retry_to, "
-			"retry_delay, retry_backoff, retry_max_delay, retry_jitter)"}},
+			"retry_delay, retry_backoff, retry_max_delay, retry_jitter, dead_letter_keep)"}},
+		{"a max_attempts=3 dead_letter=d dead_letter_keep=lots", {"dead_letter_keep must be a size such as \"16MiB\""}},
 		{"a max_attempts=3 dead_letter=d retry_delay_ms=1000", {"unknown key \"retry_delay_ms\"", "retry_delay, retry_backoff"}},
 	};
 
@@ -791,7 +792,8 @@ START_TEST(test_json_delays_bad)
 		{JPOL("\"retry_delay\":\"10s\",\"retry_max_delay\":\"5s\""), {"retry_delay (10000 ms) exceeds retry_max_delay (5000 ms)"}},
 		{JPOL("\"retry_delay\":\"1s\",\"retry_delay\":\"2s\""), {"retry_delay given twice"}},
 		{JPOL("\"retryDelay\":\"1s\""), {"unknown key \"retryDelay\" (known: filter, max_attempts, dead_letter, retry_to, "
-			"retry_delay, retry_backoff, retry_max_delay, retry_jitter)"}},
+			"retry_delay, retry_backoff, retry_max_delay, retry_jitter, dead_letter_keep)"}},
+		{JPOL("\"dead_letter_keep\":true"), {"dead_letter_keep must be a string, got"}},
 	};
 
 	for(size_t i = 0; i < ARRAY_LEN(cases); i++){

@@ -137,7 +137,7 @@ static const char *const copy_names[] = {
 };
 static const char *const dead_letter_names[] = {
 	DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID, DLQ_PROP_DEAD_LETTER_REASON,
-	DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME,
+	DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME, DLQ_PROP_DEAD_LETTER_ID,
 };
 
 /* The dlq-id a retry copy was stamped with, copied out. */
@@ -285,7 +285,7 @@ START_TEST(a_delivery_chain_ends_in_a_dead_letter_after_max_attempts)
 	ck_assert_uint_eq(fake.publish_count, 3);
 	expect_publish(2, NULL, "dead/numbers", 1, "42");
 	const char *const names2[] = {"trace", DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID,
-		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME};
+		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME, DLQ_PROP_DEAD_LETTER_ID};
 	expect_user_names(2, names2, ARRAY_LEN(names2));
 	expect_hdr(2, "trace", "t-1");
 	expect_hdr(2, DLQ_PROP_RETRY_COUNT, "3");
@@ -875,7 +875,7 @@ START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 	ck_assert_uint_eq(fake.publish_count, 2);
 	expect_publish(1, NULL, "dead/numbers", 1, "42");
 	const char *const names[] = {"trace", DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID,
-		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME};
+		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME, DLQ_PROP_DEAD_LETTER_ID};
 	expect_user_names(1, names, ARRAY_LEN(names));
 	expect_hdr(1, DLQ_PROP_RETRY_COUNT, "1");
 	expect_hdr(1, DLQ_PROP_ORIGIN_TOPIC, "numbers");

@@ -297,6 +297,21 @@ START_TEST(a_dead_letter_carries_the_documented_headers_in_order)
 	expect_user(&w, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
 	expect_user(&w, DLQ_PROP_DEAD_LETTER_TIME, "2026-09-21T14:13:20.123Z");
 	expect_no_more(&w);
+	headers__free(&h);
+
+	/* Once the engine names it for the dead-letter store, its id comes
+	 * last, and a copy keeps every field. */
+	e->id = fresh_id();
+	struct dlq_envelope *c = envelope__copy(e);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(envelope__headers(c, &h), 0);
+	struct fake_publish as_sent = {.headers = h.data, .headers_len = h.len};
+	ck_assert_str_eq(fake_header_value(&as_sent, DLQ_PROP_DEAD_LETTER_ID), text(&e->id));
+	ck_assert_str_eq(fake_header_value(&as_sent, DLQ_PROP_DEAD_LETTER_TIME), "2026-09-21T14:13:20.123Z");
+	ck_assert_str_eq(c->reason, e->reason);
+	ck_assert_uint_eq(c->retry_count, 3);
+	ck_assert_mem_eq(c->origin_id.raw, origin.raw, DLQ_ID_RAW_LEN);
+	envelope__free(c);
 
 	headers__free(&h);
 	envelope__free(e);
@@ -479,6 +494,9 @@ START_TEST(what_copies_and_dead_letters_add_to_a_packet)
 	/* retry-count, origin-topic, origin-id, then 23 + value for reason,
 	 * client and filter, and 45 for dead-letter-time. */
 	ck_assert_uint_eq(own_property_bytes(dl), 17 + 17 + t + 30 + 23 + 3 + 23 + 4 + 23 + t + 45);
+	/* Named in the dead-letter store: dead-letter-id, 19 + 16. */
+	dl->id = fresh_id();
+	ck_assert_uint_eq(own_property_bytes(dl), 17 + 17 + t + 30 + 23 + 3 + 23 + 4 + 23 + t + 45 + 35);
 	envelope__free(dl);
 	envelope__free(c);
 	record__free(r);

@@ -8,7 +8,8 @@
  * a damaged file (or one holding properties MQTT refuses) is kept aside,
  * named in the log, and the start goes on; with
  * state_save_on_change the journal holds every change, so a crash (the files
- * as they were, no shutdown) loses nothing; snapshots follow the interval;
+ * as they were, no shutdown) loses nothing, kept dead letters included (and
+ * one deleted stays deleted); snapshots follow the interval;
  * what the broker took is kept until its database file is replaced.
  */
 #include <check.h>
@@ -27,6 +28,7 @@
 #include "engine_calls.h"
 #include "fake_port.h"
 #include "model/envelope.h"
+#include "model/letters.h"
 #include "mosquitto_dlq.h"
 #include "store/state.h"
 #include "test_util.h"
@@ -801,7 +803,8 @@ START_TEST(the_journal_gets_an_entry_per_change)
 	track("numbers", "at once", b);
 	track("once", "dead", c);
 	/* 1: a tracked delivery, 2: an envelope taken on, 3: one the broker
-	 * took, 5: a client that NACKed. */
+	 * took, 5: a client that NACKed, 8: a dead letter kept (the broker
+	 * accepted it). */
 	journal_types(types, sizeof(types));
 	ck_assert_str_eq(types, "111");
 	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
@@ -813,32 +816,34 @@ START_TEST(the_journal_gets_an_entry_per_change)
 	ck_assert_str_eq(types, "11125215");
 	ck_assert_int_eq(nack(c, "sub1", false), DLQ_NACK_DEAD_LETTERED);
 	journal_types(types, sizeof(types));
-	ck_assert_str_eq(types, "1112521525");
+	ck_assert_str_eq(types, "11125215285");
 	/* A refused NACK changes nothing. */
 	ck_assert_int_eq(nack(c, "sub1", false), DLQ_NACK_DUPLICATE);
 	journal_types(types, sizeof(types));
-	ck_assert_str_eq(types, "1112521525");
+	ck_assert_str_eq(types, "11125215285");
 
 	/* What the broker has taken is journaled once per tick. */
 	dlq__tick(&d);
 	journal_types(types, sizeof(types));
-	ck_assert_str_eq(types, "1112521525");
+	ck_assert_str_eq(types, "11125215285");
 	dlq__tick(&d);
 	journal_types(types, sizeof(types));
-	ck_assert_str_eq(types, "111252152533");
+	ck_assert_str_eq(types, "1112521528533");
 	/* The delayed copy, when published (its record) and taken. */
 	fake.now_ms += 30000;
 	dlq__tick(&d);
 	dlq__tick(&d);
 	journal_types(types, sizeof(types));
-	ck_assert_str_eq(types, "11125215253313");
-	/* The journal replays to nothing owed. */
+	ck_assert_str_eq(types, "111252152853313");
+	/* The journal replays to nothing owed, and the dead letter kept. */
 	struct dlq replay;
 	struct state_report rep;
 	decode_files(state_path, journal_path, &rep, &replay);
 	ck_assert(!rep.damaged);
-	ck_assert_uint_eq(rep.journal_entries, 14);
+	ck_assert_uint_eq(rep.journal_entries, 15);
 	ck_assert_uint_eq(envelopes(&replay), 0);
+	ck_assert_uint_eq(replay.letters.count, 1);
+	ck_assert_uint_eq(rep.letters, 1);
 	dlq__cleanup(&replay);
 }
 END_TEST
@@ -963,6 +968,97 @@ START_TEST(without_save_on_change_a_crash_loses_what_came_after_the_last_snapsho
 	ck_assert_uint_eq(rep.records, 1);
 	ck_assert_uint_eq(rep.envelopes, 1);
 	dlq__cleanup(&replay);
+}
+END_TEST
+
+/* The kept letter of d with payload, or NULL. */
+static const struct dlq_letter *letter_with(const struct dlq *e, const char *payload)
+{
+	for(const struct dlq_letter *l = e->letters.oldest; l; l = l->newer){
+		if(l->env->payload_len == strlen(payload) && !memcmp(l->env->payload, payload, l->env->payload_len)) return l;
+	}
+	return NULL;
+}
+
+/* Letter y (restored) is letter x. */
+static void same_letter(const struct dlq_letter *x, const struct dlq_letter *y)
+{
+	ck_assert_ptr_nonnull(x);
+	ck_assert_ptr_nonnull(y);
+	ck_assert_mem_eq(x->env->id.raw, y->env->id.raw, DLQ_ID_RAW_LEN);
+	ck_assert_mem_eq(x->env->origin_id.raw, y->env->origin_id.raw, DLQ_ID_RAW_LEN);
+	ck_assert_str_eq(x->env->topic, y->env->topic);
+	ck_assert_str_eq(x->env->origin_topic, y->env->origin_topic);
+	ck_assert_str_eq(x->env->filter, y->env->filter);
+	ck_assert_str_eq(x->env->reason, y->env->reason);
+	ck_assert_str_eq(x->env->client, y->env->client);
+	ck_assert_int_eq(x->env->time_ms, y->env->time_ms);
+	ck_assert_uint_eq(x->env->retry_count, y->env->retry_count);
+	ck_assert_uint_eq(x->env->qos, y->env->qos);
+	ck_assert_uint_eq(x->bytes, y->bytes);
+}
+
+START_TEST(kept_dead_letters_survive_a_crash_and_a_restart)
+{
+	start_with(on_change, 1, true);
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("once", "first", a);
+	track("once", "second", b);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_int_eq(nack(b, "sub2", false), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(d.letters.count, 2);
+	dlq__tick(&d);
+	dlq__tick(&d); /* the broker took both */
+	/* 8: a dead letter kept, journaled (and synced) as the broker
+	 * accepts it. */
+	char types[64];
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "1128528533");
+
+	/* A crash now: both come back, in their order, as they were. */
+	char crash[200];
+	crash_image(crash, sizeof(crash));
+	char crash_journal[220];
+	snprintf(crash_journal, sizeof(crash_journal), "%s.journal", crash);
+	struct dlq replay;
+	struct state_report rep;
+	decode_files(crash, crash_journal, &rep, &replay);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(replay.letters.count, 2);
+	same_letter(letter_with(&d, "first"), replay.letters.oldest);
+	same_letter(letter_with(&d, "second"), replay.letters.newest);
+	dlq__cleanup(&replay);
+
+	/* 9: one deleted; after a crash it stays deleted. */
+	dlq__delete_letter(&d, (struct dlq_letter *)letter_with(&d, "first"));
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "11285285339");
+	crash_image(crash, sizeof(crash));
+	decode_files(crash, crash_journal, &rep, &replay);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(replay.letters.count, 1);
+	ck_assert_ptr_null(letter_with(&replay, "first"));
+	same_letter(letter_with(&d, "second"), letter_with(&replay, "second"));
+	dlq__cleanup(&replay);
+
+	/* A shutdown saves it in the snapshot, and says so. */
+	struct dlq_letter kept = *letter_with(&d, "second");
+	struct dlq_envelope *env = envelope__copy(kept.env);
+	ck_assert_ptr_nonnull(env);
+	kept.env = env;
+	restart_with(on_change, 1, true, 1000);
+	char saved[400];
+	snprintf(saved, sizeof(saved), "state saved to %s: 2 NACKable deliveries, 0 retry copies or dead letters, "
+			"1 kept dead letters", state_path);
+	ck_assert_msg(fake_logged(saved), "no \"%s\" in the log", saved);
+	ck_assert(fake_logged("and 0 retry copies or dead letters, 1 kept dead letters"));
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "");
+	ck_assert_uint_eq(d.letters.count, 1);
+	same_letter(&kept, d.letters.oldest);
+	dlq__tick(&d);
+	ck_assert_uint_eq(fake.publish_count, 2); /* the two dead letters, not again */
+	envelope__free(env);
 }
 END_TEST
 
@@ -1203,6 +1299,7 @@ static Suite *persist_suite(void)
 	tc = tcase_create("crash");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, the_journal_gets_an_entry_per_change);
+	tcase_add_test(tc, kept_dead_letters_survive_a_crash_and_a_restart);
 	tcase_add_test(tc, after_a_crash_snapshot_and_journal_restore_every_envelope);
 	tcase_add_test(tc, with_save_on_change_a_crash_loses_no_nackable_delivery);
 	tcase_add_test(tc, after_a_crash_the_journal_restores_held_copies);

@@ -9,7 +9,9 @@
  * restores exactly the entries before the damage and says where it is; an
  * entry whose CRC is right but which holds what the plugin never writes (a
  * header or a string MQTT refuses as a property) is damage too, named; the
- * journal replays on top of a snapshot; files are written atomically.
+ * journal replays on top of a snapshot; kept dead letters come back in
+ * their order with every field, and a journal keeps and removes them; files
+ * are written atomically.
  * Everything runs on the fake port's clocks.
  */
 #include <check.h>
@@ -27,6 +29,7 @@
 #include "fake_port.h"
 #include "model/deliveries.h"
 #include "model/envelope.h"
+#include "model/letters.h"
 #include "mosquitto_dlq.h"
 #include "store/state.h"
 #include "test_util.h"
@@ -38,6 +41,7 @@
 #define ENTRY_RECORD 1
 #define ENTRY_ENVELOPE 2
 #define ENTRY_END 4   /* the last entry of a snapshot: how many came before */
+#define ENTRY_LETTER 8 /* a kept dead letter */
 
 static const struct dlq_option standard[] = {
 	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
@@ -957,6 +961,342 @@ START_TEST(a_journal_alone_restores_envelopes)
 }
 END_TEST
 
+/* ---- kept dead letters ------------------------------------------------- */
+
+/* A dead letter as the engine keeps one, every field set from n (its id
+ * and origin id, times, retry count and QoS), with the publisher's
+ * properties; the caller frees it. */
+static struct dlq_envelope *letter(unsigned n, const char *filter, const char *origin_topic, const void *payload,
+		uint32_t payload_len)
+{
+	char reason[64], client[32], dead[64];
+	snprintf(reason, sizeof(reason), "max_attempts (%u) reached", n);
+	snprintf(client, sizeof(client), "worker-%u", n);
+	snprintf(dead, sizeof(dead), "dead/%u", n);
+	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, dead, origin_topic, filter, dead, reason,
+			client, payload, payload_len, original.data, (uint32_t)original.len);
+	ck_assert_ptr_nonnull(e);
+	for(int i = 0; i < DLQ_ID_RAW_LEN; i++){
+		e->id.raw[i] = (uint8_t)(n * 16 + (unsigned)i);
+		e->origin_id.raw[i] = (uint8_t)(0xA0 + n + (unsigned)i);
+	}
+	e->seq = 100 + n;
+	e->retry_count = (uint16_t)n;
+	e->qos = (uint8_t)(n % 3);
+	e->time_ms = fake.wall_ms - 1000 * (int64_t)n;
+	e->first_nack_ms = fake.wall_ms - 5000 * (int64_t)n;
+	return e;
+}
+
+/* Keeps e in d's store, as the engine does after publishing it. */
+static void keep(struct dlq *d, struct dlq_envelope *e)
+{
+	struct dlq_letters *s = dlq__state_view(d)->letters;
+	ck_assert_ptr_nonnull(s);
+	struct dlq_letter *l;
+	ck_assert_int_eq(letters__keep(s, e, &d->cfg.policies, &l), 0);
+	envelope__free(e);
+}
+
+/* Letter y (restored) is letter x. */
+static void same_letter(const struct dlq_letter *x, const struct dlq_letter *y)
+{
+	const struct dlq_envelope *ex = x->env, *ey = y->env;
+	ck_assert_int_eq(ey->kind, DLQ_ENV_DEAD_LETTER);
+	ck_assert_mem_eq(ex->id.raw, ey->id.raw, DLQ_ID_RAW_LEN);
+	ck_assert_mem_eq(ex->origin_id.raw, ey->origin_id.raw, DLQ_ID_RAW_LEN);
+	str_eq(ex->target_client, ey->target_client, "target_client");
+	str_eq(ex->topic, ey->topic, "topic");
+	str_eq(ex->origin_topic, ey->origin_topic, "origin_topic");
+	str_eq(ex->filter, ey->filter, "filter");
+	str_eq(ex->dead_letter, ey->dead_letter, "dead_letter");
+	str_eq(ex->reason, ey->reason, "reason");
+	str_eq(ex->client, ey->client, "client");
+	ck_assert_uint_eq(ex->payload_len, ey->payload_len);
+	if(ex->payload_len) ck_assert_mem_eq(ex->payload, ey->payload, ex->payload_len);
+	ck_assert_uint_eq(ex->headers_len, ey->headers_len);
+	if(ex->headers_len) ck_assert_mem_eq(ex->headers, ey->headers, ex->headers_len);
+	ck_assert_int_eq(ex->time_ms, ey->time_ms);
+	ck_assert_int_eq(ex->first_nack_ms, ey->first_nack_ms);
+	ck_assert_uint_eq(ex->retry_count, ey->retry_count);
+	ck_assert_uint_eq(ex->qos, ey->qos);
+	ck_assert_uint_eq(ey->due_ms, 0);
+	ck_assert_ptr_null(ey->policy);
+	ck_assert_int_eq(x->policy, y->policy);
+	ck_assert_uint_eq(x->bytes, y->bytes);
+}
+
+/* The index of filter's policy in d's table. */
+static size_t policy_index(const struct dlq *d, const char *filter)
+{
+	for(size_t i = 0; i < d->cfg.policies.count; i++){
+		if(!strcmp(d->cfg.policies.items[i].filter, filter)) return i;
+	}
+	ck_abort_msg("no policy %s", filter);
+	return 0;
+}
+
+static struct dlq_letter *find_letter(struct dlq *d, unsigned n)
+{
+	struct dlq_id id;
+	for(int i = 0; i < DLQ_ID_RAW_LEN; i++){
+		id.raw[i] = (uint8_t)(n * 16 + (unsigned)i);
+	}
+	return letters__find(dlq__state_view(d)->letters, &id);
+}
+
+/* a of populate_small with three kept letters: of a policy, with a binary
+ * payload, and of a filter no longer configured; encoded into buf. */
+static void populate_letters(void)
+{
+	populate_small();
+	keep(&a, letter(1, "numbers", "numbers", "first", 5));
+	keep(&a, letter(2, "once", "once", "\0\xFF\x01", 3));
+	keep(&a, letter(3, "gone/#", "gone/x", "", 0));
+	headers__free(&buf);
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+}
+
+START_TEST(a_snapshot_restores_kept_letters_in_order)
+{
+	populate_letters();
+	struct entry_info ent[16];
+	size_t n = entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent));
+	/* 3 records, 2 envelopes, the letters after them, the end. */
+	ck_assert_uint_eq(n, 9);
+	for(size_t i = 0; i < n; i++){
+		ck_assert_msg((ent[i].type == ENTRY_LETTER) == (i >= 5 && i < 8), "entry %zu is of type %u", i, ent[i].type);
+	}
+	move_clocks(5000, 77000000);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	struct state_report rep;
+	decode(&b, buf.data, buf.len, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(rep.records, 3);
+	ck_assert_uint_eq(rep.envelopes, 2);
+	ck_assert_uint_eq(rep.letters, 3);
+
+	const struct dlq_letters *ka = dlq__state_view(&a)->letters, *kb = dlq__state_view(&b)->letters;
+	ck_assert_uint_eq(kb->count, 3);
+	ck_assert_uint_eq(kb->bytes, ka->bytes);
+	const struct dlq_letter *x = ka->oldest, *y = kb->oldest;
+	for(; x && y; x = x->newer, y = y->newer){
+		same_letter(x, y);
+		if(y->older) ck_assert_uint_gt(y->order, y->older->order);
+	}
+	ck_assert_ptr_null(x);
+	ck_assert_ptr_null(y);
+	ck_assert_mem_eq(kb->oldest->env->payload, "first", 5);
+	ck_assert_ptr_eq(kb->newest, find_letter(&b, 3));
+	/* Each letter is found by its id, and counted for its policy. */
+	ck_assert_ptr_eq(find_letter(&b, 2)->older, find_letter(&b, 1));
+	ck_assert_uint_eq(letters__tally(kb, policy_index(&b, "numbers")).count, 1);
+	ck_assert_uint_eq(letters__tally(kb, policy_index(&b, "once")).count, 1);
+	ck_assert_int_eq(find_letter(&b, 3)->policy, -1);
+	/* None of them is owed: a kept letter waits for an operator. */
+	ck_assert_uint_eq(envelope_count(&b), 2);
+}
+END_TEST
+
+START_TEST(without_a_store_kept_letters_are_read_and_dropped)
+{
+	populate_letters();
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	struct dlq_letters *kb = dlq__state_view(&b)->letters;
+	dlq__state_view(&b)->letters = NULL;
+	struct state_report rep;
+	decode(&b, buf.data, buf.len, &rep);
+	dlq__state_view(&b)->letters = kb;
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(rep.records, 3);
+	ck_assert_uint_eq(rep.envelopes, 2);
+	ck_assert_uint_eq(rep.letters, 0);
+	ck_assert_uint_eq(kb->count, 0);
+	ck_assert_uint_eq(envelope_count(&b), 2);
+}
+END_TEST
+
+static void decode_journal(struct dlq *d, const struct dlq_headers *j, struct state_report *rep)
+{
+	memset(rep, 0, sizeof(*rep));
+	ck_assert_int_eq(state__decode_journal(dlq__state_view(d), j->data, j->len, fake.now_ms, fake.wall_ms, rep), 0);
+}
+
+START_TEST(a_journal_keeps_and_removes_letters)
+{
+	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
+	keep(&a, letter(1, "numbers", "numbers", "one", 3));
+	keep(&a, letter(2, "numbers", "numbers", "two", 3));
+	keep(&a, letter(3, "once", "once", "three", 5));
+	struct dlq_letter *l1 = find_letter(&a, 1), *l2 = find_letter(&a, 2), *l3 = find_letter(&a, 3);
+	struct dlq_id unknown;
+	memset(unknown.raw, 0x77, DLQ_ID_RAW_LEN);
+
+	/* Kept, then gone: nothing. */
+	struct dlq_headers j = {0};
+	ck_assert_int_eq(state__encode_journal_header(&j), 0);
+	ck_assert_int_eq(state__encode_letter(l1, fake.now_ms, fake.wall_ms, &j), 0);
+	ck_assert_int_eq(state__encode_letter_gone(&l1->env->id, &j), 0);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	struct state_report rep;
+	decode_journal(&b, &j, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(rep.journal_entries, 2);
+	ck_assert_uint_eq(dlq__state_view(&b)->letters->count, 0);
+	ck_assert_uint_eq(dlq__state_view(&b)->letters->bytes, 0);
+	ck_assert_ptr_null(find_letter(&b, 1));
+	engine_stop(&b, &b_live);
+
+	/* Kept twice (the same id), the others kept, one gone, one never kept
+	 * gone: no damage, no duplicate, the order of keeping. */
+	j.len = 8;
+	ck_assert_int_eq(state__encode_letter(l1, fake.now_ms, fake.wall_ms, &j), 0);
+	ck_assert_int_eq(state__encode_letter(l2, fake.now_ms, fake.wall_ms, &j), 0);
+	ck_assert_int_eq(state__encode_letter(l1, fake.now_ms, fake.wall_ms, &j), 0);
+	ck_assert_int_eq(state__encode_letter_gone(&l2->env->id, &j), 0);
+	ck_assert_int_eq(state__encode_letter_gone(&unknown, &j), 0);
+	ck_assert_int_eq(state__encode_letter(l3, fake.now_ms, fake.wall_ms, &j), 0);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	decode_journal(&b, &j, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(rep.journal_entries, 6);
+	ck_assert_uint_eq(rep.letters, 3);
+	const struct dlq_letters *kb = dlq__state_view(&b)->letters;
+	ck_assert_uint_eq(kb->count, 2);
+	ck_assert_uint_eq(kb->bytes, l1->bytes + l3->bytes);
+	same_letter(l1, kb->oldest);
+	same_letter(l3, kb->newest);
+	ck_assert_ptr_null(find_letter(&b, 2));
+	ck_assert_uint_eq(letters__tally(kb, policy_index(&b, "numbers")).count, 1);
+	ck_assert_uint_eq(letters__tally(kb, policy_index(&b, "once")).count, 1);
+	engine_stop(&b, &b_live);
+
+	/* A letter in the snapshot and again in the journal after it is kept
+	 * once. */
+	headers__free(&buf);
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	j.len = 8;
+	ck_assert_int_eq(state__encode_letter(l3, fake.now_ms, fake.wall_ms, &j), 0);
+	ck_assert_int_eq(state__encode_letter_gone(&l1->env->id, &j), 0);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	decode(&b, buf.data, buf.len, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(rep.letters, 3);
+	decode_journal(&b, &j, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(rep.letters, 0);
+	kb = dlq__state_view(&b)->letters;
+	ck_assert_uint_eq(kb->count, 2);
+	same_letter(l2, kb->oldest);
+	same_letter(l3, kb->newest);
+
+	/* A removal belongs in a journal only. */
+	struct dlq_headers gone = {0}, bad = {0};
+	struct entry_info ent[8];
+	size_t n = entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent));
+	ck_assert_int_eq(state__encode_letter_gone(&l1->env->id, &gone), 0);
+	splice_into(&bad, ent[n - 1].at, &gone);
+	engine_stop(&b, &b_live);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	decode(&b, bad.data, bad.len, &rep);
+	ck_assert(rep.damaged);
+	ck_assert_uint_eq(rep.damaged_at, ent[n - 1].at);
+	ck_assert_uint_eq(dlq__state_view(&b)->letters->count, 3);
+	headers__free(&gone);
+	headers__free(&bad);
+	headers__free(&j);
+}
+END_TEST
+
+/* Decodes a journal into a fresh b, with its store (or none), and checks
+ * that it stopped at the entry at offset at, naming it and problem; only
+ * letter 1 is kept. */
+static void expect_letter_refused(const struct dlq_headers *j, size_t at, const char *problem, bool store)
+{
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	struct dlq_letters *kb = dlq__state_view(&b)->letters;
+	if(!store) dlq__state_view(&b)->letters = NULL;
+	struct state_report rep;
+	decode_journal(&b, j, &rep);
+	dlq__state_view(&b)->letters = kb;
+	ck_assert_msg(rep.damaged, "%s: restored", problem);
+	ck_assert_uint_eq(rep.damaged_at, at);
+	char expected[160];
+	snprintf(expected, sizeof(expected), "a kept dead letter with %s at byte %zu", problem, at);
+	ck_assert_msg(strstr(rep.problem, expected) != NULL, "problem \"%s\" lacks \"%s\"", rep.problem, expected);
+	ck_assert_uint_eq(rep.journal_entries, 1);
+	ck_assert_uint_eq(kb->count, store ? 1 : 0);
+	if(store) ck_assert_ptr_nonnull(find_letter(&b, 1));
+	engine_stop(&b, &b_live);
+}
+
+START_TEST(a_damaged_kept_letter_is_damage)
+{
+	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
+	struct dlq_envelope *good = letter(1, "numbers", "numbers", "good", 4);
+	struct dlq_envelope *after = letter(3, "numbers", "numbers", "after", 5);
+	struct dlq_envelope *copy = letter(2, "numbers", "numbers", "a copy", 6);
+	copy->kind = DLQ_ENV_RETRY_COPY;
+	struct dlq_envelope *hash = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/numbers", "numbers", "numbers",
+			"dead/#", "why", "sub1", "x", 1, NULL, 0);
+	ck_assert_ptr_nonnull(hash);
+	struct dlq_envelope *why_ctrl = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/numbers", "numbers", "numbers",
+			"dead/numbers", "wh\x01y", "sub1", "x", 1, NULL, 0);
+	ck_assert_ptr_nonnull(why_ctrl);
+	const struct {
+		struct dlq_envelope *e;
+		const char *problem;
+	} cases[] = {
+		{copy, "the kind of a retry copy"},
+		{hash, "a dead-letter topic that is not a topic name"},
+		{why_ctrl, "a reason holding a control character"},
+	};
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
+		/* Not kept by the store (letters__keep takes any envelope): written
+		 * as a hostile or buggy file would hold it. */
+		struct dlq_letter lg = { .env = good }, lb = { .env = cases[i].e }, la = { .env = after };
+		struct dlq_headers j = {0};
+		ck_assert_int_eq(state__encode_journal_header(&j), 0);
+		ck_assert_int_eq(state__encode_letter(&lg, fake.now_ms, fake.wall_ms, &j), 0);
+		size_t at = j.len;
+		ck_assert_int_eq(state__encode_letter(&lb, fake.now_ms, fake.wall_ms, &j), 0);
+		ck_assert_int_eq(state__encode_letter(&la, fake.now_ms, fake.wall_ms, &j), 0);
+		expect_letter_refused(&j, at, cases[i].problem, true);
+		expect_letter_refused(&j, at, cases[i].problem, false);
+		headers__free(&j);
+	}
+
+	/* A checksum that does not match, in a snapshot: the letters before it
+	 * are kept. */
+	keep(&a, envelope__copy(good));
+	keep(&a, letter(2, "numbers", "numbers", "second", 6));
+	keep(&a, envelope__copy(after));
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	struct entry_info ent[8];
+	size_t n = entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent));
+	ck_assert_uint_eq(n, 4);
+	buf.data[ent[1].end - 1] ^= 0x20;
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	struct state_report rep;
+	decode(&b, buf.data, buf.len, &rep);
+	ck_assert(rep.damaged);
+	ck_assert_uint_eq(rep.damaged_at, ent[1].at);
+	char expected[96];
+	snprintf(expected, sizeof(expected), "checksum mismatch in a kept dead letter at byte %zu", ent[1].at);
+	ck_assert_msg(strstr(rep.problem, expected) != NULL, "problem \"%s\" lacks \"%s\"", rep.problem, expected);
+	ck_assert_uint_eq(rep.letters, 1);
+	ck_assert_uint_eq(dlq__state_view(&b)->letters->count, 1);
+	ck_assert_ptr_nonnull(find_letter(&b, 1));
+	ck_assert_ptr_null(find_letter(&b, 2));
+
+	envelope__free(good);
+	envelope__free(after);
+	envelope__free(copy);
+	envelope__free(hash);
+	envelope__free(why_ctrl);
+}
+END_TEST
+
 /* ---- content the plugin never writes ----------------------------------- */
 
 /* A header the decoder must refuse, and the phrase its report names. */
@@ -1472,6 +1812,14 @@ static Suite *state_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, a_journal_replays_on_top_of_a_snapshot);
 	tcase_add_test(tc, a_journal_alone_restores_envelopes);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("letters");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_snapshot_restores_kept_letters_in_order);
+	tcase_add_test(tc, without_a_store_kept_letters_are_read_and_dropped);
+	tcase_add_test(tc, a_journal_keeps_and_removes_letters);
+	tcase_add_test(tc, a_damaged_kept_letter_is_damage);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("files");

@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The dead-letter store's commands (see letter_commands.h). A letter a
+ * client may not read is, for that client, not there in a list, and named
+ * as not permitted when it asks for it by id. Every answer is bounded: a
+ * page holds at most DLQ_MAX_LIST_LIMIT letters and ends early near
+ * DLQ_MAX_LIST_REPLY_BYTES; a payload is cut at DLQ_MAX_LETTER_PAYLOAD_REPLY.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/letter_commands.h"
+#include "api/letter_view.h"
+#include "config/config.h"
+#include "model/letters.h"
+#include "mosquitto_dlq.h"
+#include "util/errtext.h"
+#include "util/id.h"
+#include "util/topic.h"
+
+#define UNKNOWN_ID "unknown dead-letter id (never kept, or already redriven, deleted or dropped)"
+
+static const char *const names[] = {
+	DLQ_COMMAND_LIST_DEAD_LETTERS, DLQ_COMMAND_GET_DEAD_LETTER, DLQ_COMMAND_REDRIVE_DEAD_LETTERS,
+	DLQ_COMMAND_DELETE_DEAD_LETTERS, DLQ_COMMAND_PURGE_DEAD_LETTERS,
+};
+
+bool letter_commands__is(const char *name)
+{
+	for(size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++){
+		if(!strcmp(name, names[i])) return true;
+	}
+	return false;
+}
+
+/* ---- access ---- */
+
+static bool may_read(const struct dlq *d, const struct letter_asker *req, const struct dlq_letter *l)
+{
+	if(d->cfg.dead_letter_access == DLQ_LETTER_ACCESS_CONTROL) return true;
+	const struct dlq_envelope *e = l->env;
+	return req->may_read(req->ctx, e->topic, e->payload, e->payload_len, envelope__qos(e)) == 0;
+}
+
+static bool may_write(const struct dlq *d, const struct letter_asker *req, const struct dlq_letter *l,
+		const char *topic)
+{
+	if(d->cfg.dead_letter_access == DLQ_LETTER_ACCESS_CONTROL) return true;
+	const struct dlq_envelope *e = l->env;
+	return req->may_write(req->ctx, topic, e->payload, e->payload_len, e->qos) == 0;
+}
+
+/* ---- members ---- */
+
+/* RFC 3339 UTC ("2026-12-02T10:00:00Z", fraction optional) into ms since
+ * the epoch. */
+static bool parse_time_text(const char *s, int64_t *out)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	int y, mo, da, h, mi, se, used = 0;
+	if(sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &da, &h, &mi, &se, &used) != 6 || used != 19) return false;
+	const char *p = s + used;
+	int64_t ms = 0;
+	if(*p == '.'){
+		int digits = 0;
+		for(p++; *p >= '0' && *p <= '9'; p++, digits++){
+			if(digits < 3) ms = ms * 10 + (*p - '0');
+		}
+		if(digits == 0) return false;
+		for(; digits < 3; digits++) ms *= 10;
+	}
+	if(strcmp(p, "Z") || mo < 1 || mo > 12 || da < 1 || da > 31 || h > 23 || mi > 59 || se > 60) return false;
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = da;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = se;
+	time_t t = timegm(&tm);
+	*out = (int64_t)t * 1000 + ms;
+	return true;
+}
+
+/* A time member: absent (*given false), ms since the epoch or RFC 3339 text. */
+static int time_member(const cJSON *cmd, const char *name, bool *given, int64_t *out, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cmd, name);
+	*given = false;
+	if(v == NULL || cJSON_IsNull(v)) return 0;
+	if(cJSON_IsNumber(v) && isfinite(v->valuedouble) && fabs(v->valuedouble) < 9.0e15){
+		*out = (int64_t)v->valuedouble;
+	}else if(!cJSON_IsString(v) || !parse_time_text(v->valuestring, out)){
+		errtext__set(err, errlen, "\"%s\" must be milliseconds since the epoch or RFC 3339 UTC text, "
+				"e.g. \"2026-12-02T10:00:00Z\"", name);
+		return EINVAL;
+	}
+	*given = true;
+	return 0;
+}
+
+/* A string member: absent gives NULL. */
+static int string_member(const cJSON *cmd, const char *name, const char **out, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cmd, name);
+	*out = NULL;
+	if(v == NULL || cJSON_IsNull(v)) return 0;
+	if(!cJSON_IsString(v)){
+		errtext__set(err, errlen, "\"%s\" must be a string", name);
+		return EINVAL;
+	}
+	*out = v->valuestring;
+	return 0;
+}
+
+/* The letter an id names, or NULL (also for text that is no id). */
+static struct dlq_letter *letter_by_text(const struct dlq *d, const char *s)
+{
+	struct dlq_id id;
+	if(!id__decode(s, strlen(s), &id)) return NULL;
+	return letters__find(&d->letters, &id);
+}
+
+static bool add_str(cJSON *o, const char *name, const char *v)
+{
+	return cJSON_AddStringToObject(o, name, v ? v : "") != NULL;
+}
+
+static bool add_num(cJSON *o, const char *name, double v)
+{
+	return cJSON_AddNumberToObject(o, name, v) != NULL;
+}
+
+/* {name:[]}, the array in *array (borrowed); NULL when out of memory. */
+static cJSON *object_with_array(const char *name, cJSON **array)
+{
+	cJSON *o = cJSON_CreateObject();
+	*array = o ? cJSON_AddArrayToObject(o, name) : NULL;
+	if(*array == NULL){
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* ---- listDeadLetters ---- */
+
+struct list_filter {
+	const char *filter;
+	const char *dead_letter;
+	const char *reason;
+	bool since_given, until_given;
+	int64_t since, until;
+};
+
+static bool matches(const struct list_filter *f, const struct dlq_letter *l)
+{
+	const struct dlq_envelope *e = l->env;
+	if(f->filter && strcmp(f->filter, e->filter ? e->filter : "")) return false;
+	if(f->dead_letter && strcmp(f->dead_letter, e->topic)) return false;
+	if(f->reason && (e->reason == NULL || strstr(e->reason, f->reason) == NULL)) return false;
+	if(f->since_given && e->time_ms < f->since) return false;
+	if(f->until_given && e->time_ms > f->until) return false;
+	return true;
+}
+
+static int run_list(struct dlq *d, const struct letter_asker *req, const cJSON *cmd, cJSON **data,
+		char *err, size_t errlen)
+{
+	bool newest = true;
+	const char *order;
+	if(string_member(cmd, "order", &order, err, errlen)) return EINVAL;
+	if(order && !strcmp(order, "oldest")) newest = false;
+	else if(order && strcmp(order, "newest")){
+		errtext__set(err, errlen, "\"order\" must be \"newest\" or \"oldest\"");
+		return EINVAL;
+	}
+	long limit = DLQ_LIST_DEFAULT_LIMIT;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cmd, "limit");
+	if(v && !cJSON_IsNull(v)){
+		if(!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1
+				|| v->valuedouble > DLQ_MAX_LIST_LIMIT){
+			errtext__set(err, errlen, "\"limit\" must be a whole number from 1 to %d", DLQ_MAX_LIST_LIMIT);
+			return EINVAL;
+		}
+		limit = (long)v->valuedouble;
+	}
+	bool cursor_given = false;
+	uint64_t cursor = 0;
+	v = cJSON_GetObjectItemCaseSensitive(cmd, "cursor");
+	if(v && !cJSON_IsNull(v)){
+		if(!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 9.0e15){
+			errtext__set(err, errlen, "\"cursor\" must be the \"next\" number of an earlier page");
+			return EINVAL;
+		}
+		cursor_given = true;
+		cursor = (uint64_t)v->valuedouble;
+	}
+	struct list_filter f = {0};
+	if(string_member(cmd, "filter", &f.filter, err, errlen) || string_member(cmd, "deadLetter", &f.dead_letter, err, errlen)
+			|| string_member(cmd, "reason", &f.reason, err, errlen)
+			|| time_member(cmd, "since", &f.since_given, &f.since, err, errlen)
+			|| time_member(cmd, "until", &f.until_given, &f.until, err, errlen)){
+		return EINVAL;
+	}
+
+	cJSON *list;
+	cJSON *o = object_with_array("letters", &list);
+	if(o == NULL) return ENOMEM;
+	/* "matched" is counted on a first page only (a walk of every letter,
+	 * an access check each): a later page costs its own letters, starting
+	 * where the last page ended when that is its cursor. */
+	size_t matched = 0, shown = 0, bytes = 0;
+	bool more = false;
+	struct dlq_letter *last = NULL;
+	struct dlq_letter *l = newest ? d->letters.newest : d->letters.oldest;
+	if(cursor_given){
+		struct dlq_letter *end = d->letters.page_end;
+		if(end && end->order == cursor){
+			l = newest ? end->older : end->newer;
+		}else{
+			while(l && (newest ? l->order >= cursor : l->order <= cursor)) l = newest ? l->older : l->newer;
+		}
+	}
+	for(; l; l = newest ? l->older : l->newer){
+		if(!matches(&f, l) || !may_read(d, req, l)) continue;
+		if(!cursor_given) matched++;
+		if(more) continue;
+		if(shown == (size_t)limit || bytes > DLQ_MAX_LIST_REPLY_BYTES - 2 * 65536){
+			more = true;
+			if(cursor_given) break;
+			continue;
+		}
+		cJSON *s = letter_view__summary(l);
+		if(s == NULL || !cJSON_AddItemToArray(list, s)){
+			cJSON_Delete(s);
+			cJSON_Delete(o);
+			return ENOMEM;
+		}
+		/* What the entry's texts take, the reply's size told ahead. */
+		const struct dlq_envelope *e = l->env;
+		bytes += 300 + strlen(e->topic) + strlen(e->origin_topic) + (e->reason ? strlen(e->reason) * 2 : 0)
+				+ (e->client ? strlen(e->client) : 0) + (e->filter ? strlen(e->filter) : 0);
+		shown++;
+		last = l;
+	}
+	if(more) d->letters.page_end = last;
+	if((!cursor_given && !add_num(o, "matched", (double)matched)) || (more && !add_num(o, "next", (double)last->order))){
+		cJSON_Delete(o);
+		return ENOMEM;
+	}
+	*data = o;
+	return 0;
+}
+
+/* ---- by id ---- */
+
+static int run_get(struct dlq *d, const struct letter_asker *req, const cJSON *cmd, cJSON **data,
+		char *err, size_t errlen)
+{
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(cmd, "id");
+	if(!cJSON_IsString(id)){
+		errtext__set(err, errlen, "missing or non-string \"id\"");
+		return EINVAL;
+	}
+	struct dlq_letter *l = letter_by_text(d, id->valuestring);
+	if(l == NULL){
+		errtext__set(err, errlen, UNKNOWN_ID);
+		return EINVAL;
+	}
+	if(!may_read(d, req, l)){
+		errtext__set(err, errlen, "not permitted: this client may not read " QFMT, Q(l->env->topic));
+		return EINVAL;
+	}
+	*data = letter_view__full(l);
+	return *data ? 0 : ENOMEM;
+}
+
+/* The ids member of a redrive or delete. */
+static int ids_member(const cJSON *cmd, const cJSON **ids, char *err, size_t errlen)
+{
+	*ids = cJSON_GetObjectItemCaseSensitive(cmd, "ids");
+	if(!cJSON_IsArray(*ids) || cJSON_GetArraySize(*ids) == 0){
+		errtext__set(err, errlen, "missing or empty \"ids\" array");
+		return EINVAL;
+	}
+	if(cJSON_GetArraySize(*ids) > DLQ_MAX_LETTER_IDS){
+		errtext__set(err, errlen, "\"ids\" must hold at most %d ids", DLQ_MAX_LETTER_IDS);
+		return EINVAL;
+	}
+	const cJSON *id;
+	cJSON_ArrayForEach(id, *ids){
+		if(!cJSON_IsString(id)){
+			errtext__set(err, errlen, "each of \"ids\" must be a string");
+			return EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Adds {"id":...,"error":...} or {"id":...,"result":...} to results; the
+ * id is echoed as far as it is printable ASCII of id length. */
+static cJSON *result_entry(cJSON *results, const char *id, const char *result, const char *error)
+{
+	char shown[DLQ_ID_LEN + 1];
+	size_t n = strlen(id);
+	if(n > DLQ_ID_LEN) n = DLQ_ID_LEN;
+	for(size_t i = 0; i < n; i++) shown[i] = (id[i] > 0x20 && id[i] < 0x7f) ? id[i] : '?';
+	shown[n] = '\0';
+	cJSON *r = cJSON_CreateObject();
+	if(r == NULL || !cJSON_AddItemToArray(results, r)){
+		cJSON_Delete(r);
+		return NULL;
+	}
+	if(!add_str(r, "id", shown) || !add_str(r, error ? "error" : "result", error ? error : result)) return NULL;
+	return r;
+}
+
+static int run_by_ids(struct dlq *d, const struct letter_asker *req, const cJSON *cmd, bool redrive,
+		cJSON **data, char *err, size_t errlen)
+{
+	const cJSON *ids;
+	if(ids_member(cmd, &ids, err, errlen)) return EINVAL;
+	const char *topic = NULL;
+	if(redrive){
+		if(string_member(cmd, "topic", &topic, err, errlen)) return EINVAL;
+		if(topic && (!topic__valid_publish(topic) || topic[0] == '$')){
+			errtext__set(err, errlen, "\"topic\" must be a topic name without wildcards, not starting with $");
+			return EINVAL;
+		}
+	}
+	cJSON *results;
+	cJSON *o = object_with_array("results", &results);
+	if(o == NULL) return ENOMEM;
+	const cJSON *id;
+	bool ok = true;
+	cJSON_ArrayForEach(id, ids){
+		char msg[256];
+		struct dlq_letter *l = letter_by_text(d, id->valuestring);
+		const char *to = l && redrive ? (topic ? topic : l->env->origin_topic) : NULL;
+		cJSON *r;
+		if(l == NULL){
+			r = result_entry(results, id->valuestring, NULL, UNKNOWN_ID);
+		}else if(!may_read(d, req, l)){
+			errtext__set(msg, sizeof(msg), "not permitted: this client may not read " QFMT, Q(l->env->topic));
+			r = result_entry(results, id->valuestring, NULL, msg);
+		}else if(redrive && !may_write(d, req, l, to)){
+			errtext__set(msg, sizeof(msg), "not permitted: this client may not write " QFMT, Q(to));
+			r = result_entry(results, id->valuestring, NULL, msg);
+		}else if(redrive){
+			/* The target is copied: the letter, where it may point, goes. */
+			char *target = errtext__dup_range(to, strlen(to));
+			struct dlq_redrive_result res;
+			int rc = target ? dlq__redrive_letter(d, l, target, req->client, &res) : ENOMEM;
+			if(rc){
+				errtext__set(msg, sizeof(msg), "publish failed: %s; the letter is kept",
+						rc == EIO ? "the random source failed (no dlq-id)" : strerror(rc));
+				r = result_entry(results, id->valuestring, NULL, msg);
+			}else{
+				r = result_entry(results, id->valuestring, "redriven", NULL);
+				ok = r && add_str(r, "topic", target) && cJSON_AddBoolToObject(r, "tracked", res.tracked)
+						&& (!res.tracked || add_str(r, "dlqId", res.dlq_id));
+			}
+			free(target);
+		}else{
+			dlq__delete_letter(d, l);
+			r = result_entry(results, id->valuestring, "deleted", NULL);
+		}
+		if(r == NULL || !ok){
+			cJSON_Delete(o);
+			return ENOMEM;
+		}
+	}
+	*data = o;
+	return 0;
+}
+
+static int run_purge(struct dlq *d, const struct letter_asker *req, const cJSON *cmd, cJSON **data,
+		char *err, size_t errlen)
+{
+	const char *filter;
+	if(string_member(cmd, "filter", &filter, err, errlen)) return EINVAL;
+	const cJSON *all = cJSON_GetObjectItemCaseSensitive(cmd, "all");
+	if(filter == NULL && !cJSON_IsTrue(all)){
+		errtext__set(err, errlen, "missing \"filter\" (a policy filter) or \"all\": true");
+		return EINVAL;
+	}
+	size_t purged = 0, refused = 0;
+	for(struct dlq_letter *l = d->letters.oldest; l;){
+		struct dlq_letter *next = l->newer;
+		if(filter == NULL || (l->env->filter && !strcmp(l->env->filter, filter))){
+			if(may_read(d, req, l)){
+				dlq__delete_letter(d, l);
+				purged++;
+			}else{
+				refused++;
+			}
+		}
+		l = next;
+	}
+	cJSON *o = cJSON_CreateObject();
+	if(o == NULL || !add_num(o, "purged", (double)purged) || !add_num(o, "notPermitted", (double)refused)){
+		cJSON_Delete(o);
+		return ENOMEM;
+	}
+	*data = o;
+	return 0;
+}
+
+int letter_commands__run(struct dlq *d, const struct letter_asker *req, const char *name, const cJSON *cmd,
+		cJSON **data, char *err, size_t errlen)
+{
+	*data = NULL;
+	if(d->letters.max_bytes == 0){
+		errtext__set(err, errlen, "the dead-letter store is off (plugin_opt_dead_letter_keep 0)");
+		return EINVAL;
+	}
+	if(d->cfg.dead_letter_access == DLQ_LETTER_ACCESS_CHECK && (req->may_read == NULL || req->may_write == NULL)){
+		errtext__set(err, errlen, "this broker does not export mosquitto_acl_check: set plugin_opt_dead_letter_access "
+				"control to let every client that may publish to " DLQ_CONTROL_TOPIC " use the dead-letter store");
+		return EINVAL;
+	}
+	if(!strcmp(name, DLQ_COMMAND_LIST_DEAD_LETTERS)) return run_list(d, req, cmd, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_GET_DEAD_LETTER)) return run_get(d, req, cmd, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_REDRIVE_DEAD_LETTERS)) return run_by_ids(d, req, cmd, true, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_DELETE_DEAD_LETTERS)) return run_by_ids(d, req, cmd, false, data, err, errlen);
+	return run_purge(d, req, cmd, data, err, errlen);
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The dead-letter store's commands on $CONTROL/dlq/v1 (listDeadLetters,
+ * getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters):
+ * each checks its members, asks the broker's access control per letter
+ * (plugin_opt_dead_letter_access check) and returns its reply's "data".
+ */
+#ifndef DLQ_LETTER_COMMANDS_H
+#define DLQ_LETTER_COMMANDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine/dlq.h"
+
+/* Who asks: the client, and the broker's answers for it. */
+struct letter_asker {
+	const char *client;       /* borrowed */
+	dlq_may_read_fn may_read; /* NULL: the broker cannot check */
+	dlq_may_read_fn may_write;
+	void *ctx;                /* for both */
+};
+
+/* Whether name is one of the store's commands. */
+bool letter_commands__is(const char *name);
+
+/* Runs the store command name (letter_commands__is) of cmd for req, the
+ * asking client.
+ * Returns 0 with *data (owned), EINVAL with the error's text in err, or
+ * ENOMEM. */
+int letter_commands__run(struct dlq *d, const struct letter_asker *req, const char *name, const cJSON *cmd,
+		cJSON **data, char *err, size_t errlen);
+
+#endif

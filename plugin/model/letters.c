@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The dead-letter store (see letters.h): letters in a hash table by id and
+ * in an age list, with a tally per policy of the current table.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/letters.h"
+#include "model/policy.h"
+#include "util/chains.h"
+
+static uint64_t id_hash(const struct dlq_id *id)
+{
+	uint64_t h;
+	memcpy(&h, id->raw, sizeof(h));
+	return chains__mix(h);
+}
+
+static uint64_t letter_key(const void *item)
+{
+	return id_hash(&((const struct dlq_letter *)item)->env->id);
+}
+
+/* The index of the policy whose filter is filter in table, or -1. */
+static long policy_index(const struct dlq_policy_table *table, const char *filter)
+{
+	if(table == NULL || filter == NULL) return -1;
+	for(size_t i = 0; i < table->count; i++){
+		if(!strcmp(table->items[i].filter, filter)) return (long)i;
+	}
+	return -1;
+}
+
+/* Counts l in (sign +1) or out of (-1) its policy's tally. A letter
+ * counted in is the policy's newest (it is kept, or the tallies are made
+ * again oldest first); one counted out, when it was the policy's oldest,
+ * hands that on to the next of its policy, found forward from it (l still
+ * linked): the walks of a run of removals of a policy's oldest go forward
+ * and add up to one walk of the store. */
+static void tally(struct dlq_letters *s, struct dlq_letter *l, int sign)
+{
+	if(l->policy < 0 || (size_t)l->policy >= s->per_count) return;
+	struct dlq_letter_tally *t = &s->per[l->policy];
+	if(sign > 0){
+		if(t->count++ == 0) t->oldest = l;
+		t->bytes += l->bytes;
+		return;
+	}
+	t->count--;
+	t->bytes -= l->bytes;
+	if(t->oldest != l) return;
+	struct dlq_letter *n = l->newer;
+	while(n && n->policy != l->policy) n = n->newer;
+	t->oldest = t->count ? n : NULL;
+}
+
+static int tallies_for(struct dlq_letters *s, const struct dlq_policy_table *table)
+{
+	free(s->per);
+	s->per = NULL;
+	s->per_count = 0;
+	size_t n = table ? table->count : 0;
+	if(n == 0) return 0;
+	s->per = calloc(n, sizeof(*s->per));
+	if(s->per == NULL) return ENOMEM;
+	s->per_count = n;
+	return 0;
+}
+
+int letters__init(struct dlq_letters *s, const struct dlq_policy_table *table, uint64_t max_bytes)
+{
+	memset(s, 0, sizeof(*s));
+	s->max_bytes = max_bytes;
+	s->next_order = 1;
+	return tallies_for(s, table);
+}
+
+void letters__free(struct dlq_letter *l)
+{
+	if(l == NULL) return;
+	envelope__free(l->env);
+	free(l);
+}
+
+void letters__cleanup(struct dlq_letters *s)
+{
+	struct dlq_letter *l = s->oldest;
+	while(l){
+		struct dlq_letter *next = l->newer;
+		letters__free(l);
+		l = next;
+	}
+	free(s->buckets);
+	free(s->per);
+	memset(s, 0, sizeof(*s));
+}
+
+size_t letters__bytes_of(const struct dlq_envelope *e)
+{
+	/* The envelope, the letter and its slot in the table. */
+	return e->bytes + sizeof(struct dlq_letter) + sizeof(struct dlq_letter *);
+}
+
+struct dlq_letter *letters__find(const struct dlq_letters *s, const struct dlq_id *id)
+{
+	if(s->buckets == NULL) return NULL;
+	for(struct dlq_letter *l = s->buckets[id_hash(id) & (s->nbuckets - 1)]; l; l = l->hnext){
+		if(!memcmp(l->env->id.raw, id->raw, DLQ_ID_RAW_LEN)) return l;
+	}
+	return NULL;
+}
+
+int letters__adopt(struct dlq_letters *s, struct dlq_envelope *e, const struct dlq_policy_table *table,
+		struct dlq_letter **out)
+{
+	struct dlq_letter *old = letters__find(s, &e->id);
+	if(old){
+		envelope__free(e);
+		*out = old;
+		return EEXIST;
+	}
+	struct dlq_letter *l = calloc(1, sizeof(*l));
+	if(l == NULL || chains__grow((void ***)&s->buckets, &s->nbuckets, s->count, offsetof(struct dlq_letter, hnext),
+			letter_key)){
+		free(l);
+		envelope__free(e);
+		return ENOMEM;
+	}
+	e->next = e->prev = NULL;
+	e->policy = NULL;
+	l->env = e;
+	l->order = s->next_order++;
+	l->policy = policy_index(table, e->filter);
+	l->bytes = letters__bytes_of(e);
+	size_t k = letter_key(l) & (s->nbuckets - 1);
+	l->hnext = s->buckets[k];
+	s->buckets[k] = l;
+	l->older = s->newest;
+	if(s->newest) s->newest->newer = l;
+	else s->oldest = l;
+	s->newest = l;
+	s->count++;
+	s->bytes += l->bytes;
+	tally(s, l, +1);
+	*out = l;
+	return 0;
+}
+
+int letters__keep(struct dlq_letters *s, const struct dlq_envelope *e, const struct dlq_policy_table *table,
+		struct dlq_letter **out)
+{
+	struct dlq_letter *old = letters__find(s, &e->id);
+	if(old){
+		*out = old;
+		return EEXIST;
+	}
+	struct dlq_envelope *copy = envelope__copy(e);
+	if(copy == NULL) return ENOMEM;
+	return letters__adopt(s, copy, table, out);
+}
+
+void letters__remove(struct dlq_letters *s, struct dlq_letter *l)
+{
+	/* While l is linked: its policy's next oldest is found from it. */
+	tally(s, l, -1);
+	chains__unlink((void **)s->buckets, s->nbuckets, l, offsetof(struct dlq_letter, hnext), letter_key(l));
+	if(l->older) l->older->newer = l->newer;
+	else s->oldest = l->newer;
+	if(l->newer) l->newer->older = l->older;
+	else s->newest = l->older;
+	l->older = l->newer = l->hnext = NULL;
+	if(s->page_end == l) s->page_end = NULL;
+	s->count--;
+	s->bytes -= l->bytes;
+}
+
+int letters__retable(struct dlq_letters *s, const struct dlq_policy_table *table)
+{
+	int rc = tallies_for(s, table);
+	for(struct dlq_letter *l = s->oldest; l; l = l->newer){
+		l->policy = rc ? -1 : policy_index(table, l->env->filter);
+		tally(s, l, +1);
+	}
+	return rc;
+}
+
+struct dlq_letter_tally letters__tally(const struct dlq_letters *s, size_t i)
+{
+	if(i >= s->per_count) return (struct dlq_letter_tally){ 0, 0, NULL };
+	return s->per[i];
+}
+
+struct dlq_letter *letters__oldest_of(const struct dlq_letters *s, size_t i)
+{
+	return i < s->per_count ? s->per[i].oldest : NULL;
+}

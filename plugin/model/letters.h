@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The dead-letter store: every dead letter the broker accepted, kept (its
+ * envelope: payload, the original properties, origin topic and id, reason,
+ * client, filter, time, retry-count) until an operator takes it, so that
+ * one made before anybody subscribed to the dead-letter topic is not lost.
+ * Kept in the order they were made, found by their id (the envelope's id,
+ * published as dead-letter-id), and bounded (max_bytes): the engine drops
+ * the oldest to make room (letters__oldest, letters__remove) and counts
+ * it. Per-policy tallies are by the index of the letter's filter in the
+ * current policy table, found again after a reload (letters__retable).
+ * The letters hold no policy pointer: a reload may free the table.
+ */
+#ifndef DLQ_LETTERS_H
+#define DLQ_LETTERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/envelope.h"
+#include "util/id.h"
+
+struct dlq_policy_table;
+
+struct dlq_letter {
+	struct dlq_letter *hnext;  /* chain by id */
+	struct dlq_letter *older;  /* age list */
+	struct dlq_letter *newer;
+	struct dlq_envelope *env;  /* owned: the dead letter as published (env->policy NULL) */
+	uint64_t order;            /* increasing in the order kept: list cursors */
+	long policy;               /* index of env->filter in the current table; -1: none */
+	size_t bytes;              /* counted against the bound */
+};
+
+struct dlq_letter_tally {
+	uint64_t count;
+	uint64_t bytes;
+	struct dlq_letter *oldest; /* borrowed: the policy's oldest letter, NULL when none */
+};
+
+struct dlq_letters {
+	struct dlq_letter **buckets; /* owned */
+	size_t nbuckets;             /* a power of two, or 0 */
+	size_t count;
+	uint64_t bytes;              /* sum of the letters' bytes */
+	uint64_t max_bytes;          /* the bound; 0: nothing is kept */
+	uint64_t next_order;
+	struct dlq_letter *oldest;
+	struct dlq_letter *newest;
+	struct dlq_letter_tally *per; /* owned: by policy index of the current table */
+	size_t per_count;
+	/* Borrowed: the letter the last list page ended at (api/), so that
+	 * the next page starts there instead of walking to its cursor; NULL
+	 * once it leaves the store. */
+	struct dlq_letter *page_end;
+};
+
+/* Sets up an empty store for table with the bound max_bytes (0: off).
+ * Returns 0 or ENOMEM. */
+int letters__init(struct dlq_letters *s, const struct dlq_policy_table *table, uint64_t max_bytes);
+/* Frees every letter. */
+void letters__cleanup(struct dlq_letters *s);
+
+/* Bytes a letter made of e would count against the bound. */
+size_t letters__bytes_of(const struct dlq_envelope *e);
+
+/* Whether bytes more would pass the bound (then drop the oldest first, or
+ * keep nothing when the letter alone is larger than the bound). */
+static inline bool letters__over(const struct dlq_letters *s, size_t bytes)
+{
+	return s->bytes + bytes > s->max_bytes;
+}
+
+/* Keeps a copy of e (a dead letter; its id names the letter) as the newest
+ * letter; table gives its policy index by filter. A letter of that id
+ * already kept is left as it is (a dead letter published again after a
+ * restart): *out is then the kept one and EEXIST returned. Returns 0
+ * (*out the new letter, borrowed), EEXIST, or ENOMEM. Does not make room. */
+int letters__keep(struct dlq_letters *s, const struct dlq_envelope *e, const struct dlq_policy_table *table,
+		struct dlq_letter **out);
+
+/* Adds an envelope already made (the state file's restore), taking it. Same
+ * returns as letters__keep; on EEXIST or ENOMEM e is freed. */
+int letters__adopt(struct dlq_letters *s, struct dlq_envelope *e, const struct dlq_policy_table *table,
+		struct dlq_letter **out);
+
+/* The letter with this id, or NULL. */
+struct dlq_letter *letters__find(const struct dlq_letters *s, const struct dlq_id *id);
+
+/* Unlinks l from the store (its bytes and tally with it); the caller frees
+ * it with letters__free. */
+void letters__remove(struct dlq_letters *s, struct dlq_letter *l);
+void letters__free(struct dlq_letter *l);
+
+/* The tallies again after a reload put table in place. Returns 0 or
+ * ENOMEM (then the tallies are all zero: status says 0 until the next
+ * reload). */
+int letters__retable(struct dlq_letters *s, const struct dlq_policy_table *table);
+
+/* The oldest letter of the policy with index i, or NULL. */
+struct dlq_letter *letters__oldest_of(const struct dlq_letters *s, size_t i);
+
+/* The tally of the policy with index i (zero when out of range). */
+struct dlq_letter_tally letters__tally(const struct dlq_letters *s, size_t i);
+
+#endif

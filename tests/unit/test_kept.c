@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Unit tests of kept.c and of the engine's dead-letter store, against the
+ * fake broker port: every dead letter the broker accepted is kept (named
+ * by its dead-letter-id), the bound drops the oldest and counts them, a
+ * redrive publishes the letter again (tracked again where a policy takes
+ * its topic) and only then lets it go, and a refused publish keeps it.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/dlq.h"
+#include "engine_calls.h"
+#include "fake_port.h"
+#include "model/letters.h"
+#include "mosquitto_dlq.h"
+#include "test_util.h"
+#include "util/id.h"
+
+static struct dlq d;
+static bool d_live;
+
+static void start_with(const char *jobs, const char *keep)
+{
+	struct dlq_option opts[] = {
+		{"policy", jobs},
+		{"policy", "mail/# max_attempts=1 dead_letter=dead/mail"},
+		{"dead_letter_keep", keep},
+	};
+	fake_reset();
+	engine_start(&d, &d_live, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
+}
+
+static void start(const char *keep)
+{
+	start_with("jobs/# max_attempts=1 dead_letter=dead/jobs", keep);
+}
+
+static void stop(void)
+{
+	engine_stop(&d, &d_live);
+	fake_reset();
+}
+
+/* A message on topic, NACKed once by "worker": its dead letter. */
+static void dead_letter(const char *topic, const char *payload)
+{
+	char id[DLQ_ID_LEN + 1];
+	engine_track(&d, topic, payload, 1, NULL, id);
+	ck_assert_int_eq(engine_nack(&d, id, "worker", false), DLQ_NACK_DEAD_LETTERED);
+}
+
+/* The last publish, which must be a dead letter; its dead-letter-id. */
+static const char *last_letter_id(void)
+{
+	ck_assert_uint_gt(fake.publish_count, 0);
+	const char *v = fake_header_value(&fake.publishes[fake.publish_count - 1], DLQ_PROP_DEAD_LETTER_ID);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_uint_eq(strlen(v), DLQ_ID_LEN);
+	return v;
+}
+
+static struct dlq_letter *find(const char *text)
+{
+	struct dlq_id id;
+	ck_assert(id__decode(text, strlen(text), &id));
+	return letters__find(&d.letters, &id);
+}
+
+START_TEST(every_dead_letter_is_kept_under_its_published_id)
+{
+	start("64MB");
+	dead_letter("jobs/a", "one");
+	char first[DLQ_ID_LEN + 1];
+	strcpy(first, last_letter_id());
+	dead_letter("mail/b", "two");
+	ck_assert_uint_eq(d.letters.count, 2);
+	struct dlq_letter *l = find(first);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_str_eq(l->env->topic, "dead/jobs");
+	ck_assert_str_eq(l->env->origin_topic, "jobs/a");
+	ck_assert_mem_eq(l->env->payload, "one", 3);
+	ck_assert_str_eq(l->env->client, "worker");
+	ck_assert_str_eq(l->env->reason, "max_attempts (1) reached");
+	ck_assert_uint_eq(l->env->retry_count, 1);
+	ck_assert_ptr_eq(d.letters.oldest, l);
+	ck_assert_uint_eq(letters__tally(&d.letters, 0).count, 1);
+	ck_assert_uint_eq(letters__tally(&d.letters, 1).count, 1);
+	stop();
+}
+END_TEST
+
+START_TEST(the_bound_drops_the_oldest_and_counts_them)
+{
+	start("4KiB");
+	char payload[1001];
+	memset(payload, 'x', 1000);
+	payload[1000] = '\0';
+	for(int i = 0; i < 10; i++){
+		dead_letter(i % 2 ? "jobs/a" : "mail/b", payload);
+	}
+	ck_assert_uint_le(d.letters.bytes, 4096);
+	ck_assert_uint_ge(d.letters.count, 2);
+	ck_assert_uint_eq(d.counters.dead_letters, 10);
+	ck_assert_uint_eq(d.counters.dead_letters_dropped + d.letters.count, 10);
+	/* The newest is the one kept last. */
+	ck_assert_ptr_eq(find(last_letter_id()), d.letters.newest);
+	ck_assert(fake_logged("dead-letter store full"));
+	/* Per policy: what each lost adds up. */
+	ck_assert_uint_eq(d.policy_counters[0].dead_letters_dropped + d.policy_counters[1].dead_letters_dropped,
+			d.counters.dead_letters_dropped);
+	stop();
+}
+END_TEST
+
+START_TEST(a_letter_larger_than_the_store_is_not_kept_but_counted)
+{
+	start("1KiB");
+	char payload[2001];
+	memset(payload, 'y', 2000);
+	payload[2000] = '\0';
+	dead_letter("jobs/a", payload);
+	ck_assert_uint_eq(d.letters.count, 0);
+	ck_assert_uint_eq(d.counters.dead_letters_dropped, 1);
+	/* Published all the same. */
+	ck_assert_uint_eq(d.counters.dead_letters, 1);
+	stop();
+}
+END_TEST
+
+START_TEST(a_redrive_republishes_tracks_and_then_lets_go)
+{
+	start("64MB");
+	dead_letter("jobs/a", "again");
+	char lid[DLQ_ID_LEN + 1];
+	strcpy(lid, last_letter_id());
+	struct dlq_letter *l = find(lid);
+	size_t before = fake.publish_count;
+	struct dlq_redrive_result res;
+	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", &res), 0);
+	ck_assert(res.tracked);
+	ck_assert_ptr_null(find(lid));
+	ck_assert_uint_eq(d.counters.redriven, 1);
+	ck_assert_uint_eq(fake.publish_count, before + 1);
+	const struct fake_publish *p = &fake.publishes[before];
+	ck_assert_str_eq(p->topic, "jobs/a");
+	ck_assert_ptr_null(p->client);
+	ck_assert_mem_eq(p->payload, "again", 5);
+	ck_assert_str_eq(fake_header_value(p, DLQ_PROP_ID), res.dlq_id);
+	/* Tracked again: a NACK of the new id dead-letters it anew, at its
+	 * first attempt. */
+	ck_assert_int_eq(engine_nack(&d, res.dlq_id, "worker", false), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(d.letters.count, 1);
+	ck_assert_str_eq(fake_header_value(&fake.publishes[fake.publish_count - 1], DLQ_PROP_RETRY_COUNT), "1");
+
+	/* To a topic no policy takes: published, not tracked. */
+	l = d.letters.newest;
+	ck_assert_int_eq(dlq__redrive_letter(&d, l, "elsewhere/x", "operator", &res), 0);
+	ck_assert(!res.tracked);
+	ck_assert_str_eq(fake.publishes[fake.publish_count - 1].topic, "elsewhere/x");
+	ck_assert_ptr_null(fake_header_value(&fake.publishes[fake.publish_count - 1], DLQ_PROP_ID));
+	ck_assert_uint_eq(d.letters.count, 0);
+	stop();
+}
+END_TEST
+
+START_TEST(a_refused_redrive_keeps_the_letter)
+{
+	start("64MB");
+	dead_letter("jobs/a", "kept");
+	struct dlq_letter *l = d.letters.newest;
+	size_t owed = dlq__owed_count(&d); /* the dead letter itself, not yet taken */
+	fake.fail_publishes = 1;
+	struct dlq_redrive_result res;
+	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", &res), EIO);
+	ck_assert_ptr_eq(d.letters.newest, l);
+	ck_assert_uint_eq(d.letters.count, 1);
+	ck_assert_uint_eq(d.counters.redriven, 0);
+	/* Nothing owed was left behind for the tick to publish. */
+	ck_assert_uint_eq(dlq__owed_count(&d), owed);
+	dlq__delete_letter(&d, l);
+	ck_assert_uint_eq(d.letters.count, 0);
+	ck_assert_uint_eq(d.letters.bytes, 0);
+	stop();
+}
+END_TEST
+
+START_TEST(a_policy_bound_drops_only_its_own_oldest)
+{
+	start_with("jobs/# max_attempts=1 dead_letter=dead/jobs dead_letter_keep=3KiB", "64MB");
+	char payload[1001];
+	memset(payload, 'z', 1000);
+	payload[1000] = '\0';
+	for(int i = 0; i < 6; i++){
+		dead_letter("mail/b", payload);
+		dead_letter("jobs/a", payload);
+	}
+	struct dlq_letter_tally jobs = letters__tally(&d.letters, 0), mail = letters__tally(&d.letters, 1);
+	ck_assert_uint_le(jobs.bytes, 3072);
+	ck_assert_uint_ge(jobs.count, 1);
+	ck_assert_uint_lt(jobs.count, 6);
+	ck_assert_uint_eq(mail.count, 6);
+	ck_assert_uint_eq(d.policy_counters[0].dead_letters_dropped, 6 - jobs.count);
+	ck_assert_uint_eq(d.policy_counters[1].dead_letters_dropped, 0);
+	/* The policy's oldest kept is the oldest jobs letter in the list. */
+	struct dlq_letter *first = d.letters.oldest;
+	while(first && first->policy != 0) first = first->newer;
+	ck_assert_ptr_eq(letters__oldest_of(&d.letters, 0), first);
+	/* The newest jobs letter, kept last, is among those kept. */
+	ck_assert_str_eq(d.letters.newest->env->topic, "dead/jobs");
+	ck_assert_int_eq(d.letters.newest->policy, 0);
+	stop();
+}
+END_TEST
+
+START_TEST(with_the_store_off_nothing_is_kept_or_named)
+{
+	start("0");
+	dead_letter("jobs/a", "gone");
+	ck_assert_uint_eq(d.letters.count, 0);
+	ck_assert_ptr_null(fake_header_value(&fake.publishes[fake.publish_count - 1], DLQ_PROP_DEAD_LETTER_ID));
+	ck_assert_uint_eq(d.counters.dead_letters_dropped, 0);
+	stop();
+}
+END_TEST
+
+static Suite *kept_suite(void)
+{
+	Suite *s = suite_create("kept");
+	TCase *tc = tcase_create("kept");
+	tcase_add_test(tc, every_dead_letter_is_kept_under_its_published_id);
+	tcase_add_test(tc, the_bound_drops_the_oldest_and_counts_them);
+	tcase_add_test(tc, a_letter_larger_than_the_store_is_not_kept_but_counted);
+	tcase_add_test(tc, a_redrive_republishes_tracks_and_then_lets_go);
+	tcase_add_test(tc, a_refused_redrive_keeps_the_letter);
+	tcase_add_test(tc, with_the_store_off_nothing_is_kept_or_named);
+	tcase_add_test(tc, a_policy_bound_drops_only_its_own_oldest);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(kept_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Unit tests of letters.c: kept dead letters found by id and listed in the
+ * order kept, a second keep of the same id refused, bytes and per-policy
+ * tallies kept exact through removals and a new policy table, and many
+ * letters growing the table.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/letters.h"
+#include "model/policy.h"
+#include "util/id.h"
+
+static struct dlq_policy items[2] = {
+	{ .filter = "jobs/#", .dead_letter = "dead/jobs", .max_attempts = 3 },
+	{ .filter = "mail/#", .dead_letter = "dead/mail", .max_attempts = 3 },
+};
+static struct dlq_policy_table table = { .items = items, .count = 2, .capacity = 2 };
+/* The same filters in the other order, as a reload might leave them. */
+static struct dlq_policy swapped_items[3] = {
+	{ .filter = "other/#", .dead_letter = "dead/other", .max_attempts = 3 },
+	{ .filter = "mail/#", .dead_letter = "dead/mail", .max_attempts = 3 },
+	{ .filter = "jobs/#", .dead_letter = "dead/jobs", .max_attempts = 3 },
+};
+static struct dlq_policy_table swapped = { .items = swapped_items, .count = 3, .capacity = 3 };
+
+/* A dead letter of policy items[p] with id n and a payload of len bytes. */
+static struct dlq_envelope *letter(unsigned n, int p, size_t len)
+{
+	char *payload = malloc(len ? len : 1);
+	ck_assert_ptr_nonnull(payload);
+	memset(payload, 'a' + (int)(n % 26), len);
+	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, items[p].dead_letter, "jobs/x", items[p].filter,
+			items[p].dead_letter, "max_attempts (3) reached", "worker", payload, (uint32_t)len, NULL, 0);
+	free(payload);
+	ck_assert_ptr_nonnull(e);
+	memset(&e->id, 0, sizeof(e->id));
+	memcpy(e->id.raw, &n, sizeof(n));
+	e->id.raw[DLQ_ID_RAW_LEN - 1] = 0x5a; /* never all zero */
+	e->retry_count = 3;
+	e->time_ms = 1790000000000LL + n;
+	e->policy = &items[p];
+	return e;
+}
+
+static struct dlq_id id_of(unsigned n)
+{
+	struct dlq_id id;
+	memset(&id, 0, sizeof(id));
+	memcpy(id.raw, &n, sizeof(n));
+	id.raw[DLQ_ID_RAW_LEN - 1] = 0x5a;
+	return id;
+}
+
+START_TEST(letters_are_kept_in_order_and_found_by_id)
+{
+	struct dlq_letters s;
+	ck_assert_int_eq(letters__init(&s, &table, 1u << 20), 0);
+	struct dlq_letter *l;
+	for(unsigned n = 1; n <= 3; n++){
+		struct dlq_envelope *e = letter(n, 0, 10);
+		ck_assert_int_eq(letters__keep(&s, e, &table, &l), 0);
+		/* A copy: the caller's envelope stays the caller's. */
+		ck_assert_ptr_ne(l->env, e);
+		ck_assert_ptr_null(l->env->policy);
+		ck_assert_int_eq(l->env->retry_count, 3);
+		ck_assert_mem_eq(l->env->payload, e->payload, 10);
+		ck_assert_str_eq(l->env->reason, "max_attempts (3) reached");
+		envelope__free(e);
+	}
+	ck_assert_uint_eq(s.count, 3);
+	unsigned n = 1;
+	for(struct dlq_letter *k = s.oldest; k; k = k->newer, n++){
+		struct dlq_id want = id_of(n);
+		ck_assert_mem_eq(k->env->id.raw, want.raw, DLQ_ID_RAW_LEN);
+		if(k->newer) ck_assert_uint_lt(k->order, k->newer->order);
+	}
+	ck_assert_uint_eq(n, 4);
+	struct dlq_id two = id_of(2), nine = id_of(9);
+	ck_assert_ptr_nonnull(letters__find(&s, &two));
+	ck_assert_ptr_null(letters__find(&s, &nine));
+
+	/* The same id again (a dead letter published again after a restart). */
+	struct dlq_envelope *again = letter(2, 0, 10);
+	ck_assert_int_eq(letters__keep(&s, again, &table, &l), EEXIST);
+	ck_assert_ptr_eq(l, letters__find(&s, &two));
+	ck_assert_uint_eq(s.count, 3);
+	envelope__free(again);
+
+	/* Removed from the middle: the list and the table stay whole. */
+	struct dlq_letter *mid = letters__find(&s, &two);
+	letters__remove(&s, mid);
+	letters__free(mid);
+	ck_assert_ptr_null(letters__find(&s, &two));
+	ck_assert_ptr_eq(s.oldest->newer, s.newest);
+	ck_assert_ptr_eq(s.newest->older, s.oldest);
+	ck_assert_uint_eq(s.count, 2);
+	letters__cleanup(&s);
+}
+END_TEST
+
+START_TEST(bytes_and_tallies_follow_the_letters_and_a_new_table)
+{
+	struct dlq_letters s;
+	ck_assert_int_eq(letters__init(&s, &table, 1u << 20), 0);
+	struct dlq_letter *l;
+	uint64_t bytes = 0;
+	for(unsigned n = 1; n <= 5; n++){
+		struct dlq_envelope *e = letter(n, n % 2 ? 0 : 1, 100 * n);
+		bytes += letters__bytes_of(e);
+		ck_assert_uint_ge(letters__bytes_of(e), 100 * n);
+		ck_assert_int_eq(letters__adopt(&s, e, &table, &l), 0);
+	}
+	ck_assert_uint_eq(s.bytes, bytes);
+	struct dlq_letter_tally jobs = letters__tally(&s, 0), mail = letters__tally(&s, 1);
+	ck_assert_uint_eq(jobs.count, 3);
+	ck_assert_uint_eq(mail.count, 2);
+	ck_assert_uint_eq(jobs.bytes + mail.bytes, bytes);
+	ck_assert_uint_eq(letters__tally(&s, 2).count, 0); /* out of range: zero */
+	/* Each policy's oldest, and after it goes, the next of that policy. */
+	struct dlq_letter *first_jobs = letters__oldest_of(&s, 0), *first_mail = letters__oldest_of(&s, 1);
+	ck_assert_ptr_eq(first_jobs, s.oldest);
+	ck_assert_ptr_eq(first_mail, s.oldest->newer);
+	letters__remove(&s, first_jobs);
+	letters__free(first_jobs);
+	ck_assert_ptr_eq(letters__oldest_of(&s, 0), s.oldest->newer);
+	ck_assert_ptr_eq(letters__oldest_of(&s, 1), s.oldest);
+	ck_assert_ptr_null(letters__oldest_of(&s, 2));
+	jobs = letters__tally(&s, 0);
+	bytes = s.bytes;
+
+	/* A reload puts the filters elsewhere: the tallies follow them. */
+	ck_assert_int_eq(letters__retable(&s, &swapped), 0);
+	ck_assert_uint_eq(letters__tally(&s, 0).count, 0);
+	ck_assert_uint_eq(letters__tally(&s, 1).count, 2);
+	ck_assert_uint_eq(letters__tally(&s, 2).count, 2);
+	ck_assert_uint_eq(letters__tally(&s, 2).bytes, jobs.bytes);
+	ck_assert_ptr_eq(letters__oldest_of(&s, 2), s.oldest->newer);
+
+	/* The oldest dropped, as the engine does for the bound. */
+	ck_assert(letters__over(&s, s.max_bytes - s.bytes + 1));
+	ck_assert(!letters__over(&s, s.max_bytes - s.bytes));
+	while(s.oldest){
+		l = s.oldest;
+		letters__remove(&s, l);
+		letters__free(l);
+	}
+	ck_assert_uint_eq(s.bytes, 0);
+	ck_assert_uint_eq(letters__tally(&s, 1).count, 0);
+	ck_assert_uint_eq(letters__tally(&s, 2).bytes, 0);
+	ck_assert_ptr_null(s.newest);
+	letters__cleanup(&s);
+}
+END_TEST
+
+START_TEST(a_letter_of_a_filter_no_policy_has_is_kept_untallied)
+{
+	struct dlq_letters s;
+	ck_assert_int_eq(letters__init(&s, &table, 1u << 20), 0);
+	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/gone", "gone/x", "gone/#", "dead/gone",
+			"why", "c", "p", 1, NULL, 0);
+	ck_assert_ptr_nonnull(e);
+	e->id = id_of(77);
+	struct dlq_letter *l;
+	ck_assert_int_eq(letters__adopt(&s, e, &table, &l), 0);
+	ck_assert_int_eq(l->policy, -1);
+	ck_assert_uint_eq(letters__tally(&s, 0).count + letters__tally(&s, 1).count, 0);
+	ck_assert_uint_eq(s.count, 1);
+	/* An adopted envelope of an id already kept is freed, not kept. */
+	struct dlq_envelope *dup = envelope__copy(l->env);
+	ck_assert_ptr_nonnull(dup);
+	ck_assert_int_eq(letters__adopt(&s, dup, &table, &l), EEXIST);
+	ck_assert_uint_eq(s.count, 1);
+	letters__cleanup(&s);
+}
+END_TEST
+
+START_TEST(many_letters_grow_the_table)
+{
+	enum { N = 5000 };
+	struct dlq_letters s;
+	ck_assert_int_eq(letters__init(&s, &table, 1u << 30), 0);
+	struct dlq_letter *l;
+	for(unsigned n = 1; n <= N; n++){
+		ck_assert_int_eq(letters__adopt(&s, letter(n, 0, 8), &table, &l), 0);
+	}
+	ck_assert_uint_ge(s.nbuckets, 4096);
+	for(unsigned n = 1; n <= N; n++){
+		struct dlq_id id = id_of(n);
+		l = letters__find(&s, &id);
+		ck_assert_ptr_nonnull(l);
+		ck_assert(l->env->time_ms == 1790000000000LL + n);
+	}
+	ck_assert_uint_eq(letters__tally(&s, 0).count, N);
+	letters__cleanup(&s);
+	ck_assert_uint_eq(s.count, 0);
+}
+END_TEST
+
+static Suite *letters_suite(void)
+{
+	Suite *s = suite_create("letters");
+	TCase *tc = tcase_create("letters");
+	tcase_add_test(tc, letters_are_kept_in_order_and_found_by_id);
+	tcase_add_test(tc, bytes_and_tallies_follow_the_letters_and_a_new_table);
+	tcase_add_test(tc, a_letter_of_a_filter_no_policy_has_is_kept_untallied);
+	tcase_add_test(tc, many_letters_grow_the_table);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(letters_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
