@@ -2,136 +2,17 @@
 /*
  * dlqctl status, policies and reset-counters: one command of the plugin's
  * $CONTROL/dlq/v1 API each (getStatus, listPolicies, resetCounters), sent
- * with an MQTT v5 response topic and correlation data, answered to this
- * client alone; the reply's data printed as a table, or as JSON with
- * --json. A reply that is missing, late, not JSON or not the expected
- * shape is reported, never trusted.
+ * and checked by control.c; the reply's data printed as a table, or as
+ * JSON with --json.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
-#include <mqtt_protocol.h>
 
 #include "dlqctl.h"
 #include "mosquitto_dlq.h"
-
-struct request {
-	char corr[33];             /* correlation data, also the JSON correlationData */
-	char response_topic[64];
-	bool got;
-	cJSON *doc;                /* the reply; NULL if it was not JSON */
-};
-
-static void on_reply(void *arg, const struct mosquitto_message *m, const mosquitto_property *props)
-{
-	struct request *r = arg;
-	void *cd = NULL;
-	uint16_t cdlen = 0;
-	if(r->got || m->topic == NULL || strcmp(m->topic, r->response_topic)) return;
-	if(mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &cd, &cdlen, false) == NULL) return;
-	bool ours = cdlen == strlen(r->corr) && !memcmp(cd, r->corr, cdlen);
-	free(cd);
-	if(!ours) return;
-	r->got = true;
-	r->doc = cJSON_ParseWithLength(m->payload, m->payloadlen > 0 ? (size_t)m->payloadlen : 0);
-}
-
-static char *command_text(const char *command, const char *corr)
-{
-	cJSON *doc = cJSON_CreateObject();
-	cJSON *list = doc ? cJSON_AddArrayToObject(doc, "commands") : NULL;
-	cJSON *cmd = list ? cJSON_CreateObject() : NULL;
-	char *text = NULL;
-	if(cmd && !cJSON_AddItemToArray(list, cmd)){
-		cJSON_Delete(cmd);
-		cmd = NULL;
-	}
-	/* cmd is borrowed from doc from here on. */
-	if(cmd && cJSON_AddStringToObject(cmd, "command", command) && cJSON_AddStringToObject(cmd, "correlationData", corr)){
-		text = cJSON_PrintUnformatted(doc);
-	}
-	cJSON_Delete(doc);
-	return text;
-}
-
-/* Sends command and returns its reply entry's "data" (NULL when it has
- * none) in *data; *doc owns it and is the caller's to free. Returns an exit
- * status, having printed why when it is not 0. */
-static int control(const struct dlqctl_opts *o, const char *command, cJSON **doc, const cJSON **data)
-{
-	struct request r = {0};
-	struct conn c;
-	mosquitto_property *props = NULL;
-	char *text = NULL;
-	int reason = 0;
-	int ret = DLQCTL_EXIT_FAIL;
-
-	*doc = NULL;
-	*data = NULL;
-	conn__random_hex(r.corr, 16);
-	snprintf(r.response_topic, sizeof(r.response_topic), "dlqctl/reply/%s", r.corr);
-	if(conn__open(&c, o, o->id, true, 0, 0, false, NULL, on_reply, &r)) goto out;
-
-	text = command_text(command, r.corr);
-	if(text == NULL
-			|| mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, r.response_topic)
-			|| mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, r.corr, (uint16_t)strlen(r.corr))){
-		fprintf(stderr, "dlqctl: out of memory\n");
-		goto out;
-	}
-	int timeout_ms = (int)(o->timeout_s * 1000);
-	int rc = conn__publish(&c, DLQ_CONTROL_TOPIC, text, (int)strlen(text), props, timeout_ms, &reason);
-	if(rc != MOSQ_ERR_SUCCESS){
-		fprintf(stderr, "dlqctl: sending %s to %s: %s\n", command, DLQ_CONTROL_TOPIC, mosquitto_strerror(rc));
-		goto out;
-	}
-	if(reason >= 0x80){
-		fprintf(stderr, "dlqctl: the broker refused %s on %s: %s (this client needs write access to %s)\n",
-				command, DLQ_CONTROL_TOPIC, mosquitto_reason_string(reason), DLQ_CONTROL_TOPIC);
-		goto out;
-	}
-	uint64_t deadline = dlqctl_now_ms() + (uint64_t)timeout_ms;
-	while(!r.got && !c.lost && !dlqctl_stop && dlqctl_now_ms() < deadline){
-		if(conn__run(&c, 50) != MOSQ_ERR_SUCCESS) break;
-	}
-	if(!r.got){
-		fprintf(stderr, "dlqctl: no reply to %s within %g s: is the mosquitto-dlq plugin loaded on this broker?\n",
-				command, o->timeout_s);
-		goto out;
-	}
-	const cJSON *responses = cJSON_GetObjectItemCaseSensitive(r.doc, "responses");
-	const cJSON *entry = cJSON_GetArrayItem(responses, 0);
-	const cJSON *name = cJSON_GetObjectItemCaseSensitive(entry, "command");
-	const cJSON *error = cJSON_GetObjectItemCaseSensitive(entry, "error");
-	if(r.doc == NULL){
-		fprintf(stderr, "dlqctl: the reply to %s is not JSON\n", command);
-		goto out;
-	}
-	if(!cJSON_IsObject(entry)){
-		fprintf(stderr, "dlqctl: the reply to %s is not {\"responses\":[{...}]}\n", command);
-		goto out;
-	}
-	if(cJSON_IsString(error)){
-		fprintf(stderr, "dlqctl: the plugin answered %s with an error: %s\n", command, error->valuestring);
-		goto out;
-	}
-	if(!cJSON_IsString(name) || strcmp(name->valuestring, command)){
-		fprintf(stderr, "dlqctl: the reply is not for %s\n", command);
-		goto out;
-	}
-	*data = cJSON_GetObjectItemCaseSensitive(entry, "data");
-	*doc = r.doc;
-	r.doc = NULL;
-	ret = DLQCTL_EXIT_OK;
-out:
-	cJSON_Delete(r.doc);
-	cJSON_free(text);
-	mosquitto_property_free_all(&props);
-	conn__close(&c, true);
-	return ret;
-}
 
 /* The number member name of o as a whole number, or "-". */
 static const char *num(const cJSON *o, const char *name, char *buf, size_t len)
@@ -168,15 +49,6 @@ static const char *duration(const cJSON *o, const char *name, char *buf, size_t 
 	return buf;
 }
 
-static void print_json(const cJSON *data)
-{
-	char *text = cJSON_Print(data);
-	if(text){
-		printf("%s\n", text);
-		cJSON_free(text);
-	}
-}
-
 /* One status row: a policy's (or the totals') counters and gauges. */
 static int status_row(struct table *t, const char *filter, const cJSON *o)
 {
@@ -197,7 +69,7 @@ int cmd__status(const struct dlqctl_opts *o)
 {
 	cJSON *doc;
 	const cJSON *data;
-	int ret = control(o, DLQ_COMMAND_GET_STATUS, &doc, &data);
+	int ret = control__run(o, DLQ_COMMAND_GET_STATUS, &doc, &data);
 	if(ret) return ret;
 	const cJSON *policies = cJSON_GetObjectItemCaseSensitive(data, "policies");
 	const cJSON *totals = cJSON_GetObjectItemCaseSensitive(data, "totals");
@@ -207,7 +79,7 @@ int cmd__status(const struct dlqctl_opts *o)
 		return DLQCTL_EXIT_FAIL;
 	}
 	if(o->json){
-		print_json(data);
+		control__print_json(data);
 		cJSON_Delete(doc);
 		return DLQCTL_EXIT_OK;
 	}
@@ -243,7 +115,7 @@ int cmd__policies(const struct dlqctl_opts *o)
 {
 	cJSON *doc;
 	const cJSON *data;
-	int ret = control(o, DLQ_COMMAND_LIST_POLICIES, &doc, &data);
+	int ret = control__run(o, DLQ_COMMAND_LIST_POLICIES, &doc, &data);
 	if(ret) return ret;
 	const cJSON *policies = cJSON_GetObjectItemCaseSensitive(data, "policies");
 	if(!cJSON_IsArray(policies)){
@@ -252,7 +124,7 @@ int cmd__policies(const struct dlqctl_opts *o)
 		return DLQCTL_EXIT_FAIL;
 	}
 	if(o->json){
-		print_json(data);
+		control__print_json(data);
 		cJSON_Delete(doc);
 		return DLQCTL_EXIT_OK;
 	}
@@ -291,7 +163,7 @@ int cmd__reset_counters(const struct dlqctl_opts *o)
 {
 	cJSON *doc;
 	const cJSON *data;
-	int ret = control(o, DLQ_COMMAND_RESET_COUNTERS, &doc, &data);
+	int ret = control__run(o, DLQ_COMMAND_RESET_COUNTERS, &doc, &data);
 	if(ret) return ret;
 	if(o->json){
 		printf("{}\n");

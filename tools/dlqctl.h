@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * What the files of dlqctl share: the parsed command line, the MQTT v5
- * connections it makes (conn.c), dead letters decoded from a received
- * message (letter.c), the letters a run holds unsettled (hand.c), a small
+ * connections it makes (conn.c), the plugin's $CONTROL commands sent over
+ * them (control.c), dead letters decoded from a received message
+ * (letter.c), the letters a run holds unsettled (hand.c), a small
  * text-table printer (table.c), and the entry points of the subcommands
- * (cmd_status.c, cmd_inspect.c, cmd_redrive.c).
+ * (cmd_status.c, cmd_inspect.c, cmd_redrive.c, and cmd_store.c and
+ * cmd_show.c for the plugin's dead-letter store).
  * dlqctl is an operator's tool on libmosquitto; it needs nothing from the
  * broker but the plugin's public contract, include/mosquitto_dlq.h.
  */
@@ -64,6 +66,21 @@ struct dlqctl_opts {
 	const char *origin_filter;
 	const char *to_prefix;
 	uint32_t session_expiry_s;
+
+	/* The dead-letter store's commands (cmd_store.c). */
+	char *const *ids;          /* show, delete, redrive ID...: dead-letter ids, borrowed from argv */
+	size_t nids;
+	bool oldest;               /* list --order oldest */
+	long limit;                /* list --limit; 0: not given */
+	bool all;                  /* list: every page; purge: every letter */
+	bool yes;                  /* purge: purge, not only count */
+	const char *policy_filter; /* list, purge --filter: a policy's filter */
+	const char *dead_letter;   /* list --dead-letter */
+	const char *reason;        /* list --reason */
+	bool has_since, has_until;
+	int64_t since_ms, until_ms; /* list --since, --until: ms since the epoch */
+	const char *to;            /* redrive ID... --to */
+	bool from_topic;           /* redrive --from-topic: the session form */
 };
 
 /* Set by SIGINT and SIGTERM; the loops check it between short waits. */
@@ -152,6 +169,55 @@ void conn__random_hex(char *out, size_t n);
 uint64_t dlqctl_now_ms(void);
 int64_t dlqctl_wall_ms(void);
 
+/* ---- control.c: the plugin's $CONTROL/dlq/v1 commands ---- */
+
+struct cJSON;
+
+/* A connection for commands, one after the other. */
+struct control {
+	const struct dlqctl_opts *o; /* borrowed */
+	struct conn c;
+	char response_topic[64];   /* this connection's, for every reply */
+	char corr[33];             /* the command in flight's correlation data */
+	bool got;
+	struct cJSON *doc;         /* its reply, owned; NULL if it was not JSON */
+};
+
+/* Connects (a clean session; the client id -i, or one the broker gives).
+ * Returns 0, or DLQCTL_EXIT_FAIL after printing why; ctl must be closed
+ * with control__close either way. */
+int control__open(struct control *ctl, const struct dlqctl_opts *o);
+
+/* A command object {"command": name} for control__call, the caller's to
+ * free with cJSON_Delete; NULL when out of memory. */
+struct cJSON *control__command(const char *name);
+
+/* Sends the command cmd (the caller's; its "correlationData" is set) and
+ * waits up to --timeout for its reply. On success *doc is the reply, the
+ * caller's to free with cJSON_Delete, and *data its entry's "data"
+ * (borrowed from *doc; NULL when it has none). Returns 0, or
+ * DLQCTL_EXIT_FAIL after printing why (an error the plugin answered, in its
+ * words); *doc is then NULL. */
+int control__call(struct control *ctl, struct cJSON *cmd, struct cJSON **doc, const struct cJSON **data);
+
+/* Ends the connection. */
+void control__close(struct control *ctl);
+
+/* A command without members on a connection of its own: control__open,
+ * control__call, control__close. Same returns as control__call. */
+int control__run(const struct dlqctl_opts *o, const char *command, struct cJSON **doc, const struct cJSON **data);
+
+/* Prints a JSON value, indented, and a newline. */
+void control__print_json(const struct cJSON *data);
+
+/* The string member name of o (borrowed from o), or NULL. */
+const char *control__str(const struct cJSON *o, const char *name);
+
+/* A JSON value as text: a string as it is, a whole number without a
+ * fraction, NULL as "-", anything else as JSON. The caller frees it; NULL
+ * when out of memory. */
+char *control__value_text(const struct cJSON *v);
+
 /* ---- letter.c: dead letters ---- */
 
 struct letter {
@@ -194,6 +260,11 @@ void letter__age(const struct letter *l, int64_t now_ms, char *out, size_t len);
  * ("2025-11-30T03:12:45.123Z", milliseconds optional), or -1. */
 int64_t letter__parse_time(const char *s);
 
+/* A copy of s (NULL: "-") fit for a terminal: control characters (C0,
+ * DEL, C1; with lines, not newline and tab) and bytes that are not UTF-8
+ * become '.'. The caller frees it; NULL when out of memory. */
+char *letter__printable(const char *s, bool lines);
+
 /* Printable text of at most max bytes (plus a NUL) from data: bytes outside
  * printable ASCII become '.', and a cut is marked with "...". */
 void letter__preview(const void *data, size_t len, size_t max, char *out, size_t outlen);
@@ -233,5 +304,11 @@ int cmd__policies(const struct dlqctl_opts *o);
 int cmd__reset_counters(const struct dlqctl_opts *o);
 int cmd__inspect(const struct dlqctl_opts *o);
 int cmd__redrive(const struct dlqctl_opts *o);
+/* cmd_store.c and cmd_show.c: the plugin's dead-letter store. */
+int cmd__list(const struct dlqctl_opts *o);
+int cmd__show(const struct dlqctl_opts *o);
+int cmd__store_redrive(const struct dlqctl_opts *o);
+int cmd__delete(const struct dlqctl_opts *o);
+int cmd__purge(const struct dlqctl_opts *o);
 
 #endif

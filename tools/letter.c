@@ -3,7 +3,8 @@
  * Dead letters as dlqctl sees them (see dlqctl.h): a received message
  * copied with the plugin's user properties picked out, the property list a
  * redriven message (or a letter put back) carries, and the text shown for
- * its age and payload. A message that is not a dead letter of the plugin
+ * its age and payload, and for any text a publisher wrote (letter__printable,
+ * also used for the plugin's replies about its dead-letter store). A message that is not a dead letter of the plugin
  * decodes all the same, with the missing properties NULL; nothing in it is
  * trusted to be well formed.
  *
@@ -292,4 +293,60 @@ void letter__preview(const void *data, size_t len, size_t max, char *out, size_t
 		}
 	}
 	out[o] = '\0';
+}
+
+/* The length of the UTF-8 sequence at s (n bytes left), or 0 when it is
+ * not one (overlong, a surrogate, past U+10FFFF, cut short). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+	size_t len;
+	if(c < 0x80) return 1;
+	if(c >= 0xC2 && c <= 0xDF){
+		len = 2;
+	}else if(c >= 0xE0 && c <= 0xEF){
+		len = 3;
+		if(c == 0xE0) lo = 0xA0;
+		if(c == 0xED) hi = 0x9F;
+	}else if(c >= 0xF0 && c <= 0xF4){
+		len = 4;
+		if(c == 0xF0) lo = 0x90;
+		if(c == 0xF4) hi = 0x8F;
+	}else{
+		return 0;
+	}
+	if(n < len || s[1] < lo || s[1] > hi) return 0;
+	for(size_t k = 2; k < len; k++){
+		if((s[k] & 0xC0) != 0x80) return 0;
+	}
+	return len;
+}
+
+char *letter__printable(const char *s, bool lines)
+{
+	if(s == NULL) s = "-";
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s), o = 0;
+	char *out = malloc(n + 1);
+	if(out == NULL) return NULL;
+	for(size_t i = 0; i < n; ){
+		size_t len = utf8_len(p + i, n - i);
+		if(len == 0){
+			out[o++] = '.';
+			i++;
+			continue;
+		}
+		if(len == 1){
+			bool ok = (p[i] >= 0x20 && p[i] != 0x7f) || (lines && (p[i] == '\n' || p[i] == '\t'));
+			out[o++] = ok ? (char)p[i] : '.';
+		}else if(len == 2 && p[i] == 0xC2 && p[i + 1] < 0xA0){
+			out[o++] = '.';
+		}else{
+			memcpy(out + o, p + i, len);
+			o += len;
+		}
+		i += len;
+	}
+	out[o] = '\0';
+	return out;
 }

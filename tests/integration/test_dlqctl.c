@@ -8,7 +8,10 @@
  * redriven later), an interrupted redrive (kill -9) losing nothing, a run
  * stopping when what it redrove fails again, no
  * republish into a topic nobody subscribes to, and garbage on the
- * dead-letter topic. Bridged brokers are in test_bridge.c.
+ * dead-letter topic; and the plugin's dead-letter store: list, show,
+ * redrive ID (once only), delete and purge of a letter made before anyone
+ * subscribed to its dead-letter topic. Bridged brokers are in
+ * test_bridge.c.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -161,6 +164,14 @@ START_TEST(test_errors)
 		{ "inspect", "dlq/x", "-c", NULL },
 		{ "status", "--bogus", NULL },
 		{ "status", "extra", NULL },
+		{ "show", NULL },
+		{ "show", "not-an-id", NULL },
+		{ "purge", NULL },
+		{ "purge", "--all", "--filter", "a/#" },
+		{ "redrive", "AAAAAAAAAAAAAAAA", "--max", "1" },
+		{ "redrive", "dlq/x", "--to", "a/b" },
+		{ "list", "--order", "sideways", NULL },
+		{ "list", "--since", "yesterday", NULL },
 	};
 	for(size_t i = 0; i < ARRAY_LEN(usage); i++){
 		struct proc *p = dlqctl_run(plain, usage[i][0], usage[i][1], usage[i][2], usage[i][3], NULL);
@@ -484,6 +495,124 @@ START_TEST(test_garbage_on_dead_letter_topic)
 }
 END_TEST
 
+/* The kept letter's id, from listDeadLetters through list --json, once
+ * there are want letters matching filter (a policy's); "" when want is 0. */
+static const char *kept_id(struct broker *b, const char *filter, int want, char *id, size_t len)
+{
+	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
+	for(;;){
+		struct proc *p = dlqctl_expect(0, b, "list", "--json", "--filter", filter);
+		cJSON *doc = cJSON_Parse(proc_out(p));
+		ck_assert_msg(doc != NULL, "list --json is not JSON: %s", proc_out(p));
+		const cJSON *matched = cJSON_GetObjectItemCaseSensitive(doc, "matched");
+		const cJSON *letters = cJSON_GetObjectItemCaseSensitive(doc, "letters");
+		ck_assert_msg(cJSON_IsNumber(matched) && cJSON_IsArray(letters), "list --json: %s", proc_out(p));
+		if(matched->valuedouble == want){
+			ck_assert_int_eq(cJSON_GetArraySize(letters), want);
+			const char *s = want ? json_str(cJSON_GetArrayItem(letters, 0), "id") : "";
+			ck_assert_msg(s != NULL && (want == 0 || it_is_dlq_id(s)), "no id: %s", proc_out(p));
+			snprintf(id, len, "%s", s);
+			cJSON_Delete(doc);
+			return id;
+		}
+		cJSON_Delete(doc);
+		if(it_now_ms() > deadline){
+			proc_dump(p);
+			ck_abort_msg("%d kept dead letters of %s did not come", want, filter);
+		}
+		it_sleep_ms(50);
+	}
+}
+
+/* A dead letter made while nobody subscribes to its dead-letter topic is
+ * kept by the plugin: list shows it, show prints its payload and reason,
+ * redrive ID republishes it to its origin topic once (a second redrive of
+ * the id fails), delete takes one away, and purge empties the store. */
+START_TEST(test_store)
+{
+	struct broker *b = dlq_broker("policy jobs/# max_attempts=1 dead_letter=dlq/jobs");
+	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	client_subscribe(worker, "jobs/#", 1);
+	char id[64], again[64];
+
+	client_publish_str(worker, "jobs/x", "hello", 1);
+	const char *first = dlq_id_of(delivery(worker, "jobs/x", "hello", 0));
+	client_nack(worker, first, "db down");
+	kept_id(b, "jobs/#", 1, id, sizeof(id));
+
+	struct proc *p = dlqctl_expect(0, b, "list");
+	expect_row(p, "ID", (const char *[]){ "ID", "TIME", "DEAD-LETTER", "ORIGIN-TOPIC", "RETRY-COUNT", NULL });
+	ck_assert_msg(it_count(proc_out(p), "\n") == 2, "expected a header and one row:\n%s", proc_out(p));
+	char line[1024];
+	ck_assert_msg(it_lines_with(proc_out(p), id, line, sizeof(line)) == 1, "no row of %s:\n%s", id, proc_out(p));
+	ck_assert_msg(strstr(line, " dlq/jobs ") && strstr(line, " jobs/x ") && strstr(line, client_id(worker))
+			&& strstr(line, "db down"), "row: %s", line);
+
+	p = dlqctl_expect(0, b, "show", id);
+	const char *reason = strstr(proc_out(p), "\nreason:");
+	ck_assert_msg(reason != NULL, "show: no reason line:\n%s", proc_out(p));
+	snprintf(line, sizeof(line), "%.*s", (int)strcspn(reason + 1, "\n"), reason + 1);
+	ck_assert_msg(strstr(line, " db down"), "show: reason line \"%s\"", line);
+	ck_assert_msg(strstr(proc_out(p), "payload (utf-8):\nhello\n"), "show:\n%s", proc_out(p));
+	ck_assert_msg(strstr(proc_out(p), "origin-topic:") && strstr(proc_out(p), "jobs/x"), "show:\n%s", proc_out(p));
+
+	p = dlqctl_expect(0, b, "redrive", id);
+	ck_assert_msg(rows(proc_out(p), id) == 1 && strstr(proc_out(p), "redriven"), "redrive:\n%s", proc_out(p));
+	/* Tracked again as a new chain's first delivery: a fresh dlq-id, the
+	 * origin kept, none of the dead letter's properties. */
+	const struct it_msg *m = delivery(worker, "jobs/x", "hello", 1);
+	ck_assert_msg(strcmp(dlq_id_of(m), first), "the redriven message kept its old dlq-id");
+	ck_assert_str_eq(msg_user(m, DLQ_PROP_ORIGIN_TOPIC) ? msg_user(m, DLQ_PROP_ORIGIN_TOPIC) : "(none)", "jobs/x");
+	ck_assert_str_eq(msg_user(m, DLQ_PROP_ORIGIN_ID) ? msg_user(m, DLQ_PROP_ORIGIN_ID) : "(none)", first);
+	ck_assert_msg(msg_user(m, DLQ_PROP_DEAD_LETTER_REASON) == NULL && msg_user(m, DLQ_PROP_DEAD_LETTER_ID) == NULL,
+			"the redriven message carries the dead letter's properties");
+	p = dlqctl_expect(1, b, "redrive", id);
+	ck_assert_msg(strstr(proc_err(p), "unknown dead-letter id"), "second redrive: %s", proc_err(p));
+	clients_settle(worker);
+	client_expect_exactly(worker, "jobs/#", 2);
+	p = dlqctl_expect(1, b, "show", id);
+	ck_assert_msg(strstr(proc_err(p), "unknown dead-letter id"), "show of a redriven id: %s", proc_err(p));
+
+	/* delete: the letter goes, unpublished. */
+	client_nack(worker, dlq_id_of(m), "again");
+	kept_id(b, "jobs/#", 1, again, sizeof(again));
+	ck_assert_msg(strcmp(again, id), "a new dead letter with the old id");
+	p = dlqctl_expect(0, b, "delete", again);
+	ck_assert_msg(rows(proc_out(p), again) == 1, "delete:\n%s", proc_out(p));
+	kept_id(b, "jobs/#", 0, again, sizeof(again));
+
+	/* purge: counts without --yes, empties with it. */
+	client_publish_str(worker, "jobs/y", "one", 1);
+	client_nack(worker, dlq_id_of(delivery(worker, "jobs/y", "one", 0)), NULL);
+	client_publish_str(worker, "jobs/y", "two", 1);
+	client_nack(worker, dlq_id_of(delivery(worker, "jobs/y", "two", 0)), NULL);
+	kept_id(b, "jobs/#", 2, again, sizeof(again));
+	p = dlqctl_expect(0, b, "purge", "--filter", "jobs/#");
+	ck_assert_msg(strstr(proc_out(p), "2 kept dead letters") && strstr(proc_out(p), "--yes"), "%s", proc_out(p));
+	kept_id(b, "jobs/#", 2, again, sizeof(again));
+	p = dlqctl_expect(0, b, "purge", "--filter", "jobs/#", "--yes");
+	ck_assert_msg(strstr(proc_out(p), "purged 2 "), "purge:\n%s", proc_out(p));
+	kept_id(b, "jobs/#", 0, again, sizeof(again));
+	p = dlqctl_expect(0, b, "list");
+	ck_assert_msg(it_count(proc_out(p), "\n") == 1, "expected the header only:\n%s", proc_out(p));
+
+	/* A payload that is not text is shown as a hex dump; purge --all. */
+	static const unsigned char bin[] = { 0xff, 0x00, 0x1b, 'A' };
+	client_publish(worker, "jobs/z", bin, (int)sizeof(bin), 1, NULL);
+	client_expect(worker, "jobs/z", 1);
+	client_nack(worker, dlq_id_of(client_msg(worker, "jobs/z", 0)), NULL);
+	kept_id(b, "jobs/#", 1, again, sizeof(again));
+	p = dlqctl_expect(0, b, "show", again);
+	ck_assert_msg(strstr(proc_out(p), "payload (binary, 4 bytes):\n00000000  ff 00 1b 41"), "show:\n%s", proc_out(p));
+	ck_assert_msg(strchr(proc_out(p), 0x1b) == NULL, "an escape character was printed");
+	p = dlqctl_expect(0, b, "purge", "--all", "--yes");
+	ck_assert_msg(strstr(proc_out(p), "purged 1 "), "purge --all:\n%s", proc_out(p));
+	kept_id(b, "jobs/#", 0, again, sizeof(again));
+	clients_settle(worker);
+	client_expect_exactly(worker, "jobs/#", 5);
+}
+END_TEST
+
 static Suite *dlqctl_suite(void)
 {
 	Suite *s = suite_create("dlqctl");
@@ -502,6 +631,9 @@ static Suite *dlqctl_suite(void)
 	tcase_add_test(tc, test_redrive_interrupted);
 	tcase_add_test(tc, test_redrive_stops_when_consumers_still_fail);
 	tcase_add_test(tc, test_redrive_without_subscriber);
+	suite_add_tcase(s, tc);
+	tc = harness_tcase("store");
+	tcase_add_test(tc, test_store);
 	suite_add_tcase(s, tc);
 	return s;
 }
