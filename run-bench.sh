@@ -11,6 +11,9 @@
 #   ./run-bench.sh --only memory   one suite (throughput, durability, memory, callgrind)
 #   ./run-bench.sh --only growth   the growth suite, not part of the default run (5 to 8
 #                  minutes: up to 1,000,000 kept records, restored natively and under callgrind)
+#   ./run-bench.sh --only letters  the dead-letter store suite (issue 24), not part of the
+#                  default run (under a minute): 10,000 kept dead letters, memory, listing,
+#                  save and restart with the state file
 #   ./run-bench.sh --plugin-opt 'KEY VALUE'   one more option for every plugin broker
 #   ./run-bench.sh --broker LINE  on another broker line (2.0.11, 2.0.21, 2.1;
 #                  see run-tests.sh), bare and with the plugin: 2.0.21's build is

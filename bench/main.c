@@ -34,7 +34,11 @@ static void usage(FILE *f, const char *prog)
 		"  --tcp              a free loopback TCP port instead of a unix socket\n"
 		"  --only LIST        comma-separated: throughput,durability,memory,callgrind (default all),\n"
 		"                     growth (not in the default: 5 to 8 minutes, up to 1,000,000 kept records,\n"
-		"                     restored natively and under callgrind; --quick: 10,000 at most)\n"
+		"                     restored natively and under callgrind; --quick: 10,000 at most),\n"
+		"                     letters (not in the default: about 20 s; the dead-letter store with\n"
+		"                     10,000 kept dead letters, --quick 1,000: memory, listing, save, restart)\n"
+		"  --letters-count N  dead letters the letters suite keeps (default 10,000, quick 1,000; above\n"
+		"                     40,000 its store-on brokers get dead_letter_keep 4GB)\n"
 		"  --no-callgrind     skip the callgrind suite, and the growth suite's callgrind runs\n"
 		"  --plugin-opt 'KEY VALUE'\n"
 		"                     one more plugin option for every plugin broker (repeatable, at most %d):\n"
@@ -151,7 +155,8 @@ static int parse_int(const char *s)
 
 static int parse_only(const char *list, struct bench_config *cfg)
 {
-	cfg->run_throughput = cfg->run_memory = cfg->run_callgrind = cfg->run_durability = cfg->run_growth = false;
+	cfg->run_throughput = cfg->run_memory = cfg->run_callgrind = cfg->run_durability = cfg->run_growth
+			= cfg->run_letters = false;
 	char buf[128];
 	snprintf(buf, sizeof(buf), "%s", list);
 	for(char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)){
@@ -160,6 +165,7 @@ static int parse_only(const char *list, struct bench_config *cfg)
 		else if(!strcmp(t, "callgrind")) cfg->run_callgrind = true;
 		else if(!strcmp(t, "durability")) cfg->run_durability = true;
 		else if(!strcmp(t, "growth")) cfg->run_growth = true;
+		else if(!strcmp(t, "letters")) cfg->run_letters = true;
 		else return -1;
 	}
 	return 0;
@@ -184,6 +190,7 @@ int main(int argc, char **argv)
 		{ "no-pin", no_argument, NULL, 'P' },
 		{ "valgrind-root", required_argument, NULL, 'R' },
 		{ "plugin-opt", required_argument, NULL, 'O' },
+		{ "letters-count", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -233,6 +240,15 @@ int main(int argc, char **argv)
 				cfg.plugin_opts[nopts++] = optarg;
 				break;
 			}
+			case 'L': {
+				int v = parse_int(optarg);
+				if(v < 1){
+					fprintf(stderr, "%s: --letters-count must be 1..1000000\n", argv[0]);
+					return 2;
+				}
+				cfg.letters_count = (uint64_t)v;
+				break;
+			}
 			case 'r':
 				rounds = parse_int(optarg);
 				if(rounds < 1 || rounds > BENCH_MAX_ROUNDS){
@@ -255,7 +271,8 @@ int main(int argc, char **argv)
 				break;
 			case 'o':
 				if(parse_only(optarg, &cfg)){
-					fprintf(stderr, "%s: --only takes throughput, durability, memory, callgrind, growth\n", argv[0]);
+					fprintf(stderr, "%s: --only takes throughput, durability, memory, callgrind, growth, letters\n",
+							argv[0]);
 					return 2;
 				}
 				break;
@@ -320,6 +337,7 @@ int main(int argc, char **argv)
 	if(cfg.run_memory && !bench__interrupted() && suite__memory(&cfg)) rc = 1;
 	if(cfg.run_callgrind && !bench__interrupted() && suite__callgrind(&cfg)) rc = 1;
 	if(cfg.run_growth && !bench__interrupted() && suite__growth(&cfg)) rc = 1;
+	if(cfg.run_letters && !bench__interrupted() && suite__letters(&cfg)) rc = 1;
 	mosquitto_lib_cleanup();
 	if(bench__interrupted()){
 		fprintf(stderr, "%s: interrupted\n", argv[0]);

@@ -48,4 +48,11 @@ void report__throughput(const struct cell *cells, int ncells);
  * returns 0, or -1 if a broker or a phase failed. */
 int suite__growth(const struct bench_config *cfg);
 
+/* The dead-letter store suite (letters.c, issue 24): memory per kept dead
+ * letter, listing them all through listDeadLetters, getDeadLetter, and the
+ * state file's save and restart with 10,000 kept (--quick 1,000). Prints
+ * its tables to stdout (Markdown), progress to stderr; returns 0, or -1 if
+ * a broker or a phase failed. */
+int suite__letters(const struct bench_config *cfg);
+
 #endif
