@@ -166,54 +166,12 @@ void engine__drop_letter(struct dlq *d, struct dlq_letter *l)
 	d->changes++;
 }
 
-/* The broker accepted dead letter e: the store keeps a copy of it, the
- * oldest letters dropped first (counted, and logged at most once a
- * minute) when it would pass the bound. */
-static void keep_letter(struct dlq *d, const struct dlq_envelope *e)
-{
-	struct dlq_letters *s = &d->letters;
-	if(s->max_bytes == 0) return;
-	static const struct dlq_id none;
-	if(!memcmp(e->id.raw, none.raw, DLQ_ID_RAW_LEN)){
-		/* Made before the store named its letters (an older state file),
-		 * or the random source failed then: named now, or not kept. */
-		struct dlq_envelope *named = envelope__copy(e);
-		if(named) named->policy = e->policy; /* for its policy's bound */
-		if(named == NULL || idgen__next(&d->idgen, &named->id)){
-			envelope__free(named);
-			port__log(DLQ_LOG_ERR, "the dead letter on " QFMT " was published but is not kept: %s", Q(e->topic),
-					named ? "the random source failed (no id for it)" : "out of memory");
-			return;
-		}
-		struct dlq_letter *l;
-		if(engine__adopt_letter(d, named, &l) == ENOMEM) port__log(DLQ_LOG_ERR, "out of memory: the dead letter on " QFMT " was published but is not kept", Q(e->topic));
-		return;
-	}
-	struct dlq_letter *l;
-	size_t bytes = letters__bytes_of(e);
-	long policy = policy__index_in(&d->cfg.policies, e->policy);
-	engine__letter_room(d, bytes, policy);
-	if(!engine__letter_fits(d, bytes, policy)) return;
-	int rc = letters__keep(s, e, &d->cfg.policies, &l);
-	if(rc == 0){
-		store_port__letter(&d->store, l);
-		d->changes++;
-	}else if(rc == ENOMEM){
-		port__log(DLQ_LOG_ERR, "out of memory: the dead letter on " QFMT " was published but is not kept", Q(e->topic));
-	}
-}
-
 /* The policy's own bound (dead_letter_keep=), or the store's. */
 static uint64_t policy_keep(const struct dlq *d, long policy)
 {
 	if(policy < 0 || (size_t)policy >= d->cfg.policies.count) return d->letters.max_bytes;
 	uint64_t own = d->cfg.policies.items[policy].dead_letter_keep;
 	return own < d->letters.max_bytes ? own : d->letters.max_bytes;
-}
-
-bool engine__letter_fits(const struct dlq *d, size_t bytes, long policy)
-{
-	return bytes <= policy_keep(d, policy);
 }
 
 unsigned engine__letter_room(struct dlq *d, size_t bytes, long policy)
@@ -250,21 +208,40 @@ unsigned engine__letter_room(struct dlq *d, size_t bytes, long policy)
 	return dropped;
 }
 
-int engine__adopt_letter(struct dlq *d, struct dlq_envelope *e, struct dlq_letter **out)
+/* The broker accepted dead letter e: the store keeps a copy of it, the
+ * oldest letters dropped first (counted, and logged at most once a
+ * minute) when it would pass its policy's or the store's bound. One
+ * already kept (published again after a restart) is left as it is, and
+ * makes no room. */
+static void keep_letter(struct dlq *d, const struct dlq_envelope *e)
 {
-	size_t bytes = letters__bytes_of(e);
-	long policy = policy__index_in(&d->cfg.policies, e->policy);
-	engine__letter_room(d, bytes, policy);
-	if(!engine__letter_fits(d, bytes, policy)){
-		envelope__free(e);
-		return ENOSPC;
+	if(d->letters.max_bytes == 0) return;
+	if(!id__is_zero(&e->id) && letters__find(&d->letters, &e->id)) return;
+	struct dlq_envelope *copy = envelope__copy(e);
+	/* Made before the store named its letters (an older state file), or
+	 * the random source failed then: named now, or not kept. */
+	if(copy && id__is_zero(&copy->id) && idgen__next(&d->idgen, &copy->id)){
+		envelope__free(copy);
+		port__log(DLQ_LOG_ERR, "the dead letter on " QFMT " was published but is not kept: the random source failed "
+				"(no id for it)", Q(e->topic));
+		return;
 	}
-	int rc = letters__adopt(&d->letters, e, &d->cfg.policies, out);
-	if(rc == 0){
-		store_port__letter(&d->store, *out);
-		d->changes++;
+	struct dlq_letter *l;
+	if(copy){
+		size_t bytes = letters__bytes_of(copy);
+		long policy = policy__index_in(&d->cfg.policies, e->policy);
+		engine__letter_room(d, bytes, policy);
+		if(bytes > policy_keep(d, policy)){
+			envelope__free(copy);
+			return;
+		}
 	}
-	return rc;
+	if(copy == NULL || letters__adopt(&d->letters, copy, &d->cfg.policies, &l)){
+		port__log(DLQ_LOG_ERR, "out of memory: the dead letter on " QFMT " was published but is not kept", Q(e->topic));
+		return;
+	}
+	store_port__letter(&d->store, l);
+	d->changes++;
 }
 
 int engine__publish(struct dlq *d, struct dlq_envelope *e)

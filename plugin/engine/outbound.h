@@ -63,13 +63,7 @@ int engine__publish(struct dlq *d, struct dlq_envelope *e);
  * as dropped itself. Logs at most once a minute. Returns how many were
  * counted. */
 unsigned engine__letter_room(struct dlq *d, size_t bytes, long policy);
-/* Whether a letter of bytes fits its policy's bound (dead_letter_keep=)
- * and the store's at all. */
-bool engine__letter_fits(const struct dlq *d, size_t bytes, long policy);
-/* Adds e (taken) to the store as its newest letter, room made first, and
- * notes it to the store port. Returns 0 (*out borrowed), EEXIST (already
- * kept), ENOSPC (larger than the bound) or ENOMEM; e is freed on failure. */
-int engine__adopt_letter(struct dlq *d, struct dlq_envelope *e, struct dlq_letter **out);
+
 /* Removes l from the store and frees it, noted to the store port. */
 void engine__drop_letter(struct dlq *d, struct dlq_letter *l);
 

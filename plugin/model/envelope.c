@@ -320,12 +320,11 @@ void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *ou
 	put_count(out->retry_count, e->retry_count);
 	id__encode(&e->origin_id, out->origin_id);
 
-	static const struct dlq_id none;
 	if(e->kind == DLQ_ENV_RETRY_COPY){
 		/* A copy no policy tracks (a dead letter redriven to a topic no
 		 * policy takes, engine/kept.c) has no id to NACK it by. */
 		id__encode(&e->id, out->id);
-		if(memcmp(e->id.raw, none.raw, DLQ_ID_RAW_LEN)) add_prop(out, DLQ_PROP_ID, out->id);
+		if(!id__is_zero(&e->id)) add_prop(out, DLQ_PROP_ID, out->id);
 		add_prop(out, DLQ_PROP_RETRY_COUNT, out->retry_count);
 		add_prop(out, DLQ_PROP_ORIGIN_TOPIC, e->origin_topic);
 		add_prop(out, DLQ_PROP_ORIGIN_ID, out->origin_id);
@@ -346,7 +345,7 @@ void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *ou
 	add_prop(out, DLQ_PROP_DEAD_LETTER_TIME, out->when);
 	/* A dead letter the store keeps is named by its id (letters.h); one
 	 * made before it was named (an older state file) has none. */
-	if(memcmp(e->id.raw, none.raw, DLQ_ID_RAW_LEN)){
+	if(!id__is_zero(&e->id)){
 		id__encode(&e->id, out->id);
 		add_prop(out, DLQ_PROP_DEAD_LETTER_ID, out->id);
 	}

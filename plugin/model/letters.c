@@ -148,19 +148,6 @@ int letters__adopt(struct dlq_letters *s, struct dlq_envelope *e, const struct d
 	return 0;
 }
 
-int letters__keep(struct dlq_letters *s, const struct dlq_envelope *e, const struct dlq_policy_table *table,
-		struct dlq_letter **out)
-{
-	struct dlq_letter *old = letters__find(s, &e->id);
-	if(old){
-		*out = old;
-		return EEXIST;
-	}
-	struct dlq_envelope *copy = envelope__copy(e);
-	if(copy == NULL) return ENOMEM;
-	return letters__adopt(s, copy, table, out);
-}
-
 void letters__remove(struct dlq_letters *s, struct dlq_letter *l)
 {
 	/* While l is linked: its policy's next oldest is found from it. */

@@ -72,16 +72,13 @@ static inline bool letters__over(const struct dlq_letters *s, size_t bytes)
 	return s->bytes + bytes > s->max_bytes;
 }
 
-/* Keeps a copy of e (a dead letter; its id names the letter) as the newest
+/* Keeps e (a dead letter, taken: the engine's copy of what it published,
+ * or the state file's restore; its id names the letter) as the newest
  * letter; table gives its policy index by filter. A letter of that id
  * already kept is left as it is (a dead letter published again after a
- * restart): *out is then the kept one and EEXIST returned. Returns 0
- * (*out the new letter, borrowed), EEXIST, or ENOMEM. Does not make room. */
-int letters__keep(struct dlq_letters *s, const struct dlq_envelope *e, const struct dlq_policy_table *table,
-		struct dlq_letter **out);
-
-/* Adds an envelope already made (the state file's restore), taking it. Same
- * returns as letters__keep; on EEXIST or ENOMEM e is freed. */
+ * restart): *out is then the kept one, EEXIST returned and e freed.
+ * Returns 0 (*out the new letter, borrowed), EEXIST, or ENOMEM (e freed).
+ * Does not make room. */
 int letters__adopt(struct dlq_letters *s, struct dlq_envelope *e, const struct dlq_policy_table *table,
 		struct dlq_letter **out);
 

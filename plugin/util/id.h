@@ -46,6 +46,14 @@ static inline int idgen__next(struct dlq_idgen *g, struct dlq_id *out)
 	return 0;
 }
 
+/* Whether id is all zero: no id drawn (a dead letter not yet named, a
+ * copy no policy tracks). */
+static inline bool id__is_zero(const struct dlq_id *id)
+{
+	static const struct dlq_id zero;
+	return !memcmp(id->raw, zero.raw, DLQ_ID_RAW_LEN);
+}
+
 /* A uniform draw from [0, 1) for jitter, from the same random pool.
  * Returns 0 or the port's error. */
 int idgen__fraction(struct dlq_idgen *g, double *out);

@@ -553,16 +553,22 @@ void broker_kill_at(const char *file, int line, struct broker *b)
 	b->ended = true;
 }
 
-struct broker *dlq_broker_at(const char *file, int line, const char *label, ...)
+struct broker *dlq_broker_new_va(const char *label, va_list ap)
 {
 	struct broker *b = broker_new(label);
 	broker_plugin(b);
-	va_list ap;
-	va_start(ap, label);
 	const char *opt;
 	while((opt = va_arg(ap, const char *)) != NULL){
 		broker_conf(b, "plugin_opt_%s", opt);
 	}
+	return b;
+}
+
+struct broker *dlq_broker_at(const char *file, int line, const char *label, ...)
+{
+	va_list ap;
+	va_start(ap, label);
+	struct broker *b = dlq_broker_new_va(label, ap);
 	va_end(ap);
 	broker_start_at(file, line, b);
 	return b;

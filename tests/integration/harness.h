@@ -15,6 +15,7 @@
 #ifndef DLQ_IT_HARNESS_H
 #define DLQ_IT_HARNESS_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -171,6 +172,9 @@ const char *broker_socket(const struct broker *b);
  * becomes "plugin_opt_policy numbers max_attempts=3 ..."). */
 #define dlq_broker(...) dlq_broker_at(__FILE__, __LINE__, __func__, __VA_ARGS__, (const char *)NULL)
 struct broker *dlq_broker_at(const char *file, int line, const char *label, ...);
+/* The same broker, configured from the NULL-terminated options in ap, not
+ * yet started (for a caller that starts it its own way). */
+struct broker *dlq_broker_new_va(const char *label, va_list ap);
 
 /* ---- clients ---- */
 

@@ -53,14 +53,9 @@ void start_store(struct broker *b)
  * argument (NULL-terminated), through start_store. */
 struct broker *store_broker(const char *label, ...)
 {
-	struct broker *b = broker_new(label);
-	broker_plugin(b);
 	va_list ap;
 	va_start(ap, label);
-	const char *opt;
-	while((opt = va_arg(ap, const char *)) != NULL){
-		broker_conf(b, "plugin_opt_%s", opt);
-	}
+	struct broker *b = dlq_broker_new_va(label, ap);
 	va_end(ap);
 	start_store(b);
 	return b;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "engine/dlq.h"
+#include "engine/outbound.h"
 #include "engine_calls.h"
 #include "fake_port.h"
 #include "model/letters.h"
@@ -112,6 +113,31 @@ START_TEST(the_bound_drops_the_oldest_and_counts_them)
 	/* Per policy: what each lost adds up. */
 	ck_assert_uint_eq(d.policy_counters[0].dead_letters_dropped + d.policy_counters[1].dead_letters_dropped,
 			d.counters.dead_letters_dropped);
+	stop();
+}
+END_TEST
+
+/* A dead letter published again (it was owed at a restart) is kept
+ * already: nothing is dropped to make room for it, nothing counted. */
+START_TEST(a_letter_published_again_makes_no_room)
+{
+	start("4KiB");
+	char payload[1001];
+	memset(payload, 'x', 1000);
+	payload[1000] = '\0';
+	for(int i = 0; i < 3; i++){
+		dead_letter("jobs/a", payload);
+	}
+	size_t kept = d.letters.count;
+	uint64_t dropped = d.counters.dead_letters_dropped;
+	struct dlq_letter *newest = d.letters.newest;
+	struct dlq_envelope *again = envelope__copy(newest->env);
+	ck_assert_ptr_nonnull(again);
+	again->policy = &d.cfg.policies.items[0];
+	engine__send(&d, again);
+	ck_assert_uint_eq(d.letters.count, kept);
+	ck_assert_uint_eq(d.counters.dead_letters_dropped, dropped);
+	ck_assert_ptr_eq(d.letters.newest, newest);
 	stop();
 }
 END_TEST
@@ -238,6 +264,7 @@ static Suite *kept_suite(void)
 	tcase_add_test(tc, a_refused_redrive_keeps_the_letter);
 	tcase_add_test(tc, with_the_store_off_nothing_is_kept_or_named);
 	tcase_add_test(tc, a_policy_bound_drops_only_its_own_oldest);
+	tcase_add_test(tc, a_letter_published_again_makes_no_room);
 	suite_add_tcase(s, tc);
 	return s;
 }
