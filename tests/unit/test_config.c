@@ -387,6 +387,11 @@ START_TEST(test_parse_bad_values)
 		{"max_pending_bytes", "18446744074GB", {"too large"}},
 		{"max_pending_bytes", "-1", {"\"-1\"", "whole number of bytes"}},
 		{"max_pending_bytes", "", {"plugin_opt_max_pending_bytes \"\"", "whole number of bytes"}},
+		{"dead_letter_keep", "1023", {"plugin_opt_dead_letter_keep \"1023\"", "at least 1KiB", "or 0"}},
+		{"dead_letter_keep", "lots", {"plugin_opt_dead_letter_keep \"lots\"", "whole number of bytes"}},
+		{"dead_letter_keep", "5XB", {"\"5XB\"", "unknown unit \"XB\""}},
+		{"dead_letter_access", "open", {"plugin_opt_dead_letter_access \"open\"", "expected check or control"}},
+		{"dead_letter_access", "", {"plugin_opt_dead_letter_access \"\"", "expected check or control"}},
 		{"policy", "", {"plugin_opt_policy #2 \"\"", "missing filter"}},
 		{"policy_file", "", {"plugin_opt_policy_file \"\"", "path is empty"}},
 	};
