@@ -45,6 +45,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
+DLQ_PACKAGES+=("${DLQ_TEST_PACKAGES[@]}")
 install_missing_packages run-tests.sh
 host=$(scripts/brokers.sh host)
 line=${line:-$host}
@@ -82,6 +83,12 @@ meson compile -C "$build"
 rm -f "$build/meson-logs/$logbase.txt"
 rc=0
 env "${test_env[@]}" meson test -C "$build" --print-errorlogs --logbase "$logbase" "${args[@]}" || rc=$?
+
+# The browser test's screenshots (tests/console), named for the CI log.
+if grep -q '^screenshot: ' "$build/meson-logs/$logbase.txt" 2>/dev/null; then
+	echo "console screenshots (mosquitto $line):"
+	grep '^screenshot: ' "$build/meson-logs/$logbase.txt" | sed 's/^screenshot: /  /'
+fi
 
 read -r passed failed < <(scripts/test-counts.sh "$build/meson-logs/$logbase.txt")
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then

@@ -37,25 +37,31 @@ static void on_signal(int sig)
 static void usage(FILE *f, const struct demo_opts *o)
 {
 	fprintf(f,
-		"Usage: %s [-h host] [-p port] [--unix path] [-i client-id] [-t topic]\n"
+		"Usage: %s [-h host] [-p port] [--unix path] [-i client-id] [-t topic] [-u user [-P password]]\n"
 		"  -h, --host host    broker host (default localhost)\n"
 		"  -p, --port port    broker port (default 1883)\n"
 		"  --unix path        connect to the broker's unix socket instead\n"
 		"  -i, --id id        client id (default %s)\n"
-		"  -t, --topic topic  topic to subscribe to (default %s)\n",
+		"  -t, --topic topic  topic to subscribe to (default %s)\n"
+		"  -u, --username u   log in as u (a broker with a password_file)\n"
+		"  -P, --password p   u's password\n",
 		o->prog, o->id, o->topic);
 }
 
 void demo__parse_args(int argc, char **argv, struct demo_opts *o)
 {
 	/* The long names are the Python and JavaScript workers' (examples/python,
-	 * examples/node), so one command line starts any of the three. */
+	 * examples/node), so one command line starts any of the three; only
+	 * --username and --password are these programs' own (the console's
+	 * test runs the C worker on a broker with a password_file). */
 	static const struct option longopts[] = {
 		{"host", required_argument, NULL, 'h'},
 		{"port", required_argument, NULL, 'p'},
 		{"id", required_argument, NULL, 'i'},
 		{"topic", required_argument, NULL, 't'},
 		{"unix", required_argument, NULL, 'U'},
+		{"username", required_argument, NULL, 'u'},
+		{"password", required_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'H'},
 		{NULL, 0, NULL, 0},
 	};
@@ -64,7 +70,9 @@ void demo__parse_args(int argc, char **argv, struct demo_opts *o)
 	o->host = "localhost";
 	o->port = 1883;
 	o->unix_path = NULL;
-	while((c = getopt_long(argc, argv, "h:p:i:t:", longopts, NULL)) != -1){
+	o->username = NULL;
+	o->password = NULL;
+	while((c = getopt_long(argc, argv, "h:p:i:t:u:P:", longopts, NULL)) != -1){
 		switch(c){
 			case 'h':
 				o->host = optarg;
@@ -90,6 +98,12 @@ void demo__parse_args(int argc, char **argv, struct demo_opts *o)
 			case 't':
 				o->topic = optarg;
 				break;
+			case 'u':
+				o->username = optarg;
+				break;
+			case 'P':
+				o->password = optarg;
+				break;
 			case 'H':
 				usage(stdout, o);
 				exit(0);
@@ -97,6 +111,10 @@ void demo__parse_args(int argc, char **argv, struct demo_opts *o)
 				usage(stderr, o);
 				exit(2);
 		}
+	}
+	if(o->password && o->username == NULL){
+		fprintf(stderr, "%s: -P needs -u (a password is a user's)\n", o->prog);
+		exit(2);
 	}
 	if(optind < argc){
 		fprintf(stderr, "%s: unexpected argument '%s'\n", o->prog, argv[optind]);
@@ -170,6 +188,12 @@ struct mosquitto *demo__connect(const struct demo_opts *o, demo_message_cb messa
 	mosquitto_connect_v5_callback_set(m, on_connect);
 	mosquitto_subscribe_v5_callback_set(m, on_subscribe);
 	mosquitto_message_v5_callback_set(m, on_message);
+	if(o->username && mosquitto_username_pw_set(m, o->username, o->password) != MOSQ_ERR_SUCCESS){
+		fprintf(stderr, "%s: cannot set the username: out of memory\n", o->prog);
+		mosquitto_destroy(m);
+		free(ctx);
+		return NULL;
+	}
 
 	/* libmosquitto takes port 0 to mean: host is a unix socket path. */
 	if(o->unix_path){

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * What the two demo programs share: their command line (where the broker
- * is, which topic, which client id), an MQTT v5 libmosquitto client that
- * subscribes with QoS 1 on every connect and says so on stderr once the
- * broker granted it, a loop that ends cleanly on SIGINT or SIGTERM, and
+ * is, which topic, which client id, which login), an MQTT v5 libmosquitto
+ * client that subscribes with QoS 1 on every connect and says so on stderr
+ * once the broker granted it, a loop that ends cleanly on SIGINT or SIGTERM, and
  * reading one user property. Nothing here knows about mosquitto-dlq.
  */
 #ifndef DLQ_DEMO_CLIENT_H
@@ -20,6 +20,8 @@ struct demo_opts {
 	const char *unix_path;   /* --unix: a unix socket instead of TCP */
 	const char *id;          /* -i: client id */
 	const char *topic;       /* -t: the topic to subscribe to */
+	const char *username;    /* -u: log in as, or NULL */
+	const char *password;    /* -P: its password, or NULL */
 };
 
 /* Parses the command line into o, whose prog, id and topic hold the

@@ -174,7 +174,7 @@ provision_chroot() {
 	for p in "${DLQ_COMMANDS[@]}"; do
 		wanted+=("${p#*:}")
 	done
-	wanted+=(valgrind)
+	wanted+=(valgrind "${DLQ_TEST_PACKAGES[@]}")
 	local include
 	include=$(IFS=,; echo "${wanted[*]}")
 	if [ -f "$root/.provisioned" ] && [ "$(sed -n 2p "$root/.provisioned")" = "$include" ]; then

@@ -16,6 +16,10 @@ DLQ_PACKAGES=(gcc libc6-dev pkg-config meson ninja-build libcjson-dev libmosquit
 # commands, not packages: a machine may have them from elsewhere (NodeSource's
 # nodejs bundles npm and conflicts with Debian's npm package).
 DLQ_COMMANDS=(node:nodejs npm:npm)
+# The console's browser test (tests/console) drives Debian's chromium; a font
+# so that its screenshots show text. Only the tests need them: run-tests.sh
+# and the 2.1 root add them to the list, the demo does not.
+DLQ_TEST_PACKAGES=(chromium fonts-dejavu-core)
 
 install_missing_packages() {
 	local who=${1:-mosquitto-dlq} missing=() p sudo=()

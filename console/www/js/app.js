@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The console's page: login, then every 2 s a getStatus that refreshes the
+ * policies' counters and the charts, and the letters' page when the store
+ * changed; one letter's details on click; redrive and delete of the ticked
+ * letters after a confirmation. Every failure is said in #alert.
+ */
+(function () {
+	'use strict';
+
+	const D = window.DlqConsole;
+	const POLL_MS = 2000;
+	const $ = (id) => document.getElementById(id);
+	const cell = D.letters.cell;
+
+	const state = {
+		control: null,
+		policies: [],
+		rates: new D.Rates(60),
+		pages: new D.letters.LetterPages(),
+		timer: null,
+		polling: false,
+		storeMark: null, /* what the store looked like when the letters were last read */
+		detailsId: null,
+	};
+
+	function say(text) { $('alert').textContent = text || ''; }
+	function tell(text) { $('notice').textContent = text || ''; }
+
+	/* Where to connect: ?broker=…; else, when an http_api listener of
+	 * Mosquitto 2.1 served the page, that broker's websockets listener
+	 * (its /api/v1/listeners says which); else the listener that served
+	 * the page (a websockets listener with http_dir). */
+	async function defaultUrl() {
+		const q = new URLSearchParams(location.search).get('broker');
+		if (q) return q;
+		if (location.protocol !== 'http:' && location.protocol !== 'https:') return 'ws://localhost:8080/';
+		const tls = location.protocol === 'https:';
+		const same = (tls ? 'wss://' : 'ws://') + location.host + '/';
+		try {
+			const r = await fetch('api/v1/listeners', { cache: 'no-store' });
+			if (!r.ok) return same;
+			const ws = ((await r.json()).listeners || []).filter((l) => l.protocol === 'websockets' && l.port);
+			const pick = ws.find((l) => !!l.tls === tls) || ws[0];
+			if (!pick) return same;
+			return (pick.tls ? 'wss://' : 'ws://') + location.hostname + ':' + pick.port + '/';
+		} catch (e) {
+			return same;
+		}
+	}
+
+	async function connect(ev) {
+		ev.preventDefault();
+		say('');
+		tell('');
+		const url = $('broker-url').value.trim();
+		$('connect').disabled = true;
+		$('conn-state').textContent = 'Connecting to ' + url + '…';
+		const control = new D.Control(window.mqtt, D.format);
+		try {
+			if (!window.mqtt) throw new D.ControlError('The MQTT library (vendor/mqtt.min.js) did not load: run npm ci in console/ and serve console/www.', 'connect');
+			await control.connect(url, $('username').value, $('password').value);
+			const data = await control.run({ command: 'listPolicies' });
+			state.control = control;
+			state.policies = data.policies || [];
+		} catch (e) {
+			control.close();
+			$('conn-state').textContent = 'Not connected';
+			$('connect').disabled = false;
+			say(e.message);
+			return;
+		}
+		control.onLost = (why) => { $('conn-state').textContent = 'Connection lost'; say(why); };
+		control.onBack = () => { $('conn-state').textContent = 'Connected to ' + url + ' as ' + ($('username').value || 'anonymous'); say(''); };
+		$('password').value = '';
+		$('conn-state').textContent = 'Connected to ' + url + ' as ' + ($('username').value || 'anonymous');
+		$('login').hidden = true;
+		$('console').hidden = false;
+		$('disconnect').hidden = false;
+		fillPolicyFilter();
+		buildCharts();
+		state.storeMark = null;
+		await poll();
+		state.timer = setInterval(poll, POLL_MS);
+	}
+
+	function disconnect() {
+		clearInterval(state.timer);
+		state.timer = null;
+		if (state.control) state.control.close();
+		state.control = null;
+		state.rates = new D.Rates(60);
+		state.pages = new D.letters.LetterPages();
+		$('console').hidden = true;
+		$('login').hidden = false;
+		$('disconnect').hidden = true;
+		$('connect').disabled = false;
+		$('conn-state').textContent = 'Not connected';
+		say('');
+		tell('');
+		$('username').focus();
+	}
+
+	function fillPolicyFilter() {
+		const sel = $('filter-policy');
+		sel.length = 1;
+		for (const p of state.policies) {
+			const o = document.createElement('option');
+			o.value = p.filter;
+			o.textContent = p.filter;
+			sel.appendChild(o);
+		}
+	}
+
+	function buildCharts() {
+		const box = $('charts');
+		box.textContent = '';
+		state.policies.forEach((p, i) => {
+			const fig = document.createElement('figure');
+			const cap = document.createElement('figcaption');
+			cap.textContent = p.filter + ' → ' + p.deadLetter;
+			const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+			svg.id = 'chart-' + i;
+			const words = document.createElement('p');
+			words.className = 'hint';
+			words.id = 'chart-words-' + i;
+			fig.appendChild(cap);
+			fig.appendChild(svg);
+			fig.appendChild(words);
+			box.appendChild(fig);
+		});
+	}
+
+	function renderStatus(status) {
+		const tbody = $('policies').tBodies[0];
+		tbody.textContent = '';
+		const byFilter = new Map((status.policies || []).map((p) => [p.filter, p]));
+		state.policies.forEach((p, i) => {
+			const s = byFilter.get(p.filter) || {};
+			const tr = document.createElement('tr');
+			tr.dataset.filter = p.filter;
+			const th = document.createElement('th');
+			th.scope = 'row';
+			th.textContent = p.filter;
+			tr.appendChild(th);
+			tr.appendChild(cell(String(p.maxAttempts), 'num'));
+			tr.appendChild(cell(p.deadLetter));
+			tr.appendChild(cell(p.retryTo === 'delivery' ? 'the topic it arrived on' : p.retryTo));
+			for (const k of ['tracked', 'nacks', 'retryCopies', 'delayed', 'deadLetters', 'keptDeadLetters']) {
+				const c = cell(String(s[k] !== undefined ? s[k] : '—'), 'num');
+				c.dataset.counter = k;
+				tr.appendChild(c);
+			}
+			const kb = cell(D.format.bytes(s.keptDeadLetterBytes), 'num');
+			kb.dataset.counter = 'keptDeadLetterBytes';
+			tr.appendChild(kb);
+			const wn = cell(String(s.subscribersWithoutNack !== undefined ? s.subscribersWithoutNack : '—'), 'num');
+			wn.dataset.counter = 'subscribersWithoutNack';
+			tr.appendChild(wn);
+			tbody.appendChild(tr);
+			const svg = $('chart-' + i);
+			if (svg) $('chart-words-' + i).textContent = D.chart.render(svg, state.rates.series(p.filter, Date.now()), p.filter);
+		});
+		const t = status.totals || {};
+		$('updated').textContent = 'Live: updated ' + D.format.time(Date.now()) + ' every ' + POLL_MS / 1000 + ' s. All policies: ' +
+			t.deadLetters + ' dead letters, ' + t.keptDeadLetters + ' kept (' + D.format.bytes(t.keptDeadLetterBytes) + '), ' +
+			t.redriven + ' redriven, ' + t.pending + ' pending.';
+	}
+
+	async function poll() {
+		if (state.polling || !state.control) return;
+		state.polling = true;
+		try {
+			const status = await state.control.run({ command: 'getStatus' });
+			state.rates.add(status, Date.now());
+			renderStatus(status);
+			const t = status.totals || {};
+			const mark = t.keptDeadLetters + '/' + t.deadLetters + '/' + t.redriven + '/' + t.keptDeadLetterBytes;
+			if (mark !== state.storeMark) {
+				/* New letters show at once on the newest page; on an older
+				 * one, the operator chooses when to go back. */
+				if (state.pages.index === 0 || state.storeMark === null) await loadLetters();
+				else $('page-info').textContent = 'The store changed: go back to the newest page to see it.';
+				state.storeMark = mark;
+			}
+			if ($('alert').textContent.startsWith('No answer')) say('');
+		} catch (e) {
+			say(e.message);
+		} finally {
+			state.polling = false;
+		}
+	}
+
+	async function loadLetters() {
+		const pages = state.pages;
+		try {
+			const data = await state.control.run(pages.command());
+			pages.took(data);
+		} catch (e) {
+			pages.letters = [];
+			$('letters-count').textContent = '';
+			$('letters').tBodies[0].textContent = '';
+			say(e.message);
+			return;
+		}
+		D.letters.renderTable($('letters').tBodies[0], pages, D.format, openLetter);
+		$('letters-count').textContent = pages.describe();
+		$('page-newer').disabled = pages.index === 0;
+		$('page-older').disabled = pages.next === null;
+		$('page-info').textContent = 'Page ' + (pages.index + 1);
+	}
+
+	async function openLetter(id) {
+		try {
+			const l = await state.control.run({ command: 'getDeadLetter', id });
+			D.letters.renderDetails({
+				title: $('details-title'), fields: $('details-fields'), payload: $('payload'),
+				payloadNote: $('payload-note'), props: $('properties').tBodies[0],
+			}, l, D.format);
+			state.detailsId = id;
+			$('details').hidden = false;
+			$('details').focus();
+		} catch (e) {
+			say(e.message);
+		}
+	}
+
+	function confirmDialog(text, ids) {
+		return new Promise((resolve) => {
+			const dlg = $('confirm');
+			$('confirm-text').textContent = text;
+			const list = $('confirm-list');
+			list.textContent = '';
+			const byId = new Map((state.pages.letters || []).map((l) => [l.id, l]));
+			for (const id of ids) {
+				const li = document.createElement('li');
+				const l = byId.get(id);
+				li.textContent = l ? l.originTopic + ' at ' + D.format.time(l.timeMs) + ': ' + (l.reason || '(no reason)') : id;
+				list.appendChild(li);
+			}
+			dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true });
+			dlg.returnValue = '';
+			dlg.showModal();
+			$('confirm-cancel').focus();
+		});
+	}
+
+	async function act(redrive) {
+		const ids = [...state.pages.selected];
+		say('');
+		tell('');
+		if (!ids.length) {
+			say('Select one or more dead letters first (the boxes in the first column).');
+			return;
+		}
+		const topic = $('redrive-topic').value.trim();
+		const n = ids.length + ' dead letter' + (ids.length === 1 ? '' : 's');
+		const text = redrive
+			? 'Redrive ' + n + ' to ' + (topic ? 'the topic ' + topic : 'each one’s origin topic') + '? Each is published again and leaves the store.'
+			: 'Delete ' + n + ' from the store? This cannot be undone.';
+		if (!(await confirmDialog(text, ids))) {
+			tell('Nothing was changed.');
+			return;
+		}
+		const cmd = { command: redrive ? 'redriveDeadLetters' : 'deleteDeadLetters', ids };
+		if (redrive && topic) cmd.topic = topic;
+		try {
+			const data = await state.control.run(cmd);
+			const ok = D.letters.renderResults($('results-list'), redrive ? 'redriven' : 'deleted', data.results);
+			$('results').hidden = false;
+			tell((redrive ? 'Redriven: ' : 'Deleted: ') + ok + ' of ' + ids.length + '.');
+			for (const id of ids) state.pages.selected.delete(id);
+			if (ids.includes(state.detailsId)) $('details').hidden = true;
+		} catch (e) {
+			say(e.message);
+		}
+		state.storeMark = null;
+		state.pages.index = 0;
+		await poll();
+	}
+
+	async function init() {
+		$('login-form').addEventListener('submit', connect);
+		$('disconnect').addEventListener('click', disconnect);
+		$('letter-filter').addEventListener('submit', (ev) => {
+			ev.preventDefault();
+			state.pages.setFilter($('filter-policy').value, $('filter-reason').value.trim());
+			loadLetters();
+		});
+		$('page-older').addEventListener('click', () => { if (state.pages.older()) loadLetters(); });
+		$('page-newer').addEventListener('click', () => { if (state.pages.newer()) loadLetters(); });
+		$('redrive').addEventListener('click', () => act(true));
+		$('delete').addEventListener('click', () => act(false));
+		$('details-close').addEventListener('click', () => { $('details').hidden = true; state.detailsId = null; });
+		window.addEventListener('error', (e) => say('The console hit an error: ' + e.message));
+		window.addEventListener('unhandledrejection', (e) => say('The console hit an error: ' + (e.reason && e.reason.message || e.reason)));
+		$('username').focus();
+		const url = await defaultUrl();
+		if (!$('broker-url').value) $('broker-url').value = url;
+	}
+
+	init();
+})();

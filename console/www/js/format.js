@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Turning what the plugin answers into words and text for the page: sizes,
+ * times, a payload as text or hex, a property as one line, and an error
+ * (from the connection, a publish or a command) as a sentence an operator
+ * can act on. No DOM here: node's test runner checks it (format.test.js).
+ */
+(function (root) {
+	'use strict';
+
+	function bytes(n) {
+		if (typeof n !== 'number' || !isFinite(n)) return '—';
+		if (n < 1024) return n + ' B';
+		if (n < 1024 * 1024) return (n / 1024).toFixed(1) + ' KiB';
+		return (n / (1024 * 1024)).toFixed(1) + ' MiB';
+	}
+
+	/* "2026-12-03 07:04:05" in the browser's own time zone. */
+	function time(ms) {
+		if (typeof ms !== 'number' || !isFinite(ms)) return '—';
+		const d = new Date(ms);
+		const p = (v) => String(v).padStart(2, '0');
+		return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + ' ' +
+			p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
+	}
+
+	function base64ToBytes(s) {
+		const bin = typeof atob === 'function' ? atob(s) : Buffer.from(s, 'base64').toString('binary');
+		const out = new Uint8Array(bin.length);
+		for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+		return out;
+	}
+
+	/* 16 bytes a line: offset, hex, and the printable ASCII beside. */
+	function hexDump(b) {
+		const lines = [];
+		for (let off = 0; off < b.length; off += 16) {
+			const row = b.subarray(off, off + 16);
+			let hex = '', text = '';
+			for (let i = 0; i < 16; i++) {
+				hex += i < row.length ? row[i].toString(16).padStart(2, '0') + ' ' : '   ';
+				if (i < row.length) text += row[i] >= 0x20 && row[i] < 0x7f ? String.fromCharCode(row[i]) : '.';
+			}
+			lines.push(off.toString(16).padStart(8, '0') + '  ' + hex + ' ' + text);
+		}
+		return lines.join('\n');
+	}
+
+	/* A getDeadLetter reply's payload: {kind:'text'|'hex', text, note}. */
+	function payloadView(letter) {
+		const cut = letter.payloadTruncated ? ' (cut: the reply holds the first ' +
+			bytes(letter.payloadEncoding === 'base64' ? base64ToBytes(letter.payload || '').length : (letter.payload || '').length) +
+			' of ' + bytes(letter.payloadBytes) + ')' : '';
+		if (letter.payloadEncoding === 'base64') {
+			const b = base64ToBytes(letter.payload || '');
+			return { kind: 'hex', text: b.length ? hexDump(b) : '(empty)', note: 'not UTF-8: shown in hex, ' + bytes(b.length) + cut };
+		}
+		const t = letter.payload || '';
+		return { kind: 'text', text: t.length ? t : '(empty)', note: 'UTF-8 text, ' + bytes(letter.payloadBytes) + cut };
+	}
+
+	/* A property of a getDeadLetter reply as [name, value]. */
+	function property(p) {
+		if (p.name === 'user-property') return ['user property “' + p.key + '”', String(p.value)];
+		if (p.name) return [p.name, String(p.value)];
+		return ['property ' + p.identifier, '(kept, not shown by the plugin)'];
+	}
+
+	const CONNACK = {
+		128: 'the broker refused the connection (unspecified error)',
+		133: 'the broker refused this client id',
+		134: 'wrong username or password',
+		135: 'not authorised: the broker does not let this user connect',
+		136: 'the broker is unavailable',
+		137: 'the broker is busy',
+		138: 'this user is banned',
+		140: 'the broker refused the authentication method',
+		151: 'the broker refused: quota exceeded',
+		159: 'the broker refused: connection rate exceeded',
+	};
+
+	/* Words for a failed connect: err is MQTT.js's error (code = CONNACK
+	 * reason code) or null when the connection closed before any CONNACK. */
+	function connectError(err, url) {
+		if (err && typeof err.code === 'number' && CONNACK[err.code]) {
+			return 'Cannot log in: ' + CONNACK[err.code] + ' (MQTT reason code ' + err.code + ').';
+		}
+		if (err && typeof err.code === 'number' && err.code === 5) return 'Cannot log in: not authorised (MQTT 3.1.1 return code 5).';
+		if (err && typeof err.code === 'number' && err.code === 4) return 'Cannot log in: wrong username or password.';
+		return 'Cannot reach the broker at ' + url + ': no MQTT over WebSockets connection could be made' +
+			(err && err.message ? ' (' + err.message + ')' : '') +
+			'. Check the address, that the broker runs, and that the listener is a websockets listener.';
+	}
+
+	root.format = { bytes, time, base64ToBytes, hexDump, payloadView, property, connectError };
+})(typeof module !== 'undefined' ? module.exports : (window.DlqConsole = window.DlqConsole || {}));

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The kept dead letters: the page being shown (listDeadLetters, newest
+ * first, paged by the plugin's cursor), which letters are ticked, and the
+ * DOM of the table, of one letter's details and of an action's results.
+ * Everything a client controls (topics, reasons, payloads, properties)
+ * goes into the page as text (textContent), never as markup.
+ */
+(function (root) {
+	'use strict';
+
+	const PAGE = 20;
+
+	/* Paging state: cursors[i] is what page i was asked from (null: the
+	 * newest); filters apply to every page. Pure, so node tests it. */
+	class LetterPages {
+		constructor() {
+			this.cursors = [null];
+			this.index = 0;
+			this.next = null;       /* the current page's "next", or null: last page */
+			this.matched = null;    /* from the first page */
+			this.filter = { policy: '', reason: '' };
+			this.selected = new Set();
+		}
+
+		command() {
+			const c = { command: 'listDeadLetters', order: 'newest', limit: PAGE };
+			if (this.cursors[this.index] !== null) c.cursor = this.cursors[this.index];
+			if (this.filter.policy) c.filter = this.filter.policy;
+			if (this.filter.reason) c.reason = this.filter.reason;
+			return c;
+		}
+
+		took(data) {
+			this.next = typeof data.next === 'number' ? data.next : null;
+			if (this.index === 0 && typeof data.matched === 'number') this.matched = data.matched;
+			this.letters = data.letters || [];
+		}
+
+		older() {
+			if (this.next === null) return false;
+			this.cursors.length = this.index + 1;
+			this.cursors.push(this.next);
+			this.index++;
+			return true;
+		}
+
+		newer() {
+			if (this.index === 0) return false;
+			this.index--;
+			return true;
+		}
+
+		setFilter(policy, reason) {
+			this.filter = { policy, reason };
+			this.cursors = [null];
+			this.index = 0;
+			this.selected.clear();
+		}
+
+		/* "Letters 21–40 of 57" */
+		describe() {
+			const n = (this.letters || []).length;
+			const from = this.index * PAGE + 1;
+			if (this.matched === 0) return 'No dead letters kept' + (this.filter.policy || this.filter.reason ? ' that match the filter.' : '.');
+			if (n === 0) return 'No letters on this page.';
+			return 'Letters ' + from + '–' + (from + n - 1) + ' of ' + this.matched + ', newest first.';
+		}
+	}
+
+	/* A table cell holding text (also the page's policies table). */
+	function td(text, cls) {
+		const c = document.createElement('td');
+		c.textContent = text;
+		if (cls) c.className = cls;
+		return c;
+	}
+
+	/* Fills tbody with pages.letters; onOpen(id) shows one. */
+	function renderTable(tbody, pages, format, onOpen) {
+		tbody.textContent = '';
+		for (const l of pages.letters || []) {
+			const tr = document.createElement('tr');
+			tr.className = 'letter';
+			tr.dataset.id = l.id;
+			const pick = document.createElement('td');
+			const box = document.createElement('input');
+			box.type = 'checkbox';
+			box.className = 'pick';
+			box.checked = pages.selected.has(l.id);
+			box.setAttribute('aria-label', 'Select the dead letter from ' + l.originTopic + ' at ' + format.time(l.timeMs));
+			box.addEventListener('change', () => { if (box.checked) pages.selected.add(l.id); else pages.selected.delete(l.id); });
+			box.addEventListener('click', (e) => e.stopPropagation());
+			pick.appendChild(box);
+			tr.appendChild(pick);
+			tr.appendChild(td(format.time(l.timeMs)));
+			tr.appendChild(td(l.deadLetter));
+			tr.appendChild(td(l.originTopic));
+			tr.appendChild(td(l.reason || '(none given)', 'reason'));
+			tr.appendChild(td(String(l.retryCount), 'num'));
+			tr.appendChild(td(l.client || '—'));
+			const open = document.createElement('td');
+			const b = document.createElement('button');
+			b.type = 'button';
+			b.className = 'plain open';
+			b.textContent = 'Details';
+			b.setAttribute('aria-label', 'Details of the dead letter from ' + l.originTopic + ' at ' + format.time(l.timeMs));
+			b.addEventListener('click', (e) => { e.stopPropagation(); onOpen(l.id); });
+			open.appendChild(b);
+			tr.appendChild(open);
+			tr.addEventListener('click', () => onOpen(l.id));
+			tbody.appendChild(tr);
+		}
+	}
+
+	/* One letter (a getDeadLetter reply) into the details section. */
+	function renderDetails(els, l, format) {
+		els.title.textContent = 'Dead letter ' + l.id;
+		els.fields.textContent = '';
+		const rows = [
+			['Dead-letter topic', l.deadLetter], ['Origin topic', l.originTopic], ['Policy', l.filter],
+			['Reason', l.reason || '(none given)'], ['Retry count', String(l.retryCount)], ['Client', l.client || '—'],
+			['Time', format.time(l.timeMs) + ' (' + l.time + ')'], ['QoS', String(l.qos)],
+			['Origin dlq-id', l.originId], ['Letter id', l.id],
+		];
+		for (const [k, v] of rows) {
+			const dt = document.createElement('dt');
+			dt.textContent = k;
+			const dd = document.createElement('dd');
+			dd.textContent = v;
+			els.fields.appendChild(dt);
+			els.fields.appendChild(dd);
+		}
+		const p = format.payloadView(l);
+		els.payload.textContent = p.text;
+		els.payload.dataset.kind = p.kind;
+		els.payloadNote.textContent = p.note;
+		els.props.textContent = '';
+		const props = l.properties || [];
+		for (const prop of props) {
+			const [k, v] = format.property(prop);
+			const tr = document.createElement('tr');
+			tr.appendChild(td(k));
+			tr.appendChild(td(v));
+			els.props.appendChild(tr);
+		}
+		if (!props.length || l.propertiesTruncated) {
+			const tr = document.createElement('tr');
+			const c = td(props.length ? 'Some of the publisher’s properties were too large for the reply and are left out.' : 'No properties.');
+			c.colSpan = 2;
+			tr.appendChild(c);
+			els.props.appendChild(tr);
+		}
+	}
+
+	/* A redrive or delete reply's per-id results as list items. */
+	function renderResults(list, verb, results) {
+		list.textContent = '';
+		let ok = 0;
+		for (const r of results || []) {
+			const li = document.createElement('li');
+			if (r.error) {
+				li.textContent = r.id + ': not ' + verb + ': ' + r.error;
+				li.className = 'failed';
+			} else {
+				ok++;
+				li.textContent = r.id + ': ' + r.result + (r.topic ? ' to ' + r.topic : '');
+				li.className = 'done';
+			}
+			list.appendChild(li);
+		}
+		return ok;
+	}
+
+	root.letters = { LetterPages, cell: td, renderTable, renderDetails, renderResults, PAGE };
+})(typeof module !== 'undefined' ? module.exports : (window.DlqConsole = window.DlqConsole || {}));

@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
+//
+// The console in a real browser: the real broker (MOSQUITTO_BIN) with the
+// built plugin (DLQ_PLUGIN) and a password file serves console/www itself
+// (2.0: the websockets listener's http_dir; 2.1: an http_api listener's,
+// beside a websockets listener for MQTT); the quick start's worker
+// (DLQ_C_WORKER, logged in) fails the odd numbers of 1..6, so three dead
+// letters are kept before the page opens; Debian's chromium (CHROMIUM),
+// headless, driven by puppeteer-core, logs in with the keyboard and the
+// test reads the page as an operator would: the policy, the counters, the
+// letters with their reasons and payloads, a redrive the worker receives
+// again, a delete behind its confirmation, and the errors said in words
+// (a wrong password, a broker without the plugin, no broker at all), with
+// the basics of accessibility. Screenshots go to DLQ_SCREENSHOTS, each
+// path printed ("screenshot: …").
+'use strict';
+
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const net = require('net');
+const http = require('http');
+const crypto = require('crypto');
+const { spawn, execFileSync } = require('child_process');
+const puppeteer = require('puppeteer-core');
+const mqtt = require('mqtt');
+const { Steps } = require('./steps');
+
+const SLOW = Math.max(1, Number(process.env.DLQ_TEST_SLOWDOWN || 1));
+// Deadlines: upper bounds far above what a step takes (a second or two).
+const WAIT = 60000 * SLOW;
+const BROKER = process.env.MOSQUITTO_BIN || '/usr/sbin/mosquitto';
+const PLUGIN = process.env.DLQ_PLUGIN;
+const WORKER = process.env.DLQ_C_WORKER;
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const WWW = process.env.DLQ_CONSOLE_WWW || path.resolve(__dirname, '../../console/www');
+const SHOTS = process.env.DLQ_SCREENSHOTS || path.join(os.tmpdir(), 'dlq-console-screenshots');
+
+const USERS = { operator: 'op-secret-1', worker: 'wk-secret-2', publisher: 'pub-secret-3' };
+const REASON = 'odd numbers are not accepted';
+
+function assert(cond, what) {
+  if (!cond) throw new Error(what);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(what, fn, timeout = WAIT) {
+  const end = Date.now() + timeout;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      if (e.fatal) throw e;
+      last = e;
+    }
+    if (Date.now() > end) throw new Error(`timed out after ${timeout} ms waiting for ${what}${last ? ': ' + last.message : ''}`);
+    await sleep(100);
+  }
+}
+
+// A password file line as mosquitto_passwd writes it ($7$: PBKDF2-SHA512,
+// 101 iterations, a 12-byte salt), so that no mosquitto_passwd is needed.
+function passwdLine(user, pass) {
+  const salt = crypto.randomBytes(12);
+  const hash = crypto.pbkdf2Sync(pass, salt, 101, 64, 'sha512');
+  return `${user}:$7$101$${salt.toString('base64')}$${hash.toString('base64')}\n`;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function portOpen(port) {
+  return new Promise((resolve) => {
+    const c = net.connect(port, '127.0.0.1');
+    c.on('connect', () => { c.destroy(); resolve(true); });
+    c.on('error', () => resolve(false));
+  });
+}
+
+function httpGet(port, urlPath, auth) {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port, path: urlPath, auth }, (res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    });
+    req.on('error', reject);
+  });
+}
+
+function brokerVersion() {
+  const out = (() => {
+    try {
+      return execFileSync(BROKER, ['-h'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    } catch (e) {
+      return String(e.stdout || '') + String(e.stderr || '');
+    }
+  })();
+  const m = /mosquitto version (\d+)\.(\d+)\.(\d+)/.exec(out);
+  assert(m, `cannot tell the broker's version from ${BROKER} -h: ${out.slice(0, 200)}`);
+  return m.slice(1).map(Number);
+}
+
+class Broker {
+  // withPlugin: load DLQ_PLUGIN with the quick start's policy.
+  constructor(dir, name, withPlugin, v21) {
+    this.dir = dir;
+    this.name = name;
+    this.withPlugin = withPlugin;
+    this.v21 = v21;
+  }
+
+  async start() {
+    this.mqttPort = await freePort();
+    this.wsPort = await freePort();
+    this.httpPort = this.v21 ? await freePort() : this.wsPort;
+    const lines = [
+      'per_listener_settings false',
+      'allow_anonymous false',
+      `password_file ${this.dir}/passwd`,
+      'persistence false',
+      `log_dest file ${this.dir}/${this.name}.log`,
+      'log_type all',
+      process.getuid && process.getuid() === 0 ? 'user root' : '',
+      `listener ${this.mqttPort} 127.0.0.1`,
+      `listener ${this.wsPort} 127.0.0.1`,
+      'protocol websockets',
+    ];
+    if (this.v21) lines.push(`listener ${this.httpPort} 127.0.0.1`, 'protocol http_api', `http_dir ${WWW}`);
+    else lines.push(`http_dir ${WWW}`);
+    if (this.withPlugin) {
+      lines.push(`plugin ${PLUGIN}`,
+        'plugin_opt_policy numbers max_attempts=3 dead_letter=dead/numbers',
+        // 2.0.21 exports no mosquitto_acl_check: the store's commands are
+        // then for whoever may publish to $CONTROL/dlq/v1 (here: every
+        // user of the password file; there is no acl_file).
+        'plugin_opt_dead_letter_access control');
+    }
+    this.conf = `${this.dir}/${this.name}.conf`;
+    fs.writeFileSync(this.conf, lines.filter(Boolean).join('\n') + '\n');
+    this.proc = spawn(BROKER, ['-c', this.conf], { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.stderr = '';
+    this.proc.stderr.on('data', (d) => { this.stderr += d; });
+    this.exited = null;
+    this.proc.on('exit', (code, sig) => { this.exited = { code, sig }; });
+    await waitFor(`${this.name} listening`, async () => {
+      if (this.exited) throw Object.assign(new Error(`the broker exited (${JSON.stringify(this.exited)}): ${this.stderr}`), { fatal: true });
+      return (await portOpen(this.mqttPort)) && (await portOpen(this.wsPort)) && (await portOpen(this.httpPort));
+    });
+  }
+
+  log() {
+    try {
+      return fs.readFileSync(`${this.dir}/${this.name}.log`, 'utf8');
+    } catch (e) {
+      return '';
+    }
+  }
+
+  async stop() {
+    if (!this.proc || this.exited) return;
+    this.proc.kill('SIGTERM');
+    await waitFor(`${this.name} to stop`, () => this.exited, 20000).catch(() => this.proc.kill('SIGKILL'));
+  }
+
+  pageUrl(query = '') {
+    return `http://127.0.0.1:${this.httpPort}/${query}`;
+  }
+}
+
+// The operator's own control client in node: the figures the page must show.
+async function controlClient(port) {
+  const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, {
+    protocolVersion: 5, username: 'operator', password: USERS.operator, reconnectPeriod: 0, connectTimeout: 10000,
+  });
+  await new Promise((resolve, reject) => { c.once('connect', resolve); c.once('error', reject); });
+  const waiting = new Map();
+  let seq = 0;
+  c.on('message', (topic, payload) => {
+    if (topic !== '$CONTROL/dlq/v1/response') return;
+    for (const r of JSON.parse(payload.toString()).responses || []) {
+      const w = waiting.get(r.correlationData);
+      if (w) { waiting.delete(r.correlationData); w(r); }
+    }
+  });
+  return {
+    run(cmd) {
+      const corr = `test-${++seq}`;
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`no reply to ${cmd.command}`)), 10000 * SLOW);
+        waiting.set(corr, (r) => {
+          clearTimeout(t);
+          if (r.error) reject(new Error(`${cmd.command}: ${r.error}`));
+          else resolve(r.data);
+        });
+        c.publish('$CONTROL/dlq/v1', JSON.stringify({ commands: [{ ...cmd, correlationData: corr }] }), { qos: 1 });
+      });
+    },
+    end: () => c.end(true),
+  };
+}
+
+function policyStatus(status) {
+  return (status.policies || []).find((p) => p.filter === 'numbers') || {};
+}
+
+class Worker {
+  constructor(port) {
+    this.out = '';
+    this.err = '';
+    this.proc = spawn(WORKER, ['-h', '127.0.0.1', '-p', String(port), '-i', 'console-test-worker',
+      '-u', 'worker', '-P', USERS.worker], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc.stdout.on('data', (d) => { this.out += d; });
+    this.proc.stderr.on('data', (d) => { this.err += d; });
+  }
+
+  // How often the worker failed n: each delivery it got of n.
+  failures(n) {
+    return this.out.split('\n').filter((l) => l.startsWith(`failed ${n} `)).length;
+  }
+
+  stop() {
+    this.proc.kill('SIGTERM');
+  }
+}
+
+async function shot(page, name) {
+  const file = path.join(SHOTS, name);
+  await page.screenshot({ path: file, fullPage: true });
+  console.log(`screenshot: ${file}`);
+}
+
+const text = (page, sel) => page.$eval(sel, (e) => e.textContent);
+const visible = (page, sel) => page.$eval(sel, (e) => !e.closest('[hidden]') && e.getClientRects().length > 0);
+const counter = (page, name) => page.$eval(`#policies tr[data-filter="numbers"] td[data-counter="${name}"]`, (e) => e.textContent);
+
+// Names of the controls without an accessible name (a label, aria-label,
+// aria-labelledby or their own text).
+function unlabelled(page) {
+  return page.evaluate(() => {
+    const out = [];
+    for (const e of document.querySelectorAll('input, select, textarea, button')) {
+      const named = (e.id && document.querySelector(`label[for="${e.id}"]`)) || e.getAttribute('aria-label') ||
+        e.getAttribute('aria-labelledby') || (e.tagName === 'BUTTON' && e.textContent.trim());
+      if (!named) out.push(e.outerHTML.slice(0, 80));
+    }
+    return out;
+  });
+}
+
+// Text whose contrast with what is behind it is under WCAG AA's 4.5:1
+// (3:1 for large text), among the elements shown.
+function lowContrast(page) {
+  return page.evaluate(() => {
+    const rgb = (s) => (s.match(/[\d.]+/g) || []).map(Number);
+    const lum = ([r, g, b]) => {
+      const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+      return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const background = (e) => {
+      for (; e; e = e.parentElement) {
+        const c = rgb(getComputedStyle(e).backgroundColor);
+        if (c.length === 3 || (c.length === 4 && c[3] > 0)) return c.slice(0, 3);
+      }
+      return [255, 255, 255];
+    };
+    const out = [];
+    let checked = 0;
+    for (const e of document.querySelectorAll('body *')) {
+      if (!e.getClientRects().length || e.closest('[hidden], svg, .visually-hidden')) continue;
+      const own = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+      if (!own) continue;
+      const st = getComputedStyle(e);
+      const fg = rgb(st.color).slice(0, 3), bg = background(e);
+      const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+      const ratio = (a + 0.05) / (b + 0.05);
+      const size = parseFloat(st.fontSize), bold = Number(st.fontWeight) >= 700;
+      const need = size >= 24 || (bold && size >= 18.66) ? 3 : 4.5;
+      checked++;
+      if (ratio < need) out.push(`${e.tagName}#${e.id} "${e.textContent.trim().slice(0, 30)}": ${ratio.toFixed(2)} < ${need}`);
+    }
+    return { checked, out };
+  });
+}
+
+async function main() {
+  for (const [k, v] of Object.entries({ DLQ_PLUGIN: PLUGIN, DLQ_C_WORKER: WORKER })) {
+    if (!v) throw new Error(`${k} is not set (meson test sets it)`);
+  }
+  fs.mkdirSync(SHOTS, { recursive: true });
+  for (const f of fs.readdirSync(SHOTS)) if (f.endsWith('.png')) fs.unlinkSync(path.join(SHOTS, f));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dlq-console-'));
+  fs.chmodSync(dir, 0o777);
+  fs.writeFileSync(`${dir}/passwd`, Object.entries(USERS).map(([u, p]) => passwdLine(u, p)).join(''), { mode: 0o644 });
+  const [maj, min] = brokerVersion();
+  const v21 = maj > 2 || (maj === 2 && min >= 1);
+  console.log(`console test: mosquitto ${maj}.${min} (${BROKER}); the page is served by ${v21 ? 'an http_api' : 'the websockets'} listener; chromium ${CHROMIUM}`);
+
+  const broker = new Broker(dir, 'broker', true, v21);
+  const bare = new Broker(dir, 'bare', false, v21);
+  let worker, control, browser, page, publisher;
+  const errors = [];
+  const cleanup = async () => {
+    if (browser) await browser.close().catch(() => {});
+    if (worker) worker.stop();
+    if (control) control.end();
+    if (publisher) publisher.end(true);
+    await broker.stop();
+    await bare.stop();
+  };
+
+  const t = new Steps('console', { story: true });
+  const ids = {}; // payload -> letter id
+  let expected;
+
+  t.step('the broker with the plugin starts with the console in http_dir', async () => {
+    await broker.start();
+    const r = await httpGet(broker.httpPort, '/', v21 ? `operator:${USERS.operator}` : undefined);
+    assert(r.status === 200 && r.body.includes('<title>mosquitto-dlq console</title>'), `GET / gave ${r.status}: ${r.body.slice(0, 120)}`);
+    const lib = await httpGet(broker.httpPort, '/vendor/mqtt.min.js', v21 ? `operator:${USERS.operator}` : undefined);
+    assert(lib.status === 200 && lib.body.length > 100000, `GET /vendor/mqtt.min.js gave ${lib.status}, ${lib.body.length} bytes (npm ci in console/?)`);
+  });
+
+  t.step('the quick start: the worker fails 1, 3 and 5 three times each; three dead letters are kept', async () => {
+    worker = new Worker(broker.mqttPort);
+    await waitFor('the worker to subscribe', () => worker.err.includes('subscribed to numbers'));
+    publisher = mqtt.connect(`mqtt://127.0.0.1:${broker.mqttPort}`, {
+      protocolVersion: 5, username: 'publisher', password: USERS.publisher, reconnectPeriod: 0,
+    });
+    await new Promise((resolve, reject) => { publisher.once('connect', resolve); publisher.once('error', reject); });
+    for (let n = 1; n <= 6; n++) {
+      await publisher.publishAsync('numbers', String(n), {
+        qos: 1, properties: { contentType: 'text/plain', userProperties: { source: 'console-test' } },
+      });
+    }
+    control = await controlClient(broker.mqttPort);
+    await waitFor('3 dead letters', async () => {
+      const s = policyStatus(await control.run({ command: 'getStatus' }));
+      return s.deadLetters === 3 && s.keptDeadLetters === 3 && s.pending === 0;
+    });
+    for (const n of [1, 3, 5]) assert(worker.failures(n) === 3, `the worker failed ${n} ${worker.failures(n)} times, not 3`);
+    for (const n of [2, 4, 6]) assert(worker.out.includes(`processed ${n}\n`), `the worker did not process ${n}`);
+    expected = policyStatus(await control.run({ command: 'getStatus' }));
+  });
+
+  t.step('the page opens in chromium and finds the websockets listener', async () => {
+    browser = await puppeteer.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      userDataDir: path.join(dir, 'chromium'),
+      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-quic',
+        '--disable-background-networking', '--disable-component-update', '--disable-sync', '--lang=en-GB'],
+      protocolTimeout: WAIT,
+    });
+    page = await browser.newPage();
+    page.setDefaultTimeout(WAIT);
+    page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(`console error: ${m.text()}`); });
+    // Every file the page asks for is there, but the probe for a 2.1
+    // http_api listener's /api/v1/listeners, which a 2.0 broker has not.
+    page.on('response', (r) => {
+      if (r.status() >= 400 && !(r.status() === 404 && !v21 && r.url().endsWith('/api/v1/listeners'))) {
+        errors.push(`HTTP ${r.status()}: ${r.url()}`);
+      }
+    });
+    await page.setViewport({ width: 1280, height: 900 });
+    if (v21) await page.authenticate({ username: 'operator', password: USERS.operator });
+    await page.goto(broker.pageUrl(), { waitUntil: 'load' });
+    assert((await page.title()) === 'mosquitto-dlq console', `title: ${await page.title()}`);
+    await waitFor('the broker address', () => page.$eval('#broker-url', (e) => e.value));
+    const url = await page.$eval('#broker-url', (e) => e.value);
+    assert(url === `ws://127.0.0.1:${broker.wsPort}/`, `broker address ${url}, not the websockets listener's port ${broker.wsPort}`);
+    assert((await page.evaluate(() => document.activeElement.id)) === 'username', 'the username field does not have the focus');
+    const missing = await unlabelled(page);
+    assert(missing.length === 0, `controls without a label: ${missing.join(', ')}`);
+    await shot(page, '01-login.png');
+  });
+
+  t.step('a wrong password is said in the page, and nothing is shown', async () => {
+    await page.keyboard.type('operator');
+    await page.keyboard.press('Tab');
+    assert((await page.evaluate(() => document.activeElement.id)) === 'password', 'Tab does not go from the username to the password');
+    await page.keyboard.type('not-the-password');
+    await page.keyboard.press('Enter');
+    await waitFor('the error', async () => (await text(page, '#alert')).includes('Cannot log in'));
+    const said = await text(page, '#alert');
+    assert(/wrong username or password|not authorised/.test(said), `the error does not say why: ${said}`);
+    assert(!(await visible(page, '#console')), 'the console is shown after a refused login');
+    await shot(page, '02-wrong-password.png');
+  });
+
+  t.step('the right password by keyboard: the policy and its counters (3 dead letters), as the plugin reports them', async () => {
+    await page.click('#password', { clickCount: 3 });
+    await page.keyboard.press('Backspace');
+    await page.keyboard.type(USERS.operator);
+    await page.keyboard.press('Enter');
+    await waitFor('the console', () => visible(page, '#policies tr[data-filter="numbers"]'));
+    assert((await text(page, '#alert')) === '', `an error after logging in: ${await text(page, '#alert')}`);
+    const row = await page.$$eval('#policies tr[data-filter="numbers"] > *', (c) => c.map((e) => e.textContent));
+    assert(row[0] === 'numbers' && row[1] === '3' && row[2] === 'dead/numbers', `policy row: ${row.join(' | ')}`);
+    await waitFor('3 dead letters in the counters', async () => (await counter(page, 'deadLetters')) === '3');
+    for (const k of ['tracked', 'nacks', 'retryCopies', 'delayed', 'keptDeadLetters', 'subscribersWithoutNack']) {
+      const shown = await counter(page, k);
+      assert(shown === String(expected[k]), `${k}: the page shows ${shown}, the plugin ${expected[k]}`);
+    }
+    assert((await counter(page, 'keptDeadLetters')) === '3', 'not 3 kept');
+    assert(expected.nacks === 9 && expected.retryCopies === 6, `the plugin counted ${expected.nacks} NACKs, ${expected.retryCopies} retry copies`);
+    assert((await page.$$('#charts svg polyline')).length === 2, 'no chart lines for the policy');
+  });
+
+  t.step('the three dead letters, made before the page opened: topics, reasons, retry counts, payloads and properties', async () => {
+    await waitFor('3 rows', async () => (await page.$$('#letters tbody tr.letter')).length === 3);
+    const rows = await page.$$eval('#letters tbody tr.letter', (trs) => trs.map((tr) => ({ id: tr.dataset.id, cells: [...tr.cells].map((c) => c.textContent) })));
+    // Newest first, as the plugin lists them, with its retry counts.
+    const listed = (await control.run({ command: 'listDeadLetters' })).letters;
+    assert(JSON.stringify(listed.map((l) => l.id)) === JSON.stringify(rows.map((r) => r.id)), 'the rows are not the letters newest first');
+    const retries = new Map(listed.map((l) => [l.id, String(l.retryCount)]));
+    for (const r of rows) {
+      assert(r.cells[2] === 'dead/numbers' && r.cells[3] === 'numbers', `row ${r.id}: topics ${r.cells[2]}, ${r.cells[3]}`);
+      assert(r.cells[4] === REASON, `row ${r.id}: reason "${r.cells[4]}"`);
+      assert(r.cells[5] === retries.get(r.id) && Number(r.cells[5]) >= 2, `row ${r.id}: retry count ${r.cells[5]}, the plugin's ${retries.get(r.id)}`);
+      assert(r.cells[6] === 'console-test-worker', `row ${r.id}: client ${r.cells[6]}`);
+    }
+    assert((await text(page, '#letters-count')).includes('of 3'), `count line: ${await text(page, '#letters-count')}`);
+    for (let i = 0; i < rows.length; i++) {
+      // The first by keyboard (focus, Enter), the others by a click on the row.
+      if (i === 0) {
+        await page.focus(`#letters tr[data-id="${rows[i].id}"] button.open`);
+        await page.keyboard.press('Enter');
+      } else {
+        await page.click(`#letters tr[data-id="${rows[i].id}"] td:nth-child(5)`);
+      }
+      await waitFor(`details of ${rows[i].id}`, async () => (await text(page, '#details-title')) === `Dead letter ${rows[i].id}`);
+      const payload = await text(page, '#payload');
+      ids[payload] = rows[i].id;
+      const props = await page.$$eval('#properties tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent).join(' = ')));
+      for (const want of ['content-type = text/plain', 'user property “source” = console-test', 'user property “retry-count” = ' + retries.get(rows[i].id),
+        'user property “dead-letter-reason” = ' + REASON]) {
+        assert(props.includes(want), `letter ${payload}: no property "${want}" among ${props.join('; ')}`);
+      }
+      assert((await text(page, '#payload-note')).startsWith('UTF-8 text'), 'the payload is not shown as text');
+      if (i === 0) {
+        assert((await page.evaluate(() => document.activeElement.id)) === 'details', 'the details do not take the focus');
+        await shot(page, '04-details.png');
+      }
+    }
+    assert(['1', '3', '5'].every((p) => ids[p]), `payloads shown: ${Object.keys(ids).join(', ')}`);
+    const missing = await unlabelled(page);
+    assert(missing.length === 0, `controls without a label: ${missing.join(', ')}`);
+    const c = await lowContrast(page);
+    assert(c.checked > 50 && c.out.length === 0, `contrast (${c.checked} elements checked): ${c.out.join('; ')}`);
+    await page.click('#details-close');
+    await shot(page, '03-console.png');
+  });
+
+  t.step('a redrive of one, confirmed: the worker receives it again and the counters move', async () => {
+    const before = worker.failures(3);
+    const nacksBefore = Number(await counter(page, 'nacks'));
+    await page.focus(`#letters tr[data-id="${ids['3']}"] input.pick`);
+    await page.keyboard.press('Space');
+    await page.click('#redrive');
+    await waitFor('the confirmation', () => page.$eval('#confirm', (d) => d.open));
+    const ask = await text(page, '#confirm-text');
+    assert(ask.startsWith('Redrive 1 dead letter to each one’s origin topic'), `confirmation: ${ask}`);
+    assert((await text(page, '#confirm-list')).includes(REASON), 'the confirmation does not list the letter');
+    await shot(page, '05-confirm-redrive.png');
+    await page.click('#confirm-ok');
+    await waitFor('the result', async () => (await text(page, '#results-list')) === `${ids['3']}: redriven to numbers`);
+    await waitFor('the worker to get 3 again', () => worker.failures(3) > before);
+    await waitFor('the totals to count the redrive', async () => (await text(page, '#updated')).includes(' 1 redriven'));
+    // The worker fails it again, three times: a fourth dead letter.
+    await waitFor('4 dead letters in the counters', async () => (await counter(page, 'deadLetters')) === '4');
+    await waitFor('NACKs to go up by 3', async () => Number(await counter(page, 'nacks')) === nacksBefore + 3);
+    await waitFor('3 rows again, the newest the redriven 3', async () => {
+      const r = await page.$$eval('#letters tbody tr.letter', (trs) => trs.map((tr) => tr.dataset.id));
+      return r.length === 3 && !r.includes(ids['3']);
+    });
+    assert(worker.failures(3) === before + 3, `the worker failed 3 ${worker.failures(3) - before} more times, not 3`);
+    await waitFor('the chart to count them', async () => (await text(page, '#chart-words-0')).includes('last hour: 3 NACKs, 1 dead letter.'));
+    const s = policyStatus(await control.run({ command: 'getStatus' }));
+    assert(s.redriven === 1 && s.keptDeadLetters === 3, `plugin: redriven ${s.redriven}, kept ${s.keptDeadLetters}`);
+    await shot(page, '06-after-redrive.png');
+  });
+
+  t.step('a delete: cancelled changes nothing; confirmed, the letter goes', async () => {
+    const victim = ids['1'];
+    await page.click(`#letters tr[data-id="${victim}"] input.pick`);
+    await page.click('#delete');
+    await waitFor('the confirmation', () => page.$eval('#confirm', (d) => d.open));
+    assert((await text(page, '#confirm-text')).startsWith('Delete 1 dead letter from the store?'), 'delete confirmation');
+    await page.keyboard.press('Escape');
+    await waitFor('the notice', async () => (await text(page, '#notice')) === 'Nothing was changed.');
+    assert((await control.run({ command: 'listDeadLetters' })).letters.length === 3, 'a cancelled delete deleted');
+    await page.click('#delete');
+    await waitFor('the confirmation', () => page.$eval('#confirm', (d) => d.open));
+    await page.click('#confirm-ok');
+    await waitFor('the result', async () => (await text(page, '#results-list')) === `${victim}: deleted`);
+    await waitFor('2 rows', async () => (await page.$$('#letters tbody tr.letter')).length === 2);
+    await waitFor('2 kept', async () => (await counter(page, 'keptDeadLetters')) === '2');
+    const left = (await control.run({ command: 'listDeadLetters' })).letters.map((l) => l.id);
+    assert(left.length === 2 && !left.includes(victim), `the store holds ${left.join(', ')}`);
+  });
+
+  t.step('a broker without the plugin: the page says so', async () => {
+    await bare.start();
+    const p2 = await browser.newPage();
+    p2.setDefaultTimeout(WAIT);
+    if (v21) await p2.authenticate({ username: 'operator', password: USERS.operator });
+    await p2.goto(bare.pageUrl(), { waitUntil: 'load' });
+    await waitFor('the broker address', () => p2.$eval('#broker-url', (e) => e.value));
+    await p2.type('#username', 'operator');
+    await p2.type('#password', USERS.operator);
+    await p2.keyboard.press('Enter');
+    await waitFor('the error', async () => (await text(p2, '#alert')).includes('is the plugin loaded in this broker?'));
+    assert(!(await visible(p2, '#console')), 'the console is shown without the plugin');
+    await shot(p2, '07-no-plugin.png');
+    await p2.close();
+  });
+
+  t.step('no broker at the address: the page says it cannot reach it', async () => {
+    const closed = await freePort();
+    const p3 = await browser.newPage();
+    p3.setDefaultTimeout(WAIT);
+    if (v21) await p3.authenticate({ username: 'operator', password: USERS.operator });
+    await p3.goto(broker.pageUrl(`?broker=ws://127.0.0.1:${closed}/`), { waitUntil: 'load' });
+    await waitFor('the broker address', async () => (await p3.$eval('#broker-url', (e) => e.value)).includes(String(closed)));
+    await p3.type('#username', 'operator');
+    await p3.type('#password', USERS.operator);
+    await p3.keyboard.press('Enter');
+    await waitFor('the error', async () => (await text(p3, '#alert')).includes(`Cannot reach the broker at ws://127.0.0.1:${closed}/`));
+    await shot(p3, '08-unreachable.png');
+    await p3.close();
+  });
+
+  t.step('no script errors in the page', async () => {
+    // A refused login logs the browser's own WebSocket error, and a 404 its
+    // "Failed to load resource": not the page's (the responses are checked).
+    const own = errors.filter((e) => !/WebSocket connection to .* failed|Failed to load resource: the server responded with a status of 404/.test(e));
+    assert(own.length === 0, own.join('\n'));
+  });
+
+  let ok = false;
+  try {
+    ok = await t.run();
+  } finally {
+    if (!ok) {
+      console.log(`broker log:\n${broker.log().split('\n').slice(-60).join('\n')}`);
+      if (worker) console.log(`worker stdout:\n${worker.out}\nworker stderr:\n${worker.err}`);
+    }
+    await cleanup();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  console.log(`console test: screenshots in ${SHOTS}`);
+  process.exit(ok ? 0 : 1);
+}
+
+main().catch((e) => {
+  console.log(`console test: ${e.stack || e}`);
+  console.log('0%: Checks: 1, Failures: 1, Errors: 0');
+  process.exit(1);
+});
