@@ -70,7 +70,7 @@
 		128: 'the broker refused the connection (unspecified error)',
 		133: 'the broker refused this client id',
 		134: 'wrong username or password',
-		135: 'not authorised: the broker does not let this user connect',
+		135: 'not authorised: a wrong username or password, or a user the broker does not let connect',
 		136: 'the broker is unavailable',
 		137: 'the broker is busy',
 		138: 'this user is banned',
