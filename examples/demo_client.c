@@ -188,8 +188,10 @@ struct mosquitto *demo__connect(const struct demo_opts *o, demo_message_cb messa
 	mosquitto_connect_v5_callback_set(m, on_connect);
 	mosquitto_subscribe_v5_callback_set(m, on_subscribe);
 	mosquitto_message_v5_callback_set(m, on_message);
-	if(o->username && mosquitto_username_pw_set(m, o->username, o->password) != MOSQ_ERR_SUCCESS){
-		fprintf(stderr, "%s: cannot set the username: out of memory\n", o->prog);
+	rc = o->username ? mosquitto_username_pw_set(m, o->username, o->password) : MOSQ_ERR_SUCCESS;
+	if(rc != MOSQ_ERR_SUCCESS){
+		/* Not valid UTF-8, or out of memory. */
+		fprintf(stderr, "%s: cannot use the username '%s': %s\n", o->prog, o->username, mosquitto_strerror(rc));
 		mosquitto_destroy(m);
 		free(ctx);
 		return NULL;
