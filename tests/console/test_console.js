@@ -179,12 +179,18 @@ class Broker {
   }
 }
 
-// The operator's own control client in node: the figures the page must show.
-async function controlClient(port) {
+// An MQTT v5 client in node, logged in as user (of USERS).
+async function mqttClient(port, user) {
   const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, {
-    protocolVersion: 5, username: 'operator', password: USERS.operator, reconnectPeriod: 0, connectTimeout: 10000,
+    protocolVersion: 5, username: user, password: USERS[user], reconnectPeriod: 0, connectTimeout: 10000,
   });
   await new Promise((resolve, reject) => { c.once('connect', resolve); c.once('error', reject); });
+  return c;
+}
+
+// The operator's own control client in node: the figures the page must show.
+async function controlClient(port) {
+  const c = await mqttClient(port, 'operator');
   const waiting = new Map();
   let seq = 0;
   c.on('message', (topic, payload) => {
@@ -320,6 +326,20 @@ async function main() {
     await bare.stop();
   };
 
+  // Another tab: opens url, waits until the broker address is one that
+  // ready(address) accepts, and logs in as the operator.
+  const logInOnNewPage = async (url, ready) => {
+    const p = await browser.newPage();
+    p.setDefaultTimeout(WAIT);
+    if (v21) await p.authenticate({ username: 'operator', password: USERS.operator });
+    await p.goto(url, { waitUntil: 'load' });
+    await waitFor('the broker address', async () => ready(await p.$eval('#broker-url', (e) => e.value)));
+    await p.type('#username', 'operator');
+    await p.type('#password', USERS.operator);
+    await p.keyboard.press('Enter');
+    return p;
+  };
+
   const t = new Steps('console', { story: true });
   const ids = {}; // payload -> letter id
   let expected;
@@ -335,10 +355,7 @@ async function main() {
   t.step('the quick start: the worker fails 1, 3 and 5 three times each; three dead letters are kept', async () => {
     worker = new Worker(broker.mqttPort);
     await waitFor('the worker to subscribe', () => worker.err.includes('subscribed to numbers'));
-    publisher = mqtt.connect(`mqtt://127.0.0.1:${broker.mqttPort}`, {
-      protocolVersion: 5, username: 'publisher', password: USERS.publisher, reconnectPeriod: 0,
-    });
-    await new Promise((resolve, reject) => { publisher.once('connect', resolve); publisher.once('error', reject); });
+    publisher = await mqttClient(broker.mqttPort, 'publisher');
     for (let n = 1; n <= 6; n++) {
       await publisher.publishAsync('numbers', String(n), {
         qos: 1, properties: { contentType: 'text/plain', userProperties: { source: 'console-test' } },
@@ -514,14 +531,7 @@ async function main() {
 
   t.step('a broker without the plugin: the page says so', async () => {
     await bare.start();
-    const p2 = await browser.newPage();
-    p2.setDefaultTimeout(WAIT);
-    if (v21) await p2.authenticate({ username: 'operator', password: USERS.operator });
-    await p2.goto(bare.pageUrl(), { waitUntil: 'load' });
-    await waitFor('the broker address', () => p2.$eval('#broker-url', (e) => e.value));
-    await p2.type('#username', 'operator');
-    await p2.type('#password', USERS.operator);
-    await p2.keyboard.press('Enter');
+    const p2 = await logInOnNewPage(bare.pageUrl(), (url) => url !== '');
     await waitFor('the error', async () => (await text(p2, '#alert')).includes('is the plugin loaded in this broker?'));
     assert(!(await visible(p2, '#console')), 'the console is shown without the plugin');
     await shot(p2, '07-no-plugin.png');
@@ -530,14 +540,7 @@ async function main() {
 
   t.step('no broker at the address: the page says it cannot reach it', async () => {
     const closed = await freePort();
-    const p3 = await browser.newPage();
-    p3.setDefaultTimeout(WAIT);
-    if (v21) await p3.authenticate({ username: 'operator', password: USERS.operator });
-    await p3.goto(broker.pageUrl(`?broker=ws://127.0.0.1:${closed}/`), { waitUntil: 'load' });
-    await waitFor('the broker address', async () => (await p3.$eval('#broker-url', (e) => e.value)).includes(String(closed)));
-    await p3.type('#username', 'operator');
-    await p3.type('#password', USERS.operator);
-    await p3.keyboard.press('Enter');
+    const p3 = await logInOnNewPage(broker.pageUrl(`?broker=ws://127.0.0.1:${closed}/`), (url) => url.includes(String(closed)));
     await waitFor('the error', async () => (await text(p3, '#alert')).includes(`Cannot reach the broker at ws://127.0.0.1:${closed}/`));
     await shot(p3, '08-unreachable.png');
     await p3.close();

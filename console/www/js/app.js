@@ -12,6 +12,9 @@
 	const POLL_MS = 2000;
 	const $ = (id) => document.getElementById(id);
 	const cell = D.letters.cell;
+	/* A policy's getStatus counters, in the columns' order. */
+	const COUNTERS = ['tracked', 'nacks', 'retryCopies', 'delayed', 'deadLetters', 'keptDeadLetters',
+		'keptDeadLetterBytes', 'subscribersWithoutNack'];
 
 	const state = {
 		control: null,
@@ -71,9 +74,10 @@
 			return;
 		}
 		control.onLost = (why) => { $('conn-state').textContent = 'Connection lost'; say(why); };
-		control.onBack = () => { $('conn-state').textContent = 'Connected to ' + url + ' as ' + ($('username').value || 'anonymous'); say(''); };
+		const connected = 'Connected to ' + url + ' as ' + ($('username').value || 'anonymous');
+		control.onBack = () => { $('conn-state').textContent = connected; say(''); };
 		$('password').value = '';
-		$('conn-state').textContent = 'Connected to ' + url + ' as ' + ($('username').value || 'anonymous');
+		$('conn-state').textContent = connected;
 		$('login').hidden = true;
 		$('console').hidden = false;
 		$('disconnect').hidden = false;
@@ -146,17 +150,11 @@
 			tr.appendChild(cell(String(p.maxAttempts), 'num'));
 			tr.appendChild(cell(p.deadLetter));
 			tr.appendChild(cell(p.retryTo === 'delivery' ? 'the topic it arrived on' : p.retryTo));
-			for (const k of ['tracked', 'nacks', 'retryCopies', 'delayed', 'deadLetters', 'keptDeadLetters']) {
-				const c = cell(String(s[k] !== undefined ? s[k] : '—'), 'num');
+			for (const k of COUNTERS) {
+				const c = cell(k === 'keptDeadLetterBytes' ? D.format.bytes(s[k]) : String(s[k] !== undefined ? s[k] : '—'), 'num');
 				c.dataset.counter = k;
 				tr.appendChild(c);
 			}
-			const kb = cell(D.format.bytes(s.keptDeadLetterBytes), 'num');
-			kb.dataset.counter = 'keptDeadLetterBytes';
-			tr.appendChild(kb);
-			const wn = cell(String(s.subscribersWithoutNack !== undefined ? s.subscribersWithoutNack : '—'), 'num');
-			wn.dataset.counter = 'subscribersWithoutNack';
-			tr.appendChild(wn);
 			tbody.appendChild(tr);
 			const svg = $('chart-' + i);
 			if (svg) $('chart-words-' + i).textContent = D.chart.render(svg, state.rates.series(p.filter, Date.now()), p.filter);
@@ -280,6 +278,7 @@
 	}
 
 	async function init() {
+		D.chart.legend($('chart-legend'));
 		$('login-form').addEventListener('submit', connect);
 		$('disconnect').addEventListener('click', disconnect);
 		$('letter-filter').addEventListener('submit', (ev) => {

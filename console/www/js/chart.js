@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * One policy's chart: NACKs and dead letters per minute over the last hour
- * (rates.js's series), as an SVG of two lines, with the figures also in
- * words (the chart's accessible name and the caption under it) for those
- * who do not see it.
+ * (rates.js's series), as an SVG of two lines and their key, with the
+ * figures also in words (the chart's accessible name and the caption under
+ * it) for those who do not see it.
  */
 (function (root) {
 	'use strict';
@@ -37,8 +37,8 @@
 		while (svg.firstChild) svg.removeChild(svg.firstChild);
 		svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
 		svg.setAttribute('role', 'img');
-		const words = summary(series);
-		svg.setAttribute('aria-label', 'NACKs and dead letters per minute for ' + filter + ', last hour. ' + words);
+		const said = summary(series);
+		svg.setAttribute('aria-label', 'NACKs and dead letters per minute for ' + filter + ', last hour. ' + said);
 		let max = 1;
 		for (const m of series) max = Math.max(max, m.nacks, m.deadLetters);
 		const x = (i) => L + (i * (W - L - R)) / Math.max(1, series.length - 1);
@@ -55,8 +55,23 @@
 			if (line.dash) attrs['stroke-dasharray'] = line.dash;
 			svg.appendChild(el('polyline', attrs));
 		}
-		return words;
+		return said;
 	}
 
-	root.chart = { render, summary, LINES };
+	/* The lines' key (box emptied first), in the colours render draws. */
+	function legend(box) {
+		box.textContent = '';
+		for (const line of LINES) {
+			const item = document.createElement('span');
+			const swatch = document.createElement('span');
+			swatch.className = 'swatch';
+			swatch.style.borderColor = line.color;
+			if (line.dash) swatch.style.borderTopStyle = 'dashed';
+			item.appendChild(swatch);
+			item.appendChild(document.createTextNode(line.label));
+			box.appendChild(item);
+		}
+	}
+
+	root.chart = { render, summary, legend };
 })(typeof module !== 'undefined' ? module.exports : (window.DlqConsole = window.DlqConsole || {}));

@@ -3,7 +3,7 @@
  * Turning what the plugin answers into words and text for the page: sizes,
  * times, a payload as text or hex, a property as one line, and an error
  * (from the connection, a publish or a command) as a sentence an operator
- * can act on. No DOM here: node's test runner checks it (format.test.js).
+ * can act on. No DOM here: tests/console/test_units.js checks it in node.
  */
 (function (root) {
 	'use strict';
@@ -48,14 +48,12 @@
 
 	/* A getDeadLetter reply's payload: {kind:'text'|'hex', text, note}. */
 	function payloadView(letter) {
+		const hex = letter.payloadEncoding === 'base64';
+		const b = hex ? base64ToBytes(letter.payload || '') : null;
+		const t = hex ? '' : letter.payload || '';
 		const cut = letter.payloadTruncated ? ' (cut: the reply holds the first ' +
-			bytes(letter.payloadEncoding === 'base64' ? base64ToBytes(letter.payload || '').length : (letter.payload || '').length) +
-			' of ' + bytes(letter.payloadBytes) + ')' : '';
-		if (letter.payloadEncoding === 'base64') {
-			const b = base64ToBytes(letter.payload || '');
-			return { kind: 'hex', text: b.length ? hexDump(b) : '(empty)', note: 'not UTF-8: shown in hex, ' + bytes(b.length) + cut };
-		}
-		const t = letter.payload || '';
+			bytes(hex ? b.length : t.length) + ' of ' + bytes(letter.payloadBytes) + ')' : '';
+		if (hex) return { kind: 'hex', text: b.length ? hexDump(b) : '(empty)', note: 'not UTF-8: shown in hex, ' + bytes(b.length) + cut };
 		return { kind: 'text', text: t.length ? t : '(empty)', note: 'UTF-8 text, ' + bytes(letter.payloadBytes) + cut };
 	}
 
@@ -82,11 +80,10 @@
 	/* Words for a failed connect: err is MQTT.js's error (code = CONNACK
 	 * reason code) or null when the connection closed before any CONNACK. */
 	function connectError(err, url) {
-		if (err && typeof err.code === 'number' && CONNACK[err.code]) {
-			return 'Cannot log in: ' + CONNACK[err.code] + ' (MQTT reason code ' + err.code + ').';
-		}
-		if (err && typeof err.code === 'number' && err.code === 5) return 'Cannot log in: not authorised (MQTT 3.1.1 return code 5).';
-		if (err && typeof err.code === 'number' && err.code === 4) return 'Cannot log in: wrong username or password.';
+		const code = err && typeof err.code === 'number' ? err.code : null;
+		if (CONNACK[code]) return 'Cannot log in: ' + CONNACK[code] + ' (MQTT reason code ' + code + ').';
+		if (code === 5) return 'Cannot log in: not authorised (MQTT 3.1.1 return code 5).';
+		if (code === 4) return 'Cannot log in: wrong username or password.';
 		return 'Cannot reach the broker at ' + url + ': no MQTT over WebSockets connection could be made' +
 			(err && err.message ? ' (' + err.message + ')' : '') +
 			'. Check the address, that the broker runs, and that the listener is a websockets listener.';
