@@ -538,11 +538,18 @@ async function main() {
     await p2.close();
   });
 
-  t.step('no broker at the address: the page says it cannot reach it', async () => {
+  t.step('no broker at the address, or not a websockets address: the page says so', async () => {
     const closed = await freePort();
     const p3 = await logInOnNewPage(broker.pageUrl(`?broker=ws://127.0.0.1:${closed}/`), (url) => url.includes(String(closed)));
     await waitFor('the error', async () => (await text(p3, '#alert')).includes(`Cannot reach the broker at ws://127.0.0.1:${closed}/`));
     await shot(p3, '08-unreachable.png');
+    // An address that is not MQTT over WebSockets is refused before any
+    // connection, with what to write instead.
+    await p3.$eval('#broker-url', (e, u) => { e.value = u; }, `http://127.0.0.1:${closed}/`);
+    await p3.click('#connect');
+    await waitFor('the address error', async () => (await text(p3, '#alert')).includes('starts with “http:”'));
+    assert((await text(p3, '#alert')).includes('ws://host:port/'), `the address error says nothing to do: ${await text(p3, '#alert')}`);
+    assert(!(await visible(p3, '#console')), 'the console is shown for an http:// address');
     await p3.close();
   });
 

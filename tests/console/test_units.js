@@ -47,6 +47,16 @@ t.step('format: a refused login and an unreachable broker in words', () => {
   if (!format.connectError(null, 'ws://x:1/').startsWith('Cannot reach the broker at ws://x:1/')) throw new Error('unreachable');
 });
 
+t.step('format: a broker address that is not ws:// or wss:// is said to be wrong, with what to write', () => {
+  eq([format.brokerUrlError('ws://127.0.0.1:9001/'), format.brokerUrlError('wss://broker.example:443/mqtt')], [null, null], 'good addresses');
+  for (const [url, want] of [['ftp://x/', 'starts with “ftp:”'], ['http://127.0.0.1:9001/', 'starts with “http:”'],
+    ['mqtt://127.0.0.1:1883', 'starts with “mqtt:”'], ['localhost:9001', 'starts with “localhost:”'],
+    ['127.0.0.1:9001', 'is not a URL'], ['ws://exa mple/', 'is not a URL'], ['', 'is not a URL']]) {
+    const said = format.brokerUrlError(url);
+    if (!said || !said.includes(want) || !said.includes('ws://host:port/')) throw new Error(`${JSON.stringify(url)}: ${said}`);
+  }
+});
+
 t.step('rates: growth per minute; the first reply is the base; a reset starts again from 0', () => {
   const r = new Rates(60);
   const t0 = 1000 * MIN;

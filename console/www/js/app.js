@@ -57,6 +57,12 @@
 		say('');
 		tell('');
 		const url = $('broker-url').value.trim();
+		const bad = D.format.brokerUrlError(url);
+		if (bad) {
+			say(bad);
+			$('broker-url').focus();
+			return;
+		}
 		$('connect').disabled = true;
 		$('conn-state').textContent = 'Connecting to ' + url + '…';
 		const control = new D.Control(window.mqtt, D.format);

@@ -89,5 +89,21 @@
 			'. Check the address, that the broker runs, and that the listener is a websockets listener.';
 	}
 
-	root.format = { bytes, time, base64ToBytes, hexDump, payloadView, property, connectError };
+	/* Words for a broker address the page cannot use, or null when it is a
+	 * ws:// or wss:// URL (MQTT over WebSockets is all a browser speaks). */
+	function brokerUrlError(url) {
+		let u;
+		try {
+			u = new URL(url);
+		} catch (e) {
+			return 'The broker address “' + url + '” is not a URL: write it as ws://host:port/ or wss://host:port/.';
+		}
+		if (u.protocol !== 'ws:' && u.protocol !== 'wss:') {
+			return 'The broker address “' + url + '” starts with “' + u.protocol + '”: a browser speaks MQTT over WebSockets only, ' +
+				'so write ws://host:port/ or wss://host:port/ (the port of a websockets listener).';
+		}
+		return null;
+	}
+
+	root.format = { bytes, time, base64ToBytes, hexDump, payloadView, property, connectError, brokerUrlError };
 })(typeof module !== 'undefined' ? module.exports : (window.DlqConsole = window.DlqConsole || {}));
