@@ -28,6 +28,10 @@
 /* The dead letter's id in the plugin's dead-letter store: what
  * getDeadLetter, redriveDeadLetters and deleteDeadLetters name it by. */
 #define DLQ_PROP_DEAD_LETTER_ID "dead-letter-id"
+/* Carried by a dead letter made by a final NACK (the subscriber said the
+ * message can never succeed: dead-lettered whatever attempts remained),
+ * with the value "true". */
+#define DLQ_PROP_DEAD_LETTER_FINAL "dead-letter-final"
 /* Carried by a retry copy that was delayed: when its chain was first NACKed
  * (RFC 3339 UTC), so a consumer sees how long the message has been failing. */
 #define DLQ_PROP_FIRST_NACK_TIME "first-nack-time"
@@ -42,16 +46,27 @@
 /* Optional user property on a compact NACK: the delay it asks for before
  * the retry copy, in milliseconds (capped by the policy's retry_max_delay). */
 #define DLQ_PROP_NACK_DELAY_MS "delay-ms"
+/* Optional user property on a compact NACK: "true" makes it final (the
+ * message goes to its dead-letter topic at once, whatever attempts
+ * remain); "false" or absent, an ordinary NACK. */
+#define DLQ_PROP_NACK_FINAL "final"
 
 /* JSON commands, dynamic-security shape: {"commands":[{"command":"nack",...}]} */
 #define DLQ_CONTROL_TOPIC "$CONTROL/dlq/v1"
 /* Compact NACK: the payload is the dlq-id, nothing else. */
 #define DLQ_NACK_TOPIC "$CONTROL/dlq/v1/nack"
+/* Compact ACK: the payload is the dlq-id of a delivery processed. */
+#define DLQ_ACK_TOPIC "$CONTROL/dlq/v1/ack"
+/* Compact progress: the payload is the dlq-id of a delivery still being
+ * worked on; its ack_timeout starts again. */
+#define DLQ_PROGRESS_TOPIC "$CONTROL/dlq/v1/progress"
 /* Where replies go when the request carried no MQTT v5 response topic. */
 #define DLQ_RESPONSE_TOPIC "$CONTROL/dlq/v1/response"
 
 /* Commands on DLQ_CONTROL_TOPIC. */
 #define DLQ_COMMAND_NACK "nack"
+#define DLQ_COMMAND_ACK "ack"
+#define DLQ_COMMAND_PROGRESS "progress"
 #define DLQ_COMMAND_LIST_POLICIES "listPolicies"
 #define DLQ_COMMAND_GET_STATUS "getStatus"
 #define DLQ_COMMAND_RESET_COUNTERS "resetCounters"
@@ -94,6 +109,10 @@
 #define DLQ_MAX_LETTER_IDS 100
 #define DLQ_MAX_LIST_REPLY_BYTES (256 * 1024)
 #define DLQ_MAX_LETTER_PAYLOAD_REPLY (256 * 1024)
+
+/* A policy's ack_timeout: from 100 ms to 7 days. */
+#define DLQ_ACK_TIMEOUT_MIN_MS 100
+#define DLQ_ACK_TIMEOUT_MAX_MS (7ull * 24 * 3600 * 1000)
 
 /* Retry delays. */
 #define DLQ_RETRY_BACKOFF_MAX 100.0

@@ -56,6 +56,15 @@ static cJSON *replies_array(struct replies *rp)
 	return rp->responses;
 }
 
+enum dlq_compact control__compact_of(const char *topic)
+{
+	if(topic == NULL) return DLQ_COMPACT_NONE;
+	if(!strcmp(topic, DLQ_NACK_TOPIC)) return DLQ_COMPACT_NACK;
+	if(!strcmp(topic, DLQ_ACK_TOPIC)) return DLQ_COMPACT_ACK;
+	if(!strcmp(topic, DLQ_PROGRESS_TOPIC)) return DLQ_COMPACT_PROGRESS;
+	return DLQ_COMPACT_NONE;
+}
+
 /* Appends one response entry. id and correlation may be NULL. */
 static int add_response(cJSON *responses, const char *command, const char *id, size_t id_len,
 		const cJSON *correlation, const struct dlq_nack_result *res, const char *error)
@@ -93,12 +102,29 @@ static int add_response(cJSON *responses, const char *command, const char *id, s
 		if(res->status == DLQ_NACK_RETRIED && cJSON_AddNumberToObject(r, "delayMs", (double)res->delay_ms) == NULL){
 			return ENOMEM;
 		}
+		if(res->status == DLQ_NACK_EXTENDED && cJSON_AddNumberToObject(r, "deadlineMs", (double)res->delay_ms) == NULL){
+			return ENOMEM;
+		}
 	}
 	return 0;
 }
 
+/* The reply entry of a settlement command: its result, or its error. A
+ * compact one that went well and wants no reply builds nothing (the NACK
+ * storm's hot path). */
+static int settle_response(const struct dlq_control_request *req, const char *command, const char *id, size_t id_len,
+		const cJSON *correlation, const struct dlq_nack_result *res, bool ok, struct replies *rp, unsigned *errors)
+{
+	if(ok){
+		if(req->compact && !req->reply_wanted) return 0;
+		return add_response(replies_array(rp), command, id, id_len, correlation, res, NULL);
+	}
+	(*errors)++;
+	return add_response(replies_array(rp), command, id, id_len, correlation, NULL, dlq__nack_status_text(res->status));
+}
+
 static int run_nack(struct dlq *d, const struct dlq_control_request *req, const char *id, size_t id_len,
-		const char *reason, size_t reason_len, int64_t delay_ms, const cJSON *correlation,
+		const char *reason, size_t reason_len, int64_t delay_ms, bool final, const cJSON *correlation,
 		struct replies *rp, unsigned *errors)
 {
 	char reason_buf[DLQ_REASON_MAX_BYTES + 1];
@@ -108,6 +134,8 @@ static int run_nack(struct dlq *d, const struct dlq_control_request *req, const 
 		.reason = clean_reason(reason, reason_len, reason_buf),
 		.client = req->client,
 		.client_persists = req->client_persists,
+		.client_settles = req->client_settles,
+		.final = final,
 		.delay_requested = delay_ms >= 0,
 		.delay_ms = delay_ms >= 0 ? (uint64_t)delay_ms : 0,
 		.may_read = req->may_read,
@@ -115,15 +143,27 @@ static int run_nack(struct dlq *d, const struct dlq_control_request *req, const 
 	};
 	struct dlq_nack_result res;
 	dlq__nack(d, &n, &res);
-	if(res.status == DLQ_NACK_RETRIED || res.status == DLQ_NACK_DEAD_LETTERED){
-		/* A compact NACK that went well and wants no reply: nothing to
-		 * build (the NACK storm's hot path). */
-		if(req->compact && !req->reply_wanted) return 0;
-		return add_response(replies_array(rp), DLQ_COMMAND_NACK, id, id_len, correlation, &res, NULL);
-	}
-	(*errors)++;
-	return add_response(replies_array(rp), DLQ_COMMAND_NACK, id, id_len, correlation, NULL,
-			dlq__nack_status_text(res.status));
+	bool ok = res.status == DLQ_NACK_RETRIED || res.status == DLQ_NACK_DEAD_LETTERED;
+	return settle_response(req, DLQ_COMMAND_NACK, id, id_len, correlation, &res, ok, rp, errors);
+}
+
+/* An ACK or a progress report. */
+static int run_settle(struct dlq *d, const struct dlq_control_request *req, enum dlq_settle_kind kind,
+		const char *id, size_t id_len, const cJSON *correlation, struct replies *rp, unsigned *errors)
+{
+	struct dlq_settle s = {
+		.kind = kind,
+		.id = id,
+		.id_len = id_len,
+		.client = req->client,
+		.may_read = req->may_read,
+		.may_read_ctx = req->may_read_ctx,
+	};
+	struct dlq_nack_result res;
+	dlq__settle(d, &s, &res);
+	bool ok = res.status == DLQ_NACK_ACKED || res.status == DLQ_NACK_EXTENDED;
+	return settle_response(req, kind == DLQ_SETTLE_ACK ? DLQ_COMMAND_ACK : DLQ_COMMAND_PROGRESS, id, id_len,
+			correlation, &res, ok, rp, errors);
 }
 
 static bool is_space(char c)
@@ -144,6 +184,17 @@ static int handle_compact(struct dlq *d, const struct dlq_control_request *req, 
 	while(len && is_space(p[len - 1])){
 		len--;
 	}
+	if(req->compact == DLQ_COMPACT_ACK) return run_settle(d, req, DLQ_SETTLE_ACK, p, len, NULL, rp, errors);
+	if(req->compact == DLQ_COMPACT_PROGRESS) return run_settle(d, req, DLQ_SETTLE_PROGRESS, p, len, NULL, rp, errors);
+	bool final = false;
+	if(req->final){
+		if(strcmp(req->final, "true") && strcmp(req->final, "false")){
+			(*errors)++;
+			return add_response(replies_array(rp), DLQ_COMMAND_NACK, p, len, NULL, NULL,
+					"\"" DLQ_PROP_NACK_FINAL "\" must be \"true\" or \"false\"");
+		}
+		final = !strcmp(req->final, "true");
+	}
 	int64_t delay = -1;
 	if(req->delay_ms){
 		/* Plain digits only: strtoll alone would take a sign and blanks. */
@@ -162,7 +213,7 @@ static int handle_compact(struct dlq *d, const struct dlq_control_request *req, 
 		}
 	}
 	const char *reason = req->reason;
-	return run_nack(d, req, p, len, reason, reason ? strlen(reason) : 0, delay, NULL, rp, errors);
+	return run_nack(d, req, p, len, reason, reason ? strlen(reason) : 0, delay, final, NULL, rp, errors);
 }
 
 static int command_error(cJSON *responses, const char *command, const cJSON *correlation, const char *error, unsigned *errors)
@@ -192,10 +243,39 @@ static int command_nack(struct dlq *d, const struct dlq_control_request *req, co
 		}
 		delay_ms = (int64_t)ms;
 	}
+	const cJSON *final = cJSON_GetObjectItemCaseSensitive(cmd, "final");
+	if(final && !cJSON_IsBool(final) && !cJSON_IsNull(final)){
+		return command_error(responses, DLQ_COMMAND_NACK, correlation, "\"final\" must be true or false", errors);
+	}
 	const char *r = cJSON_IsString(reason) ? reason->valuestring : NULL;
 	struct replies rp = { .responses = responses };
 	return run_nack(d, req, id->valuestring, strlen(id->valuestring), r, r ? strlen(r) : 0,
-			delay_ms, correlation, &rp, errors);
+			delay_ms, cJSON_IsTrue(final), correlation, &rp, errors);
+}
+
+/* ack and progress: {"command":..., "id":...}. */
+static int command_settle(struct dlq *d, const struct dlq_control_request *req, enum dlq_settle_kind kind,
+		const cJSON *cmd, const cJSON *correlation, cJSON *responses, unsigned *errors)
+{
+	const char *name = kind == DLQ_SETTLE_ACK ? DLQ_COMMAND_ACK : DLQ_COMMAND_PROGRESS;
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(cmd, "id");
+	if(!cJSON_IsString(id)){
+		return command_error(responses, name, correlation, "missing or non-string \"id\"", errors);
+	}
+	struct replies rp = { .responses = responses };
+	return run_settle(d, req, kind, id->valuestring, strlen(id->valuestring), correlation, &rp, errors);
+}
+
+static int command_ack(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd,
+		const cJSON *correlation, cJSON *responses, unsigned *errors)
+{
+	return command_settle(d, req, DLQ_SETTLE_ACK, cmd, correlation, responses, errors);
+}
+
+static int command_progress(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd,
+		const cJSON *correlation, cJSON *responses, unsigned *errors)
+{
+	return command_settle(d, req, DLQ_SETTLE_PROGRESS, cmd, correlation, responses, errors);
 }
 
 /* Adds {"command":name,"data":data} (taking data) to responses. */
@@ -274,6 +354,8 @@ static const struct {
 	bool lists;
 } commands[] = {
 	{ DLQ_COMMAND_NACK, command_nack, false },
+	{ DLQ_COMMAND_ACK, command_ack, false },
+	{ DLQ_COMMAND_PROGRESS, command_progress, false },
 	{ DLQ_COMMAND_LIST_POLICIES, command_list_policies, true },
 	{ DLQ_COMMAND_GET_STATUS, command_get_status, true },
 	{ DLQ_COMMAND_RESET_COUNTERS, command_reset_counters, true },
@@ -341,8 +423,8 @@ static int handle_command(struct dlq *d, const struct dlq_control_request *req, 
 	char shown[ECHO_MAX_BYTES + 1];
 	size_t len = strlen(name->valuestring);
 	bool cut = errtext__clean(name->valuestring, len, shown, ECHO_MAX_BYTES) < len;
-	char msg[ECHO_MAX_BYTES + 260];
-	snprintf(msg, sizeof(msg), "unknown command \"%s%s\" (known: nack, listPolicies, getStatus, resetCounters, "
+	char msg[ECHO_MAX_BYTES + 320];
+	snprintf(msg, sizeof(msg), "unknown command \"%s%s\" (known: nack, ack, progress, listPolicies, getStatus, resetCounters, "
 			"listDeadLetters, getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters)",
 			shown, cut ? "..." : "");
 	return command_error(responses, shown, correlation, msg, errors);

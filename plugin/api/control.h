@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * The $CONTROL API: decodes a compact NACK ($CONTROL/dlq/v1/nack, payload =
- * dlq-id) or a JSON command document ($CONTROL/dlq/v1, dynamic-security's
- * shape), runs each command against the engine and writes the JSON reply,
+ * The $CONTROL API: decodes a compact settlement ($CONTROL/dlq/v1/nack, .../ack
+ * or .../progress, payload = dlq-id) or a JSON command document
+ * ($CONTROL/dlq/v1, dynamic-security's shape), runs each command against the
+ * engine and writes the JSON reply,
  * {"responses":[...]}. Nothing here touches the broker.
  */
 #ifndef DLQ_CONTROL_H
@@ -13,14 +14,27 @@
 
 #include "engine/dlq.h"
 
+/* Which compact form a message is: its topic says. */
+enum dlq_compact {
+	DLQ_COMPACT_NONE = 0,    /* $CONTROL/dlq/v1: JSON commands */
+	DLQ_COMPACT_NACK = 1,    /* $CONTROL/dlq/v1/nack */
+	DLQ_COMPACT_ACK = 2,     /* $CONTROL/dlq/v1/ack */
+	DLQ_COMPACT_PROGRESS = 3,/* $CONTROL/dlq/v1/progress */
+};
+
+/* The compact form of a control topic, or DLQ_COMPACT_NONE. */
+enum dlq_compact control__compact_of(const char *topic);
+
 struct dlq_control_request {
-	bool compact;            /* true: $CONTROL/dlq/v1/nack */
+	enum dlq_compact compact;/* a compact form (payload = dlq-id), or DLQ_COMPACT_NONE: JSON */
 	const void *payload;     /* borrowed */
 	size_t payload_len;
 	const char *client;      /* borrowed: the sender's client id */
 	bool client_persists;    /* the sender's session outlives its connection */
-	const char *reason;      /* borrowed: compact form's "reason" user property, or NULL */
-	const char *delay_ms;    /* borrowed: compact form's "delay-ms" user property, or NULL */
+	bool client_settles;     /* the sender reads dlq-ids (MQTT v5): its retry copies are held to deadlines */
+	const char *reason;      /* borrowed: compact NACK's "reason" user property, or NULL */
+	const char *delay_ms;    /* borrowed: compact NACK's "delay-ms" user property, or NULL */
+	const char *final;       /* borrowed: compact NACK's "final" user property, or NULL */
 	bool reply_wanted;       /* a reply goes out whatever happens (the request has a response topic) */
 	const char *response_topic; /* borrowed: the request's v5 response topic as read ("" for an
 	                          * empty one, which 2.1 hands over as NULL), or NULL: none */

@@ -34,7 +34,9 @@ static bool add_policy_fields(cJSON *o, const struct dlq_policy *p)
 			&& add_num(o, "retryMaxDelayMs", (double)p->retry_max_delay_ms)
 			&& add_num(o, "retryJitter", p->retry_jitter)
 			&& cJSON_AddStringToObject(o, "source", p->source ? p->source : "")
-			&& (p->dead_letter_keep == DLQ_KEEP_UNSET || add_num(o, "deadLetterKeepBytes", (double)p->dead_letter_keep));
+			&& (p->dead_letter_keep == DLQ_KEEP_UNSET || add_num(o, "deadLetterKeepBytes", (double)p->dead_letter_keep))
+			&& (p->ack_timeout_ms == 0 || (add_num(o, "ackTimeoutMs", (double)p->ack_timeout_ms)
+					&& cJSON_AddStringToObject(o, "ackTimeout", p->ack_timeout)));
 }
 
 static bool add_counters(cJSON *o, const struct dlq_counters *c)
@@ -54,7 +56,12 @@ static bool add_counters(cJSON *o, const struct dlq_counters *c)
 			&& add_num(o, "subscribersWithoutNack", (double)c->subscribers_without_nack)
 			&& add_num(o, "redriven", (double)c->redriven)
 			&& add_num(o, "deadLettersDropped", (double)c->dead_letters_dropped)
-			&& add_num(o, "sentWithoutStamp", (double)c->sent_without_stamp);
+			&& add_num(o, "sentWithoutStamp", (double)c->sent_without_stamp)
+			&& add_num(o, "acks", (double)c->acks)
+			&& add_num(o, "acksRefused", (double)c->acks_refused)
+			&& add_num(o, "progress", (double)c->progress)
+			&& add_num(o, "ackTimeouts", (double)c->ack_timeouts)
+			&& add_num(o, "finalNacks", (double)c->final_nacks);
 }
 
 static bool add_kept(cJSON *o, struct dlq_letter_tally t)
@@ -68,7 +75,8 @@ static bool add_gauges(cJSON *o, const struct dlq_gauges *g)
 			&& add_num(o, "ledgerBytes", (double)g->ledger_bytes)
 			&& add_num(o, "pending", (double)g->pending)
 			&& add_num(o, "delayed", (double)g->delayed)
-			&& add_num(o, "owedBytes", (double)g->owed_bytes);
+			&& add_num(o, "owedBytes", (double)g->owed_bytes)
+			&& add_num(o, "awaitingAck", (double)g->awaiting);
 }
 
 cJSON *status__policies(const struct dlq *d)

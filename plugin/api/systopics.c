@@ -26,6 +26,7 @@ static const char *const names[] = {
 	"subscribers_without_nack", "subscribers_of_dead_letters", "sent_without_stamp",
 	"records", "ledger_bytes", "pending", "delayed", "owed_bytes",
 	"redriven", "dead_letters_dropped", "kept_dead_letters", "kept_dead_letter_bytes",
+	"acks", "acks_refused", "progress", "ack_timeouts", "final_nacks", "awaiting_ack",
 };
 #define NAME_COUNT (sizeof(names) / sizeof(names[0]))
 
@@ -38,6 +39,7 @@ static void values_of(const struct dlq_counters *c, const struct dlq_gauges *g, 
 		c->subscribers_without_nack, c->subscribers_of_dead_letters, c->sent_without_stamp,
 		g->records, g->ledger_bytes, g->pending, g->delayed, g->owed_bytes,
 		c->redriven, c->dead_letters_dropped, kept.count, kept.bytes,
+		c->acks, c->acks_refused, c->progress, c->ack_timeouts, c->final_nacks, g->awaiting,
 	};
 	memcpy(v, all, sizeof(all));
 }

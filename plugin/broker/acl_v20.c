@@ -42,5 +42,11 @@ int adapter__acl_check_v20(int event, void *event_data, void *userdata)
 		.payload_len = ed->payloadlen,
 		.qos = ed->qos,
 	};
+	/* Deadlines hold only subscribers that can settle, and a delivery
+	 * routed to a session that ends is not waited for. */
+	if(pl->engine.any_deadlines){
+		c.settles = mosquitto_client_protocol_version(ed->client) == 5;
+		c.persists = adapter__session_persists(pl, ed->client);
+	}
 	return dlq__read_check(&pl->engine, &c) ? MOSQ_ERR_ACL_DENIED : no_opinion;
 }

@@ -56,7 +56,7 @@ static void check_ticks(struct dlq_plugin *pl)
  * to last counts as lasting; one not seen yet counts as ending, and its
  * copies are set to wait for it when the broker says it lasts
  * (dlq__client_offline). The option is not used there. */
-static bool session_persists(const struct dlq_plugin *pl, const struct mosquitto *client)
+bool adapter__session_persists(const struct dlq_plugin *pl, const struct mosquitto *client)
 {
 	if(mosquitto_client_clean_session(client)) return false;
 	if(mosquitto_client_protocol_version(client) != 5) return true;
@@ -172,6 +172,7 @@ int adapter__control(int event, void *event_data, void *userdata)
 	struct dlq_plugin *pl = userdata;
 	char reason[DLQ_REASON_MAX_BYTES * 4 + 1];
 	char delay[32];
+	char final[8];
 	char *response_topic = NULL;
 	void *correlation = NULL;
 	uint16_t correlation_len = 0;
@@ -183,17 +184,19 @@ int adapter__control(int event, void *event_data, void *userdata)
 	if(client == NULL) return MOSQ_ERR_SUCCESS;
 
 	struct dlq_control_request req = {
-		.compact = !strcmp(ed->topic, DLQ_NACK_TOPIC),
+		.compact = control__compact_of(ed->topic),
 		.payload = ed->payload,
 		.payload_len = ed->payloadlen,
 		.client = client,
-		.client_persists = session_persists(pl, ed->client),
+		.client_persists = adapter__session_persists(pl, ed->client),
+		.client_settles = mosquitto_client_protocol_version(ed->client) == 5,
 		.reason = NULL,
 		.delay_ms = NULL,
 	};
-	if(req.compact){
+	if(req.compact == DLQ_COMPACT_NACK){
 		req.reason = props__user_value(&pl->caps.props, ed->properties, DLQ_PROP_NACK_REASON, reason, sizeof(reason));
 		req.delay_ms = props__user_value(&pl->caps.props, ed->properties, DLQ_PROP_NACK_DELAY_MS, delay, sizeof(delay));
+		req.final = props__user_value(&pl->caps.props, ed->properties, DLQ_PROP_NACK_FINAL, final, sizeof(final));
 	}
 	/* 2.1 gives NULL for an empty response topic or correlation data: the
 	 * property is there all the same, and "" it is. */

@@ -115,6 +115,14 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 	struct dlq_send s;
 	dlq__sent(&pl->engine, client, (uintptr_t)ed->client, id, id_len, ed->topic, ed->payload, ed->payloadlen, &s);
 	if(s.attempt == 0) return MOSQ_ERR_SUCCESS;
+	/* A policy with an ack_timeout: the clock of this delivery starts now,
+	 * for a receiver that can settle it (one without MQTT 5 never sees the
+	 * dlq-id, and is not held to it). */
+	int protocol = 0;
+	if(s.policy->ack_timeout_ms){
+		protocol = mosquitto_client_protocol_version(ed->client);
+		if(protocol == 5) dlq__deadline_sent(&pl->engine, &s, client, adapter__session_persists(pl, ed->client));
+	}
 
 	char count[12];
 	size_t count_len = config__stamps_delivery_count(pl->engine.cfg.delivery_count, s.attempt) ? decimal(s.attempt, count) : 0;
@@ -123,7 +131,8 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 	 * every send): the send goes as it is, whatever the protocol. */
 	if(count_len == 0 && limit == 0) return MOSQ_ERR_SUCCESS;
 	/* MQTT 3.1 and 3.1.1 receivers get no properties at all. */
-	if(mosquitto_client_protocol_version(ed->client) != 5) return MOSQ_ERR_SUCCESS;
+	if(protocol == 0) protocol = mosquitto_client_protocol_version(ed->client);
+	if(protocol != 5) return MOSQ_ERR_SUCCESS;
 	if(limit){
 		uint64_t props_len = v->get_length_all(ed->properties);
 		if(count_len) props_len += packet__user_property_len(sizeof(DLQ_PROP_DELIVERY_COUNT) - 1, count_len);

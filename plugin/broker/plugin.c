@@ -42,6 +42,8 @@ static const struct {
 	{ MOSQ_EVT_MESSAGE, adapter__message, NULL, NULL, NEED_ALWAYS },
 	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_CONTROL_TOPIC, NEED_ALWAYS },
 	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_NACK_TOPIC, NEED_ALWAYS },
+	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_ACK_TOPIC, NEED_ALWAYS },
+	{ MOSQ_EVT_CONTROL, adapter__control, NULL, DLQ_PROGRESS_TOPIC, NEED_ALWAYS },
 	{ MOSQ_EVT_TICK, adapter__tick, NULL, NULL, NEED_ALWAYS },
 	{ MOSQ_EVT_DISCONNECT, adapter__disconnect, NULL, NULL, NEED_ALWAYS },
 	{ DLQ_MOSQ_EVT_CLIENT_OFFLINE, NULL, adapter__client_offline_v21, NULL, NEED_ALWAYS },
@@ -318,6 +320,10 @@ static int check_broker_config(struct dlq_plugin *pl, const struct dlq_config *c
 				"read access, so a client that is given another's dlq-id can NACK it and receive its retry copy");
 	}
 	b->exact_counting = can_count_sends(&pl->caps);
+	if(config__check_deadlines(cfg, b->exact_counting, err, sizeof(err))){
+		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
+		return EINVAL;
+	}
 	return 0;
 }
 

@@ -408,6 +408,31 @@ error:
 	return rc;
 }
 
+int config__check_deadlines(const struct dlq_config *c, bool sends_shown, char *err, size_t errlen)
+{
+	if(sends_shown || c->redelivery != DLQ_REDELIVERY_OFF) return 0;
+	for(size_t i = 0; i < c->policies.count; i++){
+		const struct dlq_policy *p = &c->policies.items[i];
+		if(p->ack_timeout_ms == 0) continue;
+		errtext__set(err, errlen, "policy " QFMT " (%s) has ack_timeout=%s, which needs plugin_opt_redelivery_tracking "
+				"on Mosquitto 2.0: a 2.0 broker shows a plugin that a message reaches a subscriber only through the "
+				"access check redelivery tracking registers, and without it a deadline would run for a message still "
+				"queued; add \"plugin_opt_redelivery_tracking defer\" (with an acl_file or an ACL plugin loaded after "
+				"this one) or \"plugin_opt_redelivery_tracking allow\" (with no ACL source)",
+				Q(p->filter), p->source ? p->source : "policy", p->ack_timeout);
+		return EINVAL;
+	}
+	return 0;
+}
+
+bool config__has_deadlines(const struct dlq_config *c)
+{
+	for(size_t i = 0; i < c->policies.count; i++){
+		if(c->policies.items[i].ack_timeout_ms) return true;
+	}
+	return false;
+}
+
 void config__free(struct dlq_config *c)
 {
 	if(c == NULL) return;

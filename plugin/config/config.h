@@ -80,6 +80,16 @@ struct dlq_config {
  * when out of memory). On failure *out holds nothing that needs freeing. */
 int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config *out, char *err, size_t errlen);
 
+/* Whether the deadlines of c's policies (ack_timeout) can work on a
+ * broker that shows each send to each subscriber (sends_shown: Mosquitto
+ * 2.1's MESSAGE_OUT) or not (2.0: then only with redelivery tracking's
+ * access check). Returns 0, or EINVAL with a message naming the policy, its
+ * ack_timeout and what to add. */
+int config__check_deadlines(const struct dlq_config *c, bool sends_shown, char *err, size_t errlen);
+
+/* Whether any policy of c has an ack_timeout. */
+bool config__has_deadlines(const struct dlq_config *c);
+
 void config__free(struct dlq_config *c);
 
 #endif

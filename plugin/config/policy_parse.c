@@ -89,14 +89,14 @@ static int set_max_attempts(struct dlq_policy *p, const char *v, char *err, size
 
 enum policy_key {
 	K_MAX_ATTEMPTS, K_DEAD_LETTER, K_RETRY_TO, K_RETRY_DELAY, K_RETRY_BACKOFF, K_RETRY_MAX_DELAY, K_RETRY_JITTER,
-	K_DEAD_LETTER_KEEP, K_COUNT
+	K_DEAD_LETTER_KEEP, K_ACK_TIMEOUT, K_COUNT
 };
 static const char *const policy_keys[K_COUNT] = {
 	"max_attempts", "dead_letter", "retry_to", "retry_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
-	"dead_letter_keep",
+	"dead_letter_keep", "ack_timeout",
 };
 #define KNOWN_KEYS "max_attempts, dead_letter, retry_to, retry_delay, retry_backoff, retry_max_delay, retry_jitter, " \
-	"dead_letter_keep"
+	"dead_letter_keep, ack_timeout"
 
 static bool all_digits(const char *v)
 {
@@ -117,6 +117,43 @@ static int set_delay(uint64_t *dst, const char *key, const char *v, bool zero_ok
 	errtext__set(err, errlen, "%s must be a duration with a unit (ms, s, m, h, d) such as \"30s\"%s, got " QFMT,
 			key, zero_ok ? " or \"0s\"" : "", Q(v));
 	return EINVAL;
+}
+
+/* ack_timeout: a duration with its unit, from DLQ_ACK_TIMEOUT_MIN_MS to
+ * DLQ_ACK_TIMEOUT_MAX_MS; the text is kept as given, for the reason of the
+ * dead letters it makes. No deadline is no ack_timeout, not a zero one. */
+static int set_ack_timeout(struct dlq_policy *p, const char *key, const char *v, char *err, size_t errlen)
+{
+	uint64_t ms = 0;
+	const char *unit;
+	enum units_problem rc = units__duration(v, &ms, &unit);
+	if(all_digits(v)) rc = strspn(v, "0") == strlen(v) ? UNITS_ZERO : UNITS_NO_UNIT;
+	if(rc == UNITS_NO_UNIT){
+		errtext__set(err, errlen, "%s " QFMT ": a unit is required, e.g. \"%.*ss\" (units: ms, s, m, h, d)",
+				key, Q(v), (int)strspn(v, "0123456789"), v);
+		return EINVAL;
+	}
+	if(rc == UNITS_ZERO){
+		errtext__set(err, errlen, "%s " QFMT ": a deadline must be longer than zero (leave %s out for none)",
+				key, Q(v), key);
+		return EINVAL;
+	}
+	if(rc != UNITS_OK){
+		errtext__set(err, errlen, "%s must be a duration with a unit (ms, s, m, h, d) such as \"30s\", got " QFMT,
+				key, Q(v));
+		return EINVAL;
+	}
+	if(ms < DLQ_ACK_TIMEOUT_MIN_MS || ms > DLQ_ACK_TIMEOUT_MAX_MS){
+		errtext__set(err, errlen, "%s " QFMT " is out of range: from %dms to %dd", key, Q(v),
+				DLQ_ACK_TIMEOUT_MIN_MS, (int)(DLQ_ACK_TIMEOUT_MAX_MS / (24 * 3600 * 1000ull)));
+		return EINVAL;
+	}
+	char *text = strdup(v);
+	if(text == NULL) return ENOMEM;
+	free(p->ack_timeout);
+	p->ack_timeout = text;
+	p->ack_timeout_ms = ms;
+	return 0;
 }
 
 /* A decimal number from lo to hi, as retry_backoff and retry_jitter take. */
@@ -180,6 +217,8 @@ static int set_key(struct dlq_policy *p, size_t k, const char *v, char *err, siz
 			return set_decimal(&p->retry_jitter, policy_keys[k], parse_decimal(v), 0.0, 1.0, v, err, errlen);
 		case K_DEAD_LETTER_KEEP:
 			return set_keep(&p->dead_letter_keep, policy_keys[k], v, err, errlen);
+		case K_ACK_TIMEOUT:
+			return set_ack_timeout(p, policy_keys[k], v, err, errlen);
 	}
 	return EINVAL;
 }
@@ -369,7 +408,7 @@ static int json_policy(const cJSON *obj, struct dlq_policy *p, char *err, size_t
 					? set_decimal(&p->retry_backoff, policy_keys[k], v->valuedouble, 1.0, DLQ_RETRY_BACKOFF_MAX, NULL, err, errlen)
 					: set_decimal(&p->retry_jitter, policy_keys[k], v->valuedouble, 0.0, 1.0, NULL, err, errlen);
 		}else if(!cJSON_IsString(v)){
-			if(cJSON_IsNumber(v) && (k == K_RETRY_DELAY || k == K_RETRY_MAX_DELAY)){
+			if(cJSON_IsNumber(v) && (k == K_RETRY_DELAY || k == K_RETRY_MAX_DELAY || k == K_ACK_TIMEOUT)){
 				errtext__set(err, errlen, "%s must be a string with a unit, e.g. \"30s\", got the number %g", policy_keys[k], v->valuedouble);
 			}else{
 				errtext__set(err, errlen, "%s must be a string, got %s", policy_keys[k], json_type(v));

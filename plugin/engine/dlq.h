@@ -38,21 +38,6 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 		const void *payload, uint32_t payload_len, uint8_t qos,
 		const uint8_t *headers, size_t headers_len, char id_out[DLQ_ID_LEN + 1]);
 
-enum dlq_nack_status {
-	DLQ_NACK_RETRIED,        /* a retry copy was made */
-	DLQ_NACK_DEAD_LETTERED,  /* the chain ended in a dead letter */
-	DLQ_NACK_MALFORMED_ID,   /* not 16 base64url characters */
-	DLQ_NACK_UNKNOWN_ID,     /* never issued, expired or evicted */
-	DLQ_NACK_DUPLICATE,      /* this client already NACKed this delivery */
-	DLQ_NACK_FULL,           /* owed copies and dead letters fill the bound */
-	DLQ_NACK_NOMEM,
-	DLQ_NACK_RANDOM_FAILED,  /* no fresh dlq-id could be drawn */
-	DLQ_NACK_NOT_PERMITTED,  /* the broker's access control does not let this client read the message */
-};
-
-/* Asks the broker's access control whether the NACKing client may read a
- * message (topic, payload, QoS): 0 yes, EACCES no. */
-typedef int (*dlq_may_read_fn)(void *ctx, const char *topic, const void *payload, uint32_t payload_len, uint8_t qos);
 
 struct dlq_nack {
 	const char *id;          /* borrowed; id_len bytes, not NUL-terminated */
@@ -60,22 +45,41 @@ struct dlq_nack {
 	const char *reason;      /* borrowed, NUL-terminated, or NULL */
 	const char *client;      /* borrowed: the NACKing client's id */
 	bool client_persists;    /* the client's session outlives its connection */
+	bool client_settles;     /* the client reads dlq-ids (MQTT v5): its retry copy is held to a deadline */
+	bool final;              /* a final NACK: dead-lettered at once, whatever attempts remain */
 	bool delay_requested;    /* the NACK asks for its own delay ... */
 	uint64_t delay_ms;       /* ... of this many milliseconds (capped by the policy) */
 	dlq_may_read_fn may_read;/* NULL: no check (a dlq-id is then a bearer handle) */
 	void *may_read_ctx;
 };
 
-struct dlq_nack_result {
-	enum dlq_nack_status status;
-	unsigned attempt;        /* the delivery that was NACKed (1 = first) */
-	unsigned max_attempts;
-	uint64_t delay_ms;       /* retried: how long the copy is held back */
-};
-
 /* Handles one NACK: a retry copy or a dead letter when accepted. Publishing
  * failures do not fail the NACK: the envelope waits in the outbox. */
 void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *res);
+
+/* The other settlements of a delivery (settle.c): an ACK (processed), or
+ * progress (still being worked on: its ack_timeout starts again). */
+enum dlq_settle_kind {
+	DLQ_SETTLE_ACK,
+	DLQ_SETTLE_PROGRESS,
+};
+
+struct dlq_settle {
+	enum dlq_settle_kind kind;
+	const char *id;          /* borrowed; id_len bytes, not NUL-terminated */
+	size_t id_len;
+	const char *client;      /* borrowed: the settling client's id */
+	dlq_may_read_fn may_read;/* NULL: no check */
+	void *may_read_ctx;
+};
+
+/* Handles one ACK or progress report of client's delivery: status
+ * DLQ_NACK_ACKED or DLQ_NACK_EXTENDED (delay_ms: until its clock runs out)
+ * when accepted, else a refusal (dlq__nack_status_text) that changes
+ * nothing, but that a late settlement of a delivery whose clock ran out
+ * tells 2.0's deadlines the client was still working (deadlines.h). */
+void dlq__settle(struct dlq *d, const struct dlq_settle *s, struct dlq_nack_result *res);
+
 
 /* A stable, human-readable text for a status. */
 const char *dlq__nack_status_text(enum dlq_nack_status s);
@@ -148,6 +152,7 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c);
 struct dlq_send {
 	unsigned attempt;                /* the attempt number for that client (1 = first); 0: not tracked */
 	const struct dlq_policy *policy; /* the record's policy (borrowed), when tracked */
+	struct dlq_record *record;       /* the record (borrowed, until the engine's next call), when tracked */
 };
 
 /* The broker writes a message carrying the dlq-id id (id_len bytes: the
@@ -159,6 +164,13 @@ struct dlq_send {
  * d->broker.exact_counting. */
 void dlq__sent(struct dlq *d, const char *client, uintptr_t conn, const char *id, size_t id_len, const char *topic,
 		const void *payload, uint32_t payload_len, struct dlq_send *s);
+
+/* 2.1 (settle.c): the send s (dlq__sent, tracked, its policy with an
+ * ack_timeout) to client, which reads dlq-ids (MQTT v5) and whose session
+ * lasts or not (persists), starts the clock of that delivery, or starts it
+ * again (a resend after a reconnect is the next attempt), unless client
+ * settled it before. */
+void dlq__deadline_sent(struct dlq *d, const struct dlq_send *s, const char *client, bool persists);
 
 /* A send of a message of policy p went out without the plugin's properties
  * (they would have passed the subscriber's Maximum Packet Size). */

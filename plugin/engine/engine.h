@@ -13,9 +13,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "config/config.h"
 #include "model/counters.h"
+#include "model/deadlines.h"
 #include "model/deadsubs.h"
 #include "model/gauges.h"
 #include "model/holds.h"
@@ -94,6 +96,11 @@ struct dlq {
 	 * accepted, until an operator takes it (engine/kept.c). */
 	struct dlq_letters letters;
 	uint64_t last_letter_drop_log_ms; /* rate limit of the "store full" warning */
+	/* Deliveries awaiting settlement within their policy's ack_timeout
+	 * (deadlines.h; engine/settle.c), and whether any policy has one. */
+	struct dlq_deadlines deadlines;
+	bool any_deadlines;
+	uint64_t last_timeout_log_ms; /* rate limit of the "could not retry a timed-out delivery" error */
 };
 
 /* How records are made, for how deliveries to clients are followed per
@@ -210,22 +217,126 @@ static inline bool engine__fits_owed(const struct dlq *d, const struct dlq_envel
 	return dlq__owed_bytes(d) + e->bytes <= d->cfg.max_pending_bytes;
 }
 
+/* A delivery's clock started (or started again): the state file saves it
+ * (a snapshot at its next save; the journal at once, when there is one),
+ * so that a restart goes on from it. */
+static inline void engine__note_deadline(struct dlq *d, const struct dlq_deadline *e)
+{
+	if(e == NULL) return;
+	d->changes++;
+	store_port__deadline(&d->store, e);
+}
+
+/* What a settlement command (NACK, ACK, progress) came to. */
+enum dlq_nack_status {
+	DLQ_NACK_RETRIED,        /* a retry copy was made */
+	DLQ_NACK_DEAD_LETTERED,  /* the chain ended in a dead letter */
+	DLQ_NACK_MALFORMED_ID,   /* not 16 base64url characters */
+	DLQ_NACK_UNKNOWN_ID,     /* never issued, expired or evicted */
+	DLQ_NACK_DUPLICATE,      /* this client already NACKed this delivery */
+	DLQ_NACK_FULL,           /* owed copies and dead letters fill the bound */
+	DLQ_NACK_NOMEM,
+	DLQ_NACK_RANDOM_FAILED,  /* no fresh dlq-id could be drawn */
+	DLQ_NACK_NOT_PERMITTED,  /* the broker's access control does not let this client read the message */
+	DLQ_NACK_ACKED,          /* ACK: the delivery is settled */
+	DLQ_NACK_EXTENDED,       /* progress: the delivery's clock started again */
+	DLQ_NACK_ALREADY_ACKED,  /* this client already ACKed this delivery */
+	DLQ_NACK_TIMED_OUT,      /* its clock ran out first: a retry copy was made instead */
+	DLQ_NACK_TIMED_OUT_DEAD, /* its clock ran out first, at its last attempt: dead-lettered */
+	DLQ_NACK_NO_DEADLINE,    /* progress of a delivery with no clock */
+};
+
+/* Asks the broker's access control whether the settling client may read a
+ * message (topic, payload, QoS): 0 yes, EACCES no. */
+typedef int (*dlq_may_read_fn)(void *ctx, const char *topic, const void *payload, uint32_t payload_len, uint8_t qos);
+
+struct dlq_nack_result {
+	enum dlq_nack_status status;
+	unsigned attempt;        /* the delivery that was NACKed or ACKed (1 = first) */
+	unsigned max_attempts;
+	uint64_t delay_ms;       /* retried: how long the copy is held back; extended: until the clock runs out */
+};
+
+/* A delivery that failed: its subscriber NACKed it, or its clock ran out
+ * (engine__attempt_failed). */
+struct dlq_failure {
+	const char *client;      /* borrowed: the subscriber whose delivery failed */
+	const char *reason;      /* borrowed: the dead letter's reason, if it comes to that; NULL: attempts ran out */
+	uint8_t how;             /* DLQ_SETTLED_NACK, or DLQ_SETTLED_TIMEOUT (its clock ran out) */
+	bool final;              /* a final NACK: dead-lettered whatever attempts remain */
+	bool client_persists;    /* the client's session outlives its connection */
+	bool client_settles;     /* the client reads dlq-ids (MQTT v5): a copy for it is held to a deadline */
+	bool bounded;            /* refused when what is owed fills max_pending_bytes (a NACK, which may be
+	                            sent again); a timeout is not: its record was counted, and it would be lost */
+	bool delay_requested;    /* the NACK asks for its own delay ... */
+	uint64_t delay_ms;       /* ... of this many milliseconds (capped by the policy) */
+};
+
 /* ---- defined by one event handler and called by another (outbound.c
  * calls none of them) ---- */
 
-/* client NACKed r: a hold of r for client is over (the NACK's nacker entry
- * makes that durable). */
-void engine__nacked(struct dlq *d, struct dlq_record *r, const char *client);
+/* attempts.c: the delivery of r to f->client failed: a retry copy, or at its
+ * last attempt (or a final NACK) the dead letter; the client has settled
+ * it (f->how) and its clock, if any, stops. Fills res (status, attempt,
+ * max_attempts, delay_ms); on any status but RETRIED and DEAD_LETTERED
+ * nothing changed. The caller has checked that the client had not settled
+ * it yet. */
+void engine__attempt_failed(struct dlq *d, struct dlq_record *r, const struct dlq_failure *f,
+		struct dlq_nack_result *res);
+
+/* attempts.c: deliveries of r's chain to client so far (1: the first). */
+unsigned engine__attempts_of(struct dlq *d, struct dlq_record *r, const char *client);
+
+/* attempts.c: the record a settlement command (NACK, ACK, progress) of
+ * client names by id (id_len bytes), if client may settle it: not when the
+ * id is malformed or unknown, when may_read (NULL: not asked, with ctx)
+ * says the client may not read the message, or when the client settled it
+ * before (a late settlement of a delivery whose clock ran out starts the
+ * clock of the client's next delivery again on 2.0: deadlines__late).
+ * Returns the record with res's attempt and max_attempts filled, or NULL
+ * with res->status saying why. *policy gets the record's policy, when it
+ * was found, for the counters. */
+struct dlq_record *engine__record_to_settle(struct dlq *d, const char *id, size_t id_len, const char *client,
+		dlq_may_read_fn may_read, void *ctx, struct dlq_nack_result *res, const struct dlq_policy **policy);
+
+/* attempts.c, once per tick when a clock may have run out: each delivery
+ * whose clock ran out by now is a failed attempt of its subscriber, as a
+ * NACK of it would be: a retry copy, or at its last attempt its dead
+ * letter. */
+void engine__deadlines_tick(struct dlq *d, uint64_t now);
+
+/* settle.c: a 2.0 READ check (redelivery tracking), classified (v), of a
+ * message that left the client's session or not (removed): the deadline
+ * of that delivery, when its policy has an ack_timeout (deadlines.h,
+ * SEQUENTIAL). */
+void engine__deadline_routed(struct dlq *d, const struct dlq_read_check *c, const struct dlq_read_verdict *v,
+		bool removed);
+
+/* attempts.c: client settled its delivery of r: its clock stops, and on 2.0
+ * the clock of the client's next delivery starts (deadlines.h). */
+void engine__deadline_done(struct dlq *d, struct dlq_record *r, const char *client);
+
+/* client settled r (a NACK or an ACK): a hold of r for client is over
+ * (the settler entry makes that durable). Inline: the settling files share
+ * it without calling into each other. */
+static inline void engine__nacked(struct dlq *d, struct dlq_record *r, const char *client)
+{
+	const char *holder = holds__client(r);
+	if(holder && !strcmp(holder, client)) holds__release(&d->holds, r);
+}
 
 /* client went offline and its session lasts: the copies of QoS 0 the
  * broker was handed for it, and the held ones of QoS 0, become dead
  * letters. gone.c. */
 void engine__gone_qos0(struct dlq *d, const char *client);
 
-/* 2.1 (exact_counting.c): the attempt number of r's chain for a client it was
- * written to `sends` times (0: not sent to it), from the sends the broker
- * showed. */
-unsigned engine__attempt_of(const struct dlq_record *r, unsigned sends);
+/* 2.1: the attempt number of r's chain for a client it was written to
+ * `sends` times (0: not sent to it), from the sends the broker showed
+ * (exact_counting.c). */
+static inline unsigned engine__attempt_of(const struct dlq_record *r, unsigned sends)
+{
+	return record__attempt(r) + (sends ? sends - 1u : 0u);
+}
 
 /* 2.1 (exact_counting.c): a READ check with exact counting; true when the message
  * leaves the client's session (see dlq__read_check). */

@@ -23,11 +23,6 @@
 #include "util/errtext.h"
 #include "util/port.h"
 
-unsigned engine__attempt_of(const struct dlq_record *r, unsigned sends)
-{
-	return record__attempt(r) + (sends ? sends - 1u : 0u);
-}
-
 /* The record the dlq-id id (id_len bytes) names, if it is this message:
  * from the send cache (send_cache.h) when it knows the stored message's
  * addresses, else decoded, looked up and compared, and then remembered
@@ -63,6 +58,7 @@ void dlq__sent(struct dlq *d, const char *client, uintptr_t conn, const char *id
 	engine__note_delivery(d, r, client);
 	s->attempt = engine__attempt_of(r, sends);
 	s->policy = r->policy;
+	s->record = r;
 }
 
 void dlq__sent_without_stamp(struct dlq *d, const struct dlq_policy *p)
@@ -92,6 +88,10 @@ bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
 	if(delivered < r->policy->max_attempts) return false;
 	if(!engine__divert_redelivered(d, r, c->client, delivered)) return false;
 	redelivery__set_diverted(&st);
+	/* Out of the session and dead-lettered: its clock, if one ran, with
+	 * it. */
+	struct dlq_deadline *e = deadlines__find(&d->deadlines, r, c->client);
+	if(e) deadlines__remove(&d->deadlines, e);
 	engine__note_delivery(d, r, c->client);
 	/* A message sent before is in flight, and 2.1.2 still keeps the
 	 * in-flight slot of one removed by a reconnect access check

@@ -24,26 +24,20 @@
 #include "util/errtext.h"
 #include "util/port.h"
 
-/* The hold of r for client is over: client counts as one of r's nackers,
+/* The hold of r for client is over: client counts as one of r's settlers,
  * so that a journal replay after a restart does not hold it again (and a
  * late NACK of it by client is refused rather than start a second chain).
  * client may be the holder's own id, freed with the hold: released last. */
 static void let_go(struct dlq *d, struct dlq_record *r, const char *client)
 {
-	int rc = ledger__add_nacker(&d->ledger, r, client);
+	int rc = ledger__add_settler(&d->ledger, r, client, DLQ_SETTLED_NACK);
 	if(rc == ENOMEM){
 		port__log(DLQ_LOG_ERR, "out of memory: after a restart the retry copy on " QFMT " for " QFMT
 				" may be dead-lettered a second time", Q(record__topic(r)), Q(client));
 	}else if(rc == 0){
-		store_port__nacker(&d->store, r, client);
+		store_port__settler(&d->store, r, client, DLQ_SETTLED_NACK);
 	}
 	holds__release(&d->holds, r);
-}
-
-void engine__nacked(struct dlq *d, struct dlq_record *r, const char *client)
-{
-	const char *holder = holds__client(r);
-	if(holder && !strcmp(holder, client)) holds__release(&d->holds, r);
 }
 
 /* The record of copy e (accepted, then diverted before the broker took it)
@@ -136,7 +130,7 @@ static void dead_letter_held(struct dlq *d, const char *client, bool qos0_only)
 		}
 		unsigned delivered = record__attempt(r) > 1 ? record__attempt(r) - 1u : 1u;
 		held_reason(d, r, client, qos0_only, reason, sizeof(reason));
-		if(engine__dead_letter_of(d, r, client, reason, delivered, false)){
+		if(engine__dead_letter_of(d, r, client, reason, delivered, false, false)){
 			port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " that left is lost",
 					Q(record__topic(r)), Q(client));
 		}

@@ -23,11 +23,22 @@ static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
 	holds__release(&d->holds, r);
 	send_cache__forget(&d->sends, r);
 	redelivery__record_gone(&d->redelivery, &d->ledger, r);
+	/* Evicted for the memory bound while a delivery of it awaited
+	 * settlement: its deadline goes with it (counted as evicted). */
+	deadlines__record_gone(&d->deadlines, r);
 	if(expired){
 		COUNT(d, r->policy, expired, 1);
 	}else{
 		COUNT(d, r->policy, evicted, 1);
 	}
+}
+
+/* A record a delivery of which awaits settlement stays past its NACK
+ * window: its deadline needs it (and its subscriber may still NACK it). */
+static bool record_kept(void *ctx, const struct dlq_record *r)
+{
+	(void)ctx;
+	return deadlines__of(r);
 }
 
 /* Records restored from the state file have lost the stored payload they
@@ -75,12 +86,19 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 	/* Likewise: without it every send is found the long way. */
 	if(d->broker.exact_counting) (void)send_cache__init(&d->sends);
 	d->ledger.on_drop = record_dropped;
+	d->ledger.keep = record_kept;
 	d->ledger.on_drop_ctx = d;
+	/* 2.1 shows every send; 2.0 only where a message is routed. */
+	deadlines__init(&d->deadlines, d->broker.exact_counting ? DLQ_DEADLINES_PER_SEND : DLQ_DEADLINES_SEQUENTIAL);
+	d->deadlines.ledger = &d->ledger;
+	d->any_deadlines = config__has_deadlines(&d->cfg);
+	/* 2.0's READ checks of QoS 0 messages are looked at too. */
+	d->redelivery.every_qos = d->any_deadlines;
 	if(gauges__init(&d->gauges, &d->cfg.policies)){
 		snprintf(err, errlen, "out of memory");
 		return ENOMEM;
 	}
-	d->ledger.book = d->outbox.book = d->delayed.book = &d->gauges;
+	d->ledger.book = d->outbox.book = d->delayed.book = d->deadlines.book = &d->gauges;
 	struct state_view view = {
 		.ledger = &d->ledger,
 		.outbox = &d->outbox,
@@ -93,6 +111,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 		.nack_window_ms = d->cfg.nack_window_ms,
 		.record_new = engine__record_new_fn(d),
 		.letters = d->cfg.dead_letter_keep ? &d->letters : NULL,
+		.deadlines = &d->deadlines,
 	};
 	struct persist_options po = {
 		.state_file = d->cfg.state_file,
@@ -103,6 +122,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 	};
 	int rc = persist__restore(&d->persist, &po, &view, err, errlen);
 	if(rc) return rc;
+	deadlines__restored(&d->deadlines);
 	if(d->cfg.state_file) engine__settle_restored_copies(d);
 	/* A smaller plugin_opt_dead_letter_keep than the saved letters take:
 	 * the oldest go, counted, before the new snapshot. */
@@ -131,6 +151,7 @@ void dlq__cleanup(struct dlq *d)
 	schedule__cleanup(&d->delayed);
 	outbox__cleanup(&d->outbox);
 	redelivery__cleanup(&d->redelivery, &d->ledger);
+	deadlines__cleanup(&d->deadlines);
 	holds__cleanup(&d->holds);
 	ledger__cleanup(&d->ledger);
 	letters__cleanup(&d->letters);

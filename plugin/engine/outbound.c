@@ -132,6 +132,20 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record
 	}
 	store_port__record(&d->store, copy);
 	if(e->target_client && !e->target_persists) engine__hold(d, e, copy);
+	/* 2.0 makes no READ check of a publish to one client: the copy is
+	 * routed to its client now, and its deadline goes by that. (2.1
+	 * shows its send, MESSAGE_OUT.) */
+	if(e->target_client && e->target_settles && e->policy->ack_timeout_ms && !d->broker.exact_counting){
+		struct dlq_deadline *made;
+		if(deadlines__routed(&d->deadlines, copy, e->target_client,
+				redelivery__online(&d->redelivery, e->target_client), port__now_ms(), &made)){
+			port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " is not held to its "
+					"ack_timeout", Q(e->topic), Q(e->target_client));
+		}else{
+			made->client->persists = e->target_persists;
+			engine__note_deadline(d, made);
+		}
+	}
 	if(d->cfg.redelivery != DLQ_REDELIVERY_OFF){
 		if(redelivery__note_copy(&d->redelivery, &d->ledger, copy, e->target_client)){
 			port__log(DLQ_LOG_ERR, "out of memory: redeliveries of the retry copy on " QFMT " are not counted", Q(e->topic));
@@ -316,7 +330,7 @@ void engine__send(struct dlq *d, struct dlq_envelope *e)
 }
 
 int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
-		unsigned delivered, bool bounded)
+		unsigned delivered, bool bounded, bool final)
 {
 	struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
 	if(e == NULL || (bounded && !engine__fits_owed(d, e))){
@@ -324,6 +338,7 @@ int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *clie
 		envelope__free(e);
 		return rc;
 	}
+	e->final = final;
 	e->seq = d->next_seq++;
 	engine__name_letter(d, e);
 	e->retry_count = (uint16_t)delivered;
@@ -372,7 +387,7 @@ bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char 
 	char reason[512];
 	snprintf(reason, sizeof(reason), "delivered %u times to " QFMT " without acknowledgement (max_attempts %u): "
 			"removed from its session", delivered, Q(client), (unsigned)r->policy->max_attempts);
-	int rc = engine__dead_letter_of(d, r, client, reason, delivered, true);
+	int rc = engine__dead_letter_of(d, r, client, reason, delivered, true, false);
 	if(rc){
 		port__log(DLQ_LOG_ERR, "message on " QFMT " delivered %u times to " QFMT " is redelivered once more: "
 				"its dead letter %s", Q(record__topic(r)), delivered, Q(client),

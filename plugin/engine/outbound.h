@@ -68,11 +68,11 @@ unsigned engine__letter_room(struct dlq *d, size_t bytes, long policy);
 void engine__drop_letter(struct dlq *d, struct dlq_letter *l);
 
 /* Makes and sends the dead letter of r for client after `delivered`
- * deliveries: 0, ENOSPC (what is owed would pass max_pending_bytes; only
- * checked when bounded) or ENOMEM; on failure nothing was published or
- * recorded. */
+ * deliveries (final: a final NACK's, which says so): 0, ENOSPC (what is
+ * owed would pass max_pending_bytes; only checked when bounded) or ENOMEM;
+ * on failure nothing was published or recorded. */
 int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
-		unsigned delivered, bool bounded);
+		unsigned delivered, bool bounded, bool final);
 
 /* The copy record for a targeted copy e (for a client whose session does
  * not persist) is now in the ledger: held for that client (holds.h). */

@@ -58,5 +58,19 @@ void dlq__count_gauges(const struct dlq *d, struct dlq_gauges *per_policy, struc
 	for(size_t i = 0; i < d->delayed.count; i++){
 		add_envelope(d, d->delayed.heap[i], true, per_policy, total);
 	}
+	/* Deliveries awaiting settlement: their number, and their bytes in
+	 * their records' (deadlines.h). */
+	const struct dlq_deadlines *ds = &d->deadlines;
+	for(size_t k = 0; ds->table && k < ds->table_size; k++){
+		for(const struct dlq_deadline *e = ds->table[k]; e; e = e->hnext){
+			long i = policy_index(d, e->record->policy);
+			total->awaiting++;
+			total->ledger_bytes += DLQ_DEADLINE_BYTES;
+			if(i >= 0 && per_policy){
+				per_policy[i].awaiting++;
+				per_policy[i].ledger_bytes += DLQ_DEADLINE_BYTES;
+			}
+		}
+	}
 }
 

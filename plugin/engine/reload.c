@@ -78,12 +78,32 @@ static void free_unused_retired(struct dlq *d)
 	d->retired_count = kept;
 }
 
+/* After the records follow their new policies: the deliveries of those
+ * whose policy has no ack_timeout any more are forgotten. */
+static void drop_deadlines_without_timeout(struct dlq *d)
+{
+	struct dlq_deadlines *ds = &d->deadlines;
+	for(size_t k = 0; ds->count && k < ds->table_size; k++){
+		struct dlq_deadline *e = ds->table[k];
+		while(e){
+			struct dlq_deadline *next = e->hnext;
+			if(e->record->policy->ack_timeout_ms == 0) deadlines__remove(ds, e);
+			e = next;
+		}
+	}
+}
+
 int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char *err, size_t errlen)
 {
 	struct dlq_config fresh;
 	d->tick_quiet = false;
 	int rc = config__parse(opts, count, &fresh, err, errlen);
 	if(rc) return rc;
+	rc = config__check_deadlines(&fresh, d->broker.exact_counting, err, errlen);
+	if(rc){
+		config__free(&fresh);
+		return rc;
+	}
 
 	struct dlq_policy_table *old = &d->cfg.policies;
 	size_t n = fresh.policies.count;
@@ -124,6 +144,10 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 		d->delayed.heap[i]->policy = relink(d->delayed.heap[i]->policy, old, map);
 	}
 
+	/* A policy that no longer has an ack_timeout holds no delivery to one:
+	 * those awaiting settlement under it wait no more. */
+	drop_deadlines_without_timeout(d);
+
 	/* Swap: the old table is kept for the chains that still use it. */
 	d->retired[d->retired_count++] = *old;
 	*old = fresh.policies;
@@ -142,6 +166,8 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 	}
 	free(map);
 	free_unused_retired(d);
+	d->any_deadlines = config__has_deadlines(&d->cfg);
+	d->redelivery.every_qos = d->any_deadlines;
 	d->policy_generation++;
 	return 0;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The engine's tick (see dlq.h, dlq__tick), once per pass of the broker's
- * main loop: what the broker took, records past their NACK window, delayed
- * copies that are due, what is owed, clients to disconnect, and the state
+ * main loop: what the broker took, records past their NACK window,
+ * deliveries whose ack_timeout ran out (attempts.c), delayed copies that are
+ * due, what is owed, clients to disconnect, and the state
  * file ($SYS topics are the adapter's, after this). Under load the broker ticks about once per message,
  * so a tick with nothing to do returns in a few loads.
  */
@@ -43,7 +44,8 @@ static bool tick_idle(const struct dlq *d, uint64_t now)
 	return d->unsaved.list.count == 0 && d->outbox.settling.count == 0 && d->outbox.sent.count == 0
 			&& d->outbox.owed.count == 0 && d->redelivery.kicks == NULL
 			&& (d->delayed.count == 0 || d->delayed.heap[0]->due_ms > now)
-			&& (oldest == NULL || now - oldest->created_ms <= d->cfg.nack_window_ms);
+			&& (oldest == NULL || now - oldest->created_ms <= d->cfg.nack_window_ms)
+			&& (d->deadlines.running == 0 || deadlines__next_due(&d->deadlines) > now);
 }
 
 /* Whether no tick could have anything to do, whatever the time: nothing
@@ -64,6 +66,9 @@ static __attribute__((noinline)) uint64_t tick_work(struct dlq *d)
 	 * at the top of this loop pass. */
 	engine__settle_taken(d, now);
 	ledger__expire(&d->ledger, now, d->cfg.nack_window_ms);
+	/* Deliveries whose ack_timeout ran out: retry copies or dead letters,
+	 * sent below with the rest. */
+	if(d->deadlines.running && deadlines__next_due(&d->deadlines) <= now) engine__deadlines_tick(d, now);
 
 	struct dlq_envelope *e;
 	while((e = schedule__peek(&d->delayed)) != NULL && e->due_ms <= now){

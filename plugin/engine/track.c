@@ -60,30 +60,34 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 void dlq__client_active(struct dlq *d, const char *client, uintptr_t conn)
 {
 	redelivery__connected(&d->redelivery, client, conn);
+	/* 2.0: the clock of its first delivery awaiting settlement may start. */
+	if(d->deadlines.count) engine__note_deadline(d, deadlines__online(&d->deadlines, client, port__now_ms()));
+}
+
+/* A delivery whose clock a client's leaving started: saved. */
+static void started_at_leave(void *ctx, const struct dlq_deadline *e)
+{
+	engine__note_deadline(ctx, e);
 }
 
 void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn)
 {
 	redelivery__disconnected(&d->redelivery, client, conn);
+	if(d->deadlines.count) deadlines__offline(&d->deadlines, client, port__now_ms(), started_at_leave, d);
 }
 
-bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
+/* 2.0's READ check with redelivery tracking, classified (v): whether the
+ * message leaves the client's session (its redeliveries reached
+ * max_attempts: dead-lettered). */
+static bool read_check_counted(struct dlq *d, const struct dlq_read_check *c, const struct dlq_read_verdict *v)
 {
-	struct dlq_read_verdict v;
-	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF) return false;
-	d->tick_quiet = false; /* it may queue a kick */
-	if(d->broker.exact_counting) return engine__read_check_exact(d, c);
-	if(redelivery__read_check(&d->redelivery, &d->ledger, c, &v)){
-		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(c->topic), Q(c->client));
-		return false;
-	}
-	struct dlq_delivery *dv = v.delivery;
+	struct dlq_delivery *dv = v->delivery;
 	if(dv == NULL) return false;
 	/* Another copy (an overlapping subscription) of a message just removed
 	 * from this session goes too: its dead letter is made. */
-	if(dv->diverted) return v.in_burst;
-	if(!v.redelivery){
-		if(v.held_now) engine__note_delivery(d, dv->record, c->client);
+	if(dv->diverted) return v->in_burst;
+	if(!v->redelivery){
+		if(v->held_now) engine__note_delivery(d, dv->record, c->client);
 		return false;
 	}
 
@@ -97,8 +101,25 @@ bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
 	}
 	dv->diverted = true;
 	engine__note_delivery(d, dv->record, c->client);
-	if(v.first_in_burst && redelivery__queue_kick(&d->redelivery, dv->client, c->conn)){
+	if(v->first_in_burst && redelivery__queue_kick(&d->redelivery, dv->client, c->conn)){
 		port__log(DLQ_LOG_ERR, "out of memory: " QFMT " may receive nothing more until it reconnects", Q(c->client));
 	}
 	return true;
+}
+
+bool dlq__read_check(struct dlq *d, const struct dlq_read_check *c)
+{
+	struct dlq_read_verdict v;
+	if(d->cfg.redelivery == DLQ_REDELIVERY_OFF) return false;
+	d->tick_quiet = false; /* it may queue a kick */
+	if(d->broker.exact_counting) return engine__read_check_exact(d, c);
+	if(redelivery__read_check(&d->redelivery, &d->ledger, c, &v)){
+		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(c->topic), Q(c->client));
+		return false;
+	}
+	bool removed = read_check_counted(d, c, &v);
+	/* 2.0 shows where a message is routed, not when it is sent: the
+	 * deadlines go by that (settle.c). */
+	if(d->any_deadlines) engine__deadline_routed(d, c, &v, removed);
+	return removed;
 }

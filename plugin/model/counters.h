@@ -28,6 +28,11 @@ struct dlq_counters {
 	uint64_t redriven;         /* kept dead letters republished by redriveDeadLetters */
 	uint64_t dead_letters_dropped; /* kept dead letters dropped for the store's bound */
 	uint64_t sent_without_stamp; /* 2.1: sends stripped of the plugin's properties to fit a Maximum Packet Size */
+	uint64_t acks;             /* ACKs accepted */
+	uint64_t acks_refused;     /* ACKs and progress reports refused (unknown id, settled before, ...) */
+	uint64_t progress;         /* progress reports accepted: a delivery's clock started again */
+	uint64_t ack_timeouts;     /* deliveries whose ack_timeout ran out: each a failed attempt */
+	uint64_t final_nacks;      /* final NACKs accepted (also counted in nacks) */
 };
 
 #endif

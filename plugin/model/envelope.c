@@ -120,6 +120,8 @@ struct dlq_envelope *envelope__copy(const struct dlq_envelope *e)
 	c->delay_ms = e->delay_ms;
 	c->target_persists = e->target_persists;
 	c->recorded = e->recorded;
+	c->final = e->final;
+	c->target_settles = e->target_settles;
 	return c;
 }
 
@@ -349,6 +351,7 @@ void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *ou
 		id__encode(&e->id, out->id);
 		add_prop(out, DLQ_PROP_DEAD_LETTER_ID, out->id);
 	}
+	if(e->final) add_prop(out, DLQ_PROP_DEAD_LETTER_FINAL, "true");
 }
 
 int envelope__headers(const struct dlq_envelope *e, struct dlq_headers *h)

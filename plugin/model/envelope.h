@@ -54,6 +54,9 @@ struct dlq_envelope {
 	bool target_persists;       /* the target client's session outlives its connection */
 	bool recorded;              /* retry copies: its ledger record was made */
 	bool redriven;              /* a kept dead letter published again (engine/kept.c): counted as such */
+	bool final;                 /* dead letters: made by a final NACK (dead-letter-final) */
+	bool target_settles;        /* targeted retry copies: the target reads dlq-ids (MQTT v5), so its delivery
+	                               of the copy is held to the policy's ack_timeout */
 	char data[];
 };
 
@@ -83,7 +86,7 @@ struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const cha
  * and frees), for the given reason. */
 struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *e, const char *reason, int64_t now_ms);
 
-#define DLQ_ENVELOPE_PROPS_MAX 8
+#define DLQ_ENVELOPE_PROPS_MAX 9
 
 /* The plugin's own user properties of an envelope, in the order they go
  * out, with the texts they need: names are constants, values point into
@@ -101,8 +104,9 @@ struct dlq_envelope_props {
  * dlq-id, retry-count, origin-topic, origin-id, and for a retry copy that
  * was held back also first-nack-time; for a dead letter retry-count,
  * origin-topic, origin-id, dead-letter-reason, dead-letter-client,
- * dead-letter-filter, dead-letter-time and, once named, dead-letter-id
- * (the letter's id in the dead-letter store). They follow e's original headers.
+ * dead-letter-filter, dead-letter-time, once named dead-letter-id (the
+ * letter's id in the dead-letter store), and for a final NACK's
+ * dead-letter-final. They follow e's original headers.
  * Cannot fail. */
 void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *out);
 

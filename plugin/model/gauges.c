@@ -77,6 +77,14 @@ void gauges__envelope(struct dlq_gauge_book *b, const struct dlq_policy *p, bool
 	}
 }
 
+void gauges__awaiting(struct dlq_gauge_book *b, const struct dlq_policy *p, int sign)
+{
+	if(b == NULL) return;
+	step(&b->total.awaiting, sign, 1);
+	struct dlq_gauges *g = of(b, p);
+	if(g) step(&g->awaiting, sign, 1);
+}
+
 void gauges__replace(struct dlq_gauge_book *b, struct dlq_gauges *per, size_t count)
 {
 	free(b->per);

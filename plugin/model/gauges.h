@@ -27,6 +27,7 @@ struct dlq_gauges {
 	uint64_t pending;       /* retry copies and dead letters the broker has not taken */
 	uint64_t delayed;       /* retry copies waiting for their delay */
 	uint64_t owed_bytes;    /* bytes of both */
+	uint64_t awaiting;      /* deliveries awaiting settlement within an ack_timeout (deadlines.h) */
 };
 
 struct dlq_gauge_book {
@@ -45,6 +46,7 @@ void gauges__cleanup(struct dlq_gauge_book *b);
 void gauges__record(struct dlq_gauge_book *b, const struct dlq_policy *p, int sign, uint64_t bytes);
 void gauges__record_bytes(struct dlq_gauge_book *b, const struct dlq_policy *p, int sign, uint64_t bytes);
 void gauges__envelope(struct dlq_gauge_book *b, const struct dlq_policy *p, bool delayed, int sign, uint64_t bytes);
+void gauges__awaiting(struct dlq_gauge_book *b, const struct dlq_policy *p, int sign);
 
 /* Replaces the book's per-policy array by per (count entries, taken; the
  * caller then fills it, see dlq__count_gauges). */

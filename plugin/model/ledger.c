@@ -40,7 +40,7 @@ static inline void fill_head(struct dlq_record *r, uint8_t flags, const struct d
 {
 	r->hnext = NULL;
 	r->newer = NULL;
-	r->nackers = NULL;
+	r->settlers = NULL;
 	r->policy = policy;
 	r->created_ms = now_ms;
 	r->id = *id;
@@ -166,16 +166,16 @@ struct dlq_record *record__new_counting(const struct dlq_id *id, const struct dl
 void record__free(struct dlq_record *r)
 {
 	if(r == NULL) return;
-	struct dlq_nacker *n = r->nackers;
+	struct dlq_settler *n = r->settlers;
 	while(n){
-		struct dlq_nacker *next = n->next;
+		struct dlq_settler *next = n->next;
 		free(n);
 		n = next;
 	}
 	free(r);
 }
 
-static size_t nacker_bytes(const struct dlq_nacker *n)
+static size_t settler_bytes(const struct dlq_settler *n)
 {
 	return sizeof(*n) + strlen(n->client) + 1;
 }
@@ -189,45 +189,46 @@ size_t record__bytes(const struct dlq_record *r)
 	size_t bytes = DLQ_RECORD_HEAD(r->flags) + (m ? m->extra_bytes : 0)
 			+ r->topic_len + 1 + (origin_len ? origin_len + 1u : 0u)
 			+ r->payload_len + r->headers_len + sizeof(struct dlq_record *);
-	for(const struct dlq_nacker *n = r->nackers; n; n = n->next){
-		bytes += nacker_bytes(n);
+	for(const struct dlq_settler *n = r->settlers; n; n = n->next){
+		bytes += settler_bytes(n);
 	}
 	return bytes;
 }
 
-bool ledger__has_nacker(const struct dlq_record *r, const char *client)
+const struct dlq_settler *ledger__settler(const struct dlq_record *r, const char *client)
 {
-	for(const struct dlq_nacker *n = r->nackers; n; n = n->next){
-		if(!strcmp(n->client, client)) return true;
+	for(const struct dlq_settler *n = r->settlers; n; n = n->next){
+		if(!strcmp(n->client, client)) return n;
 	}
-	return false;
+	return NULL;
 }
 
-int ledger__add_nacker(struct dlq_ledger *l, struct dlq_record *r, const char *client)
+int ledger__add_settler(struct dlq_ledger *l, struct dlq_record *r, const char *client, uint8_t how)
 {
-	if(ledger__has_nacker(r, client)) return EEXIST;
+	if(ledger__has_settler(r, client)) return EEXIST;
 	size_t len = strlen(client);
-	struct dlq_nacker *n = malloc(sizeof(*n) + len + 1);
+	struct dlq_settler *n = malloc(sizeof(*n) + len + 1);
 	if(n == NULL) return ENOMEM;
+	n->how = how;
 	memcpy(n->client, client, len + 1);
-	n->next = r->nackers;
-	r->nackers = n;
+	n->next = r->settlers;
+	r->settlers = n;
 	if(l && ledger__find(l, &r->id) == r){
-		l->bytes += nacker_bytes(n);
-		gauges__record_bytes(l->book, r->policy, +1, nacker_bytes(n));
+		l->bytes += settler_bytes(n);
+		gauges__record_bytes(l->book, r->policy, +1, settler_bytes(n));
 	}
 	return 0;
 }
 
-void ledger__drop_last_nacker(struct dlq_ledger *l, struct dlq_record *r)
+void ledger__drop_last_settler(struct dlq_ledger *l, struct dlq_record *r)
 {
-	struct dlq_nacker *n = r->nackers;
+	struct dlq_settler *n = r->settlers;
 	if(n == NULL) return;
 	if(l && ledger__find(l, &r->id) == r){
-		l->bytes -= nacker_bytes(n);
-		gauges__record_bytes(l->book, r->policy, -1, nacker_bytes(n));
+		l->bytes -= settler_bytes(n);
+		gauges__record_bytes(l->book, r->policy, -1, settler_bytes(n));
 	}
-	r->nackers = n->next;
+	r->settlers = n->next;
 	free(n);
 }
 
@@ -324,10 +325,30 @@ static void drop_oldest(struct dlq_ledger *l, bool expired)
 	record__free(r);
 }
 
+/* Moves the oldest record to the newest end, created now (no newer
+ * record can be younger than now). */
+static void renew_oldest(struct dlq_ledger *l, uint64_t now_ms)
+{
+	struct dlq_record *r = l->oldest;
+	if(r == l->newest){
+		r->created_ms = now_ms;
+		return;
+	}
+	l->oldest = r->newer;
+	r->newer = NULL;
+	l->newest->newer = r;
+	l->newest = r;
+	r->created_ms = now_ms;
+}
+
 size_t ledger__expire(struct dlq_ledger *l, uint64_t now_ms, uint64_t window_ms)
 {
 	size_t n = 0;
 	while(l->oldest && now_ms - l->oldest->created_ms > window_ms){
+		if(l->keep && l->keep(l->on_drop_ctx, l->oldest)){
+			renew_oldest(l, now_ms);
+			continue;
+		}
 		drop_oldest(l, true);
 		n++;
 	}

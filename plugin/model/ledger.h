@@ -17,9 +17,23 @@
 #include "model/policy.h"
 #include "util/id.h"
 
-/* A client that has NACKed a record; kept so a second NACK is refused. */
-struct dlq_nacker {
-	struct dlq_nacker *next;
+/* How a client settled its delivery of a record (saved in the state file:
+ * the values do not change). */
+enum dlq_settled_how {
+	DLQ_SETTLED_NACK = 0,         /* NACKed (a final NACK too), or a held copy let go (holds.h) */
+	DLQ_SETTLED_ACK = 1,          /* ACKed: processed */
+	DLQ_SETTLED_TIMEOUT = 2,      /* its ack_timeout passed: a retry copy was made instead */
+	DLQ_SETTLED_TIMEOUT_DEAD = 3, /* its ack_timeout passed at the last attempt: dead-lettered */
+};
+#define DLQ_SETTLED_HOW_MAX DLQ_SETTLED_TIMEOUT_DEAD
+
+/* A client that has settled its delivery of a record (a NACK, an ACK, or
+ * its deadline passing); kept so that the delivery is settled once: a
+ * second NACK or ACK by the same client is refused, saying how it was
+ * settled. */
+struct dlq_settler {
+	struct dlq_settler *next;
+	uint8_t how;   /* enum dlq_settled_how */
 	char client[]; /* NUL-terminated */
 };
 
@@ -70,6 +84,7 @@ struct dlq_record_sends {
 #define DLQ_RECORD_SENDS 2u         /* a struct dlq_record_sends follows the struct (never with MORE) */
 #define DLQ_RECORD_FIRST_DIVERTED 4u /* with SENDS: removed from the first client's session (deliveries.c) */
 #define DLQ_RECORD_SPILLED 8u       /* with SENDS: deliveries to other clients are in the table (deliveries.c) */
+#define DLQ_RECORD_CLOCKED 16u      /* deliveries of it await settlement (deadlines.h) */
 
 /* One tracked delivery, one allocation: the struct, its more part or its
  * sends part if any, then topic NUL [origin_topic NUL] payload headers.
@@ -80,7 +95,7 @@ struct dlq_record_sends {
 struct dlq_record {
 	struct dlq_record *hnext;  /* hash chain */
 	struct dlq_record *newer;  /* age list, from the ledger's oldest */
-	struct dlq_nacker *nackers;/* owned list */
+	struct dlq_settler *settlers;/* owned list */
 	const struct dlq_policy *policy; /* borrowed from the policy table */
 	uint64_t created_ms;
 	struct dlq_id id;
@@ -109,6 +124,11 @@ struct dlq_ledger {
 	/* Called for each record expiry or eviction drops, before it is freed
 	 * (optional; the engine counts them per policy). */
 	void (*on_drop)(void *ctx, struct dlq_record *r, bool expired);
+	/* Asked (optional) before a record leaves for its NACK window: true
+	 * keeps it, as the newest, its window started again (a delivery of it
+	 * awaits settlement: deadlines.h). The memory bound evicts it all the
+	 * same. */
+	bool (*keep)(void *ctx, const struct dlq_record *r);
 	void *on_drop_ctx;
 	/* Borrowed, optional: the running gauges every change of records or
 	 * bytes here is counted in (set after ledger__init). */
@@ -220,21 +240,27 @@ static inline void record__set_first_nack_ms(struct dlq_record *r, int64_t ms)
 }
 
 /* Bytes the record accounts for in the memory bound: its allocation, its
- * nackers, its share of the table and, with the more part, its deliveries
+ * settlers, its share of the table and, with the more part, its deliveries
  * (extra_bytes). The deliveries of a record with the sends part that are
  * kept in the tracker's table are accounted by the tracker
  * (redelivery__table_bytes), not here. */
 size_t record__bytes(const struct dlq_record *r);
 
-/* Records that client NACKed r. Returns 0, EEXIST if it already had, or
- * ENOMEM. Updates the ledger's byte count when r is in l. */
-int ledger__add_nacker(struct dlq_ledger *l, struct dlq_record *r, const char *client);
-/* Whether client has NACKed r. */
-bool ledger__has_nacker(const struct dlq_record *r, const char *client);
+/* Records that client settled its delivery of r, how (enum
+ * dlq_settled_how). Returns 0, EEXIST if it already had (how unchanged),
+ * or ENOMEM. Updates the ledger's byte count when r is in l. */
+int ledger__add_settler(struct dlq_ledger *l, struct dlq_record *r, const char *client, uint8_t how);
+/* How client settled r, or NULL when it has not. Borrowed from r. */
+const struct dlq_settler *ledger__settler(const struct dlq_record *r, const char *client);
+/* Whether client has settled r. */
+static inline bool ledger__has_settler(const struct dlq_record *r, const char *client)
+{
+	return ledger__settler(r, client) != NULL;
+}
 
-/* Forgets the most recent nacker of r (the undo of a successful
- * ledger__add_nacker when the NACK could not be carried out). */
-void ledger__drop_last_nacker(struct dlq_ledger *l, struct dlq_record *r);
+/* Forgets the most recent settler of r (the undo of a successful
+ * ledger__add_settler when the settlement could not be carried out). */
+void ledger__drop_last_settler(struct dlq_ledger *l, struct dlq_record *r);
 
 /* Adds (sign +1) or takes away (-1) bytes of r's accounted size that
  * live outside the record (redelivery tracking's deliveries: for a record
@@ -252,7 +278,8 @@ int ledger__insert_sized(struct dlq_ledger *l, struct dlq_record *r, size_t byte
 /* Borrowed pointer to the record with this id, or NULL. */
 struct dlq_record *ledger__find(const struct dlq_ledger *l, const struct dlq_id *id);
 
-/* Frees records created more than window_ms before now_ms. Returns how many. */
+/* Frees records created more than window_ms before now_ms, but those keep
+ * keeps (then the newest, created now). Returns how many it freed. */
 size_t ledger__expire(struct dlq_ledger *l, uint64_t now_ms, uint64_t window_ms);
 
 /* Frees the oldest records until bytes <= target. Returns how many. */

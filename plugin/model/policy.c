@@ -482,6 +482,7 @@ void policy__free(struct dlq_policy *p)
 	free(p->filter);
 	free(p->dead_letter);
 	free(p->retry_to);
+	free(p->ack_timeout);
 	free(p->source);
 	memset(p, 0, sizeof(*p));
 }

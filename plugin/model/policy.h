@@ -26,6 +26,8 @@ struct dlq_policy {
 	double retry_backoff;        /* multiplier per further retry, 1..DLQ_RETRY_BACKOFF_MAX */
 	double retry_jitter;         /* 0..1: a delay d is drawn from [d*(1-jitter), d] */
 	uint64_t dead_letter_keep;   /* its own bound of kept dead letters (bytes); DLQ_KEEP_UNSET: the global one alone */
+	uint64_t ack_timeout_ms;     /* how long a delivery may go unsettled (deadlines.h); 0: no deadline */
+	char *ack_timeout;           /* owned: ack_timeout as configured ("30s"), for dead letters' reasons; NULL when 0 */
 	unsigned index;       /* position in declaration order, set by policy__table_add */
 	unsigned wildcards;   /* topic__wildcards(filter), set by policy__table_add */
 	char *source;         /* owned; where it was declared, e.g. "plugin_opt_policy #2" or "policies.json: policies[3]" */

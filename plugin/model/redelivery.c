@@ -280,9 +280,13 @@ static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq
 	if(t->by_payload){
 		for(struct dlq_record *r = t->by_payload[chains__mix(ref) & (t->by_payload_size - 1)]; r; r = MORE(r)->payload_next){
 			if(MORE(r)->payload_ref == ref){
-				/* An address reused by a message not seen being tracked
-				 * (a will, another plugin's publish) is not this record. */
-				return same_message(r, c->topic, c->payload, c->payload_len) ? r : NULL;
+				if(same_message(r, c->topic, c->payload, c->payload_len)) return r;
+				/* The broker freed the message bound here and stored
+				 * another at its address (a will, another plugin's
+				 * publish, or a retry copy of this plugin's, which the
+				 * content finds below): the binding is stale. */
+				unbind_payload(t, r);
+				break;
 			}
 		}
 	}
@@ -305,10 +309,11 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 	 * A copy's client is known to the tracker (redelivery__note_copy). */
 	uint8_t qos = c->qos;
 	struct dlq_record *r = NULL;
-	if(qos > 0 || cl){
+	if(qos > 0 || cl || t->every_qos){
 		r = find_record(t, l, c);
 		if(qos == 0 && r) qos = r->qos;
 	}
+	v->record = r;
 
 	if(cl && cl->offline && c->conn != cl->offline){
 		/* A check from a connection other than the session object the
@@ -321,6 +326,7 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 		cl->burst_counts = !cl->skip_next_burst;
 		cl->skip_next_burst = false;
 		v->in_burst = true;
+		v->burst_start = true;
 	}else if(cl && cl->burst_event && cl->burst_event == event - 1 && cl->online == c->conn){
 		/* The run goes on: nothing else happened in between. */
 		cl->burst_event = event;
@@ -332,6 +338,7 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 		v->first_in_burst = cl->burst_pos == 0 && cl->burst_counts;
 		cl->burst_pos++;
 	}
+	v->live = v->in_burst || (cl && cl->online && cl->online == c->conn);
 
 	if(qos == 0 || r == NULL) return 0; /* QoS 0 is never redelivered */
 	if(cl == NULL){
@@ -364,6 +371,12 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 	}
 	v->delivery = d;
 	return 0;
+}
+
+bool redelivery__online(const struct dlq_redelivery *t, const char *client)
+{
+	const struct dlq_rclient *c = deliveries__client_find(t, client);
+	return c && c->online;
 }
 
 /* ---- kicks ---- */

@@ -79,11 +79,19 @@ struct dlq_read_check {
 	 * message is found by its payload pointer or content instead. On 2.1
 	 * a message without one has "" here: it is not the plugin's. */
 	const char *id;
+	/* For deadlines (deadlines.h), where a policy has an ack_timeout: the
+	 * client reads dlq-ids (MQTT v5), and its session outlives its
+	 * connection. */
+	bool settles;
+	bool persists;
 };
 
 /* What a READ check is, for the engine to act on. */
 struct dlq_read_verdict {
+	struct dlq_record *record;     /* borrowed: the tracked message checked (QoS 0 only with every_qos); NULL: none */
 	struct dlq_delivery *delivery; /* borrowed; NULL: not a tracked delivery */
+	bool live;                     /* the check came from the client's live connection or a reconnect */
+	bool burst_start;              /* the check began a reconnecting session's run */
 	bool redelivery;               /* the delivery about to be made again was sent before */
 	bool in_burst;                 /* the check came from a reconnecting session */
 	bool first_in_burst;           /* the oldest message in flight at that reconnect */
@@ -101,6 +109,9 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
  * dlq-id on an untracked message. */
 struct dlq_record *redelivery__record_by_id(const struct dlq_ledger *l, const char *id, size_t id_len,
 		const char *topic, const void *payload, uint32_t payload_len);
+
+/* Whether client is known to be connected. */
+bool redelivery__online(const struct dlq_redelivery *t, const char *client);
 
 /* Queues client's connection conn to be disconnected at the next tick (the
  * 2.0.x in-flight slot workaround); its next burst then counts nothing. A

@@ -97,6 +97,7 @@ struct dlq_redelivery {
 	struct dlq_conn_slot by_conn[DLQ_CONN_SLOTS];
 	struct dlq_kick *kicks;       /* owned: clients to disconnect at the next tick */
 	uint64_t event;               /* numbers every broker event, to see bursts end */
+	bool every_qos;               /* READ checks of QoS 0 messages are looked up too (deadlines.h) */
 };
 
 /* The upper bound on how deliveries add to a record's accounted bytes. */

@@ -203,12 +203,12 @@ static void note_record(void *ctx, const struct dlq_record *r)
 	headers__free(&h);
 }
 
-static void note_nacker(void *ctx, const struct dlq_record *r, const char *client)
+static void note_settler(void *ctx, const struct dlq_record *r, const char *client, uint8_t how)
 {
 	struct dlq_persist *p = ctx;
 	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
-	int rc = state__encode_nacker(r, client, &h);
+	int rc = state__encode_settler(r, client, how, &h);
 	journal_write(p, &h, rc, true);
 	headers__free(&h);
 }
@@ -229,6 +229,16 @@ static void note_delivery(void *ctx, const struct dlq_record *r, const struct dl
 	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
 	int rc = state__encode_delivery(r, saved, &h);
+	journal_write(p, &h, rc, false);
+	headers__free(&h);
+}
+
+static void note_deadline(void *ctx, const struct dlq_deadline *e)
+{
+	struct dlq_persist *p = ctx;
+	if(p->journal_fd < 0) return;
+	struct dlq_headers h = {0};
+	int rc = state__encode_deadline(e, port__now_ms(), port__wall_ms(), &h);
 	journal_write(p, &h, rc, false);
 	headers__free(&h);
 }
@@ -294,10 +304,11 @@ void persist__tick(struct dlq_persist *p, uint64_t now)
 static const struct dlq_store_ops journal_ops = {
 	.note_add = note_add,
 	.note_record = note_record,
-	.note_nacker = note_nacker,
+	.note_settler = note_settler,
 	.note_hold = note_hold,
 	.note_remove = note_remove,
 	.note_delivery = note_delivery,
+	.note_deadline = note_deadline,
 	.note_letter = note_letter,
 	.note_letter_gone = note_letter_gone,
 };

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/deadlines.h"
 #include "model/deliveries.h"
 #include "model/holds.h"
 #include "model/ledger.h"
@@ -106,10 +107,15 @@ int state__encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t 
 				|| put_bytes(b, record__headers(r), r->headers_len) ? ENOMEM : 0;
 	}
 	uint16_t n = 0;
-	for(const struct dlq_nacker *k = r->nackers; k; k = k->next) n++;
+	for(const struct dlq_settler *k = r->settlers; k; k = k->next) n++;
 	if(rc == 0) rc = put_u(b, n, 2);
-	for(const struct dlq_nacker *k = r->nackers; rc == 0 && k; k = k->next){
+	for(const struct dlq_settler *k = r->settlers; rc == 0 && k; k = k->next){
 		rc = put_str(b, k->client);
+	}
+	/* How each settled, in the same order, after the ids: a file written
+	 * before ACKs and deadlines has none, and all were NACKs. */
+	for(const struct dlq_settler *k = r->settlers; rc == 0 && k; k = k->next){
+		rc = put_u(b, k->how, 1);
 	}
 	return entry_end(b, at, rc);
 }
@@ -124,7 +130,8 @@ static int encode_envelope(enum entry_type type, const struct dlq_envelope *e, u
 	size_t at = entry_begin(b, type, &rc);
 	/* A delayed copy is saved with its due time; anything else is due now. */
 	int64_t due = e->due_ms ? to_wall(e->due_ms, mono_now, wall_now) : 0;
-	uint8_t flags = (uint8_t)((e->target_persists ? 1 : 0) | (e->recorded ? 2 : 0));
+	uint8_t flags = (uint8_t)((e->target_persists ? 1 : 0) | (e->recorded ? 2 : 0) | (e->target_settles ? 4 : 0)
+			| (e->final ? 8 : 0));
 	if(rc == 0){
 		rc = put_u(b, e->kind, 1) || put_u(b, e->seq, 8)
 				|| put_raw(b, e->id.raw, DLQ_ID_RAW_LEN) || put_raw(b, e->origin_id.raw, DLQ_ID_RAW_LEN)
@@ -165,11 +172,11 @@ int state__encode_remove(uint64_t seq, struct dlq_headers *b)
 	return entry_end(b, at, rc);
 }
 
-int state__encode_nacker(const struct dlq_record *r, const char *client, struct dlq_headers *b)
+int state__encode_settler(const struct dlq_record *r, const char *client, uint8_t how, struct dlq_headers *b)
 {
 	int rc;
-	size_t at = entry_begin(b, ENTRY_NACKER, &rc);
-	if(rc == 0) rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_str(b, client) ? ENOMEM : 0;
+	size_t at = entry_begin(b, ENTRY_SETTLER, &rc);
+	if(rc == 0) rc = put_raw(b, r->id.raw, DLQ_ID_RAW_LEN) || put_str(b, client) || put_u(b, how, 1) ? ENOMEM : 0;
 	return entry_end(b, at, rc);
 }
 
@@ -191,6 +198,35 @@ int state__encode_delivery(const struct dlq_record *r, const struct dlq_delivery
 				|| put_u(b, s->redeliveries, 2) || put_u(b, s->sends, 2) || put_u(b, flags, 1) ? ENOMEM : 0;
 	}
 	return entry_end(b, at, rc);
+}
+
+int state__encode_deadline(const struct dlq_deadline *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_DEADLINE, &rc);
+	int64_t due = e->queue ? to_wall(e->due_ms, mono_now, wall_now) : 0;
+	if(rc == 0){
+		rc = put_raw(b, e->record->id.raw, DLQ_ID_RAW_LEN) || put_str(b, e->client->id)
+				|| put_u(b, (uint64_t)due, 8) ? ENOMEM : 0;
+	}
+	return entry_end(b, at, rc);
+}
+
+/* Every delivery awaiting settlement, each client's in their order.
+ * Returns how many, or -1 when out of memory. */
+static int64_t encode_deadlines(const struct dlq_deadlines *ds, uint64_t mono_now, int64_t wall_now,
+		struct dlq_headers *out)
+{
+	int64_t n = 0;
+	for(size_t i = 0; ds && ds->clients && i < ds->clients_size; i++){
+		for(const struct dlq_deadline_client *c = ds->clients[i]; c; c = c->hnext){
+			for(const struct dlq_deadline *e = c->head; e; e = e->cnext){
+				if(state__encode_deadline(e, mono_now, wall_now, out)) return -1;
+				n++;
+			}
+		}
+	}
+	return n;
 }
 
 int state__encode_journal_header(struct dlq_headers *out)
@@ -228,6 +264,8 @@ int state__encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_
 		if(holds__client(r) && state__encode_hold(r, holds__client(r), out)) return ENOMEM;
 		if(v->redelivery && redelivery__each_saved(v->redelivery, r, encode_saved, &sink)) return ENOMEM;
 	}
+	int64_t deadlines = encode_deadlines(v->deadlines, mono_now, wall_now, out);
+	if(deadlines < 0) return ENOMEM;
 	if(encode_list(&v->outbox->owed, mono_now, wall_now, out)
 			|| encode_list(&v->outbox->sent, mono_now, wall_now, out)
 			|| encode_list(&v->outbox->settling, mono_now, wall_now, out)
@@ -244,7 +282,8 @@ int state__encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_
 		letters++;
 	}
 	uint64_t owed = v->outbox->owed.count + v->outbox->sent.count + v->outbox->settling.count + v->delayed->count;
-	uint64_t entries = v->ledger->count + v->holds->records + owed + v->unsaved->count + sink.written + letters;
+	uint64_t entries = v->ledger->count + v->holds->records + owed + v->unsaved->count + sink.written + letters
+			+ (uint64_t)deadlines;
 	int rc;
 	size_t at = entry_begin(out, ENTRY_END, &rc);
 	if(rc == 0) rc = put_u(out, entries, 8);

@@ -19,6 +19,8 @@
 #include "model/ledger.h"
 #include "util/headers.h"
 
+struct dlq_deadline;
+struct dlq_deadlines;
 struct dlq_envelope;
 struct dlq_envelope_list;
 struct dlq_holds;
@@ -40,6 +42,7 @@ struct state_view {
 	struct dlq_envelope_list *unsaved;  /* taken by the broker, not yet saved by it */
 	struct dlq_redelivery *redelivery;  /* the deliveries' counts; NULL: none are kept */
 	struct dlq_letters *letters;        /* the kept dead letters; NULL: none are kept (read, checked, dropped) */
+	struct dlq_deadlines *deadlines;    /* deliveries awaiting settlement; NULL: none are kept (read, checked) */
 	uint64_t *next_seq;                 /* envelope sequence numbers: restored ones are not reused */
 	const struct dlq_policy_table *policies; /* a restored entry finds its policy here, by filter */
 	uint64_t nack_window_ms;            /* records older than this are not restored */
@@ -79,12 +82,17 @@ int state__encode_journal_header(struct dlq_headers *out);
 int state__encode_add(const struct dlq_envelope *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
 int state__encode_remove(uint64_t seq, struct dlq_headers *out);
 int state__encode_record(const struct dlq_record *r, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
-int state__encode_nacker(const struct dlq_record *r, const char *client, struct dlq_headers *out);
+/* client settled its delivery of r, how (enum dlq_settled_how). */
+int state__encode_settler(const struct dlq_record *r, const char *client, uint8_t how, struct dlq_headers *out);
 /* The retry copy r is held for client (holds.h); in a snapshot, after r. */
 int state__encode_hold(const struct dlq_record *r, const char *client, struct dlq_headers *out);
 /* The counts of the delivery of r to s->client (model/deliveries.h); in a
  * snapshot, after r. */
 int state__encode_delivery(const struct dlq_record *r, const struct dlq_delivery_saved *s, struct dlq_headers *out);
+/* A delivery awaiting settlement (model/deadlines.h): its record's id, its
+ * client, and when its clock runs out (wall clock; 0: no clock yet); in a
+ * snapshot, after every record, each client's in their order. */
+int state__encode_deadline(const struct dlq_deadline *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
 /* A kept dead letter (model/letters.h): its envelope, written as
  * state__encode_add writes one; in a snapshot, after the envelopes. */
 int state__encode_letter(const struct dlq_letter *l, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
@@ -93,7 +101,7 @@ int state__encode_letter_gone(const struct dlq_id *id, struct dlq_headers *out);
 
 /* Applies a journal to v after its snapshot: adds envelopes, records and
  * kept dead letters not yet there, removes the envelopes and letters named,
- * adds nackers, sets deliveries' counts. Same damage rules
+ * adds settlers, sets deliveries' counts. Same damage rules
  * as the snapshot, except that a journal has no end: it is cut anywhere. */
 int state__decode_journal(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep);

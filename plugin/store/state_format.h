@@ -8,17 +8,26 @@
  * (type 4) holding how many came before it, so that a file cut between two
  * entries is known to be cut. Journal header
  * "DLQJRNL1"; entries add an envelope (type 2) or remove one by its
- * sequence number (type 3). A client that NACKed a record (type 5) and a
- * record held for a client (type 6, holds.h) follow their record in a
- * snapshot and are journaled as they happen; a hold whose client is among
- * the record's nackers is over. A delivery's counts (type 7,
+ * sequence number (type 3). A client that settled its delivery of a record
+ * (type 5: a NACK, an ACK, or its deadline passing; how, a byte at the end,
+ * absent in files written before ACKs and meaning a NACK) is journaled as
+ * it happens, and a snapshot's record entry lists its settlers (their ids,
+ * then how each settled, also absent in older files). A record held for a
+ * client (type 6, holds.h) follows its record in a snapshot and is
+ * journaled as it happens; a hold whose client is among the record's
+ * settlers is over. A delivery's counts (type 7,
  * model/deliveries.h: a client, 2.0's redeliveries, 2.1's sends, whether
  * it was held while connected or diverted) follow their record in a
  * snapshot and are journaled as they change, a later entry replacing an
  * earlier one. A kept dead letter (type 8, model/letters.h: its body
  * that of an envelope entry, of kind dead letter) follows the envelopes in
  * a snapshot, oldest first, and is journaled when it is kept; a letter that
- * left the store (type 9: its 12 raw id bytes) only in the journal. Times
+ * left the store (type 9: its 12 raw id bytes) only in the journal. A
+ * delivery awaiting settlement within an ack_timeout (type 10,
+ * model/deadlines.h: its record's id, its client, when its clock runs out
+ * or 0 while it has none) follows every record in a snapshot, each
+ * client's in their order, and is journaled when its clock starts; a later
+ * entry replaces an earlier one, and its settlement (type 5) ends it. Times
  * are saved as wall-clock milliseconds and turned back into the monotonic
  * clock on restore.
  */
@@ -29,7 +38,7 @@
 #define JOURNAL_MAGIC "DLQJRNL1"
 #define MAGIC_LEN 8
 
-enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_NACKER = 5, ENTRY_HOLD = 6,
-	ENTRY_DELIVERY = 7, ENTRY_LETTER = 8, ENTRY_LETTER_GONE = 9 };
+enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_SETTLER = 5, ENTRY_HOLD = 6,
+	ENTRY_DELIVERY = 7, ENTRY_LETTER = 8, ENTRY_LETTER_GONE = 9, ENTRY_DEADLINE = 10 };
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/deadlines.h"
 #include "model/deliveries.h"
 #include "model/holds.h"
 #include "model/ledger.h"
@@ -157,14 +158,28 @@ static bool decode_record(struct state_view *v, struct reader *r, uint64_t mono_
 		if(rec == NULL) r->bad = r->nomem = true;
 	}
 	if(rec) record__set_first_nack_ms(rec, first_nack);
+	/* The settlers made, by their place in the entry (NULL: a repeated id,
+	 * kept once), for how each settled, which follows the ids. */
+	struct dlq_settler **made = n && rec ? calloc(n, sizeof(*made)) : NULL;
+	if(n && rec && made == NULL) r->bad = r->nomem = true;
 	for(uint16_t i = 0; i < n && !r->bad; i++){
 		char *c = get_str(r, false);
-		/* A nacker may become a dead letter's dead-letter-client (engine/gone.c). */
+		/* A settler may become a dead letter's dead-letter-client (engine/gone.c). */
 		const char *bad = c ? state_check__text_or_null(c) : NULL;
 		if(bad) refuse(r, "a client id", bad);
-		if(rec && c && !r->bad && ledger__add_nacker(NULL, rec, c) == ENOMEM) r->bad = r->nomem = true;
+		int rc = rec && c && !r->bad ? ledger__add_settler(NULL, rec, c, DLQ_SETTLED_NACK) : EEXIST;
+		if(rc == ENOMEM) r->bad = r->nomem = true;
+		else if(rc == 0) made[i] = rec->settlers;
 		free(c);
 	}
+	/* A file written before ACKs and deadlines ends here: every settler
+	 * NACKed. */
+	for(uint16_t i = 0; i < n && !r->bad && r->left > 0; i++){
+		uint8_t how = (uint8_t)get_u(r, 1);
+		if(!r->bad && how > DLQ_SETTLED_HOW_MAX) refuse(r, "a settlement the plugin never writes", NULL);
+		if(made && made[i]) made[i]->how = how;
+	}
+	free(made);
 	free(filter);
 	free(topic);
 	free(origin_topic);
@@ -287,6 +302,8 @@ static bool read_envelope(struct reader *r, bool letter, struct envelope_entry *
 		refuse(r, "no NACKing client id", NULL);
 	}else if((bad = state_check__text_or_null(s[6]))){
 		refuse(r, "a NACKing client id", bad);
+	}else if(f->flags > 15 || ((f->flags & 8) && kind != DLQ_ENV_DEAD_LETTER)){
+		refuse(r, "flags the plugin never writes", NULL);
 	}else if(f->seq == UINT64_MAX){
 		refuse(r, "the largest sequence number, which has no next", NULL);
 	}
@@ -314,6 +331,8 @@ static struct dlq_envelope *envelope_of(struct reader *r, const struct envelope_
 	e->qos = f->qos;
 	e->target_persists = f->flags & 1;
 	e->recorded = f->flags & 2;
+	e->target_settles = f->flags & 4;
+	e->final = f->flags & 8;
 	return e;
 }
 
@@ -408,12 +427,19 @@ static struct dlq_record *decode_client_entry(struct state_view *v, struct reade
 	return ledger__find(v->ledger, &id);
 }
 
-static void decode_nacker(struct state_view *v, struct reader *r)
+static void decode_settler(struct state_view *v, struct reader *r)
 {
 	char *client;
 	struct dlq_record *rec = decode_client_entry(v, r, &client);
+	/* How it settled; an older journal's entries were all NACKs. */
+	uint8_t how = r->left ? (uint8_t)get_u(r, 1) : DLQ_SETTLED_NACK;
+	if(!r->bad && how > DLQ_SETTLED_HOW_MAX) refuse(r, "a settlement the plugin never writes", NULL);
+	if(r->bad) rec = NULL;
 	/* Gone (expired) or already there: nothing to do. */
-	if(rec && ledger__add_nacker(v->ledger, rec, client) == ENOMEM) r->bad = r->nomem = true;
+	if(rec && ledger__add_settler(v->ledger, rec, client, how) == ENOMEM) r->bad = r->nomem = true;
+	/* A settled delivery awaits nothing any more. */
+	struct dlq_deadline *e = rec && v->deadlines ? deadlines__find(v->deadlines, rec, client) : NULL;
+	if(e) deadlines__remove(v->deadlines, e);
 	/* A NACK by the client a copy is held for ends the hold. */
 	const char *holder = rec ? holds__client(rec) : NULL;
 	if(holder && !strcmp(holder, client)) holds__release(v->holds, rec);
@@ -425,7 +451,7 @@ static void decode_hold(struct state_view *v, struct reader *r)
 	char *client;
 	struct dlq_record *rec = decode_client_entry(v, r, &client);
 	/* Gone (expired), already held, or over (NACKed by its client). */
-	if(rec && holds__client(rec) == NULL && !ledger__has_nacker(rec, client)
+	if(rec && holds__client(rec) == NULL && !ledger__has_settler(rec, client)
 			&& holds__add(v->holds, rec, client) == ENOMEM){
 		r->bad = r->nomem = true;
 	}
@@ -450,17 +476,39 @@ static void decode_delivery(struct state_view *v, struct reader *r)
 	free(client);
 }
 
+/* A delivery awaiting settlement: its clock runs on from where it was (a
+ * clock that ran out while the broker was down runs out at the first
+ * tick), or it waits for one. One whose record is gone, or whose policy no
+ * longer has an ack_timeout, is nothing to do. */
+static void decode_deadline(struct state_view *v, struct reader *r, uint64_t mono_now, int64_t wall_now)
+{
+	char *client;
+	struct dlq_record *rec = decode_client_entry(v, r, &client);
+	int64_t due = (int64_t)get_u(r, 8);
+	if(!r->bad && due < 0) refuse(r, "a deadline before 1970", NULL);
+	if(rec && !r->bad && v->deadlines && rec->policy->ack_timeout_ms && !ledger__has_settler(rec, client)){
+		uint64_t mono = 0;
+		if(due){
+			mono = due > wall_now ? mono_now + (uint64_t)(due - wall_now) : mono_now;
+			if(mono == 0) mono = 1; /* 0 means no clock */
+		}
+		if(deadlines__restore(v->deadlines, rec, client, mono)) r->bad = r->nomem = true;
+	}
+	free(client);
+}
+
 /* What an entry of type is, for the damage report. */
 static const char *entry_name(uint8_t type)
 {
 	switch(type){
 		case ENTRY_RECORD: return "a NACKable delivery";
 		case ENTRY_ENVELOPE: return "a retry copy or dead letter";
-		case ENTRY_NACKER: return "a NACK";
+		case ENTRY_SETTLER: return "a settled delivery";
 		case ENTRY_HOLD: return "a held copy";
 		case ENTRY_DELIVERY: return "a delivery count";
 		case ENTRY_LETTER: return "a kept dead letter";
 		case ENTRY_LETTER_GONE: return "a kept dead letter's removal";
+		case ENTRY_DEADLINE: return "a delivery awaiting settlement";
 		default: return "an entry";
 	}
 }
@@ -512,8 +560,8 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 		bool ok;
 		if(type == ENTRY_RECORD){
 			ok = decode_record(v, &r, mono_now, wall_now, rep);
-		}else if(type == ENTRY_NACKER && journal){
-			decode_nacker(v, &r);
+		}else if(type == ENTRY_SETTLER && journal){
+			decode_settler(v, &r);
 			ok = !r.bad;
 		}else if(type == ENTRY_HOLD){
 			decode_hold(v, &r);
@@ -525,6 +573,9 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 			ok = decode_envelope(v, &r, mono_now, wall_now, rep);
 		}else if(type == ENTRY_REMOVE && journal){
 			decode_remove(v, &r);
+			ok = !r.bad;
+		}else if(type == ENTRY_DEADLINE){
+			decode_deadline(v, &r, mono_now, wall_now);
 			ok = !r.bad;
 		}else if(type == ENTRY_LETTER){
 			decode_letter(v, &r, rep);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct dlq_deadline;
 struct dlq_delivery_saved;
 struct dlq_envelope;
 struct dlq_id;
@@ -29,10 +30,12 @@ struct dlq_store_ops {
 	 * retry copy was published). Durable at once: the broker acknowledges
 	 * the publish after. */
 	void (*note_record)(void *ctx, const struct dlq_record *r);
-	/* client NACKed r: the last note of an accepted NACK, durable at once,
-	 * so that the NACK and its envelope are before the broker
-	 * acknowledges it. */
-	void (*note_nacker)(void *ctx, const struct dlq_record *r, const char *client);
+	/* client settled its delivery of r, how (enum dlq_settled_how): the
+	 * last note of an accepted NACK, ACK or timeout, durable at once, so
+	 * that the settlement and its envelope are before the broker
+	 * acknowledges the NACK or ACK (and a timeout is not repeated after a
+	 * crash). */
+	void (*note_settler)(void *ctx, const struct dlq_record *r, const char *client, uint8_t how);
 	/* The retry copy r was taken by the broker for client, whose session
 	 * does not persist, and is held for it (holds.h). Not synced. */
 	void (*note_hold)(void *ctx, const struct dlq_record *r, const char *client);
@@ -43,6 +46,10 @@ struct dlq_store_ops {
 	 * SIGKILL does not lose what the kernel was given, and the broker
 	 * acknowledges nothing on its strength. */
 	void (*note_delivery)(void *ctx, const struct dlq_record *r, const struct dlq_delivery_saved *s);
+	/* The clock of delivery e (model/deadlines.h) started, or started
+	 * again (progress); or e waits for one. Written at once, not synced,
+	 * as a delivery's counts: its settlement, which ends it, is synced. */
+	void (*note_deadline)(void *ctx, const struct dlq_deadline *e);
 	/* The dead letter l was kept (model/letters.h). Durable at once: the
 	 * broker does not send a dead letter again, so the store's copy is the
 	 * only one a crash could not lose. */
@@ -69,9 +76,10 @@ static inline void store_port__record(const struct dlq_store_port *s, const stru
 {
 	if(s->ops) s->ops->note_record(s->ctx, r);
 }
-static inline void store_port__nacker(const struct dlq_store_port *s, const struct dlq_record *r, const char *client)
+static inline void store_port__settler(const struct dlq_store_port *s, const struct dlq_record *r, const char *client,
+		uint8_t how)
 {
-	if(s->ops) s->ops->note_nacker(s->ctx, r, client);
+	if(s->ops) s->ops->note_settler(s->ctx, r, client, how);
 }
 static inline void store_port__hold(const struct dlq_store_port *s, const struct dlq_record *r, const char *client)
 {
@@ -81,6 +89,10 @@ static inline void store_port__delivery(const struct dlq_store_port *s, const st
 		const struct dlq_delivery_saved *saved)
 {
 	if(s->ops) s->ops->note_delivery(s->ctx, r, saved);
+}
+static inline void store_port__deadline(const struct dlq_store_port *s, const struct dlq_deadline *e)
+{
+	if(s->ops) s->ops->note_deadline(s->ctx, e);
 }
 static inline void store_port__remove(const struct dlq_store_port *s, uint64_t seq)
 {

@@ -156,7 +156,7 @@ static void make_state(struct dlq_headers *snap, struct dlq_headers *journal)
 		const struct dlq_record *rb = ledger__find(&d.ledger, &id);
 		FUZZ_CHECK(rb != NULL, "no record");
 		FUZZ_CHECK(state__encode_hold(rb, "c2", journal) == 0, "hold");
-		FUZZ_CHECK(state__encode_nacker(rb, "c2", journal) == 0, "nacker");
+		FUZZ_CHECK(state__encode_settler(rb, "c2", DLQ_SETTLED_NACK, journal) == 0, "nacker");
 		FUZZ_CHECK(state__encode_hold(rb, "c8", journal) == 0, "hold");
 		/* Delivery counts: for the retry copies (which keep them), set
 		 * twice (the later wins), and for an original made without

@@ -60,6 +60,14 @@ int mosquitto_client_protocol_version(const struct mosquitto *client)
 	return client->protocol;
 }
 
+/* Every fake client's session lasts (a policy with an ack_timeout asks, for
+ * the retry copy its clock running out makes). */
+bool mosquitto_client_clean_session(const struct mosquitto *client)
+{
+	(void)client;
+	return false;
+}
+
 /* Strings the accessors hand out, borrowed from the property as 2.1's are;
  * freed at the end of each input. */
 static char **arena;

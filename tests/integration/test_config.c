@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 /* True if one line of log contains every string of the NULL-terminated
  * list. */
@@ -320,6 +321,46 @@ START_TEST(test_policy_precedence)
 }
 END_TEST
 
+/* A bad ack_timeout (zero, negative, a bare number, garbage) stops the
+ * broker with the option, the value and the reason. */
+START_TEST(test_refuse_bad_ack_timeouts)
+{
+	static const struct {
+		const char *value;
+		const char *why;
+	} bad[] = {
+		{"0", "a deadline must be longer than zero"},
+		{"-5s", "must be a duration with a unit"},
+		{"30", "a unit is required"},
+		{"whenever", "must be a duration with a unit"},
+	};
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
+		char label[64], opt[160], shown[64];
+		snprintf(label, sizeof(label), "ack-timeout-%zu", i);
+		snprintf(opt, sizeof(opt), "policy jobs/# max_attempts=3 dead_letter=dlq/jobs ack_timeout=%s", bad[i].value);
+		snprintf(shown, sizeof(shown), "\"%s\"", bad[i].value);
+		struct broker *b = with_options(label, OPTS(opt, "redelivery_tracking allow"));
+		expect_refused(b, "plugin_opt_policy", "ack_timeout", shown, bad[i].why);
+	}
+}
+END_TEST
+
+/* On Mosquitto 2.0 an ack_timeout needs redelivery tracking, and the
+ * refusal says what to add; 2.1, which shows every send, starts without. */
+START_TEST(test_ack_timeout_needs_redelivery_tracking_on_20)
+{
+	struct broker *b = with_options(__func__, OPTS("policy jobs/# max_attempts=3 dead_letter=dlq/jobs ack_timeout=30s"));
+	if(BROKER_IS_21()){
+		broker_start(b);
+		char *log = broker_log(b);
+		ck_assert_ptr_nonnull(strstr(log, "mosquitto-dlq"));
+		free(log);
+		return;
+	}
+	expect_refused(b, "ack_timeout=30s", "plugin_opt_redelivery_tracking defer", "plugin_opt_redelivery_tracking allow");
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -338,6 +379,8 @@ static Suite *config_suite(void)
 	tcase_add_test(refused, test_refuse_malformed_policy_file);
 	tcase_add_test(refused, test_refuse_unknown_key_in_policy_file);
 	tcase_add_test(refused, test_refuse_dead_letter_inside_filter_in_file);
+	tcase_add_test(refused, test_refuse_bad_ack_timeouts);
+	tcase_add_test(refused, test_ack_timeout_needs_redelivery_tracking_on_20);
 	suite_add_tcase(s, refused);
 	TCase *accepted = harness_tcase("accepted");
 	tcase_add_test(accepted, test_global_options_accepted);

@@ -733,7 +733,7 @@ START_TEST(test_line_delays_bad)
 		{"a max_attempts=3 dead_letter=d retry_jitter=0 retry_jitter=0", {"retry_jitter given twice"}},
 		{"a max_attempts=3 dead_letter=d retry_delay=", {"retry_delay has an empty value"}},
 		{"a max_attempts=3 dead_letter=d delay=1s", {"unknown key \"delay\" (known: max_attempts, dead_letter, retry_to, "
-			"retry_delay, retry_backoff, retry_max_delay, retry_jitter, dead_letter_keep)"}},
+			"retry_delay, retry_backoff, retry_max_delay, retry_jitter, dead_letter_keep, ack_timeout)"}},
 		{"a max_attempts=3 dead_letter=d dead_letter_keep=lots", {"dead_letter_keep must be a size such as \"16MiB\""}},
 		{"a max_attempts=3 dead_letter=d retry_delay_ms=1000", {"unknown key \"retry_delay_ms\"", "retry_delay, retry_backoff"}},
 	};
@@ -797,7 +797,7 @@ START_TEST(test_json_delays_bad)
 		{JPOL("\"retry_delay\":\"10s\",\"retry_max_delay\":\"5s\""), {"retry_delay (10000 ms) exceeds retry_max_delay (5000 ms)"}},
 		{JPOL("\"retry_delay\":\"1s\",\"retry_delay\":\"2s\""), {"retry_delay given twice"}},
 		{JPOL("\"retryDelay\":\"1s\""), {"unknown key \"retryDelay\" (known: filter, max_attempts, dead_letter, retry_to, "
-			"retry_delay, retry_backoff, retry_max_delay, retry_jitter, dead_letter_keep)"}},
+			"retry_delay, retry_backoff, retry_max_delay, retry_jitter, dead_letter_keep, ack_timeout)"}},
 		{JPOL("\"dead_letter_keep\":true"), {"dead_letter_keep must be a string, got"}},
 	};
 
@@ -968,6 +968,89 @@ START_TEST(test_delivery_count_option)
 }
 END_TEST
 
+/* ---- acknowledgement deadlines ---- */
+
+START_TEST(test_ack_timeout_good)
+{
+	struct dlq_policy p;
+	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d", &p, err, sizeof(err)), 0);
+	ck_assert_uint_eq(p.ack_timeout_ms, 0);
+	ck_assert_ptr_null(p.ack_timeout);
+	policy__free(&p);
+	static const struct {
+		const char *value;
+		uint64_t ms;
+	} good[] = { {"100ms", 100}, {"30s", 30000}, {"5m", 300000}, {"2h", 7200000}, {"7d", 7ull * 86400000} };
+	for(size_t i = 0; i < ARRAY_LEN(good); i++){
+		char line[128];
+		snprintf(line, sizeof(line), "a max_attempts=3 dead_letter=d ack_timeout=%s", good[i].value);
+		ck_assert_msg(config__parse_policy_line(line, &p, err, sizeof(err)) == 0, "refused %s: %s", line, err);
+		ck_assert_uint_eq(p.ack_timeout_ms, good[i].ms);
+		ck_assert_str_eq(p.ack_timeout, good[i].value); /* as configured, for the dead letters' reason */
+		policy__free(&p);
+	}
+	static const char doc[] = "{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d\","
+			"\"ack_timeout\":\"45s\"}]}";
+	struct dlq_policy_table t = {0};
+	ck_assert_int_eq(config__parse_policy_json(doc, strlen(doc), "p.json", &t, err, sizeof(err)), 0);
+	ck_assert_uint_eq(t.items[0].ack_timeout_ms, 45000);
+	ck_assert_str_eq(t.items[0].ack_timeout, "45s");
+	policy__table_free(&t);
+}
+END_TEST
+
+START_TEST(test_ack_timeout_bad)
+{
+	static const struct bad_line cases[] = {
+		{"a max_attempts=3 dead_letter=d ack_timeout=0", {"ack_timeout \"0\"", "longer than zero"}},
+		{"a max_attempts=3 dead_letter=d ack_timeout=0s", {"ack_timeout \"0s\"", "longer than zero"}},
+		{"a max_attempts=3 dead_letter=d ack_timeout=-5s", {"ack_timeout must be a duration", "\"-5s\""}},
+		{"a max_attempts=3 dead_letter=d ack_timeout=30", {"ack_timeout \"30\"", "a unit is required", "\"30s\""}},
+		{"a max_attempts=3 dead_letter=d ack_timeout=soon", {"ack_timeout must be a duration", "\"soon\""}},
+		{"a max_attempts=3 dead_letter=d ack_timeout=1.5s", {"ack_timeout must be a duration", "\"1.5s\""}},
+		{"a max_attempts=3 dead_letter=d ack_timeout=99ms", {"ack_timeout \"99ms\" is out of range", "100ms", "7d"}},
+		{"a max_attempts=3 dead_letter=d ack_timeout=8d", {"ack_timeout \"8d\" is out of range"}},
+		{"a max_attempts=3 dead_letter=d ack_timeout=99999999999999999999s", {"ack_timeout must be a duration"}},
+		{"a max_attempts=3 dead_letter=d ack_timeout=1s ack_timeout=2s", {"ack_timeout given twice"}},
+		{"a max_attempts=3 dead_letter=d ack_timeout=", {"ack_timeout has an empty value"}},
+	};
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
+		expect_line_refused(&cases[i]);
+	}
+	static const char number[] = "{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d\","
+			"\"ack_timeout\":30}]}";
+	struct dlq_policy_table t = {0};
+	ck_assert_int_eq(config__parse_policy_json(number, strlen(number), "p.json", &t, err, sizeof(err)), EINVAL);
+	ERR_HAS("p.json: policies[0]: ack_timeout must be a string with a unit, e.g. \"30s\", got the number 30");
+	ck_assert_uint_eq(t.count, 0);
+}
+END_TEST
+
+/* On a broker that does not show each send (2.0), ack_timeout needs
+ * redelivery tracking, and the refusal says what to add. */
+START_TEST(test_ack_timeout_needs_a_send_signal)
+{
+	const struct dlq_option opts[] = {
+		{"policy", "plain max_attempts=3 dead_letter=d/plain"},
+		{"policy", "jobs/# max_attempts=3 dead_letter=d/jobs ack_timeout=30s"},
+	};
+	struct dlq_config c;
+	ck_assert_int_eq(config__parse(opts, ARRAY_LEN(opts), &c, err, sizeof(err)), 0);
+	ck_assert(config__has_deadlines(&c));
+	ck_assert_int_eq(config__check_deadlines(&c, true, err, sizeof(err)), 0);
+	ck_assert_int_eq(config__check_deadlines(&c, false, err, sizeof(err)), EINVAL);
+	ERR_HAS("policy \"jobs/#\" (plugin_opt_policy #2) has ack_timeout=30s", "plugin_opt_redelivery_tracking defer",
+			"plugin_opt_redelivery_tracking allow");
+	c.redelivery = DLQ_REDELIVERY_DEFER;
+	ck_assert_int_eq(config__check_deadlines(&c, false, err, sizeof(err)), 0);
+	config__free(&c);
+	ck_assert_int_eq(config__parse(opts, 1, &c, err, sizeof(err)), 0);
+	ck_assert(!config__has_deadlines(&c));
+	ck_assert_int_eq(config__check_deadlines(&c, false, err, sizeof(err)), 0);
+	config__free(&c);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1000,6 +1083,12 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_state_options);
 	tcase_add_test(tc, test_state_options_bad);
 	tcase_add_test(tc, test_delivery_count_option);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("deadlines");
+	tcase_add_test(tc, test_ack_timeout_good);
+	tcase_add_test(tc, test_ack_timeout_bad);
+	tcase_add_test(tc, test_ack_timeout_needs_a_send_signal);
 	suite_add_tcase(s, tc);
 	return s;
 }

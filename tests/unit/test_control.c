@@ -25,6 +25,7 @@
 static const struct dlq_option standard[] = {
 	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
 	{"policy", "once max_attempts=1 dead_letter=dead/once"},
+	{"policy", "jobs/# max_attempts=3 dead_letter=dead/jobs ack_timeout=30s"},
 };
 
 static struct dlq d;
@@ -38,11 +39,13 @@ static void track(const char *topic, const char *payload, char id[DLQ_ID_LEN + 1
 	ck_assert_int_eq(dlq__track(&d, p, topic, payload, (uint32_t)strlen(payload), 1, NULL, 0, id), 0);
 }
 
-/* The "delay-ms" user property of the next compact request, or NULL. */
+/* The "delay-ms" and "final" user properties of the next compact request,
+ * or NULL. */
 static const char *next_delay_ms;
+static const char *next_final;
 
 /* Runs a request and parses its reply into doc; returns the responses. */
-static const cJSON *run(bool compact, const void *payload, size_t len, const char *client, const char *reason)
+static const cJSON *run(enum dlq_compact compact, const void *payload, size_t len, const char *client, const char *reason)
 {
 	/* An MQTT payload has no terminating NUL: hand over exactly len bytes,
 	 * so that ASan sees any read past them. */
@@ -56,10 +59,12 @@ static const cJSON *run(bool compact, const void *payload, size_t len, const cha
 		.client = client,
 		.reason = reason,
 		.delay_ms = next_delay_ms,
+		.final = next_final,
 		/* As with a v5 response topic: a reply to read, whatever happens. */
 		.reply_wanted = true,
 	};
 	next_delay_ms = NULL;
+	next_final = NULL;
 	control__reply_free(&reply);
 	cJSON_Delete(doc);
 	doc = NULL;
@@ -78,12 +83,12 @@ static const cJSON *run(bool compact, const void *payload, size_t len, const cha
 
 static const cJSON *compact(const char *payload, const char *client, const char *reason)
 {
-	return run(true, payload, strlen(payload), client, reason);
+	return run(DLQ_COMPACT_NACK, payload, strlen(payload), client, reason);
 }
 
 static const cJSON *json(const char *payload, const char *client)
 {
-	return run(false, payload, strlen(payload), client, NULL);
+	return run(DLQ_COMPACT_NONE, payload, strlen(payload), client, NULL);
 }
 
 static const cJSON *entry(const cJSON *responses, int i)
@@ -310,7 +315,7 @@ START_TEST(every_bad_command_gets_its_own_error)
 	snprintf(cmd, sizeof(cmd),
 			"{\"commands\":["
 			"5,"
-			"{\"command\":\"ack\",\"id\":\"%s\",\"correlationData\":\"x\"},"
+			"{\"command\":\"retry\",\"id\":\"%s\",\"correlationData\":\"x\"},"
 			"{\"command\":\"nack\",\"correlationData\":\"y\"},"
 			"{\"command\":\"nack\",\"id\":7},"
 			"{\"command\":\"nack\",\"id\":\"abc\"},"
@@ -324,7 +329,7 @@ START_TEST(every_bad_command_gets_its_own_error)
 	const cJSON *r = json(cmd, "sub1");
 	ck_assert_int_eq(cJSON_GetArraySize(r), 11);
 	expect_error(entry(r, 0), NULL, NULL, "JSON object");
-	expect_error(entry(r, 1), "ack", NULL, "unknown command");
+	expect_error(entry(r, 1), "retry", NULL, "unknown command");
 	expect_str(entry(r, 1), "correlationData", "x");
 	expect_error(entry(r, 2), DLQ_COMMAND_NACK, NULL, "\"id\"");
 	expect_str(entry(r, 2), "correlationData", "y");
@@ -676,6 +681,115 @@ START_TEST(a_bad_compact_delay_ms_is_an_error_naming_it)
 }
 END_TEST
 
+/* ---- settling: ACK, progress, final NACKs ---- */
+
+/* The compact topics name their command; any other topic is JSON. */
+START_TEST(the_compact_topics_are_known_by_name)
+{
+	ck_assert_int_eq(control__compact_of(DLQ_NACK_TOPIC), DLQ_COMPACT_NACK);
+	ck_assert_int_eq(control__compact_of(DLQ_ACK_TOPIC), DLQ_COMPACT_ACK);
+	ck_assert_int_eq(control__compact_of(DLQ_PROGRESS_TOPIC), DLQ_COMPACT_PROGRESS);
+	ck_assert_int_eq(control__compact_of(DLQ_CONTROL_TOPIC), DLQ_COMPACT_NONE);
+	ck_assert_int_eq(control__compact_of("$CONTROL/dlq/v1/ACK"), DLQ_COMPACT_NONE);
+	ck_assert_int_eq(control__compact_of(NULL), DLQ_COMPACT_NONE);
+}
+END_TEST
+
+/* A compact ACK and progress report are answered as a NACK is: the ACK's
+ * result with its attempt, progress where no clock runs (this engine shows
+ * no deliveries) refused saying why, anything after the ACK refused as
+ * ACKed, a NACK too. */
+START_TEST(compact_acks_and_progress_are_answered)
+{
+	char id[DLQ_ID_LEN + 1];
+	track("jobs/a", "j", id);
+	const cJSON *r = run(DLQ_COMPACT_PROGRESS, id, strlen(id), "w", NULL);
+	expect_str(entry(r, 0), "command", DLQ_COMMAND_PROGRESS);
+	expect_error(entry(r, 0), DLQ_COMMAND_PROGRESS, id, "no ack_timeout runs");
+	r = run(DLQ_COMPACT_ACK, id, strlen(id), "w", NULL);
+	expect_str(entry(r, 0), "command", DLQ_COMMAND_ACK);
+	expect_str(entry(r, 0), "result", "acked");
+	expect_num(entry(r, 0), "attempt", 1);
+	expect_num(entry(r, 0), "maxAttempts", 3);
+	expect_absent(entry(r, 0), "error");
+	r = run(DLQ_COMPACT_PROGRESS, id, strlen(id), "w", NULL);
+	expect_error(entry(r, 0), DLQ_COMMAND_PROGRESS, id, "already ACKed");
+	r = run(DLQ_COMPACT_ACK, id, strlen(id), "w", NULL);
+	expect_error(entry(r, 0), DLQ_COMMAND_ACK, id, "already ACKed");
+	r = compact(id, "w", NULL);
+	expect_error(entry(r, 0), DLQ_COMMAND_NACK, id, "already ACKed");
+	r = run(DLQ_COMPACT_ACK, "nonsense", 8, "w", NULL);
+	expect_error(entry(r, 0), DLQ_COMMAND_ACK, "nonsense", "malformed");
+	ck_assert_uint_eq(fake.publish_count, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->acks, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->acks_refused, 4);
+}
+END_TEST
+
+/* A compact ACK that went well wants no reply unless asked, as a NACK. */
+START_TEST(a_compact_ack_that_went_well_builds_no_reply)
+{
+	char id[DLQ_ID_LEN + 1];
+	track("jobs/a", "j", id);
+	struct dlq_control_request req = {
+		.compact = DLQ_COMPACT_ACK, .payload = id, .payload_len = strlen(id), .client = "w",
+	};
+	control__reply_free(&reply);
+	ck_assert_int_eq(control__handle(&d, &req, &reply), 0);
+	ck_assert(!reply.must_send);
+	ck_assert_ptr_null(reply.json);
+	ck_assert_int_eq(control__handle(&d, &req, &reply), 0);
+	ck_assert(reply.must_send);
+	ck_assert_msg(strstr(reply.json, "already ACKed") != NULL, "reply: %s", reply.json);
+}
+END_TEST
+
+/* A final NACK, compact ("final" user property) or JSON ("final": true),
+ * dead-letters at the first attempt with dead-letter-final; "final" that
+ * is neither true nor false is refused, naming it, and changes nothing. */
+START_TEST(final_nacks)
+{
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("numbers", "a", a);
+	track("numbers", "b", b);
+	next_final = "maybe";
+	const cJSON *r = compact(a, "w", NULL);
+	expect_error(entry(r, 0), DLQ_COMMAND_NACK, a, "\"final\" must be \"true\" or \"false\"");
+	next_final = "false";
+	r = compact(a, "w", NULL);
+	expect_result(entry(r, 0), a, "retried", 1, 3);
+	next_final = "true";
+	r = compact(b, "w", "bad schema");
+	expect_result(entry(r, 0), b, "dead-lettered", 1, 3);
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "{\"commands\":[{\"command\":\"nack\",\"id\":\"%s\",\"final\":\"yes\"}]}", a);
+	r = json(cmd, "v");
+	expect_error(entry(r, 0), DLQ_COMMAND_NACK, NULL, "\"final\" must be true or false");
+	snprintf(cmd, sizeof(cmd), "{\"commands\":[{\"command\":\"nack\",\"id\":\"%s\",\"final\":true}]}", a);
+	r = json(cmd, "v");
+	expect_result(entry(r, 0), a, "dead-lettered", 1, 3);
+	ck_assert_uint_eq(fake.publish_count, 3);
+	ck_assert_str_eq(fake.publishes[1].topic, "dead/numbers");
+	ck_assert_str_eq(fake_header_value(&fake.publishes[1], DLQ_PROP_DEAD_LETTER_FINAL), "true");
+	ck_assert_str_eq(fake_header_value(&fake.publishes[1], DLQ_PROP_DEAD_LETTER_REASON), "bad schema");
+	ck_assert_str_eq(fake_header_value(&fake.publishes[2], DLQ_PROP_DEAD_LETTER_FINAL), "true");
+	ck_assert_ptr_null(fake_header_value(&fake.publishes[0], DLQ_PROP_DEAD_LETTER_FINAL));
+	ck_assert_uint_eq(dlq__totals(&d)->final_nacks, 2);
+	ck_assert_uint_eq(dlq__totals(&d)->nacks, 3);
+}
+END_TEST
+
+/* JSON ack and progress: the id is required. */
+START_TEST(json_acks_need_an_id)
+{
+	const cJSON *r = json("{\"commands\":[{\"command\":\"ack\",\"correlationData\":1},"
+			"{\"command\":\"progress\",\"id\":5}]}", "w");
+	expect_error(entry(r, 0), DLQ_COMMAND_ACK, NULL, "missing or non-string \"id\"");
+	expect_error(entry(r, 1), DLQ_COMMAND_PROGRESS, NULL, "missing or non-string \"id\"");
+	ck_assert_uint_eq(reply.errors, 2);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 
 static void setup(void)
@@ -736,6 +850,15 @@ static Suite *control_suite(void)
 	tcase_add_test(tc, a_bad_json_delay_is_an_error_and_changes_nothing);
 	tcase_add_test(tc, a_compact_delay_ms_holds_the_copy_back);
 	tcase_add_test(tc, a_bad_compact_delay_ms_is_an_error_naming_it);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("settling");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, the_compact_topics_are_known_by_name);
+	tcase_add_test(tc, compact_acks_and_progress_are_answered);
+	tcase_add_test(tc, a_compact_ack_that_went_well_builds_no_reply);
+	tcase_add_test(tc, final_nacks);
+	tcase_add_test(tc, json_acks_need_an_id);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1438,7 +1438,7 @@ START_TEST(delayed_copies_count_toward_the_bound)
 		ck_assert(id__decode(id, DLQ_ID_LEN, &raw));
 		const struct dlq_record *r = ledger__find(&d.ledger, &raw);
 		ck_assert_ptr_nonnull(r);
-		ck_assert_ptr_null(r->nackers);
+		ck_assert_ptr_null(r->settlers);
 
 		/* Once they have gone out and been taken, there is room again. */
 		fake.now_ms += 2000;

@@ -169,7 +169,7 @@ START_TEST(an_original_made_in_one_pass_is_the_record_the_others_make)
 		size_t len = DLQ_RECORD_HEAD(a->flags) + 20 + sizeof(payload) + h.len - from;
 		ck_assert_mem_eq((const char *)a + from, (const char *)b + from, len);
 		ck_assert_uint_eq(record__attempt(a), 1);
-		ck_assert_ptr_null(a->nackers);
+		ck_assert_ptr_null(a->settlers);
 		ck_assert_str_eq(record__origin_topic(a), "devices/7/telemetry");
 		record__free(a);
 		record__free(b);
@@ -206,7 +206,7 @@ START_TEST(a_record_keeps_what_it_was_made_from)
 	ck_assert_uint_eq(record__attempt(r), 2);
 	ck_assert_uint_eq(r->qos, 2);
 	ck_assert_uint_eq(r->created_ms, 4242);
-	ck_assert_ptr_null(r->nackers);
+	ck_assert_ptr_null(r->settlers);
 	ck_assert_uint_ge(record__bytes(r), sizeof(*r) + strlen("devices/retry/telemetry")
 			+ strlen("devices/7/telemetry") + sizeof(payload) + h.len);
 	record__free(r);
@@ -380,21 +380,21 @@ START_TEST(a_nacker_is_recorded_once_per_client)
 	ck_assert_int_eq(ledger__insert(&l, r), 0);
 	uint64_t before = l.bytes;
 
-	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub1"), 0);
+	ck_assert_int_eq(ledger__add_settler(&l, r, "sub1", DLQ_SETTLED_NACK), 0);
 	ck_assert_uint_gt(l.bytes, before);
 	check_consistent(&l);
 	uint64_t with_one = l.bytes;
 
-	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub1"), EEXIST);
+	ck_assert_int_eq(ledger__add_settler(&l, r, "sub1", DLQ_SETTLED_NACK), EEXIST);
 	ck_assert_uint_eq(l.bytes, with_one);
 
-	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub2"), 0);
-	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub"), 0); /* a prefix is another client */
-	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub10"), 0);
-	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub2"), EEXIST);
-	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub1"), EEXIST);
-	ck_assert_int_eq(ledger__add_nacker(&l, r, ""), 0);
-	ck_assert_int_eq(ledger__add_nacker(&l, r, ""), EEXIST);
+	ck_assert_int_eq(ledger__add_settler(&l, r, "sub2", DLQ_SETTLED_NACK), 0);
+	ck_assert_int_eq(ledger__add_settler(&l, r, "sub", DLQ_SETTLED_NACK), 0); /* a prefix is another client */
+	ck_assert_int_eq(ledger__add_settler(&l, r, "sub10", DLQ_SETTLED_NACK), 0);
+	ck_assert_int_eq(ledger__add_settler(&l, r, "sub2", DLQ_SETTLED_NACK), EEXIST);
+	ck_assert_int_eq(ledger__add_settler(&l, r, "sub1", DLQ_SETTLED_NACK), EEXIST);
+	ck_assert_int_eq(ledger__add_settler(&l, r, "", DLQ_SETTLED_NACK), 0);
+	ck_assert_int_eq(ledger__add_settler(&l, r, "", DLQ_SETTLED_NACK), EEXIST);
 	check_consistent(&l);
 
 	/* The record's nackers leave with it and take their bytes along. */
@@ -410,7 +410,7 @@ START_TEST(nackers_of_a_record_not_yet_inserted_count_once_inserted)
 	ck_assert_int_eq(ledger__init(&l), 0);
 	struct dlq_record *r = make_record("42", 1000);
 	size_t bare = record__bytes(r);
-	ck_assert_int_eq(ledger__add_nacker(&l, r, "sub1"), 0);
+	ck_assert_int_eq(ledger__add_settler(&l, r, "sub1", DLQ_SETTLED_NACK), 0);
 	ck_assert_uint_eq(l.bytes, 0);
 	ck_assert_uint_gt(record__bytes(r), bare);
 	ck_assert_int_eq(ledger__insert(&l, r), 0);
@@ -431,8 +431,8 @@ START_TEST(bytes_return_to_zero_after_mixed_removals)
 		snprintf(payload, sizeof(payload), "%0*d", 1 + i % 50, i);
 		struct dlq_record *r = make_record(payload, 1000 + (uint64_t)i);
 		ck_assert_int_eq(ledger__insert(&l, r), 0);
-		if(i % 3 == 0) ck_assert_int_eq(ledger__add_nacker(&l, r, "a-client"), 0);
-		if(i % 5 == 0) ck_assert_int_eq(ledger__add_nacker(&l, r, "another-client-id"), 0);
+		if(i % 3 == 0) ck_assert_int_eq(ledger__add_settler(&l, r, "a-client", DLQ_SETTLED_NACK), 0);
+		if(i % 5 == 0) ck_assert_int_eq(ledger__add_settler(&l, r, "another-client-id", DLQ_SETTLED_NACK), 0);
 	}
 	check_consistent(&l);
 	ck_assert_uint_eq(ledger__expire(&l, 1000 + 99 + 500, 500), 99);
@@ -499,7 +499,7 @@ START_TEST(cleanup_frees_records_and_their_nackers)
 	for(int i = 0; i < 50; i++){
 		struct dlq_record *r = make_record("leak?", 1000);
 		ck_assert_int_eq(ledger__insert(&l, r), 0);
-		ck_assert_int_eq(ledger__add_nacker(&l, r, "sub1"), 0);
+		ck_assert_int_eq(ledger__add_settler(&l, r, "sub1", DLQ_SETTLED_NACK), 0);
 	}
 	ledger__cleanup(&l);
 	ck_assert_uint_eq(l.count, 0);

@@ -480,6 +480,31 @@ START_TEST(a_reused_address_with_other_content_is_not_the_record)
 }
 END_TEST
 
+/* A retry copy the broker stored at the address of a tracked message it
+ * had freed (the address is bound to that message) is found by its
+ * content all the same, and counted when it is redelivered. */
+START_TEST(a_copy_at_a_freed_address_is_found_by_its_content)
+{
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	char buf[16] = "alpha";
+	char bravo[] = "bravo";
+	start();
+	subscribe("s", 1);
+	publish("jobs/a", buf, a);
+	ck_assert(!check("s", 1, buf));
+	publish("jobs/a", bravo, b);
+	ck_assert(!check("s", 1, bravo));
+	ck_assert_int_eq(engine_nack(&d, b, "s", true), DLQ_NACK_RETRIED);
+	/* "alpha" was acknowledged and freed; the copy of "bravo" is stored
+	 * where it was. */
+	memcpy(buf, "bravo", 6);
+	leave("s", 1);
+	ck_assert(!check("s", 2, buf));
+	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 1);
+	stop();
+}
+END_TEST
+
 /* A READ check as 2.1 gives it: with the stored message's dlq-id. */
 static bool check_id(const char *client, uintptr_t conn, const char *payload, const char *id)
 {
@@ -553,6 +578,7 @@ static Suite *redelivery_suite(void)
 	tcase_add_test(tc, kept_when_the_dead_letter_cannot_be_made);
 	tcase_add_test(tc, deliveries_leave_with_their_record);
 	tcase_add_test(tc, a_reused_address_with_other_content_is_not_the_record);
+	tcase_add_test(tc, a_copy_at_a_freed_address_is_found_by_its_content);
 	tcase_add_test(tc, off_records_nothing);
 	tcase_add_test(tc, found_by_dlq_id_on_21);
 	suite_add_tcase(s, tc);

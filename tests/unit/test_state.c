@@ -110,7 +110,7 @@ static void nackers(const struct dlq_record *r, char *out, size_t size)
 {
 	const char *names[16];
 	size_t n = 0;
-	for(const struct dlq_nacker *k = r->nackers; k; k = k->next){
+	for(const struct dlq_settler *k = r->settlers; k; k = k->next){
 		ck_assert_uint_lt(n, ARRAY_LEN(names));
 		names[n++] = k->client;
 	}
@@ -1486,7 +1486,7 @@ START_TEST(a_client_id_mqtt_refuses_is_damage)
 	char x[DLQ_ID_LEN + 1], y[DLQ_ID_LEN + 1];
 	engine_track(&a, "numbers", "x", 1, NULL, x);
 	engine_track(&a, "numbers", "y", 1, NULL, y);
-	ck_assert_int_eq(ledger__add_nacker(&a.ledger, find(&a, y), "sub\x02"), 0);
+	ck_assert_int_eq(ledger__add_settler(&a.ledger, find(&a, y), "sub\x02", DLQ_SETTLED_NACK), 0);
 	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	struct entry_info ent[8];
 	ck_assert_uint_eq(entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent)), 3);
@@ -1500,9 +1500,9 @@ START_TEST(a_client_id_mqtt_refuses_is_damage)
 	ck_assert_int_eq(state__encode_journal_header(&j), 0);
 	ck_assert_int_eq(state__encode_record(rx, fake.now_ms, fake.wall_ms, &j), 0);
 	size_t at = j.len;
-	ck_assert_int_eq(state__encode_nacker(rx, "sub\xFF", &j), 0);
-	expect_refused(j.data, j.len, true, at, "a NACK", "a client id holding ill-formed UTF-8");
-	ck_assert_ptr_null(find(&b, x)->nackers);
+	ck_assert_int_eq(state__encode_settler(rx, "sub\xFF", DLQ_SETTLED_NACK, &j), 0);
+	expect_refused(j.data, j.len, true, at, "a settled delivery", "a client id holding ill-formed UTF-8");
+	ck_assert_ptr_null(find(&b, x)->settlers);
 	engine_stop(&b, &b_live);
 
 	j.len = at;
