@@ -55,11 +55,13 @@ static int status_row(struct table *t, const char *filter, const cJSON *o)
 	static const char *const fields[] = {
 		"tracked", "nacks", "retryCopies", "deadLetters", "publishFailures",
 		"records", "ledgerBytes", "pending", "delayed", "evicted",
+		"acks", "ackTimeouts", "finalNacks", "awaitingAck",
 	};
-	char bufs[10][32];
-	const char *cells[11];
+	enum { FIELDS = sizeof(fields) / sizeof(fields[0]) };
+	char bufs[FIELDS][32];
+	const char *cells[FIELDS + 1];
 	cells[0] = filter;
-	for(size_t i = 0; i < 10; i++){
+	for(size_t i = 0; i < FIELDS; i++){
 		cells[i + 1] = num(o, fields[i], bufs[i], sizeof(bufs[i]));
 	}
 	return table__add(t, cells);
@@ -85,9 +87,11 @@ int cmd__status(const struct dlqctl_opts *o)
 	}
 	static const char *const titles[] = {
 		"FILTER", "TRACKED", "NACKS", "RETRY-COPIES", "DEAD-LETTERS", "PUBLISH-FAILURES",
-		"RECORDS", "LEDGER-BYTES", "PENDING", "DELAYED", "EVICTED", NULL,
+		"RECORDS", "LEDGER-BYTES", "PENDING", "DELAYED", "EVICTED",
+		"ACKS", "ACK-TIMEOUTS", "FINAL-NACKS", "AWAITING-ACK", NULL,
 	};
-	static const bool right[] = { false, true, true, true, true, true, true, true, true, true, true };
+	static const bool right[] = { false, true, true, true, true, true, true, true, true, true, true,
+		true, true, true, true };
 	struct table *t = table__new(titles, right);
 	bool ok = t != NULL;
 	const cJSON *p;
@@ -130,9 +134,9 @@ int cmd__policies(const struct dlqctl_opts *o)
 	}
 	static const char *const titles[] = {
 		"FILTER", "MAX-ATTEMPTS", "DEAD-LETTER", "RETRY-TO", "RETRY-DELAY", "BACKOFF",
-		"MAX-DELAY", "JITTER", "SOURCE", NULL,
+		"MAX-DELAY", "JITTER", "ACK-TIMEOUT", "SOURCE", NULL,
 	};
-	static const bool right[] = { false, true, false, false, true, true, true, true, false };
+	static const bool right[] = { false, true, false, false, true, true, true, true, true, false };
 	struct table *t = table__new(titles, right);
 	bool ok = t != NULL;
 	const cJSON *p;
@@ -145,7 +149,7 @@ int cmd__policies(const struct dlqctl_opts *o)
 		const char *cells[] = {
 			str(p, "filter"), num(p, "maxAttempts", max, sizeof(max)), str(p, "deadLetter"), str(p, "retryTo"),
 			duration(p, "retryDelayMs", delay, sizeof(delay)), backoff,
-			duration(p, "retryMaxDelayMs", maxdelay, sizeof(maxdelay)), jitter, str(p, "source"),
+			duration(p, "retryMaxDelayMs", maxdelay, sizeof(maxdelay)), jitter, str(p, "ackTimeout"), str(p, "source"),
 		};
 		ok = ok && table__add(t, cells) == 0;
 	}

@@ -51,11 +51,13 @@ static void print_config(const struct dlq_config *c)
 		const struct dlq_policy *p = &c->policies.items[i];
 		char keep[24] = "none";
 		if(p->dead_letter_keep != DLQ_KEEP_UNSET) snprintf(keep, sizeof(keep), "%llu", (unsigned long long)p->dead_letter_keep);
+		char ack[24] = "none";
+		if(p->ack_timeout_ms) snprintf(ack, sizeof(ack), "%llu", (unsigned long long)p->ack_timeout_ms);
 		printf("policy filter=%s\tmax_attempts=%u\tdead_letter=%s\tretry_to=%s\tretry_delay=%llu\t"
-				"retry_backoff=%.17g\tretry_max_delay=%llu\tretry_jitter=%.17g\tdead_letter_keep=%s\n",
+				"retry_backoff=%.17g\tretry_max_delay=%llu\tretry_jitter=%.17g\tdead_letter_keep=%s\tack_timeout=%s\n",
 				p->filter, p->max_attempts, p->dead_letter, p->retry_to ? p->retry_to : "delivery",
 				(unsigned long long)p->retry_delay_ms, p->retry_backoff,
-				(unsigned long long)p->retry_max_delay_ms, p->retry_jitter, keep);
+				(unsigned long long)p->retry_max_delay_ms, p->retry_jitter, keep, ack);
 	}
 }
 

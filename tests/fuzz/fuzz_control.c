@@ -13,7 +13,11 @@
  *   R <reason>             "reason" user property of the next compact NACK
  *   D <delay-ms>           "delay-ms" user property of the next compact NACK
  *   W[ <topic>]            v5 response topic of the next request ("W" alone: an empty one)
+ *   I <value>              "final" user property of the next compact NACK
+ *   V                      toggle: that client reads dlq-ids (MQTT v5)
  *   N <payload>            a compact NACK ($CONTROL/dlq/v1/nack)
+ *   K <payload>            a compact ACK ($CONTROL/dlq/v1/ack)
+ *   O <payload>            a compact progress report ($CONTROL/dlq/v1/progress)
  *   J <json>               a JSON command document ($CONTROL/dlq/v1)
  *   n / j                  the same, with the rest of the input (raw bytes,
  *                          newlines included) as the payload; ends the script
@@ -22,7 +26,7 @@
  *   F<n>                   the broker refuses the next n publishes
  *   X                      the random source fails once
  *
- * In N, n, J and j payloads "@k" (k a digit) stands for the k-th most recent
+ * In N, n, K, O, J and j payloads "@k" (k a digit) stands for the k-th most recent
  * dlq-id the engine handed out (tracked messages and retry copies), and
  * "%k" for the k-th most recent dead-letter-id (a letter the dead-letter
  * store keeps). A client whose id begins with "x" may read and write
@@ -66,6 +70,8 @@ struct run {
 	uint8_t qos;
 	char *reason;     /* owned, for the next compact NACK */
 	char *delay;      /* owned, for the next compact NACK */
+	char *final;      /* owned, for the next compact NACK */
+	bool settles;     /* the client reads dlq-ids */
 	char *response_topic; /* owned, for the next request */
 	uint64_t accepted;  /* NACKs the replies said were accepted */
 	uint64_t published; /* envelopes the fake broker took */
@@ -191,7 +197,7 @@ static int expected_responses(const char *payload, size_t len)
 	return n;
 }
 
-static void request(struct run *r, bool compact, const char *raw, size_t raw_len)
+static void request(struct run *r, enum dlq_compact compact, const char *raw, size_t raw_len)
 {
 	size_t len;
 	char *payload = substitute(r, raw, raw_len, &len);
@@ -202,8 +208,10 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 		.payload_len = len,
 		.client = r->client,
 		.client_persists = r->persists,
-		.reason = compact ? r->reason : NULL,
-		.delay_ms = compact ? r->delay : NULL,
+		.client_settles = r->settles,
+		.reason = compact == DLQ_COMPACT_NACK ? r->reason : NULL,
+		.delay_ms = compact == DLQ_COMPACT_NACK ? r->delay : NULL,
+		.final = compact == DLQ_COMPACT_NACK ? r->final : NULL,
 		/* Every reply is built, so that every one is checked. */
 		.reply_wanted = true,
 		.response_topic = r->response_topic,
@@ -280,9 +288,11 @@ static void request(struct run *r, bool compact, const char *raw, size_t raw_len
 	}
 	free(r->reason);
 	free(r->delay);
+	free(r->final);
 	free(r->response_topic);
 	r->reason = NULL;
 	r->delay = NULL;
+	r->final = NULL;
 	r->response_topic = NULL;
 }
 
@@ -392,13 +402,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			case 'W':
 				set_string(&r.response_topic, arg, arg_len);
 				break;
+			case 'I':
+				set_string(&r.final, arg, arg_len);
+				break;
+			case 'V':
+				r.settles = !r.settles;
+				break;
 			case 'N':
 			case 'J':
-				request(&r, line[0] == 'N', arg, arg_len);
+			case 'K':
+			case 'O':
+				request(&r, line[0] == 'N' ? DLQ_COMPACT_NACK : line[0] == 'K' ? DLQ_COMPACT_ACK
+						: line[0] == 'O' ? DLQ_COMPACT_PROGRESS : DLQ_COMPACT_NONE, arg, arg_len);
 				break;
 			case 'n':
 			case 'j':
-				request(&r, line[0] == 'n', s + pos, size - pos);
+				request(&r, line[0] == 'n' ? DLQ_COMPACT_NACK : DLQ_COMPACT_NONE, s + pos, size - pos);
 				pos = size;
 				break;
 			case 't':
@@ -441,6 +460,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(r.reason);
 	free(r.response_topic);
 	free(r.delay);
+	free(r.final);
 	fuzz_engine_fini(&r.d);
 	return 0;
 }

@@ -19,7 +19,7 @@ const struct dlq_option fuzz_standard_options[] = {
 	{"policy", "orders/+ max_attempts=3 dead_letter=dead/orders"},
 	{"policy", "once max_attempts=1 dead_letter=dead/once"},
 	{"policy", "slow/# max_attempts=4 dead_letter=dead/slow retry_delay=2s retry_backoff=2 retry_jitter=0.5 retry_max_delay=10s"},
-	{"policy", "fanout max_attempts=2 dead_letter=dead/fanout retry_to=retry/fanout"},
+	{"policy", "fanout max_attempts=2 dead_letter=dead/fanout retry_to=retry/fanout ack_timeout=1s"},
 	{"policy", "+/alerts/# max_attempts=2 dead_letter=dead-alerts retry_delay=0s"},
 	{"nack_window", "60s"},
 	{"max_pending_bytes", "64KiB"},
@@ -85,6 +85,15 @@ static void track(struct dlq *d, const char *topic, const char *payload, char id
 	FUZZ_CHECK(rc == 0, "dlq__track %s: %d", topic, rc);
 }
 
+static struct dlq_record *find(struct dlq *d, const char *id)
+{
+	struct dlq_id raw;
+	FUZZ_CHECK(id__decode(id, DLQ_ID_LEN, &raw), "id");
+	struct dlq_record *r = ledger__find(&d->ledger, &raw);
+	FUZZ_CHECK(r != NULL, "no record %s", id);
+	return r;
+}
+
 static void nack(struct dlq *d, const char *id, const char *client, long delay_ms)
 {
 	struct dlq_nack n = {
@@ -124,6 +133,19 @@ static void make_state(struct dlq_headers *snap, struct dlq_headers *journal)
 	nack(&d, s, "c3", -1);          /* delayed by the policy */
 	nack(&d, x, "c1", 5000);        /* delayed on request */
 	nack(&d, f, "c4", -1);          /* retry_to: an ordinary publish */
+	/* Deliveries awaiting settlement (the fanout policy has an
+	 * ack_timeout): one running, one waiting behind it, another client's. */
+	char w1[DLQ_ID_LEN + 1], w2[DLQ_ID_LEN + 1];
+	track(&d, "fanout", "awaited", w1);
+	track(&d, "fanout", "waiting", w2);
+	struct dlq_deadline *made;
+	FUZZ_CHECK(deadlines__routed(&d.deadlines, find(&d, w1), "c1", true, fake.now_ms, &made) == 0, "deadline");
+	FUZZ_CHECK(deadlines__routed(&d.deadlines, find(&d, w2), "c1", true, fake.now_ms, &made) == 0, "deadline");
+	FUZZ_CHECK(deadlines__routed(&d.deadlines, find(&d, w2), "c9", true, fake.now_ms, &made) == 0, "deadline");
+	FUZZ_CHECK(d.deadlines.count == 3 && d.deadlines.running == 2, "deadlines");
+	/* Settled: an ACK, and a NACK's after a record's clock ran out. */
+	FUZZ_CHECK(ledger__add_settler(&d.ledger, find(&d, w1), "c5", DLQ_SETTLED_ACK) == 0, "settler");
+	FUZZ_CHECK(ledger__add_settler(&d.ledger, find(&d, w1), "c6", DLQ_SETTLED_TIMEOUT) == 0, "settler");
 	char k[DLQ_ID_LEN + 1];
 	track(&d, "once", "kept", k);
 	nack(&d, k, "c6", -1);          /* a dead letter the broker took: kept in the store */
@@ -158,6 +180,12 @@ static void make_state(struct dlq_headers *snap, struct dlq_headers *journal)
 		FUZZ_CHECK(state__encode_hold(rb, "c2", journal) == 0, "hold");
 		FUZZ_CHECK(state__encode_settler(rb, "c2", DLQ_SETTLED_NACK, journal) == 0, "nacker");
 		FUZZ_CHECK(state__encode_hold(rb, "c8", journal) == 0, "hold");
+		/* A deadline started again (progress), one settled by an ACK,
+		 * and one that ran out. */
+		FUZZ_CHECK(state__encode_deadline(d.deadlines.queues[0].head, fake.now_ms + 500, fake.wall_ms + 500, journal) == 0,
+				"deadline");
+		FUZZ_CHECK(state__encode_settler(find(&d, w2), "c1", DLQ_SETTLED_ACK, journal) == 0, "settler");
+		FUZZ_CHECK(state__encode_settler(find(&d, w2), "c9", DLQ_SETTLED_TIMEOUT_DEAD, journal) == 0, "settler");
 		/* Delivery counts: for the retry copies (which keep them), set
 		 * twice (the later wins), and for an original made without
 		 * tracking (which keeps none). */

@@ -14,7 +14,8 @@
  *   1 send      client, id, content byte (the record's own or another)
  *   2 check     client, id, content byte, connection byte
  *   3 nack      client, id, flags byte (bit 0: the session persists; bit 1:
- *               a delay of the next byte's seconds)
+ *               a delay of the next byte's seconds; bit 2: an ACK instead,
+ *               bit 3: a progress report instead; bit 4: a final NACK)
  *   4 tick      (what was published is harvested: copies' ids are kept)
  *   5 connect   client, clean_start byte
  *   6 offline   client
@@ -33,8 +34,13 @@
  * send reports never exceeds its record's attempt plus the sends of it to
  * that client; the redeliveries counted never exceed the sends; every
  * diverted message made a dead letter; everything accepted (NACKs, diverted
- * messages) is published by the end or was still owed; nothing published is
- * refused by the broker (fuzz_port.c).
+ * messages, deliveries whose ack_timeout ran out) is published by the end
+ * or was still owed; nothing published is refused by the broker
+ * (fuzz_port.c). A send of a record whose policy has an ack_timeout starts
+ * its deadline as the MESSAGE_OUT adapter does; the deliveries awaiting
+ * settlement stay consistent (each of a record in the ledger, by a client
+ * that has not settled it; their gauge agreeing), and one settled by an
+ * ACK or a NACK awaits nothing.
  */
 #include <string.h>
 
@@ -227,6 +233,24 @@ static bool same_content(const struct known *k, const char *topic, const void *p
 	return k && !strcmp(k->topic, topic) && k->payload_len == len && (len == 0 || !memcmp(k->payload, payload, len));
 }
 
+/* The deliveries awaiting settlement, consistent (deadlines.h). */
+static void check_deadlines(const struct dlq *d)
+{
+	const struct dlq_deadlines *ds = &d->deadlines;
+	size_t n = 0;
+	for(size_t k = 0; ds->table && k < ds->table_size; k++){
+		for(const struct dlq_deadline *e = ds->table[k]; e; e = e->hnext){
+			FUZZ_CHECK(ledger__find(&d->ledger, &e->record->id) == e->record, "a deadline's record is not in the ledger");
+			FUZZ_CHECK(!ledger__has_settler(e->record, e->client->id), "a settled delivery awaits settlement");
+			FUZZ_CHECK(e->queue != NULL, "2.1: a delivery awaits settlement without a clock");
+			n++;
+		}
+	}
+	FUZZ_CHECK(n == ds->count && ds->running == n, "%zu deliveries counted of %zu", n, ds->count);
+	FUZZ_CHECK(d->gauges.total.awaiting == n, "awaiting gauge %llu, deliveries %zu",
+			(unsigned long long)d->gauges.total.awaiting, n);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_input in = {data, size, 0};
@@ -275,6 +299,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			const struct dlq_record *rec = redelivery__record_by_id(&r.d.ledger, id, id_len, topic, payload, len);
 			unsigned base = rec ? record__attempt(rec) : 0;
 			dlq__sent(&r.d, client, 0, id, id_len, topic, payload, len, &s);
+			/* As the adapter does, for a receiver with MQTT 5. */
+			if(s.attempt && s.policy->ack_timeout_ms) dlq__deadline_sent(&r.d, &s, client, true);
 			TRACE("send to \"%.20s\" %.*s on %s (%u bytes): attempt %u\n", client, (int)(id_len > 20 ? 20 : id_len), id,
 					topic, len, s.attempt);
 			r.sent_calls++;
@@ -326,9 +352,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			const char *client = ci >= 0 ? clients[ci] : owned;
 			id = pick_id(&r, &in, &id_len, &k);
 			uint8_t flags = fuzz_input_byte(&in);
+			if(flags & 12){
+				struct dlq_settle st = {
+					.kind = flags & 4 ? DLQ_SETTLE_ACK : DLQ_SETTLE_PROGRESS, .id = id, .id_len = id_len, .client = client,
+				};
+				struct dlq_nack_result res;
+				dlq__settle(&r.d, &st, &res);
+				TRACE("%s \"%.20s\" %.*s: %s\n", flags & 4 ? "ack" : "progress", client, (int)(id_len > 20 ? 20 : id_len),
+						id, dlq__nack_status_text(res.status));
+				FUZZ_CHECK(res.status != DLQ_NACK_RETRIED && res.status != DLQ_NACK_DEAD_LETTERED, "a settlement made a copy");
+				if(res.status == DLQ_NACK_ACKED || res.status == DLQ_NACK_EXTENDED){
+					FUZZ_CHECK(k != NULL || (id_len == DLQ_ID_LEN && fuzz_known_id(&r.d, id)),
+							"a settlement of a forged id accepted");
+				}
+				if(res.status == DLQ_NACK_ACKED){
+					struct dlq_id raw;
+					FUZZ_CHECK(id__decode(id, id_len, &raw), "an ACK of a malformed id");
+					const struct dlq_record *rec = ledger__find(&r.d.ledger, &raw);
+					FUZZ_CHECK(rec && deadlines__find(&r.d.deadlines, rec, client) == NULL, "an ACKed delivery awaits settlement");
+				}
+				FUZZ_CHECK(fake.publish_count == 0, "a settlement published");
+				break;
+			}
 			struct dlq_nack n = {
 				.id = id, .id_len = id_len, .reason = "fuzz", .client = client,
 				.client_persists = flags & 1,
+				.client_settles = true,
+				.final = flags & 16,
 				.delay_requested = flags & 2,
 				.delay_ms = (flags & 2) ? (uint64_t)fuzz_input_byte(&in) * 1000u : 0,
 			};
@@ -392,16 +442,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		free(owned);
 		free(id);
+		check_deadlines(&r.d);
 	}
 
 	harvest(&r);
 	r.published += fuzz_flush(&r.d);
 	FUZZ_CHECK(fuzz_owed_count(&r.d) == 0, "%zu envelopes still owed after a flush", fuzz_owed_count(&r.d));
-	/* Each accepted NACK made one envelope, each diverted message one dead
-	 * letter; a client that left may add dead letters of its copies. */
-	FUZZ_CHECK(r.published >= r.accepted + dlq__totals(&r.d)->diverted, "%llu published, %llu NACKs and %llu diverted",
-			(unsigned long long)r.published, (unsigned long long)r.accepted,
-			(unsigned long long)dlq__totals(&r.d)->diverted);
+	/* Each accepted NACK made one envelope, each diverted message and each
+	 * delivery whose ack_timeout ran out one; a client that left may add
+	 * dead letters of its copies. */
+	const struct dlq_counters *t = dlq__totals(&r.d);
+	FUZZ_CHECK(r.published >= r.accepted + t->diverted + t->ack_timeouts,
+			"%llu published, %llu NACKs, %llu diverted, %llu timed out", (unsigned long long)r.published,
+			(unsigned long long)r.accepted, (unsigned long long)t->diverted, (unsigned long long)t->ack_timeouts);
 	dlq__cleanup(&r.d);
 	for(size_t i = 0; i < r.n; i++) forget_known(&r.ring[i]);
 	fake_reset();

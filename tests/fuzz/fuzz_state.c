@@ -53,6 +53,9 @@ static void check_round_trip(struct dlq *d)
 			"round trip: %zu owed %zu delayed, before %zu owed %zu delayed", e.outbox.owed.count, e.delayed.count,
 			d->outbox.owed.count, d->delayed.count);
 	FUZZ_CHECK(e.next_seq == d->next_seq || (FUZZ_KNOWN_SEQ_WRAPS && has_seq_max(d)), "round trip: next_seq");
+	FUZZ_CHECK(e.deadlines.count == d->deadlines.count && e.deadlines.running == d->deadlines.running,
+			"round trip: %zu deliveries awaiting settlement (%zu running), before %zu (%zu)", e.deadlines.count,
+			e.deadlines.running, d->deadlines.count, d->deadlines.running);
 	dlq__cleanup(&e);
 	fuzz_port_clear();
 	headers__free(&buf);
@@ -114,8 +117,40 @@ static bool restored_invalid(const struct dlq *d)
 	return false;
 }
 
+/* The deliveries awaiting settlement, as deadlines.h says they are: each
+ * of a record in the ledger whose policy has an ack_timeout, by a client
+ * that has not settled it, flagged; each queue in the order its clocks run
+ * out; the gauge agreeing. */
+static void check_deadlines(const struct dlq *d)
+{
+	const struct dlq_deadlines *ds = &d->deadlines;
+	size_t n = 0, running = 0;
+	for(size_t k = 0; ds->table && k < ds->table_size; k++){
+		for(const struct dlq_deadline *e = ds->table[k]; e; e = e->hnext){
+			FUZZ_CHECK(ledger__find(&d->ledger, &e->record->id) == e->record, "a deadline's record is not in the ledger");
+			FUZZ_CHECK(e->record->policy->ack_timeout_ms > 0, "a deadline of a policy without ack_timeout");
+			FUZZ_CHECK(deadlines__of(e->record), "a record with a deadline is not flagged");
+			FUZZ_CHECK(!ledger__has_settler(e->record, e->client->id), "a settled delivery awaits settlement");
+			n++;
+			running += e->queue != NULL;
+		}
+	}
+	FUZZ_CHECK(n == ds->count && running == ds->running, "deadlines: %zu counted of %zu, %zu running of %zu", n,
+			ds->count, running, ds->running);
+	for(size_t i = 0; i < ds->queue_count; i++){
+		for(const struct dlq_deadline *e = ds->queues[i].head; e && e->qnext; e = e->qnext){
+			FUZZ_CHECK(e->due_ms <= e->qnext->due_ms, "a queue of clocks is out of order");
+		}
+	}
+	FUZZ_CHECK(d->gauges.total.awaiting == ds->count, "awaiting gauge %llu, deliveries %zu",
+			(unsigned long long)d->gauges.total.awaiting, ds->count);
+}
+
 void fuzz_state_exercise(struct dlq *d, const struct state_report *rep, size_t envelopes_before)
 {
+	/* As dlq__init does after a restore. */
+	deadlines__restored(&d->deadlines);
+	check_deadlines(d);
 	FUZZ_CHECK(ledger_length(d) == d->ledger.count, "ledger count");
 	FUZZ_CHECK(rep->records <= d->ledger.count, "report: %zu records, ledger %zu", rep->records, d->ledger.count);
 	FUZZ_CHECK(fuzz_owed_count(d) <= envelopes_before + rep->envelopes, "more envelopes than restored");

@@ -240,6 +240,32 @@ static void sends_seeds(const char *dir)
 	sd_nack(&s, 3, 0, 0);
 	b(&s, 4);
 	put_script(dir, "sends", "forged-and-odd", &s);
+
+	/* Deadlines (fanout has an ack_timeout of 1 s): a delivery ACKed, one
+	 * that reports progress and then runs out into a retry copy (to
+	 * retry/fanout), its late ACK, a final NACK, an ACK of a forged id. */
+	s.len = 0;
+	sd_track(&s, 3, 1, 1);                      /* fanout "poison" */
+	sd_track(&s, 3, 3, 1);                      /* fanout "x", the newest */
+	sd_send(&s, 0, 0, 0);
+	sd_send(&s, 1, 1, 0);
+	sd_nack(&s, 0, 0, 4);                       /* w1 ACKs "x" */
+	b(&s, 9); b(&s, 6);                         /* +0.6 s */
+	sd_nack(&s, 1, 1, 8);                       /* w2 reports progress on "poison" */
+	b(&s, 9); b(&s, 6);
+	b(&s, 4);                                   /* not yet */
+	b(&s, 9); b(&s, 6);
+	b(&s, 4);                                   /* ran out: a copy to retry/fanout */
+	sd_nack(&s, 1, 1, 4);                       /* its late ACK: timed out */
+	sd_track(&s, 3, 3, 0);
+	sd_send(&s, 0, 0, 0);
+	sd_nack(&s, 0, 0, 16);                      /* a final NACK */
+	sd_op(&s, 3, 0); b(&s, 201);                /* an ACK of a forged id */
+	for(int i = 0; i < 16; i++) b(&s, 'C');
+	b(&s, 4);
+	b(&s, 9); b(&s, 63);
+	b(&s, 4);
+	put_script(dir, "sends", "deadlines", &s);
 }
 
 /* fuzz_packet_size.c: 12-byte records. */
