@@ -7,12 +7,13 @@
 // (DLQ_C_WORKER, logged in) fails the odd numbers of 1..6, so three dead
 // letters are kept before the page opens; Debian's chromium (CHROMIUM),
 // headless, driven by puppeteer-core, logs in with the keyboard and the
-// test reads the page as an operator would: the policy, the counters, the
-// letters with their reasons and payloads, a redrive the worker receives
-// again, a delete behind its confirmation, and the errors said in words
-// (a wrong password, a broker without the plugin, no broker at all), with
-// the basics of accessibility. Screenshots go to DLQ_SCREENSHOTS, each
-// path printed ("screenshot: …").
+// test reads the page as an operator would: the policies with their
+// ack_timeout, the counters, the letters with their reasons and payloads,
+// a redrive the worker receives again, a delete behind its confirmation,
+// an ACK, a final NACK and an ack timeout on a second policy, and the
+// errors said in words (a wrong password, a broker without the plugin, no
+// broker at all), with the basics of accessibility. Screenshots go to
+// DLQ_SCREENSHOTS, each path printed ("screenshot: …").
 'use strict';
 
 const fs = require('fs');
@@ -38,6 +39,14 @@ const SHOTS = process.env.DLQ_SCREENSHOTS || path.join(os.tmpdir(), 'dlq-console
 
 const USERS = { operator: 'op-secret-1', worker: 'wk-secret-2', publisher: 'pub-secret-3' };
 const REASON = 'odd numbers are not accepted';
+// The numbers policy's deadline: far longer than the test, so the worker,
+// which processes the even numbers without an ACK, never runs out of it
+// (they stay awaiting ACK). The slow/# policy's: short, for one ack
+// timeout, yet long enough for the sleeper's ACK and NACK to come first.
+const NUMBERS_ACK_TIMEOUT = '1h';
+const SLOW_ACK_TIMEOUT = `${Math.ceil(2 * SLOW)}s`;
+const SLEEPER = 'console-test-sleeper';
+const FINAL_REASON = 'this one can never succeed';
 
 function assert(cond, what) {
   if (!cond) throw new Error(what);
@@ -141,7 +150,13 @@ class Broker {
     else lines.push(`http_dir ${WWW}`);
     if (this.withPlugin) {
       lines.push(`plugin ${PLUGIN}`,
-        'plugin_opt_policy numbers max_attempts=3 dead_letter=dead/numbers',
+        `plugin_opt_policy numbers max_attempts=3 dead_letter=dead/numbers ack_timeout=${NUMBERS_ACK_TIMEOUT}`,
+        `plugin_opt_policy slow/# max_attempts=1 dead_letter=dead/slow ack_timeout=${SLOW_ACK_TIMEOUT}`,
+        // Mosquitto 2.0 runs an ack_timeout only with redelivery tracking
+        // (2.1 accepts it and only observes); allow, since this broker has
+        // no ACL source (a password file authenticates, no acl_file and no
+        // other plugin).
+        'plugin_opt_redelivery_tracking allow',
         // 2.0.21 exports no mosquitto_acl_check: the store's commands are
         // then for whoever may publish to $CONTROL/dlq/v1 (here: every
         // user of the password file; there is no acl_file).
@@ -179,10 +194,11 @@ class Broker {
   }
 }
 
-// An MQTT v5 client in node, logged in as user (of USERS).
-async function mqttClient(port, user) {
+// An MQTT v5 client in node, logged in as user (of USERS); opts adds to
+// MQTT.js's options (a clientId).
+async function mqttClient(port, user, opts = {}) {
   const c = mqtt.connect(`mqtt://127.0.0.1:${port}`, {
-    protocolVersion: 5, username: user, password: USERS[user], reconnectPeriod: 0, connectTimeout: 10000,
+    protocolVersion: 5, username: user, password: USERS[user], reconnectPeriod: 0, connectTimeout: 10000, ...opts,
   });
   await new Promise((resolve, reject) => { c.once('connect', resolve); c.once('error', reject); });
   return c;
@@ -217,9 +233,13 @@ async function controlClient(port) {
   };
 }
 
-function policyStatus(status) {
-  return (status.policies || []).find((p) => p.filter === 'numbers') || {};
+function policyStatus(status, filter = 'numbers') {
+  return (status.policies || []).find((p) => p.filter === filter) || {};
 }
+
+// The counters the policies' table shows, by their getStatus names.
+const COUNTERS = ['tracked', 'acks', 'nacks', 'finalNacks', 'ackTimeouts', 'awaitingAck', 'retryCopies', 'delayed',
+  'deadLetters', 'keptDeadLetters', 'subscribersWithoutNack'];
 
 class Worker {
   constructor(port) {
@@ -249,7 +269,20 @@ async function shot(page, name) {
 
 const text = (page, sel) => page.$eval(sel, (e) => e.textContent);
 const visible = (page, sel) => page.$eval(sel, (e) => !e.closest('[hidden]') && e.getClientRects().length > 0);
-const counter = (page, name) => page.$eval(`#policies tr[data-filter="numbers"] td[data-counter="${name}"]`, (e) => e.textContent);
+const counter = (page, name, filter = 'numbers') => page.$eval(`#policies tr[data-filter="${filter}"] td[data-counter="${name}"]`, (e) => e.textContent);
+const cells = (page, filter) => page.$$eval(`#policies tr[data-filter="${filter}"] > *`, (c) => c.map((e) => e.textContent));
+
+// Whether the policy's row shows every counter as the plugin's getStatus
+// has it now: null when it does, else what differs.
+async function rowDiffers(page, control, filter) {
+  const s = policyStatus(await control.run({ command: 'getStatus' }), filter);
+  const off = [];
+  for (const k of COUNTERS) {
+    const shown = await counter(page, k, filter);
+    if (shown !== String(s[k])) off.push(`${k}: the page shows ${shown}, the plugin ${s[k]}`);
+  }
+  return off.length ? off.join('; ') : null;
+}
 
 // Names of the controls without an accessible name (a label, aria-label,
 // aria-labelledby or their own text).
@@ -315,13 +348,14 @@ async function main() {
 
   const broker = new Broker(dir, 'broker', true, v21);
   const bare = new Broker(dir, 'bare', false, v21);
-  let worker, control, browser, page, publisher;
+  let worker, control, browser, page, publisher, sleeper;
   const errors = [];
   const cleanup = async () => {
     if (browser) await browser.close().catch(() => {});
     if (worker) worker.stop();
     if (control) control.end();
     if (publisher) publisher.end(true);
+    if (sleeper) sleeper.end(true);
     await broker.stop();
     await bare.stop();
   };
@@ -417,23 +451,41 @@ async function main() {
     await shot(page, '02-wrong-password.png');
   });
 
-  t.step('the right password by keyboard: the policy and its counters (3 dead letters), as the plugin reports them', async () => {
+  t.step('the right password by keyboard: the policies with their ack_timeout, and the counters (3 dead letters) as the plugin reports them', async () => {
     await page.click('#password', { clickCount: 3 });
     await page.keyboard.press('Backspace');
     await page.keyboard.type(USERS.operator);
     await page.keyboard.press('Enter');
     await waitFor('the console', () => visible(page, '#policies tr[data-filter="numbers"]'));
     assert((await text(page, '#alert')) === '', `an error after logging in: ${await text(page, '#alert')}`);
-    const row = await page.$$eval('#policies tr[data-filter="numbers"] > *', (c) => c.map((e) => e.textContent));
-    assert(row[0] === 'numbers' && row[1] === '3' && row[2] === 'dead/numbers', `policy row: ${row.join(' | ')}`);
+    const row = await cells(page, 'numbers');
+    assert(row[0] === 'numbers' && row[1] === '3' && row[2] === 'dead/numbers' && row[4] === NUMBERS_ACK_TIMEOUT, `policy row: ${row.join(' | ')}`);
+    const slow = await cells(page, 'slow/#');
+    assert(slow[0] === 'slow/#' && slow[1] === '1' && slow[2] === 'dead/slow' && slow[4] === SLOW_ACK_TIMEOUT, `slow/# row: ${slow.join(' | ')}`);
+    const listed = (await control.run({ command: 'listPolicies' })).policies;
+    assert(JSON.stringify(listed.map((p) => p.ackTimeout)) === JSON.stringify([NUMBERS_ACK_TIMEOUT, SLOW_ACK_TIMEOUT]),
+      `listPolicies: ${JSON.stringify(listed)}`);
+    assert((await page.$eval('#policies tr[data-filter="numbers"] [data-field="ackTimeout"]', (e) => e.textContent)) === NUMBERS_ACK_TIMEOUT,
+      'the ack timeout cell');
     await waitFor('3 dead letters in the counters', async () => (await counter(page, 'deadLetters')) === '3');
-    for (const k of ['tracked', 'nacks', 'retryCopies', 'delayed', 'keptDeadLetters', 'subscribersWithoutNack']) {
+    for (const k of COUNTERS) {
       const shown = await counter(page, k);
       assert(shown === String(expected[k]), `${k}: the page shows ${shown}, the plugin ${expected[k]}`);
     }
     assert((await counter(page, 'keptDeadLetters')) === '3', 'not 3 kept');
     assert(expected.nacks === 9 && expected.retryCopies === 6, `the plugin counted ${expected.nacks} NACKs, ${expected.retryCopies} retry copies`);
-    assert((await page.$$('#charts svg polyline')).length === 2, 'no chart lines for the policy');
+    // The worker settles nothing but by NACKs, and 1h runs out of nothing.
+    assert(expected.acks === 0 && expected.ackTimeouts === 0 && expected.finalNacks === 0,
+      `the plugin counted ${expected.acks} ACKs, ${expected.ackTimeouts} ack timeouts, ${expected.finalNacks} final NACKs`);
+    await waitFor('the slow/# policy\'s counters as the plugin has them', async () => !(await rowDiffers(page, control, 'slow/#')));
+    for (const k of COUNTERS) assert((await counter(page, k, 'slow/#')) === '0', `slow/# ${k}: ${await counter(page, k, 'slow/#')}`);
+    const lines = await page.$$eval('#charts svg', (svgs) => svgs.map((svg) => [...svg.querySelectorAll('polyline')].map((l) => l.getAttribute('class'))));
+    assert(JSON.stringify(lines) === JSON.stringify([0, 1].map(() => ['series-nacks', 'series-deadLetters', 'series-ackTimeouts'])),
+      `chart lines: ${JSON.stringify(lines)}`);
+    const key = await page.$$eval('#chart-legend > span', (s) => s.map((e) => e.textContent));
+    assert(JSON.stringify(key) === JSON.stringify(['NACKs', 'dead letters', 'ack timeouts']), `the chart's key: ${key.join(', ')}`);
+    assert((await text(page, '#charts-title')) === 'NACKs, dead letters and ack timeouts per minute, last hour', `heading: ${await text(page, '#charts-title')}`);
+    assert((await text(page, '#updated')).includes('; 0 ACKs, 0 ack timeouts, 0 final NACKs, '), `totals: ${await text(page, '#updated')}`);
   });
 
   t.step('the three dead letters, made before the page opened: topics, reasons, retry counts, payloads and properties', async () => {
@@ -504,7 +556,10 @@ async function main() {
       return r.length === 3 && !r.includes(ids['3']);
     });
     assert(worker.failures(3) === before + 3, `the worker failed 3 ${worker.failures(3) - before} more times, not 3`);
-    await waitFor('the chart to count them', async () => (await text(page, '#chart-words-0')).includes('last hour: 3 NACKs, 1 dead letter.'));
+    await waitFor('the chart to count them', async () => (await text(page, '#chart-words-0')).includes('last hour: 3 NACKs, 1 dead letter, 0 ack timeouts.'));
+    const name = await page.$eval('#chart-0', (e) => e.getAttribute('aria-label'));
+    assert(name.startsWith('NACKs, dead letters and ack timeouts per minute for numbers, last hour. ') &&
+      name.endsWith('last hour: 3 NACKs, 1 dead letter, 0 ack timeouts.'), `the chart's accessible name: ${name}`);
     const s = policyStatus(await control.run({ command: 'getStatus' }));
     assert(s.redriven === 1 && s.keptDeadLetters === 3, `plugin: redriven ${s.redriven}, kept ${s.keptDeadLetters}`);
     await shot(page, '06-after-redrive.png');
@@ -529,12 +584,65 @@ async function main() {
     assert(left.length === 2 && !left.includes(victim), `the store holds ${left.join(', ')}`);
   });
 
+  t.step('slow/#: an ACK, a final NACK and a delivery nobody settles in time, counted in the row, the chart and the totals', async () => {
+    // A subscriber that ACKs slow/ack-me, NACKs slow/give-up as final, and
+    // leaves slow/ignore-me: its ack_timeout runs out, the one attempt
+    // max_attempts=1 allows, and it is dead-lettered.
+    sleeper = await mqttClient(broker.mqttPort, 'worker', { clientId: SLEEPER });
+    const got = [];
+    sleeper.on('message', (topic, payload, packet) => {
+      const props = (packet.properties && packet.properties.userProperties) || {};
+      const id = [].concat(props['dlq-id'] || [])[0];
+      got.push(topic);
+      if (!id) return;
+      if (topic === 'slow/ack-me') sleeper.publish('$CONTROL/dlq/v1/ack', id, { qos: 1 });
+      if (topic === 'slow/give-up') {
+        sleeper.publish('$CONTROL/dlq/v1/nack', id, { qos: 1, properties: { userProperties: { reason: FINAL_REASON, final: 'true' } } });
+      }
+    });
+    await sleeper.subscribeAsync('slow/#', { qos: 1 });
+    for (const topic of ['slow/ack-me', 'slow/give-up', 'slow/ignore-me']) await publisher.publishAsync(topic, topic.slice(5), { qos: 1 });
+    let s;
+    await waitFor('the plugin to count an ACK, a final NACK and an ack timeout', async () => {
+      s = policyStatus(await control.run({ command: 'getStatus' }), 'slow/#');
+      return s.acks === 1 && s.finalNacks === 1 && s.ackTimeouts === 1 && s.deadLetters === 2 && s.awaitingAck === 0;
+    });
+    assert(s.nacks === 1 && s.retryCopies === 0, `slow/#: ${s.nacks} NACKs, ${s.retryCopies} retry copies`);
+    assert(JSON.stringify(got) === JSON.stringify(['slow/ack-me', 'slow/give-up', 'slow/ignore-me']), `the sleeper got ${got.join(', ')}`);
+    await waitFor('the row to show the ack timeout', async () => (await counter(page, 'ackTimeouts', 'slow/#')) === '1');
+    await waitFor('the slow/# row as the plugin has it', async () => !(await rowDiffers(page, control, 'slow/#')));
+    for (const [k, v] of [['acks', '1'], ['nacks', '1'], ['finalNacks', '1'], ['ackTimeouts', '1'], ['awaitingAck', '0'], ['deadLetters', '2']]) {
+      assert((await counter(page, k, 'slow/#')) === v, `slow/# ${k}: the page shows ${await counter(page, k, 'slow/#')}, not ${v}`);
+    }
+    assert(!(await rowDiffers(page, control, 'numbers')), `numbers: ${await rowDiffers(page, control, 'numbers')}`);
+    await waitFor('the chart to count them', async () => (await text(page, '#chart-words-1')).includes('last hour: 1 NACK, 2 dead letters, 1 ack timeout.'));
+    const name = await page.$eval('#chart-1', (e) => e.getAttribute('aria-label'));
+    assert(name.startsWith('NACKs, dead letters and ack timeouts per minute for slow/#, last hour. '), `the chart's accessible name: ${name}`);
+    const totals = (await control.run({ command: 'getStatus' })).totals;
+    await waitFor('the totals', async () => (await text(page, '#updated')).includes(
+      `; ${totals.acks} ACK${totals.acks === 1 ? '' : 's'}, 1 ack timeout, 1 final NACK, ${totals.awaitingAck} awaiting ACK now.`));
+    // The two dead letters, newest first: the reasons the plugin gave.
+    await waitFor('4 rows', async () => (await page.$$('#letters tbody tr.letter')).length === 4);
+    const rows = await page.$$eval('#letters tbody tr.letter', (trs) => trs.slice(0, 2).map((tr) => [...tr.cells].slice(2, 7).map((c) => c.textContent)));
+    const late = `subscriber "${SLEEPER}" did not acknowledge it within ${SLOW_ACK_TIMEOUT}`;
+    const listed = (await control.run({ command: 'listDeadLetters', order: 'newest', filter: 'slow/#' })).letters;
+    const want = [['slow/ignore-me', late], ['slow/give-up', FINAL_REASON]].map(([topic, reason], i) =>
+      ['dead/slow', topic, reason, String(listed[i] && listed[i].retryCount), SLEEPER]);
+    assert(JSON.stringify(rows) === JSON.stringify(want), `the newest rows: ${JSON.stringify(rows)}, not ${JSON.stringify(want)}`);
+    const c = await lowContrast(page);
+    assert(c.out.length === 0, `contrast: ${c.out.join('; ')}`);
+    // Seventeen columns, yet no sideways scrolling at 1280 px.
+    const wider = await page.evaluate(() => [document.documentElement.scrollWidth, document.getElementById('policies').offsetWidth, window.innerWidth]);
+    assert(wider[0] <= wider[2] && wider[1] <= wider[2], `the page is ${wider[0]} px wide, the policies ${wider[1]} px, the window ${wider[2]} px`);
+    await shot(page, '07-ack-timeout.png');
+  });
+
   t.step('a broker without the plugin: the page says so', async () => {
     await bare.start();
     const p2 = await logInOnNewPage(bare.pageUrl(), (url) => url !== '');
     await waitFor('the error', async () => (await text(p2, '#alert')).includes('is the plugin loaded in this broker?'));
     assert(!(await visible(p2, '#console')), 'the console is shown without the plugin');
-    await shot(p2, '07-no-plugin.png');
+    await shot(p2, '08-no-plugin.png');
     await p2.close();
   });
 
@@ -542,7 +650,7 @@ async function main() {
     const closed = await freePort();
     const p3 = await logInOnNewPage(broker.pageUrl(`?broker=ws://127.0.0.1:${closed}/`), (url) => url.includes(String(closed)));
     await waitFor('the error', async () => (await text(p3, '#alert')).includes(`Cannot reach the broker at ws://127.0.0.1:${closed}/`));
-    await shot(p3, '08-unreachable.png');
+    await shot(p3, '09-unreachable.png');
     // An address that is not MQTT over WebSockets is refused before any
     // connection, with what to write instead.
     await p3.$eval('#broker-url', (e, u) => { e.value = u; }, `http://127.0.0.1:${closed}/`);

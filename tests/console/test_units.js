@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 //
 // The console's broker-independent parts in node, without a browser:
-// format.js (sizes, payload as text or hex, properties, login errors),
-// rates.js (per-minute growth from successive getStatus replies, resets,
-// the hour's window), chart.js's words, and letters.js's paging.
+// format.js (sizes, counters, ack_timeout, the totals, payload as text or
+// hex, properties, login errors), rates.js (per-minute growth of NACKs,
+// dead letters and ack timeouts from successive getStatus replies, resets,
+// the hour's window), chart.js's words and key, and letters.js's paging.
 'use strict';
 
 const path = require('path');
@@ -21,7 +22,7 @@ function eq(got, want, what) {
 
 const t = new Steps('console-units');
 const MIN = 60000;
-const status = (nacks, deadLetters) => ({ policies: [{ filter: 'a/#', nacks, deadLetters }] });
+const status = (nacks, deadLetters, ackTimeouts = 0) => ({ policies: [{ filter: 'a/#', nacks, deadLetters, ackTimeouts }] });
 
 t.step('format: sizes and the hex of a payload that is not UTF-8', () => {
   eq([format.bytes(0), format.bytes(1023), format.bytes(1536), format.bytes(3 * 1024 * 1024)], ['0 B', '1023 B', '1.5 KiB', '3.0 MiB'], 'bytes');
@@ -33,6 +34,23 @@ t.step('format: sizes and the hex of a payload that is not UTF-8', () => {
   eq(format.payloadView({ payload: '', payloadEncoding: 'utf-8', payloadBytes: 0 }).text, '(empty)', 'empty');
   const cut = format.payloadView({ payload: 'ab', payloadEncoding: 'utf-8', payloadBytes: 70000, payloadTruncated: true });
   if (!cut.note.includes('cut')) throw new Error(`a truncated payload is not said to be: ${cut.note}`);
+});
+
+t.step('format: a counter, a policy\'s ack_timeout, and the totals of all policies in words', () => {
+  eq([format.counter(0), format.counter(12), format.counter(undefined), format.counter(null)], ['0', '12', '—', '—'], 'counters');
+  eq(format.ackTimeout({ filter: 'a/#', ackTimeoutMs: 30000, ackTimeout: '30s' }), '30s', 'as configured');
+  eq(format.ackTimeout({ filter: 'a/#', ackTimeoutMs: 1500, ackTimeout: '1500ms' }), '1500ms', 'in ms');
+  eq(format.ackTimeout({ filter: 'a/#', ackTimeoutMs: 2000 }), '2000ms', 'the ms alone');
+  eq([format.ackTimeout({ filter: 'a/#', maxAttempts: 3 }), format.ackTimeout(undefined)], ['none', 'none'], 'none');
+  eq(format.totals({ deadLetters: 4, keptDeadLetters: 3, keptDeadLetterBytes: 1229, redriven: 1, pending: 0,
+    acks: 2, ackTimeouts: 1, finalNacks: 0, awaitingAck: 3 }),
+  'All policies: 4 dead letters, 3 kept (1.2 KiB), 1 redriven, 0 pending; 2 ACKs, 1 ack timeout, 0 final NACKs, 3 awaiting ACK now.', 'totals');
+  eq(format.totals({ deadLetters: 1, keptDeadLetters: 1, keptDeadLetterBytes: 10, redriven: 0, pending: 2,
+    acks: 1, ackTimeouts: 2, finalNacks: 1, awaitingAck: 0 }),
+  'All policies: 1 dead letter, 1 kept (10 B), 0 redriven, 2 pending; 1 ACK, 2 ack timeouts, 1 final NACK, 0 awaiting ACK now.', 'one of each');
+  // A plugin older than the page: dashes, not "undefined".
+  eq(format.totals({ deadLetters: 0, keptDeadLetters: 0, keptDeadLetterBytes: 0, redriven: 0, pending: 0 }),
+    'All policies: 0 dead letters, 0 kept (0 B), 0 redriven, 0 pending; — ACKs, — ack timeouts, — final NACKs, — awaiting ACK now.', 'older plugin');
 });
 
 t.step('format: properties as name and value', () => {
@@ -60,15 +78,39 @@ t.step('format: a broker address that is not ws:// or wss:// is said to be wrong
 t.step('rates: growth per minute; the first reply is the base; a reset starts again from 0', () => {
   const r = new Rates(60);
   const t0 = 1000 * MIN;
-  r.add(status(10, 2), t0);           // the base: not drawn
-  r.add(status(13, 2), t0 + 1000);    // +3 NACKs in minute 0
-  r.add(status(14, 3), t0 + MIN);     // +1, +1 in minute 1
-  r.add(status(2, 1), t0 + MIN + 5);  // reset: +2, +1
+  r.add(status(10, 2, 5), t0);          // the base: not drawn
+  r.add(status(13, 2, 6), t0 + 1000);   // +3 NACKs, +1 ack timeout in minute 0
+  r.add(status(14, 3, 6), t0 + MIN);    // +1, +1, +0 in minute 1
+  r.add(status(2, 1, 1), t0 + MIN + 5); // reset: +2, +1, +1
   const s = r.series('a/#', t0 + MIN + 10);
   eq(s.length, 60, 'an hour of minutes');
-  eq(s.slice(-2).map((m) => [m.nacks, m.deadLetters]), [[3, 0], [3, 2]], 'last two minutes');
-  eq(s.slice(0, -2).every((m) => m.nacks === 0 && m.deadLetters === 0), true, 'older minutes');
-  eq(chart.summary(s), 'This minute: 3 NACKs, 2 dead letters; last hour: 6 NACKs, 2 dead letters.', 'words');
+  eq(s.slice(-2).map((m) => [m.nacks, m.deadLetters, m.ackTimeouts]), [[3, 0, 1], [3, 2, 1]], 'last two minutes');
+  eq(s.slice(0, -2).every((m) => m.nacks === 0 && m.deadLetters === 0 && m.ackTimeouts === 0), true, 'older minutes');
+  eq(chart.summary(s), 'This minute: 3 NACKs, 2 dead letters, 1 ack timeout; last hour: 6 NACKs, 2 dead letters, 2 ack timeouts.', 'words');
+});
+
+t.step('rates: a reply without ackTimeouts (a plugin older than the page) counts none', () => {
+  const r = new Rates(60);
+  const t0 = 3000 * MIN;
+  const old = (nacks, deadLetters) => ({ policies: [{ filter: 'a/#', nacks, deadLetters }] });
+  r.add(old(0, 0), t0);
+  r.add(old(4, 1), t0 + 1);
+  const last = r.series('a/#', t0 + 2).pop();
+  eq([last.nacks, last.deadLetters, last.ackTimeouts], [4, 1, 0], 'this minute');
+  eq(chart.summary(r.series('a/#', t0 + 2)), 'This minute: 4 NACKs, 1 dead letter, 0 ack timeouts; last hour: 4 NACKs, 1 dead letter, 0 ack timeouts.', 'words');
+});
+
+t.step('chart: the lines are rates.js\'s series; the key, the heading and the accessible name say all three', () => {
+  eq(chart.LINES.map((l) => l.key), Rates.SERIES, 'the lines drawn are the series counted');
+  eq(chart.LINES.map((l) => l.label), ['NACKs', 'dead letters', 'ack timeouts'], 'the key');
+  eq(new Set(chart.LINES.map((l) => l.style)).size, chart.LINES.length, 'each line its own dashes');
+  eq(new Set(chart.LINES.map((l) => l.color)).size, chart.LINES.length, 'each line its own colour');
+  eq(chart.title(), 'NACKs, dead letters and ack timeouts per minute, last hour', 'heading');
+  const s = Array.from({ length: 60 }, (_, i) => ({ minute: i, nacks: i === 58 ? 3 : 0, deadLetters: i === 59 ? 1 : 0, ackTimeouts: i === 59 ? 2 : 0 }));
+  eq(chart.label('jobs/#', chart.summary(s)),
+    'NACKs, dead letters and ack timeouts per minute for jobs/#, last hour. ' +
+    'This minute: 0 NACKs, 1 dead letter, 2 ack timeouts; last hour: 3 NACKs, 1 dead letter, 2 ack timeouts.', 'accessible name');
+  eq(chart.summary([]), 'This minute: 0 NACKs, 0 dead letters, 0 ack timeouts; last hour: 0 NACKs, 0 dead letters, 0 ack timeouts.', 'no minutes');
 });
 
 t.step('rates: minutes older than the hour are dropped', () => {

@@ -13,8 +13,8 @@
 	const $ = (id) => document.getElementById(id);
 	const cell = D.letters.cell;
 	/* A policy's getStatus counters, in the columns' order. */
-	const COUNTERS = ['tracked', 'nacks', 'retryCopies', 'delayed', 'deadLetters', 'keptDeadLetters',
-		'keptDeadLetterBytes', 'subscribersWithoutNack'];
+	const COUNTERS = ['tracked', 'acks', 'nacks', 'finalNacks', 'ackTimeouts', 'awaitingAck', 'retryCopies', 'delayed',
+		'deadLetters', 'keptDeadLetters', 'keptDeadLetterBytes', 'subscribersWithoutNack'];
 
 	const state = {
 		control: null,
@@ -156,8 +156,11 @@
 			tr.appendChild(cell(String(p.maxAttempts), 'num'));
 			tr.appendChild(cell(p.deadLetter));
 			tr.appendChild(cell(p.retryTo === 'delivery' ? 'the topic it arrived on' : p.retryTo));
+			const ack = cell(D.format.ackTimeout(p));
+			ack.dataset.field = 'ackTimeout';
+			tr.appendChild(ack);
 			for (const k of COUNTERS) {
-				const c = cell(k === 'keptDeadLetterBytes' ? D.format.bytes(s[k]) : String(s[k] !== undefined ? s[k] : '—'), 'num');
+				const c = cell(k === 'keptDeadLetterBytes' ? D.format.bytes(s[k]) : D.format.counter(s[k]), 'num');
 				c.dataset.counter = k;
 				tr.appendChild(c);
 			}
@@ -165,10 +168,8 @@
 			const svg = $('chart-' + i);
 			if (svg) $('chart-words-' + i).textContent = D.chart.render(svg, state.rates.series(p.filter, Date.now()), p.filter);
 		});
-		const t = status.totals || {};
-		$('updated').textContent = 'Live: updated ' + D.format.time(Date.now()) + ' every ' + POLL_MS / 1000 + ' s. All policies: ' +
-			t.deadLetters + ' dead letters, ' + t.keptDeadLetters + ' kept (' + D.format.bytes(t.keptDeadLetterBytes) + '), ' +
-			t.redriven + ' redriven, ' + t.pending + ' pending.';
+		$('updated').textContent = 'Live: updated ' + D.format.time(Date.now()) + ' every ' + POLL_MS / 1000 + ' s. ' +
+			D.format.totals(status.totals);
 	}
 
 	async function poll() {
@@ -284,6 +285,7 @@
 	}
 
 	async function init() {
+		$('charts-title').textContent = D.chart.title();
 		D.chart.legend($('chart-legend'));
 		$('login-form').addEventListener('submit', connect);
 		$('disconnect').addEventListener('click', disconnect);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Turning what the plugin answers into words and text for the page: sizes,
- * times, a payload as text or hex, a property as one line, and an error
- * (from the connection, a publish or a command) as a sentence an operator
- * can act on. No DOM here: tests/console/test_units.js checks it in node.
+ * times, a counter, a policy's ack_timeout, the totals of all policies, a
+ * payload as text or hex, a property as one line, and an error (from the
+ * connection, a publish or a command) as a sentence an operator can act
+ * on. No DOM here: tests/console/test_units.js checks it in node.
  */
 (function (root) {
 	'use strict';
@@ -13,6 +14,33 @@
 		if (n < 1024) return n + ' B';
 		if (n < 1024 * 1024) return (n / 1024).toFixed(1) + ' KiB';
 		return (n / (1024 * 1024)).toFixed(1) + ' MiB';
+	}
+
+	/* A getStatus counter or gauge as its cell shows it: a dash when the
+	 * reply has none (a plugin older than the page). */
+	function counter(v) {
+		return typeof v === 'number' && isFinite(v) ? String(v) : '—';
+	}
+
+	/* A listPolicies entry's ack_timeout as configured ("30s"), or "none":
+	 * a policy without one has neither ackTimeout nor ackTimeoutMs. */
+	function ackTimeout(policy) {
+		if (policy && typeof policy.ackTimeout === 'string' && policy.ackTimeout) return policy.ackTimeout;
+		if (policy && typeof policy.ackTimeoutMs === 'number' && policy.ackTimeoutMs > 0) return policy.ackTimeoutMs + 'ms';
+		return 'none';
+	}
+
+	const count = (n, one, many) => counter(n) + ' ' + (n === 1 ? one : many);
+
+	/* getStatus's totals in words: "All policies: 4 dead letters, 3 kept
+	 * (1.2 KiB), 1 redriven, 0 pending; 2 ACKs, 1 ack timeout, 0 final
+	 * NACKs, 3 awaiting ACK now." */
+	function totals(t) {
+		t = t || {};
+		return 'All policies: ' + count(t.deadLetters, 'dead letter', 'dead letters') + ', ' + counter(t.keptDeadLetters) +
+			' kept (' + bytes(t.keptDeadLetterBytes) + '), ' + counter(t.redriven) + ' redriven, ' + counter(t.pending) + ' pending; ' +
+			count(t.acks, 'ACK', 'ACKs') + ', ' + count(t.ackTimeouts, 'ack timeout', 'ack timeouts') + ', ' +
+			count(t.finalNacks, 'final NACK', 'final NACKs') + ', ' + counter(t.awaitingAck) + ' awaiting ACK now.';
 	}
 
 	/* "2026-12-03 07:04:05" in the browser's own time zone. */
@@ -105,5 +133,5 @@
 		return null;
 	}
 
-	root.format = { bytes, time, base64ToBytes, hexDump, payloadView, property, connectError, brokerUrlError };
+	root.format = { bytes, counter, ackTimeout, totals, time, base64ToBytes, hexDump, payloadView, property, connectError, brokerUrlError };
 })(typeof module !== 'undefined' ? module.exports : (window.DlqConsole = window.DlqConsole || {}));
