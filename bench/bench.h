@@ -3,7 +3,7 @@
  * The benchmark's shared declarations: the brokers it starts and stops
  * itself (broker.c), the load driver that runs every client of a phase in
  * one thread (load.c, client.c), the suites (suite.c with its tables in
- * report.c, durability.c, memory.c, callgrind.c, growth.c, letters.c), clocks and
+ * report.c, durability.c, memory.c, callgrind.c, growth.c, letters.c, deadlines.c), clocks and
  * statistics (stats.c).
  * Nothing here is a test: figures are printed, never asserted.
  */
@@ -78,6 +78,15 @@ struct broker_opts {
 	 * its directory instead of "persistence false"; the directory's name
 	 * before its random suffix (NULL: "dlq-bench"). */
 	const char *const *policies;
+	/* With the benchmark's policies (policies NULL): more options at the
+	 * end of the tracked topics' policy line (e.g. "ack_timeout=1h"), or
+	 * NULL; and NULL-terminated plugin_opt_policy values written after
+	 * them, or NULL (the deadlines suite). */
+	const char *tracked_policy_opts;
+	const char *const *extra_policies;
+	/* More valgrind arguments before the broker's (at most 4,
+	 * NULL-terminated), e.g. --instr-atstart=no; or NULL. */
+	const char *const *valgrind_args;
 	const char *const *broker_conf;
 	bool persistence;
 	const char *dir_name;
@@ -146,6 +155,7 @@ enum load_kind {
 	LOAD_PLAIN,     /* untracked topics (bare broker or plugin) */
 	LOAD_TRACKED,   /* tracked topics; every delivery must carry a dlq-id */
 	LOAD_STORM,     /* tracked; every delivery is NACKed until dead-lettered */
+	LOAD_ACK,       /* tracked; every delivery is ACKed ($CONTROL/dlq/v1/ack) on receipt */
 };
 
 /* What one group of pairs talks to. */
@@ -244,6 +254,7 @@ struct bench_config {
 	bool run_durability;
 	bool run_growth;              /* opt-in: not part of the default run */
 	bool run_letters;             /* opt-in (issue 24's dead-letter store): not part of the default run */
+	bool run_deadlines;           /* opt-in (issue 35's acknowledgement deadlines): not part of the default run */
 	uint64_t letters_count;       /* --letters-count: dead letters the letters suite keeps; 0: its default */
 	bool no_valgrind;             /* --no-callgrind: the growth suite skips its callgrind runs too */
 };

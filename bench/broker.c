@@ -30,6 +30,7 @@
 #define MAX_LIVE 8
 #define PRINT_LOG_LINES 40
 #define MAX_TOGGLES 4
+#define MAX_VALGRIND_ARGS 4
 
 /* Brokers started and not yet stopped, for broker__stop_all. */
 static struct broker *live[MAX_LIVE];
@@ -171,7 +172,7 @@ static int spawn(struct broker *b, const struct broker_opts *o)
 			 * (the plugin's, the output's) mean the same inside the
 			 * root, where the working directory is mounted at its own
 			 * path. */
-			char *argv[24 + MAX_TOGGLES];
+			char *argv[24 + MAX_TOGGLES + MAX_VALGRIND_ARGS];
 			char toggles[MAX_TOGGLES][160];
 			char cwd[512];
 			int n = 0;
@@ -193,6 +194,9 @@ static int spawn(struct broker *b, const struct broker_opts *o)
 			for(int i = 0; o->valgrind_toggle && i < MAX_TOGGLES && o->valgrind_toggle[i]; i++){
 				snprintf(toggles[i], sizeof(toggles[i]), "--toggle-collect=%s", o->valgrind_toggle[i]);
 				argv[n++] = toggles[i];
+			}
+			for(int i = 0; o->valgrind_args && i < MAX_VALGRIND_ARGS && o->valgrind_args[i]; i++){
+				argv[n++] = (char *)o->valgrind_args[i];
 			}
 			argv[n++] = (char *)bin;
 			argv[n++] = "-c";

@@ -4,7 +4,8 @@
  * unix socket in its directory, or a loopback port the kernel chose),
  * persistence, a log file with Debian's default log types and, for a plugin
  * broker, the plugin with its policies (the benchmark's decoys in three
- * shapes and the tracked filter, or a caller's own) and options.
+ * shapes and the tracked filter, with a suite's own options and policies
+ * after it, or a caller's own) and options.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -60,8 +61,12 @@ static void write_policies(FILE *f, const struct broker_opts *o)
 				break;
 		}
 	}
-	fprintf(f, "plugin_opt_policy %s max_attempts=%d dead_letter=%s retry_to=delivery\n",
-			BENCH_FILTER_TRACKED, BENCH_MAX_ATTEMPTS, BENCH_DEAD_LETTER);
+	fprintf(f, "plugin_opt_policy %s max_attempts=%d dead_letter=%s retry_to=delivery%s%s\n",
+			BENCH_FILTER_TRACKED, BENCH_MAX_ATTEMPTS, BENCH_DEAD_LETTER, o->tracked_policy_opts ? " " : "",
+			o->tracked_policy_opts ? o->tracked_policy_opts : "");
+	for(int i = 0; o->extra_policies && o->extra_policies[i]; i++){
+		fprintf(f, "plugin_opt_policy %s\n", o->extra_policies[i]);
+	}
 }
 
 /* One "key value" plugin option as a configuration line: plugin_opt_ before

@@ -4,13 +4,16 @@
  * callgrind.c (the cases and the broker runs), cg_annotate.c (reading
  * callgrind_annotate's output) and cg_report.c (the tables: per case, and
  * against the budgets of issue 14). Outside the suite, the growth suite
- * (growth.c) reads its profiles with cg__parse.
+ * (growth.c) reads its profiles with cg__parse, and it and the deadlines
+ * suite drive long-lived brokers under callgrind with cg_control.c.
  */
 #ifndef DLQ_BENCH_CALLGRIND_H
 #define DLQ_BENCH_CALLGRIND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "bench.h"
 
@@ -64,12 +67,33 @@ void cg__median(double per[][NFN], int pairs, struct cg_result *res);
 /* Fills ir from `callgrind_annotate --inclusive=yes FILE` (zeros for what
  * is not found). */
 void cg__parse(const char *file, double ir[NFN]);
+/* From `callgrind_annotate --inclusive=yes FILE`: the inclusive Ir of each
+ * of the n functions named (0 for one not found), the profile's total and
+ * every adapter__* function's together (the plugin's callbacks). */
+void cg__parse_named(const char *file, const char *const *names, int n, double *ir, double *total, double *plugin);
+/* How many times the function fn was called in the profile (the "calls="
+ * lines of its callers), 0 when never, -1 when the file cannot be read. */
+long long cg__calls(const char *file, const char *fn);
 /* Fills *total (everything the profile collected) and out; 0, or -1 when
  * the profile could not be read. */
 int cg__split_broker_calls(const char *file, double *total, struct cg_broker_calls *out);
 /* Prints the costliest functions of a profile collected inside the
  * plugin's callbacks only, per unit, inclusive or self. */
 void cg__print_profile(const char *file, bool inclusive, double units, const char *unit);
+/* A broker under callgrind driven from outside (cg_control.c).
+ * callgrind_control (chroot valgrind_root callgrind_control, when not NULL)
+ * with arg on pid: "-z" zeroes the counts, "-d" dumps them, "--instr=on"
+ * and "--instr=off" turn the instrumentation on and off.
+ * Returns 0, or -1 (logged) if it failed. */
+int cg__control(const char *valgrind_root, pid_t pid, const char *arg);
+/* Dumps pid's counts since its last dump or zeroing as part `part` of the
+ * profile out (the file out.part, its name in path), and waits until the
+ * file is complete. Returns 0, or -1 (logged). */
+int cg__dump_part(const char *valgrind_root, pid_t pid, const char *out, int part, char *path, size_t len);
+/* Removes /tmp/vgdb-pipe-*-PID-by-*: valgrind's gdb server leaves them
+ * behind when it is killed. */
+void cg__remove_vgdb_files(pid_t pid);
+
 /* The per-case table, the NACK paragraph and the budget table. line: the
  * broker's version ("2.1.2"), which decides whether 2.1's budget applies. */
 void cg__print_tables(const struct cg_case *cases, const struct cg_result *res, int n, uint64_t n0, uint64_t n1,

@@ -330,3 +330,88 @@ int cg__split_broker_calls(const char *file, double *total, struct cg_broker_cal
 	}
 	return *total > 0 ? 0 : -1;
 }
+
+void cg__parse_named(const char *file, const char *const *names, int n, double *ir, double *total, double *plugin)
+{
+	char cmd[512], line[2048];
+	struct callbacks cb = { .n = 0 };
+	for(int i = 0; i < n; i++) ir[i] = 0;
+	*total = 0;
+	*plugin = 0;
+	snprintf(cmd, sizeof(cmd), "callgrind_annotate --auto=no --inclusive=yes --threshold=100 '%s' 2>/dev/null", file);
+	FILE *p = popen(cmd, "r");
+	if(p == NULL) return;
+	while(fgets(line, sizeof(line), p)){
+		double v;
+		const char *s;
+		if(!leading_count(line, &v, &s)) continue;
+		const char *name = strstr(s, "  ");
+		if(name == NULL) continue;
+		name += 2;
+		if(!strncmp(name, fn_names[FN_TOTAL], strlen(fn_names[FN_TOTAL]))){
+			*total = v;
+			continue;
+		}
+		const char *colon = strchr(name, ':');
+		if(colon == NULL) continue;
+		if(!strncmp(colon + 1, "adapter__", 9)) add_callback(&cb, colon + 1, v);
+		for(int i = 0; i < n; i++){
+			size_t len = strlen(names[i]);
+			char after = colon[1 + len];
+			/* Listed twice (with and without its file): the same cost. */
+			if(!strncmp(colon + 1, names[i], len) && (after == ' ' || after == '\n' || after == '\0') && v > ir[i]){
+				ir[i] = v;
+			}
+		}
+	}
+	pclose(p);
+	for(int i = 0; i < cb.n; i++){
+		*plugin += cb.ir[i];
+	}
+}
+
+/* The name a "fn=" or "cfn=" line gives or refers to ("(12) name" defines
+ * 12, "(12)" refers to it; names compressed or not), into out. */
+#define CALLS_MAX_IDS 65536
+static void line_name(const char *rest, char (*ids)[80], char *out, size_t len)
+{
+	out[0] = '\0';
+	if(*rest != '('){
+		snprintf(out, len, "%.*s", (int)strcspn(rest, "\n"), rest);
+		return;
+	}
+	char *end;
+	long id = strtol(rest + 1, &end, 10);
+	if(*end != ')' || id < 0 || id >= CALLS_MAX_IDS) return;
+	const char *name = end + 1;
+	while(*name == ' ') name++;
+	size_t n = strcspn(name, "\n");
+	if(n){
+		snprintf(ids[id], sizeof(ids[0]), "%.*s", (int)n, name);
+	}
+	snprintf(out, len, "%s", ids[id]);
+}
+
+long long cg__calls(const char *file, const char *fn)
+{
+	static char ids[CALLS_MAX_IDS][80];
+	char line[2048], callee[80] = "";
+	long long calls = -1;
+	FILE *f = fopen(file, "r");
+	if(f == NULL) return -1;
+	memset(ids, 0, sizeof(ids));
+	while(fgets(line, sizeof(line), f)){
+		if(!strncmp(line, "fn=", 3)){
+			char name[80];
+			line_name(line + 3, ids, name, sizeof(name));
+			callee[0] = '\0';
+		}else if(!strncmp(line, "cfn=", 4)){
+			line_name(line + 4, ids, callee, sizeof(callee));
+		}else if(!strncmp(line, "calls=", 6)){
+			if(!strcmp(callee, fn)) calls = (calls < 0 ? 0 : calls) + strtoll(line + 6, NULL, 10);
+			callee[0] = '\0';
+		}
+	}
+	fclose(f);
+	return calls < 0 ? 0 : calls;
+}

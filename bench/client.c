@@ -4,7 +4,8 @@
  * without a thread of their own, and what a subscriber does with each
  * message: count it, time it from the send time in its payload, and in a
  * NACK storm send its dlq-id back to $CONTROL/dlq/v1/nack on its own
- * connection.
+ * connection (with LOAD_ACK, to $CONTROL/dlq/v1/ack, the message being
+ * done when the broker has acknowledged the ACK).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -120,11 +121,12 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
 	bool is_copy = false;
 	L->c.delivered++;
 	if(L->measuring) L->target_delivered[p->target]++;
-	if(p->t->kind == LOAD_STORM){
+	if(p->t->kind == LOAD_STORM || p->t->kind == LOAD_ACK){
 		char id[DLQ_ID_LEN + 1];
 		if(client__read_stamp(props, id, &is_copy)){
-			/* The NACK goes out on the subscriber's own connection. */
-			if(mosquitto_publish_v5(m, NULL, DLQ_NACK_TOPIC, DLQ_ID_LEN, id, L->o->qos, false, NULL)){
+			/* The NACK (ACK) goes out on the subscriber's own connection. */
+			const char *topic = p->t->kind == LOAD_ACK ? DLQ_ACK_TOPIC : DLQ_NACK_TOPIC;
+			if(mosquitto_publish_v5(m, NULL, topic, DLQ_ID_LEN, id, L->o->qos, false, NULL)){
 				L->errors++;
 			}
 		}else{
@@ -137,11 +139,27 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
 		L->c.copies++;
 		return;
 	}
-	if(p->t->kind != LOAD_STORM) p->done++;
+	/* An ACKed message is done when the broker has taken its ACK
+	 * (on_publish): libmosquitto sends a client's QoS 1 publishes 20 at a
+	 * time and drops those still queued when it disconnects. */
+	if(p->t->kind != LOAD_STORM && p->t->kind != LOAD_ACK) p->done++;
 	int t = p->target;
 	if(L->measuring && L->o->record_latency && L->nlat[t] < L->caplat){
 		L->lat[t][L->nlat[t]++] = bench__now_ns() - sent_ns;
 	}
+}
+
+/* The broker's PUBACK of a subscriber's ACK (LOAD_ACK). */
+static void on_publish(struct mosquitto *m, void *ud, int mid, int reason_code, const mosquitto_property *props)
+{
+	struct client *c = ud;
+	struct load *L = c->load;
+	(void)m;
+	(void)mid;
+	(void)props;
+	if(c->role != ROLE_SUB || L->pairs[c->index].t->kind != LOAD_ACK) return;
+	if(reason_code >= 0x80) L->errors++;
+	L->pairs[c->index].done++;
 }
 
 int client__open(struct load *L, enum role role, int index)
@@ -165,6 +183,7 @@ int client__open(struct load *L, enum role role, int index)
 	mosquitto_subscribe_v5_callback_set(c->mosq, on_subscribe);
 	mosquitto_disconnect_v5_callback_set(c->mosq, on_disconnect);
 	mosquitto_message_v5_callback_set(c->mosq, on_message);
+	mosquitto_publish_v5_callback_set(c->mosq, on_publish);
 	/* A unix listener has a short backlog: when a burst of clients
 	 * finds it full, connect fails with EAGAIN; try again shortly. */
 	int rc;

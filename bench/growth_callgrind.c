@@ -5,15 +5,11 @@
  * counts zeroed with callgrind_control once it has restored them and
  * dumped after each workload, so that each dump (a part of its profile,
  * OUT.1 to OUT.4) holds one workload alone. On 2.1 callgrind_control is
- * the root's, as valgrind is.
+ * the root's, as valgrind is (cg_control.c).
  */
-#include <fcntl.h>
-#include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "growth.h"
 
@@ -22,86 +18,13 @@
 /* Restoring 1,000,000 records under callgrind, and saving them again
  * before the broker is ready, at some 50 times the native time. */
 #define CG_GROWTH_READY_MS 1800000
-#define CG_DUMP_TIMEOUT_MS 300000
-
-/* Whether a callgrind profile is complete: its last line is "totals: N". */
-static bool profile_written(const char *path)
-{
-	char tail[256];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if(fd < 0) return false;
-	off_t end = lseek(fd, 0, SEEK_END);
-	off_t from = end > (off_t)sizeof(tail) - 1 ? end - (off_t)sizeof(tail) + 1 : 0;
-	ssize_t r = pread(fd, tail, sizeof(tail) - 1, from);
-	close(fd);
-	if(r <= 0) return false;
-	tail[r] = '\0';
-	char *last = tail[r - 1] == '\n' ? tail + r - 1 : NULL;
-	if(last == NULL) return false;
-	*last = '\0';
-	char *start = strrchr(tail, '\n');
-	return !strncmp(start ? start + 1 : tail, "totals:", 7);
-}
-
-/* Removes /tmp/vgdb-pipe-*-PID-by-*, the FIFOs and shared memory of
- * valgrind's gdb server for the process pid. */
-static void remove_vgdb_files(pid_t pid)
-{
-	char pattern[64];
-	glob_t g;
-	snprintf(pattern, sizeof(pattern), "/tmp/vgdb-pipe-*-%d-by-*", (int)pid);
-	if(glob(pattern, 0, NULL, &g) == 0){
-		for(size_t i = 0; i < g.gl_pathc; i++) unlink(g.gl_pathv[i]);
-	}
-	globfree(&g);
-}
-
-/* Runs callgrind_control (the root's, for 2.1) with arg on the broker:
- * -z zeroes its counts, -d dumps them to a new part of its profile.
- * Returns 0, or -1 if it failed. */
-static int cg_control(const struct bench_config *cfg, pid_t pid, const char *arg)
-{
-	char pidbuf[16];
-	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
-	pid_t child = fork();
-	if(child < 0) return -1;
-	if(child == 0){
-		int fd = open("/dev/null", O_WRONLY);
-		if(fd >= 0){
-			dup2(fd, STDOUT_FILENO);
-			dup2(fd, STDERR_FILENO);
-			close(fd);
-		}
-		if(cfg->valgrind_root){
-			execlp("chroot", "chroot", cfg->valgrind_root, "callgrind_control", arg, pidbuf, (char *)NULL);
-		}else{
-			execlp("callgrind_control", "callgrind_control", arg, pidbuf, (char *)NULL);
-		}
-		_exit(127);
-	}
-	int status;
-	if(waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status)){
-		fprintf(stderr, "dlq_bench: growth: callgrind_control %s %s failed\n", arg, pidbuf);
-		return -1;
-	}
-	return 0;
-}
 
 /* Dumps the broker's counts since the last dump (or zeroing) as part
  * `part` of out, waits until it is written, and reads it. */
 static int cg_dump(const struct bench_config *cfg, const struct broker *b, const char *out, int part, double ir[NFN])
 {
 	char path[340];
-	snprintf(path, sizeof(path), "%s.%d", out, part);
-	if(cg_control(cfg, b->pid, "-d")) return -1;
-	uint64_t deadline = bench__now_ns() + CG_DUMP_TIMEOUT_MS * 1000000ull;
-	while(!profile_written(path) && bench__now_ns() < deadline && !bench__interrupted()){
-		bench__sleep_ms(20);
-	}
-	if(!profile_written(path)){
-		fprintf(stderr, "dlq_bench: growth: no profile %s after callgrind_control -d\n", path);
-		return -1;
-	}
+	if(cg__dump_part(cfg->valgrind_root, b->pid, out, part, path, sizeof(path))) return -1;
 	cg__parse(path, ir);
 	return ir[FN_TOTAL] > 0 ? 0 : -1;
 }
@@ -124,7 +47,7 @@ int growth__callgrind(const struct bench_config *cfg, const char *dir, const cha
 	fprintf(stderr, "growth: callgrind, a broker restoring %llu records\n", (unsigned long long)gs->n);
 	if(growth__fresh_state(gs, run) || broker__start(&b, &g.bo)) return -1;
 	int rc = growth__restored_check(&b, gs->n);
-	if(rc == 0) rc = cg_control(cfg, b.pid, "-z");
+	if(rc == 0) rc = cg__control(cfg->valgrind_root, b.pid, "-z");
 	for(int l = 0; l < NGLOAD && rc == 0 && !bench__interrupted(); l++){
 		double ir[2][NFN];
 		for(int k = 0; k < 2 && rc == 0; k++){
@@ -156,6 +79,6 @@ int growth__callgrind(const struct bench_config *cfg, const char *dir, const cha
 	pid_t pid = b.pid;
 	broker__halt(&b, SIGKILL);
 	broker__remove_dir(&b);
-	remove_vgdb_files(pid);
+	cg__remove_vgdb_files(pid);
 	return rc;
 }

@@ -36,7 +36,10 @@ static void usage(FILE *f, const char *prog)
 		"                     growth (not in the default: 5 to 8 minutes, up to 1,000,000 kept records,\n"
 		"                     restored natively and under callgrind; --quick: 10,000 at most),\n"
 		"                     letters (not in the default: about 20 s; the dead-letter store with\n"
-		"                     10,000 kept dead letters, --quick 1,000: memory, listing, save, restart)\n"
+		"                     10,000 kept dead letters, --quick 1,000: memory, listing, save, restart),\n"
+		"                     deadlines (not in the default: about 2 minutes; acknowledgement deadlines\n"
+		"                     under callgrind: ACKs, 1,000 and 100,000 deliveries held, a tick in which\n"
+		"                     1,000 run out; --quick: 10,000 held, 100 running out)\n"
 		"  --letters-count N  dead letters the letters suite keeps (default 10,000, quick 1,000; above\n"
 		"                     40,000 its store-on brokers get dead_letter_keep 4GB)\n"
 		"  --no-callgrind     skip the callgrind suite, and the growth suite's callgrind runs\n"
@@ -156,7 +159,7 @@ static int parse_int(const char *s)
 static int parse_only(const char *list, struct bench_config *cfg)
 {
 	cfg->run_throughput = cfg->run_memory = cfg->run_callgrind = cfg->run_durability = cfg->run_growth
-			= cfg->run_letters = false;
+			= cfg->run_letters = cfg->run_deadlines = false;
 	char buf[128];
 	snprintf(buf, sizeof(buf), "%s", list);
 	for(char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)){
@@ -166,6 +169,7 @@ static int parse_only(const char *list, struct bench_config *cfg)
 		else if(!strcmp(t, "durability")) cfg->run_durability = true;
 		else if(!strcmp(t, "growth")) cfg->run_growth = true;
 		else if(!strcmp(t, "letters")) cfg->run_letters = true;
+		else if(!strcmp(t, "deadlines")) cfg->run_deadlines = true;
 		else return -1;
 	}
 	return 0;
@@ -271,8 +275,8 @@ int main(int argc, char **argv)
 				break;
 			case 'o':
 				if(parse_only(optarg, &cfg)){
-					fprintf(stderr, "%s: --only takes throughput, durability, memory, callgrind, growth, letters\n",
-							argv[0]);
+					fprintf(stderr, "%s: --only takes throughput, durability, memory, callgrind, growth, letters, "
+							"deadlines\n", argv[0]);
 					return 2;
 				}
 				break;
@@ -338,6 +342,7 @@ int main(int argc, char **argv)
 	if(cfg.run_callgrind && !bench__interrupted() && suite__callgrind(&cfg)) rc = 1;
 	if(cfg.run_growth && !bench__interrupted() && suite__growth(&cfg)) rc = 1;
 	if(cfg.run_letters && !bench__interrupted() && suite__letters(&cfg)) rc = 1;
+	if(cfg.run_deadlines && !bench__interrupted() && suite__deadlines(&cfg)) rc = 1;
 	mosquitto_lib_cleanup();
 	if(bench__interrupted()){
 		fprintf(stderr, "%s: interrupted\n", argv[0]);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * What the throughput suite (suite.c) measures per cell and round, and the
- * tables made of it (report.c); and the growth suite (growth.c).
+ * tables made of it (report.c); and the growth, letters and deadlines
+ * suites.
  */
 #ifndef DLQ_BENCH_SUITE_H
 #define DLQ_BENCH_SUITE_H
@@ -54,5 +55,13 @@ int suite__growth(const struct bench_config *cfg);
  * its tables to stdout (Markdown), progress to stderr; returns 0, or -1 if
  * a broker or a phase failed. */
 int suite__letters(const struct bench_config *cfg);
+
+/* The acknowledgement deadlines suite (deadlines.c, issue 35), under
+ * callgrind only: a tracked message with ack_timeout off and on (ACKed),
+ * what an ACK costs the plugin, the same with 1,000 and 100,000 deliveries
+ * held unsettled, and a tick's cost with none and with 1,000 of them
+ * running out. Prints its tables to stdout (Markdown), progress to stderr;
+ * returns 0, or -1 if a broker or a phase failed. */
+int suite__deadlines(const struct bench_config *cfg);
 
 #endif
