@@ -63,7 +63,13 @@ export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-3}
 if [ ! -f "$build/meson-private/coredata.dat" ]; then
 	meson setup "$build" -Dtests=true -Db_sanitize=address,undefined -Db_lundef=false -Db_lto=false >/dev/null
 fi
-meson compile -C "$build" >/dev/null
+# Quiet when it builds; the compiler's words when it does not.
+if ! out=$(meson compile -C "$build" 2>&1); then
+	printf '%s\n' "$out" | tail -40 >&2
+	echo "sanitize.sh: the build in $build failed" >&2
+	echo "tests: 0 passed, 1 failed"
+	exit 1
+fi
 
 rm -rf "$logs"
 mkdir -p "$logs"

@@ -45,28 +45,6 @@ static void check_ticks(struct dlq_plugin *pl)
 	}
 }
 
-/* Whether a client's session outlives its connection, as far as is known
- * when it NACKs. 2.0.11 tells a plugin only the clean-session/clean-start
- * flag, not a v5 client's session expiry interval, and a v5 client with
- * clean_start=false and no expiry interval loses its session when it
- * disconnects. So on 2.0 a v5 session counts as persistent only when the
- * operator says its clients set an expiry interval
- * (plugin_opt_v5_sessions_persist true; see docs/design.md). 2.1 says so
- * itself, at the end of each connection (CLIENT_OFFLINE): a session seen
- * to last counts as lasting; one not seen yet counts as ending, and its
- * copies are set to wait for it when the broker says it lasts
- * (dlq__client_offline). The option is not used there. */
-bool adapter__session_persists(const struct dlq_plugin *pl, const struct mosquitto *client)
-{
-	if(mosquitto_client_clean_session(client)) return false;
-	if(mosquitto_client_protocol_version(client) != 5) return true;
-	if(pl->caps.line == BROKER_LINE_21){
-		const char *id = mosquitto_client_id(client);
-		return id && sessions__life(&pl->engine.sessions, id) == DLQ_SESSION_LASTS;
-	}
-	return pl->engine.cfg.v5_sessions_persist;
-}
-
 /* An inbound publish that matched policy: recorded and stamped. Apart from
  * adapter__message so that the untracked path, nearly every message on most
  * brokers, pays for none of this one's stack and registers. */
