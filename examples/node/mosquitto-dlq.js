@@ -7,7 +7,8 @@
 // asks for v5); user properties arrive as an object, so a name a publisher
 // set too arrives as an array, the plugin's value last (dlqId takes the last);
 // replies of the plugin arrive at the 'message' event like any other message
-// (isReply, replyEntries).
+// (isReply, replyEntries); MQTT.js's PUBACK is no ACK for a policy with an
+// ack_timeout (ack, progress).
 'use strict';
 
 const mqtt = require('mqtt');
@@ -19,15 +20,19 @@ const PROP_DELIVERY_COUNT = 'delivery-count';
 const PROP_ORIGIN_TOPIC = 'origin-topic';
 const PROP_ORIGIN_ID = 'origin-id';
 const PROP_DEAD_LETTER_REASON = 'dead-letter-reason';
+const PROP_DEAD_LETTER_FINAL = 'dead-letter-final';
 const PROP_NACK_REASON = 'reason';
 const PROP_NACK_DELAY_MS = 'delay-ms';
+const PROP_NACK_FINAL = 'final';
 
 // Topics.
 const CONTROL_TOPIC = '$CONTROL/dlq/v1';
 const NACK_TOPIC = '$CONTROL/dlq/v1/nack';
+const ACK_TOPIC = '$CONTROL/dlq/v1/ack';
+const PROGRESS_TOPIC = '$CONTROL/dlq/v1/progress';
 const RESPONSE_TOPIC = '$CONTROL/dlq/v1/response';
 
-// The message carries no dlq-id, so it cannot be NACKed.
+// The message carries no dlq-id, so it cannot be NACKed, ACKed or reported on.
 class NotTrackedError extends Error {
   constructor (message) {
     super(message);
@@ -96,20 +101,34 @@ function deliveryCount (packet) {
   return Number(count);
 }
 
-// Asks the plugin for a retry of the message (QoS 1 to NACK_TOPIC). reason
-// (a string) becomes the dead letter's dead-letter-reason; delayMs holds the
-// retry copy back, capped by the policy's retry_max_delay. Returns a promise
-// that rejects when the broker refused the publish (its PUBACK reason code,
-// e.g. 135 when the ACL denies $CONTROL/dlq/v1/nack); a NACK the plugin
-// refuses is answered with a reply instead (see replyEntries). Throws
-// NotTrackedError when the client is not on MQTT v5 or the message has no
-// dlq-id.
-function nack (client, packet, reason, delayMs) {
+// The dlq-id to settle the message with: throws NotTrackedError when the
+// client is not on MQTT v5 (MQTT.js's default, 3.1.1, carries no user
+// properties) or the message has no dlq-id.
+function settleId (client, packet, what) {
   if (client.options.protocolVersion !== 5) {
     throw new NotTrackedError('the client is not connected with MQTT v5: messages carry no ' +
-      'dlq-id and cannot be NACKed (connect with protocolVersion: 5)');
+      `dlq-id and cannot be ${what} (connect with protocolVersion: 5)`);
   }
-  const id = dlqId(packet);
+  return dlqId(packet);
+}
+
+// Asks the plugin for a retry of the message (QoS 1 to NACK_TOPIC). reason
+// (a string) becomes the dead letter's dead-letter-reason. The fourth
+// argument is either delayMs, a number, or an object { delayMs, final }:
+// delayMs holds the retry copy back, capped by the policy's
+// retry_max_delay; final: true says that the message can never succeed (a
+// malformed job, say), so that it is dead-lettered at once, with
+// dead-letter-final "true", instead of taking the attempts it has left.
+// Returns a promise that rejects when the broker refused the publish (its
+// PUBACK reason code, e.g. 135 when the ACL denies $CONTROL/dlq/v1/nack); a
+// NACK the plugin refuses is answered with a reply instead (see
+// replyEntries). Throws NotTrackedError when the client is not on MQTT v5 or
+// the message has no dlq-id.
+function nack (client, packet, reason, options) {
+  const id = settleId(client, packet, 'NACKed');
+  const { delayMs, final } = typeof options === 'object' && options !== null
+    ? options
+    : { delayMs: options };
   const userProperties = {};
   if (reason !== undefined && reason !== null) {
     userProperties[PROP_NACK_REASON] = String(reason);
@@ -117,7 +136,36 @@ function nack (client, packet, reason, delayMs) {
   if (delayMs !== undefined && delayMs !== null) {
     userProperties[PROP_NACK_DELAY_MS] = String(Math.max(0, Math.round(delayMs)));
   }
+  if (final) {
+    userProperties[PROP_NACK_FINAL] = 'true';
+  }
   return client.publishAsync(NACK_TOPIC, id, { qos: 1, properties: { userProperties } });
+}
+
+// Tells the plugin that the message was processed (QoS 1 to ACK_TOPIC). A
+// policy with an ack_timeout needs it: a delivery neither ACKed nor NACKed
+// in time is a failed attempt, as if it had been NACKed, and MQTT.js's
+// PUBACK does not count, since it goes when the 'message' handlers return,
+// whatever the work did. So ACK once the work is done, before the handler
+// returns (or calls handleMessage's done). Without an ack_timeout an ACK is
+// accepted too, and the same client's later NACK of that delivery is then
+// refused. Returns a promise as nack does; an ACK the plugin refuses (too
+// late, say: the deadline ran out first and a retry copy was made) is
+// answered with a reply (see replyProblems). Throws NotTrackedError as nack
+// does. In a client.handleMessage, call done without waiting for the
+// promise: MQTT.js reads nothing more, the PUBACK that settles it included,
+// until done is called.
+function ack (client, packet) {
+  return client.publishAsync(ACK_TOPIC, settleId(client, packet, 'ACKed'), { qos: 1 });
+}
+
+// Tells the plugin that the work on the message goes on (QoS 1 to
+// PROGRESS_TOPIC), so that its ack_timeout starts again: a job longer than
+// the deadline stays alive as long as it reports, from a timer while the
+// work runs asynchronously. Returns a promise as nack does; throws
+// NotTrackedError as nack does.
+function progress (client, packet) {
+  return client.publishAsync(PROGRESS_TOPIC, settleId(client, packet, 'reported on'), { qos: 1 });
 }
 
 // Whether a message is a reply of the plugin's on $CONTROL/dlq/v1/..., which
@@ -139,8 +187,17 @@ function replyEntries (payload) {
   return doc.responses.filter((e) => e !== null && typeof e === 'object');
 }
 
-// What a reply of the plugin's says went wrong, one line each: every entry it
-// refused, or that the payload is not a reply at all. A compact NACK without a
+// How replyProblems names the command of a reply entry.
+function commandName (entry) {
+  if (typeof entry.command !== 'string') {
+    return 'command';
+  }
+  return { nack: 'NACK', ack: 'ACK' }[entry.command] ?? entry.command;
+}
+
+// What a reply of the plugin's says went wrong, one line each, naming the
+// command ("ACK of <id> refused: ..."): every entry it refused, or that the
+// payload is not a reply at all. A compact NACK, ACK or progress without a
 // response topic is answered only when it was refused, so a worker logs each
 // line.
 function replyProblems (payload) {
@@ -151,7 +208,7 @@ function replyProblems (payload) {
     return [`unexpected reply: ${payload.toString('utf8').slice(0, 200)}`];
   }
   return entries.filter((e) => typeof e.error === 'string')
-    .map((e) => `NACK of ${e.id ?? '?'} refused: ${e.error}`);
+    .map((e) => `${commandName(e)} of ${e.id ?? '?'} refused: ${e.error}`);
 }
 
 module.exports = {
@@ -160,10 +217,14 @@ module.exports = {
   PROP_ORIGIN_TOPIC,
   PROP_ORIGIN_ID,
   PROP_DEAD_LETTER_REASON,
+  PROP_DEAD_LETTER_FINAL,
   PROP_NACK_REASON,
   PROP_NACK_DELAY_MS,
+  PROP_NACK_FINAL,
   CONTROL_TOPIC,
   NACK_TOPIC,
+  ACK_TOPIC,
+  PROGRESS_TOPIC,
   RESPONSE_TOPIC,
   NotTrackedError,
   connect,
@@ -172,6 +233,8 @@ module.exports = {
   attempt,
   deliveryCount,
   nack,
+  ack,
+  progress,
   isReply,
   replyEntries,
   replyProblems

@@ -19,11 +19,15 @@
 //   max_attempts make it a dead letter);
 // - crash...: the process exits at once, with status 3, before the
 //   acknowledgement, as a worker that segfaults does;
-// - anything else: processed (printed) and acknowledged.
+// - anything else: processed (printed) and acknowledged; with --ack also
+//   ACKed through $CONTROL/dlq/v1/ack once processed, before the
+//   acknowledgement.
 // MQTT.js sends a QoS 1 message's PUBACK after the 'message' handlers
 // returned, so a job is acknowledged only after it was handled (for
 // asynchronous work, set client.handleMessage = (packet, done) => ... and
-// call done when finished).
+// call done when finished). The PUBACK is no ACK: a policy with an
+// ack_timeout (e.g. ack_timeout=30s) needs --ack, or each good job runs out
+// and is retried as a failed attempt; without it the worker only NACKs.
 //
 // stdout, written synchronously, for each message before acting on it and
 // after processing:
@@ -36,7 +40,7 @@
 //
 //   npm ci    # once, in examples/node: installs the mqtt package it pins
 //   node examples/node/pool_worker.js --id worker-1 [--host HOST] [--port PORT]
-//       [--group workers] [--filter 'jobs/#']
+//       [--group workers] [--filter 'jobs/#'] [--ack]
 'use strict';
 
 const fs = require('node:fs');
@@ -59,12 +63,14 @@ function say (text) {
 }
 
 function usage () {
-  return `Usage: node ${PROG} --id client-id [--host host] [--port port] [--group group] [--filter filter]\n` +
+  return `Usage: node ${PROG} --id client-id [--host host] [--port port] [--group group] [--filter filter] [--ack]\n` +
     '  --id id          client id, fixed and one per worker (e.g. worker-1)\n' +
     '  --host host      broker host (default localhost)\n' +
     '  --port port      broker port (default 1883)\n' +
     '  --group group    shared subscription group (default workers)\n' +
-    '  --filter filter  topic filter of the jobs (default jobs/#)\n';
+    '  --filter filter  topic filter of the jobs (default jobs/#)\n' +
+    '  --ack            ACK each job once it is processed: for a policy with an\n' +
+    '                   ack_timeout; without it the worker only NACKs\n';
 }
 
 function options () {
@@ -77,6 +83,7 @@ function options () {
         id: { type: 'string' },
         group: { type: 'string', default: 'workers' },
         filter: { type: 'string', default: 'jobs/#' },
+        ack: { type: 'boolean', default: false },
         help: { type: 'boolean', default: false }
       }
     }));
@@ -106,7 +113,7 @@ function onReply (payload) {
   }
 }
 
-function onMessage (client, topic, payload, packet) {
+function onMessage (client, opts, topic, payload, packet) {
   if (dlq.isReply(topic)) {
     onReply(payload);
     return;
@@ -134,6 +141,21 @@ function onMessage (client, topic, payload, packet) {
     return;
   }
   say(`processed ${job}`);
+  if (opts.ack) {
+    // After the work, before returning: the PUBACK, which the plugin does
+    // not take for an ACK, goes when the handler returns.
+    let sent;
+    try {
+      sent = dlq.ack(client, packet);
+    } catch (err) {
+      if (!(err instanceof dlq.NotTrackedError)) {
+        throw err;
+      }
+      warn(`${job}: cannot ACK: ${err.message}`);
+      return;
+    }
+    sent.catch((err) => warn(`ACK of ${job} refused by the broker: ${err.message}`));
+  }
   // Returning acknowledges the job.
 }
 
@@ -165,7 +187,7 @@ function main () {
       }
     });
   });
-  client.on('message', (topic, payload, packet) => onMessage(client, topic, payload, packet));
+  client.on('message', (topic, payload, packet) => onMessage(client, opts, topic, payload, packet));
   client.on('error', (err) => warn(`connection error: ${err.message}`));
   client.on('offline', () => warn('connection lost, reconnecting'));
 

@@ -8,7 +8,8 @@ v5); a message's ``properties`` attribute is missing on a 3.1.1 connection and
 ``UserProperty`` is missing, not empty, when there are none (user_property
 copes with both); a publisher may set its own ``dlq-id``, and the plugin
 appends the real one after it (dlq_id takes the last); replies of the plugin
-arrive at ``on_message`` like any other message (is_reply, reply_entries).
+arrive at ``on_message`` like any other message (is_reply, reply_entries);
+paho's PUBACK is no ACK for a policy with an ack_timeout (ack, progress).
 Works with paho-mqtt 1.6 (Debian 12) and 2.x (Debian 13).
 """
 
@@ -26,17 +27,22 @@ PROP_DELIVERY_COUNT = "delivery-count"
 PROP_ORIGIN_TOPIC = "origin-topic"
 PROP_ORIGIN_ID = "origin-id"
 PROP_DEAD_LETTER_REASON = "dead-letter-reason"
+PROP_DEAD_LETTER_FINAL = "dead-letter-final"
 PROP_NACK_REASON = "reason"
 PROP_NACK_DELAY_MS = "delay-ms"
+PROP_NACK_FINAL = "final"
 
 # Topics.
 CONTROL_TOPIC = "$CONTROL/dlq/v1"
 NACK_TOPIC = "$CONTROL/dlq/v1/nack"
+ACK_TOPIC = "$CONTROL/dlq/v1/ack"
+PROGRESS_TOPIC = "$CONTROL/dlq/v1/progress"
 RESPONSE_TOPIC = "$CONTROL/dlq/v1/response"
 
 
 class NotTrackedError(ValueError):
-    """The message carries no dlq-id, so it cannot be NACKed."""
+    """The message carries no dlq-id, so it cannot be NACKed, ACKed or
+    reported on."""
 
 
 def new_client(client_id, **kwargs):
@@ -105,12 +111,15 @@ def delivery_count(message):
     return int(count)
 
 
-def nack(client, message, reason=None, delay=None):
+def nack(client, message, reason=None, delay=None, final=False):
     """Asks the plugin for a retry of message (QoS 1 to NACK_TOPIC) and
     returns paho's MQTTMessageInfo. reason (a str) becomes the dead letter's
     dead-letter-reason; delay (seconds, or a datetime.timedelta) holds the
-    retry copy back, capped by the policy's retry_max_delay. Raises
-    NotTrackedError when the message has no dlq-id.
+    retry copy back, capped by the policy's retry_max_delay; final=True says
+    that the message can never succeed (a malformed job, say), so that it is
+    dead-lettered at once, with dead-letter-final "true", instead of taking
+    the attempts it has left. Raises NotTrackedError when the message has
+    no dlq-id.
 
     A refused NACK is answered with a reply (see reply_entries), except when
     the broker's ACL refused the publish itself: then only paho 2.x's
@@ -124,9 +133,44 @@ def nack(client, message, reason=None, delay=None):
         if isinstance(delay, datetime.timedelta):
             delay = delay.total_seconds()
         pairs.append((PROP_NACK_DELAY_MS, str(max(0, round(delay * 1000)))))
+    if final:
+        pairs.append((PROP_NACK_FINAL, "true"))
     if pairs:
         props.UserProperty = pairs
     return client.publish(NACK_TOPIC, ident, qos=1, properties=props)
+
+
+def ack(client, message):
+    """Tells the plugin that message was processed (QoS 1 to ACK_TOPIC) and
+    returns paho's MQTTMessageInfo. A policy with an ack_timeout needs it:
+    a delivery neither ACKed nor NACKed in time is a failed attempt, as if
+    it had been NACKed, and paho's PUBACK does not count, since paho sends
+    it when on_message returns, whatever the work did. So ACK once the work
+    is done, before on_message returns. Without an ack_timeout an ACK is
+    accepted too, and the same client's later NACK of that delivery is then
+    refused. Raises NotTrackedError when the message has no dlq-id.
+
+    A refused ACK (too late, say: the deadline ran out first and a retry
+    copy was made) is answered with a reply (see reply_problems)."""
+    return client.publish(ACK_TOPIC, dlq_id(message), qos=1)
+
+
+def progress(client, message):
+    """Tells the plugin that the work on message goes on (QoS 1 to
+    PROGRESS_TOPIC), so that its ack_timeout starts again: a job longer
+    than the deadline stays alive as long as it reports. Returns paho's
+    MQTTMessageInfo; raises NotTrackedError when the message has no dlq-id.
+
+    paho writes nothing while on_message runs, whichever thread publishes,
+    so progress sent during work done inside on_message leaves only when
+    the work is over, too late: run the network loop in paho's own thread
+    (loop_start), which then does all the writing, let on_message hand the
+    job to a thread of its own and return, and report from that thread
+    while the work runs. paho then acknowledges the message before the work
+    is done; the ack_timeout, which runs until ack(), is what still catches
+    a worker that dies (paho 2.x can hold the PUBACK back with
+    manual_ack=True)."""
+    return client.publish(PROGRESS_TOPIC, dlq_id(message), qos=1)
 
 
 def is_reply(message):
@@ -149,16 +193,25 @@ def reply_entries(message):
     return [e for e in entries if isinstance(e, dict)]
 
 
+def _command_name(entry):
+    """How reply_problems names the command of a reply entry."""
+    name = entry.get("command")
+    if not isinstance(name, str):
+        return "command"
+    return {"nack": "NACK", "ack": "ACK"}.get(name, name)
+
+
 def reply_problems(message):
-    """What a reply of the plugin's says went wrong, one line each: every
-    entry it refused, or that the payload is not a reply at all. A compact
-    NACK without a response topic is answered only when it was refused, so
-    a worker logs each line."""
+    """What a reply of the plugin's says went wrong, one line each, naming
+    the command ("ACK of <id> refused: ..."): every entry it refused, or
+    that the payload is not a reply at all. A compact NACK, ACK or progress
+    without a response topic is answered only when it was refused, so a
+    worker logs each line."""
     try:
         entries = reply_entries(message)
     except ValueError:
         return [f"unexpected reply: {message.payload[:200]!r}"]
-    return [f"NACK of {e.get('id', '?')} refused: {e['error']}" for e in entries if "error" in e]
+    return [f"{_command_name(e)} of {e.get('id', '?')} refused: {e['error']}" for e in entries if "error" in e]
 
 
 def disconnect_reason(*args):

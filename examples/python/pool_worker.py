@@ -17,10 +17,15 @@ What it does with a job, by its payload, to show both protections:
   max_attempts make it a dead letter);
 - ``crash...``: the process exits at once, with status 3, before the
   acknowledgement, as a worker that segfaults does;
-- anything else: processed (printed) and acknowledged.
+- anything else: processed (printed) and acknowledged; with ``--ack`` also
+  ACKed through $CONTROL/dlq/v1/ack once processed, before the
+  acknowledgement.
 
 paho sends a QoS 1 message's PUBACK when on_message returns (1.6 and 2.x,
 without manual_ack), so a job is acknowledged only after it was handled.
+The PUBACK is no ACK: a policy with an ack_timeout (e.g. ``ack_timeout=30s``)
+needs ``--ack``, or each good job runs out and is retried as a failed
+attempt; without it the worker only NACKs.
 
 stdout, flushed, for each message before acting on it and after processing:
     received PAYLOAD delivery-count=N|- dlq-id=ID|-
@@ -31,7 +36,7 @@ reads 1 for every tracked message; - for an untracked one.)
 stderr: each subscription (readiness), lost connections, anything unexpected.
 
     python3 examples/python/pool_worker.py --id worker-1 [--host HOST] [--port PORT]
-        [--group workers] [--filter 'jobs/#']
+        [--group workers] [--filter 'jobs/#'] [--ack]
 
 Needs paho-mqtt 1.6 or 2.x (Debian: apt install python3-paho-mqtt).
 """
@@ -120,6 +125,16 @@ def on_message(client, userdata, message):
             warn(f"cannot send NACK for {job}: error {info.rc}")
         return
     say(f"processed {job}")
+    if userdata["ack"]:
+        # After the work, before returning: the PUBACK, which the plugin
+        # does not take for an ACK, goes when on_message returns.
+        try:
+            info = dlq.ack(client, message)
+        except dlq.NotTrackedError as e:
+            warn(f"{job}: cannot ACK: {e}")
+            return
+        if info.rc != 0:
+            warn(f"cannot send ACK for {job}: error {info.rc}")
     # Returning acknowledges the job.
 
 
@@ -141,10 +156,13 @@ def main():
     parser.add_argument("--id", required=True, help="client id, fixed and one per worker (e.g. worker-1)")
     parser.add_argument("--group", default="workers", help="shared subscription group (default workers)")
     parser.add_argument("--filter", default="jobs/#", help="topic filter of the jobs (default jobs/#)")
+    parser.add_argument("--ack", action="store_true",
+                        help="ACK each job once it is processed: for a policy with an ack_timeout; "
+                        "without it the worker only NACKs")
     args = parser.parse_args()
 
     subscription = f"$share/{args.group}/{args.filter}"
-    userdata = {"subscription": subscription, "sub_mid": None, "stopping": False}
+    userdata = {"subscription": subscription, "sub_mid": None, "stopping": False, "ack": args.ack}
     client = dlq.new_client(args.id, userdata=userdata)
     client.on_connect = on_connect
     client.on_subscribe = on_subscribe

@@ -13,6 +13,10 @@
  * worker must say that a message has no dlq-id, and report the plugin's
  * reply to a NACK of a made-up id. SIGTERM ends a worker with status 0.
  * The JavaScript worker also reports a NACK the broker's ACL refuses.
+ * The pool workers (examples/python/pool_worker.py, examples/node/
+ * pool_worker.js) run with --ack under a policy with an ack_timeout: every
+ * job they processed is ACKed in time and delivered once, the poison one
+ * NACKed into its dead letter, and no deadline runs out.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +31,8 @@
 #define POLICY "numbers max_attempts=3 dead_letter=dead/numbers"
 #define REASON "odd numbers are not accepted"
 #define FAKE_ID "AAAAAAAAAAAAAAAA"
+#define POOL_SUBSCRIPTION "$share/workers/jobs/#"
+#define GOOD_JOBS 4
 
 enum lang { LANG_C, LANG_PYTHON, LANG_NODE, LANG_COUNT };
 
@@ -295,6 +301,118 @@ START_TEST(test_node_nack_denied)
 }
 END_TEST
 
+/* The pool worker of lang (python or node) started with --ack, as its
+ * usage line says, with client id id; waits until it subscribed. */
+static struct proc *start_pool_worker(enum lang lang, int port, const char *id)
+{
+	char port_s[16];
+	char script[4096];
+	const char *argv[16];
+	size_t n = 0;
+
+	snprintf(port_s, sizeof(port_s), "%d", port);
+	proc_example_command(lang == LANG_PYTHON ? "python/pool_worker.py" : "node/pool_worker.js", script,
+			sizeof(script), argv, &n);
+	argv[n++] = "--host";
+	argv[n++] = "127.0.0.1";
+	argv[n++] = "--port";
+	argv[n++] = port_s;
+	argv[n++] = "--id";
+	argv[n++] = id;
+	argv[n++] = "--ack";
+	argv[n] = NULL;
+
+	struct proc *p = proc_spawn(argv);
+	if(!proc_wait_error(p, "subscribed to " POOL_SUBSCRIPTION "\n", 1, HARNESS_WAIT_MS)){
+		proc_dump(p);
+		ck_abort_msg("the %s pool worker did not subscribe to %s", lang_names[lang], POOL_SUBSCRIPTION);
+	}
+	return p;
+}
+
+/* The pool worker of lang with --ack, under a policy with an ack_timeout
+ * (3 s, scaled as every deadline: harness.h) and the worker-pool recipe's
+ * broker lines (README.md): good-1 ... good-4 and poison-5. Each good job
+ * must be processed, ACKed and delivered once, the poison job NACKed at
+ * each of its 3 deliveries (2 retry copies, then its dead letter), and,
+ * once the deadline has passed since, none of the deliveries may have run
+ * out: a worker that only processed (the PUBACK is no ACK) fails here. */
+START_TEST(test_pool_worker_acks)
+{
+	enum lang lang = (enum lang)_i;
+	int ack_ms = harness_deadline_ms(3000);
+	int port = it_free_port();
+	struct broker *b = broker_new(__func__);
+	if(broker_version() < 2000013) broker_conf(b, "max_inflight_messages 1"); /* 2.0.13 fixed Receive Maximum */
+	broker_conf(b, "listener %d 127.0.0.1", port);
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_policy jobs/# max_attempts=3 dead_letter=dead/jobs ack_timeout=%dms", ack_ms);
+	/* 2.0 shows a delivery only through redelivery tracking's access check,
+	 * which ack_timeout needs there. */
+	broker_conf(b, "plugin_opt_redelivery_tracking allow");
+	if(!BROKER_IS_21()) broker_conf(b, "plugin_opt_v5_sessions_persist true");
+	broker_start(b);
+	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	client_subscribe(watcher, "dead/jobs", 1);
+	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	char id[64];
+	snprintf(id, sizeof(id), "pool-%s-%d", lang_names[lang], (int)getpid());
+	struct proc *w = start_pool_worker(lang, port, id);
+
+	for(int i = 1; i <= GOOD_JOBS; i++){
+		char job[16];
+		snprintf(job, sizeof(job), "good-%d", i);
+		client_publish_str(pub, "jobs/ack", job, 1);
+	}
+	client_publish_str(pub, "jobs/ack", "poison-5", 1);
+
+	const struct it_msg *dl = client_expect(watcher, "dead/jobs", 1);
+	ck_assert_str_eq(dl->payload, "poison-5");
+	ck_assert_pstr_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_REASON), "poison job");
+	ck_assert_pstr_eq(msg_user(dl, DLQ_PROP_RETRY_COUNT), "3");
+	ck_assert_ptr_null(msg_user(dl, DLQ_PROP_DEAD_LETTER_FINAL));
+	if(!proc_wait_output(w, "processed good-", GOOD_JOBS, HARNESS_WAIT_MS)){
+		proc_dump(w);
+		ck_abort_msg("the %s pool worker did not process the %d good jobs", lang_names[lang], GOOD_JOBS);
+	}
+	/* The deadline and more since the last delivery: any delivery left
+	 * unsettled has run out by now. */
+	it_sleep_ms((unsigned)ack_ms + 1000);
+	clients_settle(pub, watcher);
+	proc_pump(w);
+
+	const char *out = proc_out(w);
+	bool ok = it_count(out, "\n") == 3 + 2 * GOOD_JOBS && it_count(out, "received poison-5 ") == 3;
+	for(int i = 1; i <= GOOD_JOBS && ok; i++){
+		char line[32];
+		snprintf(line, sizeof(line), "received good-%d ", i);
+		ok = it_count(out, line) == 1;
+		snprintf(line, sizeof(line), "processed good-%d", i);
+		ok = ok && lines_equal(out, line) == 1;
+	}
+	/* Connection news and readiness are all it may say: no refused ACK. */
+	ok = ok && it_count(proc_err(w), "\n") == 2 && it_lines_with(proc_err(w), "connected (", NULL, 0) == 1;
+	if(!ok){
+		proc_dump(w);
+		ck_abort_msg("the %s pool worker did not process each good job once and the poison job 3 times",
+				lang_names[lang]);
+	}
+	client_expect_exactly(watcher, "dead/jobs", 1);
+
+	cJSON *doc;
+	const cJSON *totals = cJSON_GetObjectItemCaseSensitive(status_get(pub, "status/acks", &doc), "totals");
+	ck_assert_int_eq((int)json_num(totals, "acks"), GOOD_JOBS);
+	ck_assert_int_eq((int)json_num(totals, "ackTimeouts"), 0);
+	ck_assert_int_eq((int)json_num(totals, "retryCopies"), 2);
+	ck_assert_int_eq((int)json_num(totals, "nacks"), 3);
+	ck_assert_int_eq((int)json_num(totals, "deadLetters"), 1);
+	ck_assert_int_eq((int)json_num(totals, "awaitingAck"), 0);
+	cJSON_Delete(doc);
+	stop_worker(w);
+	broker_shutdown(b);
+}
+END_TEST
+
 static Suite *workers_suite(void)
 {
 	Suite *s = suite_create("workers");
@@ -303,6 +421,7 @@ static Suite *workers_suite(void)
 	tcase_add_loop_test(tc, test_flow_publisher_dlq_id, 0, LANG_COUNT);
 	tcase_add_loop_test(tc, test_untracked, 0, LANG_COUNT);
 	tcase_add_test(tc, test_node_nack_denied);
+	tcase_add_loop_test(tc, test_pool_worker_acks, LANG_PYTHON, LANG_COUNT);
 	suite_add_tcase(s, tc);
 	return s;
 }
