@@ -41,7 +41,12 @@ fi
 # A target added since build-fuzz/ was configured is unknown to `meson
 # compile` until the build files are regenerated.
 ninja -C "$build" build.ninja >/dev/null
-meson compile -C "$build" $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
+# Quiet when it builds; the compiler's words when it does not.
+if ! out=$(meson compile -C "$build" $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") 2>&1); then
+	printf '%s\n' "$out" | tail -40 >&2
+	echo "fuzz.sh: the build of the fuzz targets in $build failed" >&2
+	exit 1
+fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 # UBSan stops at the first report (an abort libFuzzer catches) instead of

@@ -9,6 +9,7 @@
 #include <mosquitto_broker.h>
 
 #include "broker/adapters.h"
+#include "broker/session_life.h"
 
 /* The broker's access check. The answer is a decision, not an observation
  * (measured: docs/design.md, "Broker versions"; tests/integration/test_redelivery.c): where the plugin has no opinion it answers
@@ -46,7 +47,7 @@ int adapter__acl_check_v20(int event, void *event_data, void *userdata)
 	 * routed to a session that ends is not waited for. */
 	if(pl->engine.any_deadlines){
 		c.settles = mosquitto_client_protocol_version(ed->client) == 5;
-		c.persists = adapter__session_persists(pl, ed->client);
+		c.persists = session_life__persists(pl->caps.line, &pl->engine, ed->client);
 	}
 	return dlq__read_check(&pl->engine, &c) ? MOSQ_ERR_ACL_DENIED : no_opinion;
 }

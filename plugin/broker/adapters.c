@@ -14,6 +14,7 @@
 
 #include "api/control.h"
 #include "broker/adapters.h"
+#include "broker/session_life.h"
 #include "broker/props.h"
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
@@ -166,7 +167,7 @@ int adapter__control(int event, void *event_data, void *userdata)
 		.payload = ed->payload,
 		.payload_len = ed->payloadlen,
 		.client = client,
-		.client_persists = adapter__session_persists(pl, ed->client),
+		.client_persists = session_life__persists(pl->caps.line, &pl->engine, ed->client),
 		.client_settles = mosquitto_client_protocol_version(ed->client) == 5,
 		.reason = NULL,
 		.delay_ms = NULL,

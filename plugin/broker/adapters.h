@@ -31,10 +31,6 @@ struct dlq_plugin {
 };
 
 int adapter__message(int event, void *event_data, void *userdata);
-/* Whether client's session outlives its connection, as far as the broker
- * says (2.0: the clean-session flag and, for MQTT v5,
- * plugin_opt_v5_sessions_persist; 2.1: the sessions it showed). */
-bool adapter__session_persists(const struct dlq_plugin *pl, const struct mosquitto *client);
 /* Whether the broker holds a session for client (struct
  * dlq_broker.has_session, caps the instance's struct broker_caps);
  * 1 or 0. events_v21.c: only where broker_caps found 2.1's

@@ -22,6 +22,7 @@
 #include <mqtt_protocol.h>
 
 #include "broker/adapters.h"
+#include "broker/session_life.h"
 #include "broker/packet_size.h"
 #include "broker/props.h"
 #include "config/config.h"
@@ -121,7 +122,7 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 	int protocol = 0;
 	if(s.policy->ack_timeout_ms){
 		protocol = mosquitto_client_protocol_version(ed->client);
-		if(protocol == 5) dlq__deadline_sent(&pl->engine, &s, client, adapter__session_persists(pl, ed->client));
+		if(protocol == 5) dlq__deadline_sent(&pl->engine, &s, client, session_life__persists(pl->caps.line, &pl->engine, ed->client));
 	}
 
 	char count[12];

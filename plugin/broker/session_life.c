@@ -1,14 +1,11 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Whether a client's session outlives its connection (adapters.h,
- * adapter__session_persists). A file of its own: the MESSAGE_OUT adapter
- * and its fuzz target need it without the rest of the adapters, whose
- * capability probe calls the broker's plugin functions.
+ * Whether a client's session outlives its connection (session_life.h).
  */
 #include <mosquitto.h>
 #include <mosquitto_broker.h>
 
-#include "broker/adapters.h"
+#include "broker/session_life.h"
 #include "model/sessions.h"
 
 /* Whether a client's session outlives its connection, as far as is known
@@ -23,13 +20,14 @@
  * to last counts as lasting; one not seen yet counts as ending, and its
  * copies are set to wait for it when the broker says it lasts
  * (dlq__client_offline). The option is not used there. */
-bool adapter__session_persists(const struct dlq_plugin *pl, const struct mosquitto *client)
+bool session_life__persists(enum broker_line line, const struct dlq *engine,
+		const struct mosquitto *client)
 {
 	if(mosquitto_client_clean_session(client)) return false;
 	if(mosquitto_client_protocol_version(client) != 5) return true;
-	if(pl->caps.line == BROKER_LINE_21){
+	if(line == BROKER_LINE_21){
 		const char *id = mosquitto_client_id(client);
-		return id && sessions__life(&pl->engine.sessions, id) == DLQ_SESSION_LASTS;
+		return id && sessions__life(&engine->sessions, id) == DLQ_SESSION_LASTS;
 	}
-	return pl->engine.cfg.v5_sessions_persist;
+	return engine->cfg.v5_sessions_persist;
 }
