@@ -116,12 +116,17 @@ void engine__attempt_failed(struct dlq *d, struct dlq_record *r, const struct dl
 
 	/* On failure nothing was published or recorded, so r is still there
 	 * and the settler is undone: the NACK may be made again, and a clock
-	 * that ran out runs out again at the next tick. */
+	 * that ran out runs out again at the next tick. The retry copy's own
+	 * record, taken in as the broker accepts the copy, makes no room
+	 * meanwhile: that would evict the oldest records, r among them, while
+	 * r is still used below. */
+	d->evict_held = true;
 	if(last){
 		dead_letter(d, r, f, res);
 	}else{
 		retry(d, r, f, res);
 	}
+	d->evict_held = false;
 	if(res->status != DLQ_NACK_RETRIED && res->status != DLQ_NACK_DEAD_LETTERED){
 		ledger__drop_last_settler(&d->ledger, r);
 		return;
@@ -129,7 +134,8 @@ void engine__attempt_failed(struct dlq *d, struct dlq_record *r, const struct dl
 	store_port__settler(&d->store, r, f->client, how);
 	engine__nacked(d, r, f->client);
 	engine__deadline_done(d, r, f->client);
-	/* The envelope and the settler took room: the ledger gives it back. */
+	/* The envelope, the settler and the copy's record took room: the
+	 * ledger gives it back, r perhaps too (the caller must not use r). */
 	engine__make_room(d, 0);
 }
 

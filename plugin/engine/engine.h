@@ -76,6 +76,8 @@ struct dlq {
 	struct dlq_counters *policy_counters;  /* owned: one per policy of cfg.policies, by index */
 	struct dlq_gauge_book gauges;          /* owned: running gauges of ledger, outbox and schedule */
 	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */
+	bool evict_held;            /* a failed attempt is under way: room is made when it is done
+	                             * (engine__attempt_failed), not while it still uses its record */
 	struct dlq_nonack nonack;   /* owned: connected clients warned about as unable to NACK */
 	struct dlq_deadsubs deadsubs; /* owned: (client, filter) pairs warned about as reading dead letters */
 	struct dlq_sessions sessions; /* owned: sessions as Mosquitto 2.1 shows them (empty on 2.0) */
@@ -280,7 +282,8 @@ struct dlq_failure {
  * it (f->how) and its clock, if any, stops. Fills res (status, attempt,
  * max_attempts, delay_ms); on any status but RETRIED and DEAD_LETTERED
  * nothing changed. The caller has checked that the client had not settled
- * it yet. */
+ * it yet; after RETRIED or DEAD_LETTERED r may be gone (evicted for the
+ * memory bound): the caller must not use it. */
 void engine__attempt_failed(struct dlq *d, struct dlq_record *r, const struct dlq_failure *f,
 		struct dlq_nack_result *res);
 

@@ -33,6 +33,7 @@ static const char *kind_text(const struct dlq_envelope *e)
  * touching what is owed. */
 void engine__evict_for(struct dlq *d, size_t bytes)
 {
+	if(d->evict_held) return;
 	uint64_t max = d->cfg.max_pending_bytes;
 	uint64_t owed = dlq__owed_bytes(d);
 

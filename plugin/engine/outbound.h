@@ -21,8 +21,10 @@
 void engine__evict_for(struct dlq *d, size_t bytes);
 
 /* Makes room for bytes more in the ledger, oldest records first, without
- * touching what is owed. Inline: every tracked message asks, and nearly
- * always there is room. */
+ * touching what is owed; not while a failed attempt is under way
+ * (d->evict_held: its retry copy's record must not evict the record the
+ * attempt still uses, often the oldest): it makes room when done. Inline:
+ * every tracked message asks, and nearly always there is room. */
 static inline void engine__make_room(struct dlq *d, size_t bytes)
 {
 	if(d->ledger.bytes + dlq__owed_bytes(d) + bytes > d->cfg.max_pending_bytes) engine__evict_for(d, bytes);

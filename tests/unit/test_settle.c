@@ -601,6 +601,55 @@ START_TEST(no_deadline_without_ack_timeout)
 }
 END_TEST
 
+/* A failed attempt whose retry copy's record does not fit beside its own
+ * (max_pending_bytes 1KiB, 600-byte jobs): the copy is sent, and room is
+ * made only once the attempt is done with the failed record, which is
+ * then evicted, oldest first (and the copy's record after it, which does
+ * not fit beside the copy still owed). Before, taking the copy's record in
+ * evicted the failed record while the attempt still used it: a use after
+ * free, which the sanitizer runs of this test report. Both ways in: a
+ * NACK, and a deadline that runs out. */
+START_TEST(a_copy_that_evicts_its_original)
+{
+	static const struct dlq_option small[] = {{"max_pending_bytes", "1KiB"}};
+	char payload[601];
+	char id[DLQ_ID_LEN + 1];
+	memset(payload, 'x', sizeof(payload) - 1);
+	payload[sizeof(payload) - 1] = '\0';
+	fake_reset();
+	fake.now_ms = 1000;
+	fake.wall_ms = 1700000000000;
+	start_extra(true, small, ARRAY_LEN(small));
+
+	publish("jobs/a", payload, id);
+	sent("w", id, "jobs/a", payload);
+	ck_assert_int_eq(nack(id, "w", false), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(published_to("jobs/retry"), 1);
+	ck_assert_str_eq(fake_header_value(last_to("jobs/retry"), DLQ_PROP_ORIGIN_ID), id);
+	ck_assert_uint_eq(dlq__totals(&d)->evicted, 2);
+	ck_assert_uint_eq(d.ledger.count, 0);
+	ck_assert_int_eq(nack(id, "w", false), DLQ_NACK_UNKNOWN_ID);
+	expect_gauges();
+
+	/* Two ticks: the broker takes the copy, which is owed no more. */
+	tick_at(1001);
+	tick_at(1002);
+	ck_assert_uint_eq(dlq__owed_bytes(&d), 0);
+	publish("jobs/b", payload, id);
+	sent("hung", id, "jobs/b", payload);
+	ck_assert_uint_eq(d.deadlines.count, 1);
+	tick_at(1002 + 30000);
+	ck_assert_uint_eq(published_to("jobs/retry"), 2);
+	ck_assert_str_eq(fake_header_value(last_to("jobs/retry"), DLQ_PROP_ORIGIN_ID), id);
+	ck_assert_uint_eq(dlq__totals(&d)->ack_timeouts, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->evicted, 4);
+	ck_assert_uint_eq(d.deadlines.count, 0);
+	ck_assert_uint_eq(d.ledger.count, 0);
+	expect_gauges();
+	stop();
+}
+END_TEST
+
 static Suite *settle_suite(void)
 {
 	Suite *s = suite_create("settle");
@@ -614,6 +663,7 @@ static Suite *settle_suite(void)
 	tcase_add_test(tc, an_awaited_record_outlives_its_window);
 	tcase_add_test(tc, no_deadline_without_ack_timeout);
 	tcase_add_test(tc, reload_changes_deadlines);
+	tcase_add_test(tc, a_copy_that_evicts_its_original);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("2.0");
 	tcase_add_test(tc, sequential_on_2_0);
