@@ -61,43 +61,13 @@ static bool leading_count(const char *line, double *v, const char **rest)
 	return true;
 }
 
-/* Parses "1,234,567 (12.3%)  file:function [object]" lines. */
+/* Parses "1,234,567 (12.3%)  file:function [object]" lines: the named
+ * callbacks of enum cg_fn (cg__parse_named). */
 void cg__parse(const char *file, double ir[NFN])
 {
-	char cmd[512], line[2048];
-	struct callbacks cb = { .n = 0 };
 	memset(ir, 0, sizeof(double) * NFN);
-	snprintf(cmd, sizeof(cmd), "callgrind_annotate --auto=no --inclusive=yes --threshold=100 '%s' 2>/dev/null", file);
-	FILE *p = popen(cmd, "r");
-	if(p == NULL) return;
-	while(fgets(line, sizeof(line), p)){
-		double v;
-		const char *s;
-		if(!leading_count(line, &v, &s)) continue;
-		const char *name = strstr(s, "  ");
-		if(name == NULL) continue;
-		name += 2;
-		if(!strncmp(name, fn_names[FN_TOTAL], strlen(fn_names[FN_TOTAL]))){
-			ir[FN_TOTAL] = v;
-			continue;
-		}
-		const char *colon = strchr(name, ':');
-		if(colon == NULL) continue;
-		if(!strncmp(colon + 1, "adapter__", 9)) add_callback(&cb, colon + 1, v);
-		for(int f = FN_MESSAGE; f < FN_PLUGIN; f++){
-			size_t n = strlen(fn_names[f]);
-			char after = colon[1 + n];
-			/* A function can be listed twice, with and without its
-			 * file: the same cost, so keep the largest. */
-			if(!strncmp(colon + 1, fn_names[f], n) && (after == ' ' || after == '\n' || after == '\0') && v > ir[f]){
-				ir[f] = v;
-			}
-		}
-	}
-	pclose(p);
-	for(int i = 0; i < cb.n; i++){
-		ir[FN_PLUGIN] += cb.ir[i];
-	}
+	cg__parse_named(file, &fn_names[FN_MESSAGE], FN_PLUGIN - FN_MESSAGE, &ir[FN_MESSAGE], &ir[FN_TOTAL],
+			&ir[FN_PLUGIN]);
 }
 
 /* The broker's frames that lead to the callbacks: in an inclusive

@@ -22,48 +22,6 @@
 
 #define CONNECT_RETRY_MS 5000
 
-static void on_connect(struct mosquitto *m, void *ud, int rc, int flags, const mosquitto_property *props)
-{
-	struct client *c = ud;
-	(void)m;
-	(void)flags;
-	(void)props;
-	if(rc == 0){
-		c->connected = true;
-	}else{
-		c->failed = true;
-		fprintf(stderr, "dlq_bench: connection refused: %s\n", mosquitto_reason_string(rc));
-	}
-}
-
-static void on_subscribe(struct mosquitto *m, void *ud, int mid, int count, const int *granted,
-		const mosquitto_property *props)
-{
-	struct client *c = ud;
-	(void)m;
-	(void)mid;
-	(void)props;
-	if(count == 1 && granted[0] < 0x80){
-		c->subscribed = true;
-	}else{
-		c->failed = true;
-		fprintf(stderr, "dlq_bench: subscription refused\n");
-	}
-}
-
-static void on_disconnect(struct mosquitto *m, void *ud, int rc, const mosquitto_property *props)
-{
-	struct client *c = ud;
-	(void)m;
-	(void)props;
-	if(c->connected && rc != 0){
-		fprintf(stderr, "dlq_bench: client %s lost its connection: %s\n",
-				c->role == ROLE_PUB ? "publisher" : "subscriber", mosquitto_reason_string(rc));
-		c->failed = true;
-	}
-	c->connected = false;
-}
-
 bool client__read_stamp(const mosquitto_property *props, char id[DLQ_ID_LEN + 1], bool *is_copy)
 {
 	bool found = false;
@@ -169,6 +127,7 @@ int client__open(struct load *L, enum role role, int index)
 	static const char *names[] = { "pub", "sub", "dead" };
 
 	memset(c, 0, sizeof(*c));
+	c->link.name = role == ROLE_PUB ? "publisher" : role == ROLE_SUB ? "subscriber" : "dead-letter consumer";
 	c->load = L;
 	c->role = role;
 	c->index = index;
@@ -179,9 +138,7 @@ int client__open(struct load *L, enum role role, int index)
 	if(c->mosq == NULL) return -1;
 	L->nclients++;
 	mosquitto_int_option(c->mosq, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
-	mosquitto_connect_v5_callback_set(c->mosq, on_connect);
-	mosquitto_subscribe_v5_callback_set(c->mosq, on_subscribe);
-	mosquitto_disconnect_v5_callback_set(c->mosq, on_disconnect);
+	link__callbacks_set(c->mosq);
 	mosquitto_message_v5_callback_set(c->mosq, on_message);
 	mosquitto_publish_v5_callback_set(c->mosq, on_publish);
 	/* A unix listener has a short backlog: when a burst of clients
@@ -207,8 +164,8 @@ void client__close_all(struct load *L)
 {
 	for(int i = 0; i < L->nclients; i++){
 		struct client *c = &L->clients[i];
-		if(c->connected){
-			c->connected = false;
+		if(c->link.connected){
+			c->link.connected = false;
 			mosquitto_disconnect_v5(c->mosq, 0, NULL);
 			for(int k = 0; k < 100 && mosquitto_want_write(c->mosq); k++){
 				mosquitto_loop_write(c->mosq, 1);

@@ -16,6 +16,7 @@
 #include <mosquitto.h>
 
 #include "bench.h"
+#include "link.h"
 
 /* The holder's topic: matched by the tracked policy, so its deliveries
  * wait in the same queue (one per ack_timeout) as the measured ones. */
@@ -30,11 +31,11 @@ struct dl_set;
 
 /* One MQTT v5 client, without a thread of its own. */
 struct dl_client {
+	struct link link;            /* first: the callbacks' userdata */
 	struct mosquitto *m;
 	struct dl_set *set;
 	enum dl_role role;
 	int index;                   /* DL_SHORT: its topic's number */
-	bool connected, subscribed, failed;
 	uint64_t received;           /* originals */
 	uint64_t copies;             /* retry copies (they carry retry-count) */
 };

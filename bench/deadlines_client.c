@@ -32,47 +32,6 @@
 #define DL_READS_PER_PASS 256
 #define DL_MISC_NS 500000000ull
 
-static void on_connect(struct mosquitto *m, void *ud, int rc, int flags, const mosquitto_property *props)
-{
-	struct dl_client *c = ud;
-	(void)m;
-	(void)flags;
-	(void)props;
-	if(rc == 0){
-		c->connected = true;
-	}else{
-		c->failed = true;
-		fprintf(stderr, "dlq_bench: deadlines: connection refused: %s\n", mosquitto_reason_string(rc));
-	}
-}
-
-static void on_subscribe(struct mosquitto *m, void *ud, int mid, int count, const int *granted,
-		const mosquitto_property *props)
-{
-	struct dl_client *c = ud;
-	(void)m;
-	(void)mid;
-	(void)props;
-	if(count == 1 && granted[0] < 0x80){
-		c->subscribed = true;
-	}else{
-		c->failed = true;
-		fprintf(stderr, "dlq_bench: deadlines: subscription refused\n");
-	}
-}
-
-static void on_disconnect(struct mosquitto *m, void *ud, int rc, const mosquitto_property *props)
-{
-	struct dl_client *c = ud;
-	(void)m;
-	(void)props;
-	if(c->connected && rc){
-		fprintf(stderr, "dlq_bench: deadlines: a client lost its connection: %s\n", mosquitto_reason_string(rc));
-		c->failed = true;
-	}
-	c->connected = false;
-}
-
 static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_message *msg,
 		const mosquitto_property *props)
 {
@@ -87,7 +46,7 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
 		free(s->reply);
 		s->reply = malloc((size_t)msg->payloadlen + 1);
 		if(s->reply == NULL){
-			c->failed = true;
+			c->link.failed = true;
 			return;
 		}
 		memcpy(s->reply, msg->payload, (size_t)msg->payloadlen);
@@ -108,7 +67,7 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
 static bool any_failed(const struct dl_set *s)
 {
 	for(int i = 0; i < s->n; i++){
-		if(s->c[i].failed) return true;
+		if(s->c[i].link.failed) return true;
 	}
 	return false;
 }
@@ -123,7 +82,7 @@ static bool reached(const struct dl_set *s, enum dl_until u, uint64_t want)
 		case DU_CONNECTED:
 		case DU_SUBSCRIBED:
 			for(int i = 0; i < s->n; i++){
-				if(!(u == DU_CONNECTED ? s->c[i].connected : s->c[i].subscribed)) return false;
+				if(!(u == DU_CONNECTED ? s->c[i].link.connected : s->c[i].link.subscribed)) return false;
 			}
 			return true;
 		case DU_HOLDER:
@@ -189,7 +148,7 @@ static int pump(struct dl_set *s, enum dl_until u, uint64_t want, int timeout_ms
 					errno = 0;
 					int r = mosquitto_loop_read(c->m, 1);
 					if(r){
-						if(c->connected || u == DU_CONNECTED) c->failed = true;
+						if(c->link.connected || u == DU_CONNECTED) c->link.failed = true;
 						break;
 					}
 					if(errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -222,6 +181,7 @@ static struct dl_client *add_client(struct dl_set *s, const char *label, enum dl
 	struct dl_client *c = &s->c[s->n];
 	char id[96];
 	memset(c, 0, sizeof(*c));
+	c->link.name = "deadlines client";
 	c->set = s;
 	c->role = role;
 	c->index = index;
@@ -230,9 +190,7 @@ static struct dl_client *add_client(struct dl_set *s, const char *label, enum dl
 	if(c->m == NULL) return NULL;
 	s->n++;
 	mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
-	mosquitto_connect_v5_callback_set(c->m, on_connect);
-	mosquitto_subscribe_v5_callback_set(c->m, on_subscribe);
-	mosquitto_disconnect_v5_callback_set(c->m, on_disconnect);
+	link__callbacks_set(c->m);
 	mosquitto_message_v5_callback_set(c->m, on_message);
 	int rc;
 	uint64_t deadline = bench__now_ns() + DL_CONNECT_RETRY_MS * 1000000ull;
@@ -304,8 +262,8 @@ void dl_set__close(struct dl_set *s)
 {
 	for(int i = 0; i < s->n; i++){
 		struct dl_client *c = &s->c[i];
-		if(c->connected){
-			c->connected = false;
+		if(c->link.connected){
+			c->link.connected = false;
 			mosquitto_disconnect_v5(c->m, 0, NULL);
 			for(int k = 0; k < 100 && mosquitto_want_write(c->m); k++) mosquitto_loop_write(c->m, 1);
 		}
@@ -340,7 +298,7 @@ static void publish_fill(struct dl_set *s, void *ctx)
 		if(f->sent - (done - f->base) >= DL_WINDOW) break;
 		if(f->first_ns == 0) f->first_ns = bench__now_ns();
 		if(mosquitto_publish_v5(m, NULL, topic, (int)sizeof(s->payload), s->payload, 1, false, NULL)){
-			s->c[s->pub].failed = true;
+			s->c[s->pub].link.failed = true;
 			return;
 		}
 		f->sent++;

@@ -34,9 +34,9 @@
 enum lat_mode { MODE_DELAY, MODE_MEASURE };
 
 struct lat_client {
+	struct link link;            /* first: the callbacks' userdata */
 	struct mosquitto *m;
 	enum lat_mode mode;
-	bool connected, subscribed, failed;
 	uint64_t originals, copies, retried, refused;
 	uint64_t nack_ns;            /* MODE_MEASURE: when the NACK went out; 0: none out */
 	uint64_t *samples;
@@ -51,12 +51,12 @@ static void send_nack(struct lat_client *c, const char *id)
 	if(c->mode == MODE_DELAY && (mosquitto_property_add_string_pair(&props, MQTT_PROP_USER_PROPERTY,
 			DLQ_PROP_NACK_DELAY_MS, LAT_DELAY_MS)
 			|| mosquitto_property_add_string(&props, MQTT_PROP_RESPONSE_TOPIC, LAT_REPLY_TOPIC))){
-		c->failed = true;
+		c->link.failed = true;
 		mosquitto_property_free_all(&props);
 		return;
 	}
 	if(c->mode == MODE_MEASURE) c->nack_ns = bench__now_ns();
-	if(mosquitto_publish_v5(c->m, NULL, DLQ_NACK_TOPIC, DLQ_ID_LEN, id, 1, false, props)) c->failed = true;
+	if(mosquitto_publish_v5(c->m, NULL, DLQ_NACK_TOPIC, DLQ_ID_LEN, id, 1, false, props)) c->link.failed = true;
 	mosquitto_property_free_all(&props);
 }
 
@@ -89,14 +89,14 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
 	}
 	if(!client__read_stamp(props, id, &is_copy)){
 		fprintf(stderr, "dlq_bench: growth: a delivery without a dlq-id\n");
-		c->failed = true;
+		c->link.failed = true;
 		return;
 	}
 	if(is_copy){
 		c->copies++;
 		if(c->mode != MODE_MEASURE || c->nack_ns == 0){
 			fprintf(stderr, "dlq_bench: growth: a retry copy nobody waited for (a delayed one fell due?)\n");
-			c->failed = true;
+			c->link.failed = true;
 			return;
 		}
 		if(c->nsamples < c->cap) c->samples[c->nsamples++] = bench__now_ns() - c->nack_ns;
@@ -107,47 +107,14 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
 	send_nack(c, id);
 }
 
-static void on_connect(struct mosquitto *m, void *ud, int rc, int flags, const mosquitto_property *props)
-{
-	struct lat_client *c = ud;
-	(void)m;
-	(void)flags;
-	(void)props;
-	if(rc == 0) c->connected = true;
-	else c->failed = true;
-}
-
-static void on_subscribe(struct mosquitto *m, void *ud, int mid, int count, const int *granted,
-		const mosquitto_property *props)
-{
-	struct lat_client *c = ud;
-	(void)m;
-	(void)mid;
-	(void)props;
-	if(count == 1 && granted[0] < 0x80) c->subscribed = true;
-	else c->failed = true;
-}
-
-static void on_disconnect(struct mosquitto *m, void *ud, int rc, const mosquitto_property *props)
-{
-	struct lat_client *c = ud;
-	(void)m;
-	(void)props;
-	if(c->connected && rc){
-		fprintf(stderr, "dlq_bench: growth: the client lost its connection: %s\n", mosquitto_reason_string(rc));
-		c->failed = true;
-	}
-	c->connected = false;
-}
-
 /* What loop_until waits for: want or more of a count. */
 enum lat_wait { WAIT_CONNECTED, WAIT_SUBSCRIBED, WAIT_SAMPLES, WAIT_RETRIED };
 
 static bool reached(const struct lat_client *c, enum lat_wait w, uint64_t want)
 {
 	switch(w){
-		case WAIT_CONNECTED: return c->connected;
-		case WAIT_SUBSCRIBED: return c->subscribed;
+		case WAIT_CONNECTED: return c->link.connected;
+		case WAIT_SUBSCRIBED: return c->link.subscribed;
 		case WAIT_SAMPLES: return c->nsamples >= want;
 		case WAIT_RETRIED: return c->retried >= want;
 	}
@@ -161,7 +128,7 @@ static int loop_until(struct lat_client *c, enum lat_wait w, uint64_t want, cons
 {
 	uint64_t deadline = bench__now_ns() + LAT_WAIT_MS * 1000000ull;
 	while(!reached(c, w, want)){
-		if(c->failed || c->refused || bench__interrupted()) return -1;
+		if(c->link.failed || c->refused || bench__interrupted()) return -1;
 		if(bench__now_ns() > deadline){
 			fprintf(stderr, "dlq_bench: growth: timed out waiting for %s\n", what);
 			return -1;
@@ -172,7 +139,7 @@ static int loop_until(struct lat_client *c, enum lat_wait w, uint64_t want, cons
 			return -1;
 		}
 	}
-	return c->failed || c->refused ? -1 : 0;
+	return c->link.failed || c->refused ? -1 : 0;
 }
 
 static int publish_original(struct lat_client *c)
@@ -216,7 +183,7 @@ static int schedule_delayed(struct lat_client *c, uint64_t delayed)
 int growth__nack_latency(const struct broker *b, uint64_t delayed, size_t nacks, struct growth_latency *before,
 		struct growth_latency *after)
 {
-	struct lat_client c = {0};
+	struct lat_client c = { .link.name = "growth latency client" };
 	char id[64];
 	int rc = -1;
 
@@ -226,9 +193,7 @@ int growth__nack_latency(const struct broker *b, uint64_t delayed, size_t nacks,
 	c.m = mosquitto_new(id, true, &c);
 	if(c.samples == NULL || c.m == NULL) goto done;
 	mosquitto_int_option(c.m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
-	mosquitto_connect_v5_callback_set(c.m, on_connect);
-	mosquitto_subscribe_v5_callback_set(c.m, on_subscribe);
-	mosquitto_disconnect_v5_callback_set(c.m, on_disconnect);
+	link__callbacks_set(c.m);
 	mosquitto_message_v5_callback_set(c.m, on_message);
 	if(mosquitto_connect(c.m, b->host, b->port, 60)){
 		fprintf(stderr, "dlq_bench: growth: cannot connect to %s: %s\n", b->host, strerror(errno));
@@ -239,7 +204,7 @@ int growth__nack_latency(const struct broker *b, uint64_t delayed, size_t nacks,
 		goto done;
 	}
 	if(measure(&c, nacks, 0, before) || schedule_delayed(&c, delayed) || measure(&c, nacks, delayed, after)) goto done;
-	rc = c.refused || c.failed ? -1 : 0;
+	rc = c.refused || c.link.failed ? -1 : 0;
 
 done:
 	if(rc && !bench__interrupted()){
@@ -248,7 +213,7 @@ done:
 				(unsigned long long)c.retried, (unsigned long long)c.refused);
 	}
 	if(c.m){
-		if(c.connected) mosquitto_disconnect_v5(c.m, 0, NULL);
+		if(c.link.connected) mosquitto_disconnect_v5(c.m, 0, NULL);
 		mosquitto_destroy(c.m);
 	}
 	free(c.samples);

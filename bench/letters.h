@@ -17,6 +17,7 @@
 #include <mosquitto.h>
 
 #include "bench.h"
+#include "link.h"
 
 /* The policy, and the topic every original goes to. */
 #define LETTERS_POLICY "jobs/# max_attempts=1 dead_letter=dead/jobs"
@@ -94,10 +95,9 @@ enum letters_mode {
  * own reply topic, it publishes originals, NACKs what it receives, counts
  * the dead letters that come back, and sends $CONTROL/dlq/v1 commands. */
 struct letters_client {
+	struct link link;            /* first: the callbacks' userdata */
 	struct mosquitto *m;
 	enum letters_mode mode;
-	bool connected, failed;
-	int subscribed;              /* SUBACKs received */
 	uint64_t deliveries;         /* originals received on LETTERS_TOPIC */
 	uint64_t dead;               /* dead letters received */
 	uint64_t dead_with_id;       /* of them, with a dead-letter-id */

@@ -80,7 +80,7 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
 		free(c->reply);
 		c->reply = malloc((size_t)msg->payloadlen + 1);
 		if(c->reply == NULL){
-			c->failed = true;
+			c->link.failed = true;
 			return;
 		}
 		memcpy(c->reply, msg->payload, (size_t)msg->payloadlen);
@@ -102,46 +102,13 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
 	if(!client__read_stamp(props, id, &is_copy) || is_copy){
 		fprintf(stderr, "dlq_bench: letters: a delivery on %s %s\n", msg->topic,
 				is_copy ? "that is a retry copy (max_attempts=1 makes none)" : "without a dlq-id");
-		c->failed = true;
+		c->link.failed = true;
 		return;
 	}
 	c->deliveries++;
 	if(c->mode == LMODE_NACK && mosquitto_publish_v5(m, NULL, DLQ_NACK_TOPIC, DLQ_ID_LEN, id, 1, false, NULL)){
-		c->failed = true;
+		c->link.failed = true;
 	}
-}
-
-static void on_connect(struct mosquitto *m, void *ud, int rc, int flags, const mosquitto_property *props)
-{
-	struct letters_client *c = ud;
-	(void)m;
-	(void)flags;
-	(void)props;
-	if(rc == 0) c->connected = true;
-	else c->failed = true;
-}
-
-static void on_subscribe(struct mosquitto *m, void *ud, int mid, int count, const int *granted,
-		const mosquitto_property *props)
-{
-	struct letters_client *c = ud;
-	(void)m;
-	(void)mid;
-	(void)props;
-	if(count == 1 && granted[0] < 0x80) c->subscribed++;
-	else c->failed = true;
-}
-
-static void on_disconnect(struct mosquitto *m, void *ud, int rc, const mosquitto_property *props)
-{
-	struct letters_client *c = ud;
-	(void)m;
-	(void)props;
-	if(c->connected && rc){
-		fprintf(stderr, "dlq_bench: letters: the client lost its connection: %s\n", mosquitto_reason_string(rc));
-		c->failed = true;
-	}
-	c->connected = false;
 }
 
 /* What pump waits for. */
@@ -150,8 +117,8 @@ enum lwait { LW_CONNECTED, LW_SUBSCRIBED, LW_DONE, LW_REPLY };
 static bool reached(const struct letters_client *c, enum lwait w, uint64_t want)
 {
 	switch(w){
-		case LW_CONNECTED: return c->connected;
-		case LW_SUBSCRIBED: return (uint64_t)c->subscribed >= want;
+		case LW_CONNECTED: return c->link.connected;
+		case LW_SUBSCRIBED: return (uint64_t)c->link.subscribed >= want;
 		case LW_DONE: return (c->mode == LMODE_NACK ? c->dead : c->deliveries) >= want;
 		case LW_REPLY: return c->got_reply;
 	}
@@ -164,7 +131,7 @@ static int pump(struct letters_client *c, enum lwait w, uint64_t want, const cha
 {
 	uint64_t deadline = bench__now_ns() + LETTERS_WAIT_MS * 1000000ull;
 	while(!reached(c, w, want)){
-		if(c->failed || bench__interrupted()) return -1;
+		if(c->link.failed || bench__interrupted()) return -1;
 		if(bench__now_ns() > deadline){
 			fprintf(stderr, "dlq_bench: letters: timed out waiting for %s (%llu deliveries, %llu dead letters)\n", what,
 					(unsigned long long)c->deliveries, (unsigned long long)c->dead);
@@ -176,21 +143,20 @@ static int pump(struct letters_client *c, enum lwait w, uint64_t want, const cha
 			return -1;
 		}
 	}
-	return c->failed ? -1 : 0;
+	return c->link.failed ? -1 : 0;
 }
 
 int letters_client__open(struct letters_client *c, const struct broker *b, const char *label)
 {
 	char id[64];
 	memset(c, 0, sizeof(*c));
+	c->link.name = "letters client";
 	snprintf(id, sizeof(id), "%s-%d", label, (int)getpid());
 	snprintf(c->reply_topic, sizeof(c->reply_topic), "bench/letters/reply/%d", (int)getpid());
 	c->m = mosquitto_new(id, true, c);
 	if(c->m == NULL) return -1;
 	mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
-	mosquitto_connect_v5_callback_set(c->m, on_connect);
-	mosquitto_subscribe_v5_callback_set(c->m, on_subscribe);
-	mosquitto_disconnect_v5_callback_set(c->m, on_disconnect);
+	link__callbacks_set(c->m);
 	mosquitto_message_v5_callback_set(c->m, on_message);
 	if(mosquitto_connect(c->m, b->host, b->port, 60)){
 		fprintf(stderr, "dlq_bench: letters: cannot connect to %s: %s\n", b->host, strerror(errno));
@@ -210,7 +176,7 @@ int letters_client__open(struct letters_client *c, const struct broker *b, const
 void letters_client__close(struct letters_client *c)
 {
 	if(c->m){
-		if(c->connected){
+		if(c->link.connected){
 			mosquitto_disconnect_v5(c->m, 0, NULL);
 			/* The DISCONNECT goes out before the socket closes. */
 			mosquitto_loop(c->m, 10, 1);
@@ -238,7 +204,7 @@ int letters_client__pass(struct letters_client *c, enum letters_mode mode, uint6
 		uint64_t done = (mode == LMODE_NACK ? c->dead : c->deliveries) - base;
 		while(sent < n && sent - done < LETTERS_WINDOW){
 			if(mosquitto_publish_v5(c->m, NULL, LETTERS_TOPIC, (int)payload_len, c->payload, 1, false, NULL)){
-				c->failed = true;
+				c->link.failed = true;
 				return -1;
 			}
 			sent++;

@@ -58,7 +58,7 @@ static void publish_one(struct load *L, int i)
 			L->payload, L->o->qos, false, NULL);
 	if(rc){
 		L->errors++;
-		L->clients[i].failed = true;
+		L->clients[i].link.failed = true;
 		return;
 	}
 	p->seq++;
@@ -112,7 +112,7 @@ static uint64_t publish_step(struct load *L, uint64_t now)
 static bool any_failed(const struct load *L)
 {
 	for(int i = 0; i < L->nclients; i++){
-		if(L->clients[i].failed) return true;
+		if(L->clients[i].link.failed) return true;
 	}
 	return L->errors > 0;
 }
@@ -123,8 +123,8 @@ static bool reached(const struct load *L, enum until u)
 {
 	for(int i = 0; i < L->nclients; i++){
 		const struct client *c = &L->clients[i];
-		if(u == UNTIL_CONNECTED && !c->connected) return false;
-		if(u == UNTIL_SUBSCRIBED && c->role != ROLE_PUB && !c->subscribed) return false;
+		if(u == UNTIL_CONNECTED && !c->link.connected) return false;
+		if(u == UNTIL_SUBSCRIBED && c->role != ROLE_PUB && !c->link.subscribed) return false;
 	}
 	if(u == UNTIL_DRAINED){
 		for(int i = 0; i < L->npairs; i++){
@@ -172,7 +172,7 @@ static int run_until(struct load *L, enum until u, uint64_t deadline)
 					errno = 0;
 					int rc = mosquitto_loop_read(c->mosq, 1);
 					if(rc){
-						if(c->connected || u == UNTIL_CONNECTED) c->failed = true;
+						if(c->link.connected || u == UNTIL_CONNECTED) c->link.failed = true;
 						break;
 					}
 					if(errno == EAGAIN || errno == EWOULDBLOCK) break;

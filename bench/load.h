@@ -11,6 +11,7 @@
 #include <mosquitto.h>
 
 #include "bench.h"
+#include "link.h"
 #include "mosquitto_dlq.h"
 
 #define MAX_PAIRS (BENCH_MAX_PAIRS * BENCH_MAX_TARGETS)
@@ -20,13 +21,11 @@
 enum role { ROLE_PUB, ROLE_SUB, ROLE_DEAD };
 
 struct client {
+	struct link link;            /* first: the callbacks' userdata */
 	struct mosquitto *mosq;
 	struct load *load;
 	enum role role;
 	int index;
-	bool connected;
-	bool subscribed;
-	bool failed;
 };
 
 struct pair {
