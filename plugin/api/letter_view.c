@@ -64,10 +64,20 @@ cJSON *letter_view__summary(const struct dlq_letter *l)
 	return o;
 }
 
-/* Text a reply can hold as it is: UTF-8 without NUL. */
+/* Text a reply can hold as it is: UTF-8 without NUL, and without what an
+ * MQTT client may refuse in a UTF-8 string once cJSON writes it as it is:
+ * U+007F-U+009F and the noncharacters (cJSON escapes U+0001-U+001F). */
 static bool is_text(const void *p, size_t n)
 {
-	return errtext__utf8_check(p, n) == n;
+	const unsigned char *u = p;
+	size_t i = 0;
+	while(i < n){
+		enum errtext_char kind;
+		size_t k = errtext__utf8_char(u + i, n - i, &kind);
+		if(k == 0 || kind == ERRTEXT_CHAR_NONCHAR || (kind == ERRTEXT_CHAR_CONTROL && u[i] >= 0x20)) return false;
+		i += k;
+	}
+	return true;
 }
 
 static bool add_text_or_base64(cJSON *o, const char *name, const uint8_t *p, size_t n)

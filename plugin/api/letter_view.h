@@ -2,7 +2,8 @@
 /*
  * What a kept dead letter shows in a reply (listDeadLetters,
  * getDeadLetter): its summary, and in full its payload (text, or base64
- * when it is not UTF-8 without NUL; cut at DLQ_MAX_LETTER_PAYLOAD_REPLY)
+ * when it is not UTF-8 an MQTT client accepts: without NUL, U+007F-U+009F
+ * or noncharacters; cut at DLQ_MAX_LETTER_PAYLOAD_REPLY)
  * and every property it was published with.
  */
 #ifndef DLQ_LETTER_VIEW_H

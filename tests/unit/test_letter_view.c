@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * Unit tests of letter_view.c, what a kept dead letter shows in a reply
+ * (getDeadLetter): its payload as text when it is UTF-8 an MQTT client
+ * accepts, else base64, and the whole view, printed as the reply is, valid
+ * UTF-8 by libmosquitto's own check (which refuses U+0001-U+001F,
+ * U+007F-U+009F and the noncharacters: cJSON escapes the first as \uXXXX
+ * and writes the others as they are). Dead letters made by the engine
+ * against the fake broker port.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <mosquitto.h>
+
+#include "api/letter_view.h"
+#include "engine/dlq.h"
+#include "engine_calls.h"
+#include "fake_port.h"
+#include "mosquitto_dlq.h"
+#include "test_util.h"
+
+static struct dlq d;
+static bool d_live;
+
+/* The view of the dead letter of a message with payload, NACKed once. */
+static cJSON *view_of(const char *payload)
+{
+	struct dlq_option opts[] = {{"policy", "jobs/# max_attempts=1 dead_letter=dead/jobs"}};
+	char id[DLQ_ID_LEN + 1];
+	fake_reset();
+	engine_start(&d, &d_live, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
+	engine_track(&d, "jobs/a", payload, 1, NULL, id);
+	ck_assert_int_eq(engine_nack(&d, id, "worker", false), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(d.letters.count, 1);
+	cJSON *v = letter_view__full(d.letters.oldest);
+	ck_assert_ptr_nonnull(v);
+	engine_stop(&d, &d_live);
+	fake_reset();
+	return v;
+}
+
+/* The view printed as a reply is: valid for libmosquitto. */
+static void expect_mqtt_text(const cJSON *v)
+{
+	char *s = cJSON_PrintUnformatted(v);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_msg(mosquitto_validate_utf8(s, (int)strlen(s)) == MOSQ_ERR_SUCCESS, "not valid UTF-8 for MQTT: %s", s);
+	free(s);
+}
+
+static void expect_payload(const char *payload, const char *encoding, const char *shown)
+{
+	cJSON *v = view_of(payload);
+	const cJSON *enc = cJSON_GetObjectItemCaseSensitive(v, "payloadEncoding");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(v, "payload");
+	ck_assert_msg(cJSON_IsString(enc) && !strcmp(enc->valuestring, encoding), "payload %s: payloadEncoding %s, not %s",
+			shown, cJSON_IsString(enc) ? enc->valuestring : "(none)", encoding);
+	ck_assert_msg(cJSON_IsString(p), "payload %s: no payload", shown);
+	if(!strcmp(encoding, "utf-8")) ck_assert_str_eq(p->valuestring, payload);
+	expect_mqtt_text(v);
+	cJSON_Delete(v);
+}
+
+START_TEST(text_is_shown_as_it_is)
+{
+	expect_payload("plain text", "utf-8", "plain text");
+	expect_payload("tab\there, line\nthere", "utf-8", "with TAB and LF (escaped by cJSON)");
+	expect_payload("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "utf-8", "with é, € and an emoji");
+}
+END_TEST
+
+START_TEST(what_mqtt_refuses_is_base64)
+{
+	expect_payload("he\x7f\x7f", "base64", "with DEL (U+007F)");
+	expect_payload("next \xc2\x85 line", "base64", "with NEL (U+0085)");
+	expect_payload("x \xef\xbf\xbe", "base64", "with U+FFFE");
+	expect_payload("x \xef\xb7\x90", "base64", "with U+FDD0");
+	expect_payload("\xff\xfe", "base64", "not UTF-8");
+	expect_payload("\xed\xa0\x80", "base64", "a surrogate");
+}
+END_TEST
+
+START_TEST(base64_gives_the_bytes_back)
+{
+	cJSON *v = view_of("he\x7f");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(v, "payload");
+	ck_assert(cJSON_IsString(p));
+	ck_assert_str_eq(p->valuestring, "aGV/");
+	cJSON_Delete(v);
+}
+END_TEST
+
+static Suite *letter_view_suite(void)
+{
+	Suite *s = suite_create("letter_view");
+	TCase *tc = tcase_create("payload");
+	tcase_add_test(tc, text_is_shown_as_it_is);
+	tcase_add_test(tc, what_mqtt_refuses_is_base64);
+	tcase_add_test(tc, base64_gives_the_bytes_back);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(letter_view_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
