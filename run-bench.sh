@@ -14,6 +14,9 @@
 #   ./run-bench.sh --only letters  the dead-letter store suite (issue 24), not part of the
 #                  default run (under a minute): 10,000 kept dead letters, memory, listing,
 #                  save and restart with the state file
+#   ./run-bench.sh --only saves    the saves suite (issue 36), not part of the default
+#                  run (about 10 minutes; --quick about 2): what a client sees while the
+#                  plugin saves 100,000 and 1,000,000 kept records, beside the broker's autosave
 #   ./run-bench.sh --plugin-opt 'KEY VALUE'   one more option for every plugin broker
 #   ./run-bench.sh --broker LINE  on another broker line (2.0.11, 2.0.21, 2.1;
 #                  see run-tests.sh), bare and with the plugin: 2.0.21's build is

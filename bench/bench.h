@@ -3,7 +3,7 @@
  * The benchmark's shared declarations: the brokers it starts and stops
  * itself (broker.c), the load driver that runs every client of a phase in
  * one thread (load.c, client.c), the suites (suite.c with its tables in
- * report.c, durability.c, memory.c, callgrind.c, growth.c, letters.c, deadlines.c), clocks and
+ * report.c, durability.c, memory.c, callgrind.c, growth.c, letters.c, deadlines.c, saves.c), clocks and
  * statistics (stats.c).
  * Nothing here is a test: figures are printed, never asserted.
  */
@@ -136,9 +136,15 @@ void broker__remove_dir(struct broker *b);
 int broker_conf__write(struct broker *b, const struct broker_opts *o);
 /* Resident set size in KiB, or -1. */
 long broker__rss_kib(const struct broker *b);
+/* The "field N kB" line of /proc/pid/file (e.g. "status", "VmRSS:"; or
+ * "smaps_rollup", "Pss:"), of any process: N, or -1. */
+long broker__proc_kib(pid_t pid, const char *file, const char *field);
 /* CPU time used by the broker so far, in nanoseconds (schedstat, else
  * utime + stime). */
 uint64_t broker__cpu_ns(const struct broker *b);
+/* CPU time used by the children the broker reaped (the plugin's savers),
+ * in nanoseconds, clock-tick resolution (cutime + cstime); 0 if unread. */
+uint64_t broker__children_cpu_ns(const struct broker *b);
 void broker__print_log(const struct broker *b);
 /* Kills every broker still running and removes its directory (atexit). */
 void broker__stop_all(void);
@@ -188,6 +194,9 @@ struct load_opts {
 	uint64_t count;
 	int timeout_ms;
 	bool record_latency;
+	/* With record_latency: each sample's arrival time too (the result's
+	 * arrived, parallel to lat), for latency per window of time. */
+	bool record_arrival;
 	bool spin;                   /* poll without sleeping while messages flow */
 	const char *label;           /* client id prefix */
 };
@@ -207,6 +216,10 @@ struct load_result {
 	double target_delivered_per_s[BENCH_MAX_TARGETS];
 	double p50_us[BENCH_MAX_TARGETS], p99_us[BENCH_MAX_TARGETS]; /* end to end, originals */
 	struct bench_samples lat[BENCH_MAX_TARGETS]; /* owned: load__result_free */
+	/* With record_arrival: when each of lat's samples arrived
+	 * (bench__now_ns), and when the measured interval began; owned. */
+	struct bench_samples arrived[BENCH_MAX_TARGETS];
+	uint64_t measure_start_ns;
 	uint64_t untagged;           /* tracked deliveries without a dlq-id */
 	uint64_t unfinished;         /* originals not done when the drain ended */
 };
@@ -255,6 +268,7 @@ struct bench_config {
 	bool run_growth;              /* opt-in: not part of the default run */
 	bool run_letters;             /* opt-in (issue 24's dead-letter store): not part of the default run */
 	bool run_deadlines;           /* opt-in (issue 35's acknowledgement deadlines): not part of the default run */
+	bool run_saves;               /* opt-in (issue 36's background saves): not part of the default run */
 	uint64_t letters_count;       /* --letters-count: dead letters the letters suite keeps; 0: its default */
 	bool no_valgrind;             /* --no-callgrind: the growth suite skips its callgrind runs too */
 };

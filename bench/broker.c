@@ -323,28 +323,57 @@ void broker__stop_all(void)
 	}
 }
 
-long broker__rss_kib(const struct broker *b)
+long broker__proc_kib(pid_t pid, const char *file, const char *field)
 {
 	char path[64], line[256];
 	long kib = -1;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)b->pid);
+	size_t len = strlen(field);
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
 	FILE *f = fopen(path, "r");
 	if(f == NULL) return -1;
 	while(fgets(line, sizeof(line), f)){
-		if(!strncmp(line, "VmRSS:", 6)){
-			char *end;
-			kib = strtol(line + 6, &end, 10);
-			if(end == line + 6) kib = -1;
-			break;
-		}
+		if(strncmp(line, field, len)) continue;
+		char *end;
+		kib = strtol(line + len, &end, 10);
+		if(end == line + len) kib = -1;
+		break;
 	}
 	fclose(f);
 	return kib;
 }
 
-uint64_t broker__cpu_ns(const struct broker *b)
+long broker__rss_kib(const struct broker *b)
+{
+	return broker__proc_kib(b->pid, "status", "VmRSS:");
+}
+
+/* CPU time from /proc/PID/stat in nanoseconds, clock-tick resolution: the
+ * process's own (utime + stime, fields 14 and 15) or that of the children
+ * it reaped (cutime + cstime, 16 and 17); 0 if it cannot be read. */
+static uint64_t stat_cpu_ns(pid_t pid, bool children)
 {
 	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if(f == NULL) return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The fields after the ")" that ends the command name. */
+	char *p = strrchr(buf, ')');
+	unsigned long long ut = 0, st = 0, cut = 0, cst = 0;
+	if(p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &ut, &st, &cut,
+			&cst) != 4){
+		return 0;
+	}
+	long hz = sysconf(_SC_CLK_TCK);
+	unsigned long long ticks = children ? cut + cst : ut + st;
+	return ticks * (1000000000ull / (unsigned long long)(hz > 0 ? hz : 100));
+}
+
+uint64_t broker__cpu_ns(const struct broker *b)
+{
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)b->pid);
 	FILE *f = fopen(path, "r");
 	if(f){
@@ -353,19 +382,12 @@ uint64_t broker__cpu_ns(const struct broker *b)
 		fclose(f);
 		if(n == 1) return ns;
 	}
-	/* Fallback: utime and stime, fields 14 and 15, after the ")" that ends
-	 * the command name. */
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)b->pid);
-	f = fopen(path, "r");
-	if(f == NULL) return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	unsigned long long ut = 0, st = 0;
-	if(p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return 0;
-	long hz = sysconf(_SC_CLK_TCK);
-	return (ut + st) * (1000000000ull / (unsigned long long)(hz > 0 ? hz : 100));
+	return stat_cpu_ns(b->pid, false);
+}
+
+uint64_t broker__children_cpu_ns(const struct broker *b)
+{
+	return stat_cpu_ns(b->pid, true);
 }
 
 void broker__print_log(const struct broker *b)

@@ -103,7 +103,9 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
 	if(p->t->kind != LOAD_STORM && p->t->kind != LOAD_ACK) p->done++;
 	int t = p->target;
 	if(L->measuring && L->o->record_latency && L->nlat[t] < L->caplat){
-		L->lat[t][L->nlat[t]++] = bench__now_ns() - sent_ns;
+		uint64_t now = bench__now_ns();
+		if(L->arrived[t]) L->arrived[t][L->nlat[t]] = now;
+		L->lat[t][L->nlat[t]++] = now - sent_ns;
 	}
 }
 

@@ -102,6 +102,9 @@ static int copy_file(const char *from, const char *to)
 	while(rc == 0 && (r = read(in, buf, sizeof(buf))) != 0){
 		if(r < 0 || write(out, buf, (size_t)r) != r) rc = -1;
 	}
+	/* On disk before a broker starts from it, as a state file a broker
+	 * left is: its writeback would otherwise go on under the broker. */
+	if(rc == 0 && fsync(out)) rc = -1;
 	if(out >= 0 && close(out)) rc = -1;
 	close(in);
 	if(rc) fprintf(stderr, "dlq_bench: growth: cannot copy %s to %s: %s\n", from, to, strerror(errno));
@@ -141,8 +144,7 @@ int growth__restored_check(const struct broker *b, uint64_t n)
 	return -1;
 }
 
-/* RSS growth of a broker of kind over n messages (KiB). */
-static int pass_messages(const struct bench_config *cfg, struct broker *b, enum load_kind kind, uint64_t n,
+int growth__pass_messages(const struct bench_config *cfg, struct broker *b, enum load_kind kind, uint64_t n,
 		double *kib)
 {
 	struct load_opts o = {
@@ -164,8 +166,7 @@ static int pass_messages(const struct bench_config *cfg, struct broker *b, enum 
 	return 0;
 }
 
-/* The file of gs->n records, and the memory figures of filling it. */
-static int fill(const struct bench_config *cfg, const char *dir, struct gsize *gs)
+int growth__fill_state(const struct bench_config *cfg, const char *dir, struct gsize *gs)
 {
 	struct gbroker g;
 	struct broker b;
@@ -175,7 +176,7 @@ static int fill(const struct bench_config *cfg, const char *dir, struct gsize *g
 	growth__plugin_broker(cfg, gs->state, &g);
 	fprintf(stderr, "growth: filling a broker with %llu tracked messages\n", (unsigned long long)gs->n);
 	if(broker__start(&b, &g.bo)) return -1;
-	if(pass_messages(cfg, &b, LOAD_TRACKED, gs->n, &gs->plugin_kib)){
+	if(growth__pass_messages(cfg, &b, LOAD_TRACKED, gs->n, &gs->plugin_kib)){
 		broker__stop(&b);
 		return -1;
 	}
@@ -188,11 +189,22 @@ static int fill(const struct bench_config *cfg, const char *dir, struct gsize *g
 	}
 	gs->state_bytes = (long long)st.st_size;
 	gs->filled = true;
+	return 0;
+}
 
+/* The file of gs->n records, and the memory figures of filling it: the
+ * filling broker's RSS growth and a bare broker's over as many messages. */
+static int fill(const struct bench_config *cfg, const char *dir, struct gsize *gs)
+{
+	struct gbroker g;
+	struct broker b;
+
+	if(growth__fill_state(cfg, dir, gs)) return -1;
+	growth__plugin_broker(cfg, NULL, &g);
 	struct broker_opts bare = g.bo;
 	bare.kind = BROKER_BARE;
 	if(gs->n && broker__start(&b, &bare) == 0){
-		gs->rss_ok = pass_messages(cfg, &b, LOAD_PLAIN, gs->n, &gs->bare_kib) == 0 && gs->plugin_kib >= 0
+		gs->rss_ok = growth__pass_messages(cfg, &b, LOAD_PLAIN, gs->n, &gs->bare_kib) == 0 && gs->plugin_kib >= 0
 				&& gs->bare_kib >= 0;
 		broker__stop(&b);
 	}

@@ -3,8 +3,9 @@
  * The growth suite's own declarations, shared by its three files: growth.c
  * (filling brokers, memory, start and save times, the tables),
  * growth_callgrind.c (instructions) and growth_latency.c (one NACK's
- * latency while delayed retry copies are pending). Not used outside the
- * suite.
+ * latency while delayed retry copies are pending). The saves suite
+ * (saves.c) fills its brokers and state files with growth.c's functions
+ * too.
  */
 #ifndef DLQ_BENCH_GROWTH_H
 #define DLQ_BENCH_GROWTH_H
@@ -47,6 +48,18 @@ struct gbroker {
 /* The options of every plugin broker here (growth.c): the state file, if
  * not NULL, and an interval save too long to happen. */
 void growth__plugin_broker(const struct bench_config *cfg, const char *state_file, struct gbroker *g);
+/* Fills gs->state, a file of gs->n records in dir: a plugin broker with
+ * that state file receives gs->n tracked messages (QoS 1, 1→1) and is
+ * stopped with SIGTERM, when the plugin saves it. Sets gs->plugin_kib (its
+ * RSS growth over them), fill_save_ms, state_bytes and filled. Returns 0,
+ * or -1 (logged) if the broker, the load or the file failed. */
+int growth__fill_state(const struct bench_config *cfg, const char *dir, struct gsize *gs);
+/* Passes n messages of kind (QoS 1, one publisher to one subscriber, in
+ * count mode) through b, which the caller started; *kib gets b's RSS
+ * growth over them (KiB), or -1 if it could not be read. Returns 0, or -1
+ * (logged) if the load failed or a message was untagged or unfinished. */
+int growth__pass_messages(const struct bench_config *cfg, struct broker *b, enum load_kind kind, uint64_t n,
+		double *kib);
 /* A fresh copy of gs's file as run (and no journal beside it), for a
  * broker to restore. Returns 0, or -1 (logged). */
 int growth__fresh_state(const struct gsize *gs, const char *run);

@@ -278,13 +278,25 @@ static void result_from(struct load *L, const struct counters *a, const struct c
 	for(int t = 0; t < L->ntargets; t++){
 		res->target_delivered_per_s[t] = (double)L->target_delivered[t] / d;
 		if(L->nlat[t] == 0) continue;
-		res->p50_us[t] = stats__percentile_u64(L->lat[t], L->nlat[t], 50) / 1e3;
-		res->p99_us[t] = stats__percentile_u64(L->lat[t], L->nlat[t], 99) / 1e3;
+		/* With arrival times the samples stay in arrival order, parallel
+		 * to them: the percentiles sort a copy. */
+		uint64_t *sorted = L->lat[t];
+		if(L->arrived[t]) sorted = malloc(L->nlat[t] * sizeof(*sorted));
+		if(sorted){
+			if(sorted != L->lat[t]) memcpy(sorted, L->lat[t], L->nlat[t] * sizeof(*sorted));
+			res->p50_us[t] = stats__percentile_u64(sorted, L->nlat[t], 50) / 1e3;
+			res->p99_us[t] = stats__percentile_u64(sorted, L->nlat[t], 99) / 1e3;
+			if(sorted != L->lat[t]) free(sorted);
+		}
 		/* The samples go to the caller. */
 		res->lat[t].v = L->lat[t];
 		res->lat[t].n = L->nlat[t];
 		res->lat[t].cap = L->caplat;
 		L->lat[t] = NULL;
+		res->arrived[t].v = L->arrived[t];
+		res->arrived[t].n = L->arrived[t] ? L->nlat[t] : 0;
+		res->arrived[t].cap = L->arrived[t] ? L->caplat : 0;
+		L->arrived[t] = NULL;
 	}
 }
 
@@ -292,6 +304,7 @@ void load__result_free(struct load_result *res)
 {
 	for(int t = 0; t < BENCH_MAX_TARGETS; t++){
 		samples__free(&res->lat[t]);
+		samples__free(&res->arrived[t]);
 	}
 }
 
@@ -343,6 +356,10 @@ int load__run(const struct load_opts *o, struct load_result *res)
 		for(int t = 0; t < L->ntargets; t++){
 			L->lat[t] = malloc(L->caplat * sizeof(*L->lat[t]));
 			if(L->lat[t] == NULL) goto done;
+			if(o->record_arrival){
+				L->arrived[t] = malloc(L->caplat * sizeof(*L->arrived[t]));
+				if(L->arrived[t] == NULL) goto done;
+			}
 		}
 	}
 	if(setup(L)) goto done;
@@ -361,6 +378,7 @@ int load__run(const struct load_opts *o, struct load_result *res)
 		c0 = L->c;
 		cpu_snap(L, &s0);
 		t0 = bench__now_ns();
+		res->measure_start_ns = t0;
 		L->measuring = true;
 		if(run_until(L, UNTIL_DRAINED, t0 + (uint64_t)o->timeout_ms * 1000000u)) goto done;
 	}else{
@@ -368,6 +386,7 @@ int load__run(const struct load_opts *o, struct load_result *res)
 		c0 = L->c;
 		cpu_snap(L, &s0);
 		t0 = bench__now_ns();
+		res->measure_start_ns = t0;
 		L->measuring = true;
 		if(run_until(L, UNTIL_DEADLINE, t0 + ns_from_s(o->measure_s))) goto done;
 	}
@@ -396,6 +415,7 @@ done:
 	client__close_all(L);
 	for(int t = 0; t < BENCH_MAX_TARGETS; t++){
 		free(L->lat[t]);
+		free(L->arrived[t]);
 	}
 	free(L->payload);
 	free(L);

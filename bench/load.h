@@ -59,6 +59,7 @@ struct load {
 	int active;            /* the target whose turn it is */
 	uint64_t start_ns;     /* turns count from here */
 	uint64_t *lat[BENCH_MAX_TARGETS]; /* latency samples, ns */
+	uint64_t *arrived[BENCH_MAX_TARGETS]; /* record_arrival: when each sample came, ns; else NULL */
 	size_t nlat[BENCH_MAX_TARGETS], caplat;
 	uint8_t *payload;
 	uint64_t errors;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * What the throughput suite (suite.c) measures per cell and round, and the
- * tables made of it (report.c); and the growth, letters and deadlines
- * suites.
+ * tables made of it (report.c); and the growth, letters, deadlines and
+ * saves suites.
  */
 #ifndef DLQ_BENCH_SUITE_H
 #define DLQ_BENCH_SUITE_H
@@ -39,6 +39,12 @@ struct cell {
 #define REPORT_FOREIGN_MAX 0.15
 #define REPORT_UTIL_MIN 0.90
 
+/* Whether a --plugin-opt sets a state_ option (with or without its
+ * plugin_opt_ prefix), which the durability and saves suites compare
+ * themselves: if so, says that suite name is skipped (stderr) and prints
+ * a section titled title saying why (durability.c). */
+bool suite__skipped_for_state_opt(const struct bench_config *cfg, const char *name, const char *title);
+
 /* Prints the throughput, latency and NACK-storm tables (Markdown). */
 void report__throughput(const struct cell *cells, int ncells);
 
@@ -63,5 +69,14 @@ int suite__letters(const struct bench_config *cfg);
  * running out. Prints its tables to stdout (Markdown), progress to stderr;
  * returns 0, or -1 if a broker or a phase failed. */
 int suite__deadlines(const struct bench_config *cfg);
+
+/* The saves suite (saves.c, issue 36): what a client sees while the state
+ * is saved, with 100,000 and 1,000,000 records kept (--quick 10,000): the
+ * bare broker, the plugin without and with a state file (and with
+ * state_save_on_change), and the broker's own autosave of as many queued
+ * messages, each under the same steady traffic. Prints its table to stdout
+ * (Markdown), progress to stderr; returns 0, or -1 if a broker or a phase
+ * failed. */
+int suite__saves(const struct bench_config *cfg);
 
 #endif

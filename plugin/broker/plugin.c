@@ -212,6 +212,13 @@ static int load_options(mosquitto_plugin_id_t *identifier, struct mosquitto_opt 
 		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
 		return rc == ENOMEM ? MOSQ_ERR_NOMEM : MOSQ_ERR_INVAL;
 	}
+#ifdef DLQ_TEST_HOOKS
+	/* Tests (the test build of the module only): DLQ_TEST_SAVE_PAUSE_MS=N
+	 * makes each background save wait N ms before it writes, so that a
+	 * test can stop the broker while one runs. */
+	const char *pause = getenv("DLQ_TEST_SAVE_PAUSE_MS");
+	if(pause) cfg->state_save_pause_ms = strtoull(pause, NULL, 10);
+#endif
 	struct dlq_plugin *pl = calloc(1, sizeof(*pl));
 	if(pl == NULL){
 		config__free(cfg);

@@ -251,6 +251,24 @@ static int set_state_save_on_change(struct dlq_config *c, const char *v, char *e
 	return set_bool(&c->state_save_on_change, "state_save_on_change", v, err, errlen);
 }
 
+/* always (the default), or how long a change may stay written but not
+ * synced: the journal is then synced at the first tick after that. */
+static int set_state_journal_sync(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	if(!strcmp(v, "always")){
+		c->state_journal_sync_ms = 0;
+		return 0;
+	}
+	if(units__parse_delay_ms(v, &c->state_journal_sync_ms) || c->state_journal_sync_ms < 1
+			|| c->state_journal_sync_ms > 10000){
+		errtext__set(err, errlen, "plugin_opt_state_journal_sync " QFMT ": expected always (each change synced "
+				"before the broker acknowledges it) or a duration from 1ms to 10s, e.g. \"100ms\" (changes "
+				"synced together at least that often)", Q(v));
+		return EINVAL;
+	}
+	return 0;
+}
+
 static int set_v5_sessions_persist(struct dlq_config *c, const char *v, char *err, size_t errlen)
 {
 	return set_bool(&c->v5_sessions_persist, "v5_sessions_persist", v, err, errlen);
@@ -342,6 +360,7 @@ static const struct {
 	{"state_file", set_state_file},
 	{"state_save_interval", set_state_save_interval},
 	{"state_save_on_change", set_state_save_on_change},
+	{"state_journal_sync", set_state_journal_sync},
 	{"v5_sessions_persist", set_v5_sessions_persist},
 	{"sys_interval", set_sys_interval},
 	{"redelivery_tracking", set_redelivery},
@@ -395,6 +414,12 @@ int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config
 	}
 	if(c.state_save_on_change && c.state_file == NULL){
 		errtext__set(err, errlen, "plugin_opt_state_save_on_change true needs plugin_opt_state_file");
+		rc = EINVAL;
+		goto error;
+	}
+	if(c.state_journal_sync_ms && !c.state_save_on_change){
+		errtext__set(err, errlen, "plugin_opt_state_journal_sync needs plugin_opt_state_save_on_change true "
+				"(without it there is no journal to sync)");
 		rc = EINVAL;
 		goto error;
 	}

@@ -64,6 +64,10 @@ struct dlq_config {
 	char *state_file;                 /* owned; plugin_opt_state_file or NULL: no durable state */
 	uint64_t state_save_interval_ms;  /* plugin_opt_state_save_interval */
 	bool state_save_on_change;        /* plugin_opt_state_save_on_change: journal every change */
+	uint64_t state_journal_sync_ms;   /* plugin_opt_state_journal_sync: 0 (always) syncs each change before the
+	                                   * broker acknowledges it; else the journal is synced every this long */
+	bool state_save_foreground;       /* not an option: every snapshot written on the broker's thread (unit tests) */
+	uint64_t state_save_pause_ms;     /* not an option: a background save waits this long first (test hooks) */
 	uint64_t sys_interval_ms;         /* plugin_opt_sys_interval; 0: no $SYS topics */
 	bool v5_sessions_persist;         /* plugin_opt_v5_sessions_persist: v5 clean_start=false clients set an expiry */
 	enum dlq_redelivery_mode redelivery; /* plugin_opt_redelivery_tracking */

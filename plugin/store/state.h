@@ -46,6 +46,8 @@ struct state_view {
 	uint64_t *next_seq;                 /* envelope sequence numbers: restored ones are not reused */
 	const struct dlq_policy_table *policies; /* a restored entry finds its policy here, by filter */
 	uint64_t nack_window_ms;            /* records older than this are not restored */
+	uint64_t journal_covers;            /* the last journal generation the snapshot holds (0: none): written
+	                                       by state__encode_snapshot, set by state__decode_snapshot */
 	dlq_record_new_fn *record_new;      /* how restored records are made (ledger.h) */
 };
 
@@ -56,6 +58,8 @@ struct state_report {
 	size_t envelopes;        /* envelopes restored (after the journal: still live) */
 	size_t letters;          /* kept dead letters restored (as envelopes: a journal's counted as added) */
 	size_t journal_entries;  /* journal entries applied */
+	uint64_t journal_generation; /* the journal's generation; 0: written before generations */
+	bool journal_held;       /* the snapshot holds that generation already: nothing was applied */
 	bool damaged;            /* the data ended in a damaged or truncated entry */
 	size_t damaged_at;       /* its byte offset */
 	char problem[160];       /* what was wrong and where, for the log ("checksum mismatch at byte N",
@@ -67,6 +71,17 @@ struct state_report {
  * Returns 0 or ENOMEM. */
 int state__encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
 
+/* Takes len bytes of an encoded snapshot on their way out. Returns 0 or an
+ * errno. */
+typedef int state_flush_fn(void *ctx, const uint8_t *data, size_t len);
+
+/* state__encode_snapshot in pieces: the entries go to flush whenever about
+ * chunk bytes of them are ready, so that no more than that is held at once
+ * (the background save writes them to its file as they come). Returns 0,
+ * ENOMEM, or flush's error. */
+int state__encode_snapshot_to(const struct state_view *v, uint64_t mono_now, int64_t wall_now, size_t chunk,
+		state_flush_fn *flush, void *ctx);
+
 /* Restores a snapshot into v, whose parts must be freshly initialised. Envelopes go to the schedule (delay still running) or to
  * "owed" (due, or never taken); kept dead letters to v->letters, oldest
  * first (letters__adopt, which does not make room: the owner trims them to
@@ -77,7 +92,11 @@ int state__decode_snapshot(struct state_view *v, const uint8_t *data, size_t len
 
 /* Journal entries: an envelope added, the envelope with seq removed, a
  * ledger record added, a client that NACKed a record, or a record held for
- * a client. Appended to out. Each returns 0 or ENOMEM. */
+ * a client. Appended to out. Each returns 0 or ENOMEM. A journal begins
+ * with state__encode_journal_start (its header and generation, >= 1);
+ * state__encode_journal_header writes the header alone, as files written
+ * before generations have it. */
+int state__encode_journal_start(uint64_t generation, struct dlq_headers *out);
 int state__encode_journal_header(struct dlq_headers *out);
 int state__encode_add(const struct dlq_envelope *e, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
 int state__encode_remove(uint64_t seq, struct dlq_headers *out);
@@ -102,7 +121,9 @@ int state__encode_letter_gone(const struct dlq_id *id, struct dlq_headers *out);
 /* Applies a journal to v after its snapshot: adds envelopes, records and
  * kept dead letters not yet there, removes the envelopes and letters named,
  * adds settlers, sets deliveries' counts. Same damage rules
- * as the snapshot, except that a journal has no end: it is cut anywhere. */
+ * as the snapshot, except that a journal has no end: it is cut anywhere.
+ * A journal whose generation is v->journal_covers or older is not applied
+ * (rep->journal_held). */
 int state__decode_journal(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep);
 
@@ -110,9 +131,38 @@ int state__decode_journal(struct state_view *v, const uint8_t *data, size_t len,
  * directory. Returns 0 or an errno with a message in err. */
 int state__write_file(const char *path, const uint8_t *data, size_t len, char *err, size_t errlen);
 
+/* Writes what fill writes to fd (returning 0 or an errno) to path,
+ * atomically as state__write_file does. */
+typedef int state_fill_fn(void *ctx, int fd);
+int state__write_file_with(const char *path, state_fill_fn *fill, void *ctx, char *err, size_t errlen);
+
+/* Writes all of data to fd (EINTR and short writes handled). Returns 0 or
+ * an errno. */
+int state__write_fd(int fd, const uint8_t *data, size_t len);
+
+/* Syncs the directory of path (fsync): a file created, renamed or removed
+ * in it is durable then. Best effort. */
+void state__sync_dir(const char *path);
+
 /* Reads a whole file into a malloc'd buffer. A missing file is *data NULL
  * and returns 0. Returns an errno with a message in err otherwise. */
 int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen);
+
+/* A whole file to read once: mapped (a start reads 300 MB at 1,000,000
+ * records without copying it into the heap), or read into the heap where
+ * it cannot be mapped (empty, not a regular file). */
+struct state_bytes {
+	const uint8_t *data;         /* NULL: no such file */
+	size_t len;
+	void *map;                   /* the mapping, or NULL */
+	uint8_t *heap;               /* the buffer read, or NULL */
+};
+
+/* Opens path into b as state__read_file reads it: 0 (a missing file is
+ * b->data NULL), or an errno with a message in err. Release with
+ * state__unload. */
+int state__load(const char *path, struct state_bytes *b, char *err, size_t errlen);
+void state__unload(struct state_bytes *b);
 
 /* Appends data to an open journal and syncs it (fdatasync). Returns 0 or
  * an errno. */

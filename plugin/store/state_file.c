@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,7 +31,7 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
-int state__write_file(const char *path, const uint8_t *data, size_t len, char *err, size_t errlen)
+int state__write_file_with(const char *path, state_fill_fn *fill, void *ctx, char *err, size_t errlen)
 {
 	char tmp[4096];
 	if(snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)){
@@ -43,16 +44,44 @@ int state__write_file(const char *path, const uint8_t *data, size_t len, char *e
 		snprintf(err, errlen, "cannot create \"%s\": %s", tmp, strerror(rc));
 		return rc;
 	}
-	int rc = write_all(fd, data, len);
+	int rc = fill(ctx, fd);
 	if(rc == 0 && fsync(fd)) rc = errno;
 	if(close(fd) && rc == 0) rc = errno;
 	if(rc == 0 && rename(tmp, path)) rc = errno;
 	if(rc){
-		snprintf(err, errlen, "cannot write \"%s\": %s", path, strerror(rc));
+		snprintf(err, errlen, "cannot write \"%s\": %s", path, rc == ENOMEM ? "out of memory" : strerror(rc));
 		unlink(tmp);
 		return rc;
 	}
 	/* The rename is durable once the directory is. */
+	state__sync_dir(path);
+	return 0;
+}
+
+struct bytes {
+	const uint8_t *data;
+	size_t len;
+};
+
+static int fill_bytes(void *ctx, int fd)
+{
+	const struct bytes *b = ctx;
+	return write_all(fd, b->data, b->len);
+}
+
+int state__write_file(const char *path, const uint8_t *data, size_t len, char *err, size_t errlen)
+{
+	struct bytes b = { data, len };
+	return state__write_file_with(path, fill_bytes, &b, err, errlen);
+}
+
+int state__write_fd(int fd, const uint8_t *data, size_t len)
+{
+	return write_all(fd, data, len);
+}
+
+void state__sync_dir(const char *path)
+{
 	char dir[4096];
 	snprintf(dir, sizeof(dir), "%s", path);
 	int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -60,28 +89,34 @@ int state__write_file(const char *path, const uint8_t *data, size_t len, char *e
 		(void)fsync(dfd);
 		close(dfd);
 	}
-	return 0;
 }
 
-int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
+/* Opens path for reading and stats it: 0 with *fd -1 when there is no
+ * file, 0 with *fd open (the caller's to close), or an errno with err set. */
+static int open_for_reading(const char *path, int *fd, struct stat *st, char *err, size_t errlen)
 {
-	*data = NULL;
-	*len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if(fd < 0){
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if(*fd < 0){
 		if(errno == ENOENT) return 0;
 		int rc = errno;
 		snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(rc));
 		return rc;
 	}
-	struct stat st;
-	if(fstat(fd, &st)){
+	if(fstat(*fd, st)){
 		int rc = errno;
-		close(fd);
+		close(*fd);
+		*fd = -1;
 		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(rc));
 		return rc;
 	}
-	size_t size = (size_t)st.st_size;
+	return 0;
+}
+
+/* Reads the open fd (st from it) into a buffer of its own; closes fd. */
+static int read_open_file(const char *path, int fd, const struct stat *st, uint8_t **data, size_t *len,
+		char *err, size_t errlen)
+{
+	size_t size = (size_t)st->st_size;
 	uint8_t *buf = malloc(size ? size : 1);
 	if(buf == NULL){
 		close(fd);
@@ -111,6 +146,47 @@ int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, s
 	*data = buf;
 	*len = got;
 	return 0;
+}
+
+int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
+{
+	*data = NULL;
+	*len = 0;
+	int fd;
+	struct stat st;
+	int rc = open_for_reading(path, &fd, &st, err, errlen);
+	if(rc || fd < 0) return rc;
+	return read_open_file(path, fd, &st, data, len, err, errlen);
+}
+
+int state__load(const char *path, struct state_bytes *b, char *err, size_t errlen)
+{
+	memset(b, 0, sizeof(*b));
+	int fd;
+	struct stat st;
+	int rc = open_for_reading(path, &fd, &st, err, errlen);
+	if(rc || fd < 0) return rc;
+	if(S_ISREG(st.st_mode) && st.st_size > 0){
+		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if(m != MAP_FAILED){
+			close(fd);
+			(void)madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
+			b->map = m;
+			b->data = m;
+			b->len = (size_t)st.st_size;
+			return 0;
+		}
+	}
+	rc = read_open_file(path, fd, &st, &b->heap, &b->len, err, errlen);
+	b->data = b->heap;
+	return rc;
+}
+
+void state__unload(struct state_bytes *b)
+{
+	if(b->map) (void)munmap(b->map, b->len);
+	free(b->heap);
+	memset(b, 0, sizeof(*b));
 }
 
 int state__append_nosync(int fd, const uint8_t *data, size_t len)

@@ -29,7 +29,13 @@
  * client's in their order, and is journaled when its clock starts; a later
  * entry replaces an earlier one, and its settlement (type 5) ends it. Times
  * are saved as wall-clock milliseconds and turned back into the monotonic
- * clock on restore.
+ * clock on restore. Journals come in generations (persist.c: the snapshot
+ * being written in the background holds what the journals up to its
+ * generation said, while the next journal goes on): a journal's first entry
+ * (type 11) gives its generation, and a snapshot's (type 11, after the
+ * header) the last generation it holds; a journal of that generation or
+ * older is not applied over it. Files written before generations have
+ * none: such a journal is always applied, such a snapshot holds none.
  */
 #ifndef DLQ_STATE_FORMAT_H
 #define DLQ_STATE_FORMAT_H
@@ -39,6 +45,6 @@
 #define MAGIC_LEN 8
 
 enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_SETTLER = 5, ENTRY_HOLD = 6,
-	ENTRY_DELIVERY = 7, ENTRY_LETTER = 8, ENTRY_LETTER_GONE = 9, ENTRY_DEADLINE = 10 };
+	ENTRY_DELIVERY = 7, ENTRY_LETTER = 8, ENTRY_LETTER_GONE = 9, ENTRY_DEADLINE = 10, ENTRY_GENERATION = 11 };
 
 #endif

@@ -509,6 +509,7 @@ static const char *entry_name(uint8_t type)
 		case ENTRY_LETTER: return "a kept dead letter";
 		case ENTRY_LETTER_GONE: return "a kept dead letter's removal";
 		case ENTRY_DEADLINE: return "a delivery awaiting settlement";
+		case ENTRY_GENERATION: return "a journal generation";
 		default: return "an entry";
 	}
 }
@@ -583,6 +584,20 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 		}else if(type == ENTRY_LETTER_GONE && journal){
 			decode_letter_gone(v, &r);
 			ok = !r.bad;
+		}else if(type == ENTRY_GENERATION && seen == 0){
+			/* First in a snapshot: the journals it holds; first in a
+			 * journal: its own, not applied when the snapshot holds it. */
+			uint64_t g = get_u(&r, 8);
+			ok = !r.bad && g > 0;
+			if(ok && !journal){
+				v->journal_covers = g;
+			}else if(ok){
+				rep->journal_generation = g;
+				if(g <= v->journal_covers){
+					rep->journal_held = true;
+					return 0;
+				}
+			}
 		}else if(type == ENTRY_END && !journal){
 			ok = get_u(&r, 8) == seen && !r.bad;
 			ended = true;
@@ -602,7 +617,7 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 			}
 			return 0;
 		}
-		if(journal) rep->journal_entries++;
+		if(journal && type != ENTRY_GENERATION) rep->journal_entries++;
 		seen++;
 		pos += 9 + (size_t)blen;
 	}

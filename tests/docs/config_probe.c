@@ -41,6 +41,8 @@ static void print_config(const struct dlq_config *c)
 	printf("option state_file %s\n", or_dash(c->state_file));
 	printf("option state_save_interval %llu\n", (unsigned long long)c->state_save_interval_ms);
 	printf("option state_save_on_change %s\n", yes_no(c->state_save_on_change, "true", "false"));
+	if(c->state_journal_sync_ms) printf("option state_journal_sync %llu\n", (unsigned long long)c->state_journal_sync_ms);
+	else printf("option state_journal_sync always\n");
 	printf("option sys_interval %llu\n", (unsigned long long)c->sys_interval_ms);
 	printf("option v5_sessions_persist %s\n", yes_no(c->v5_sessions_persist, "true", "false"));
 	printf("option redelivery_tracking %s\n", config__redelivery_mode_name(c->redelivery));

@@ -22,6 +22,7 @@
  * made one after the other (each NACK acknowledged before the next message
  * is published), so the order they are kept in is the order of the NACKs.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +280,88 @@ static void restart_case(const char *label, bool kill)
 	cJSON_Delete(doc);
 	cJSON_Delete(order);
 }
+
+/* Copies from to to (the test fails if it cannot). */
+static void copy_fixture(const char *from, const char *to)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *in = fopen(from, "rb");
+	ck_assert_msg(in != NULL, "cannot open the fixture %s: %s", from, strerror(errno));
+	FILE *out = open_memstream(&text, &len);
+	ck_assert_ptr_nonnull(out);
+	char buf[4096];
+	size_t n;
+	while((n = fread(buf, 1, sizeof(buf), in)) > 0) fwrite(buf, 1, n, out);
+	fclose(in);
+	fclose(out);
+	FILE *f = fopen(to, "wb");
+	ck_assert_msg(f != NULL && fwrite(text, 1, len, f) == len && fclose(f) == 0, "cannot write %s", to);
+	free(text);
+}
+
+/* Issue 36 changed the state format (journal generations). A state file
+ * and journal written by the version before it
+ * (fixtures/state-0.1.0-890389b, its README says how) are read: the
+ * snapshot's kept dead letter and the journal's, with their payloads and
+ * reasons; their NACKable deliveries are past a 100 ms nack_window, so
+ * skipped. The journal is folded into a snapshot at that start, so a
+ * SIGKILL right after it loses nothing and applies nothing twice. */
+START_TEST(test_state_of_the_previous_version)
+{
+	const char *fixtures = getenv("DLQ_FIXTURES");
+	ck_assert_msg(fixtures && *fixtures, "DLQ_FIXTURES is not set: run the tests with meson test");
+	struct broker *b = broker_new(__func__);
+	const char *state = broker_path(b, STATE_NAME);
+	char from[600], journal[600];
+	snprintf(from, sizeof(from), "%s/state-0.1.0-890389b/dlq.state", fixtures);
+	copy_fixture(from, state);
+	snprintf(from, sizeof(from), "%s/state-0.1.0-890389b/dlq.state.journal", fixtures);
+	snprintf(journal, sizeof(journal), "%s.journal", state);
+	copy_fixture(from, journal);
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_state_file %s", state);
+	broker_conf(b, "plugin_opt_state_save_on_change true");
+	broker_conf(b, "plugin_opt_dead_letter_keep 1MiB");
+	broker_conf(b, "plugin_opt_nack_window 100ms");
+	broker_conf(b, "plugin_opt_policy jobs max_attempts=2 dead_letter=dlq/jobs");
+	/* Not start_store: its second start (where the broker lacks
+	 * mosquitto_acl_check) would read the files the first one wrote. */
+	broker_conf(b, "plugin_opt_dead_letter_access control");
+	broker_start(b);
+	ck_assert_msg(!log_has(b, "damage") && !log_has(b, "kept aside"), "the plugin found damage in the old files");
+	ck_assert_msg(log_has(b, "restored 0 NACKable deliveries (3 expired or without their policy skipped)"),
+			"the snapshot's 3 deliveries were not read");
+	ck_assert_msg(log_has(b, ", 1 kept dead letters"), "the snapshot's kept dead letter was not read");
+	ck_assert_msg(log_has(b, "dlq.state.journal: ") && !log_has(b, ": 0 entries applied"),
+			"the old journal was not applied");
+
+	for(int round = 0; round < 2; round++){
+		struct client *insp = ops_client(b, "inspector");
+		cJSON *order = tmpl_str("order", "oldest");
+		struct page p = list_page(insp, order, 0, false, 0);
+		ck_assert_msg(p.count == 2 && p.matched == 2, "round %d: %d letters, matched %g", round, p.count, p.matched);
+		static const char *const payloads[] = { "job1", "job2" };
+		for(int i = 0; i < 2; i++){
+			const cJSON *s = cJSON_GetArrayItem(p.letters, i);
+			expect_str_member(s, "deadLetter", "dlq/jobs");
+			const cJSON *d;
+			cJSON *doc = get_letter(insp, json_str(s, "id"), &d);
+			expect_payload(d, payloads[i], 4, true);
+			cJSON_Delete(doc);
+		}
+		cJSON_Delete(p.doc);
+		cJSON_Delete(order);
+		client_free(insp);
+		if(round == 0){
+			broker_kill(b);
+			broker_start(b);
+			ck_assert_msg(!log_has(b, "damage"), "the files written at the first start are damaged");
+			ck_assert_msg(log_has(b, ", 2 kept dead letters"), "the snapshot written at the first start lacks a letter");
+		}
+	}
+}
+END_TEST
 
 START_TEST(test_restart_sigterm)
 {
@@ -1223,6 +1306,7 @@ static Suite *letters_suite(void)
 	tcase_set_timeout(tc, 480);
 	tcase_add_test(tc, test_operator_story);
 	tcase_add_test(tc, test_restart_sigterm);
+	tcase_add_test(tc, test_state_of_the_previous_version);
 	tcase_add_test(tc, test_restart_sigkill_save_on_change);
 	tcase_add_test(tc, test_bound_drops_oldest);
 	tcase_add_test(tc, test_paging_and_filters);

@@ -35,6 +35,7 @@ int engine_try_start(struct dlq *d, bool *live, const struct dlq_option *opts, s
 		.exact_counting = (flags & ENGINE_EXACT_COUNTING) != 0,
 	};
 	if(flags & ENGINE_DELIVERY_COUNT) cfg.delivery_count = DLQ_DELIVERY_COUNT_ALWAYS;
+	cfg.state_save_foreground = !(flags & ENGINE_BACKGROUND_SAVES);
 	rc = dlq__init(d, &cfg, &broker, msg, sizeof(msg));
 	*live = true;
 	if(rc) say(err, errlen, "dlq__init", msg);

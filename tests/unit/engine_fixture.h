@@ -24,6 +24,8 @@ enum engine_flag {
 	ENGINE_BROKER_PERSISTENCE = 1u << 1, /* the broker has persistence on */
 	ENGINE_EXACT_COUNTING = 1u << 2,     /* every send counted (2.1's MESSAGE_OUT) */
 	ENGINE_DELIVERY_COUNT = 1u << 3,     /* delivery-count stamped on each send */
+	ENGINE_BACKGROUND_SAVES = 1u << 4,   /* snapshots in the background (a fork), as the plugin writes them;
+	                                        without it, in the foreground, so that a test sees each at once */
 };
 
 /* Parses the count options, applies flags (enum engine_flag) and starts d

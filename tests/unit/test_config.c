@@ -871,6 +871,27 @@ START_TEST(test_state_options)
 	ck_assert_uint_eq(c.state_save_interval_ms, 1000);
 	ck_assert(!c.state_save_on_change);
 	config__free(&c);
+
+	/* The journal's sync: always by default, or at least every so long. */
+	ck_assert_int_eq(config__parse(opts, ARRAY_LEN(opts), &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.state_journal_sync_ms, 0);
+	config__free(&c);
+	static const struct {
+		const char *v;
+		uint64_t ms;
+	} syncs[] = { {"always", 0}, {"250ms", 250}, {"1ms", 1}, {"10s", 10000} };
+	for(size_t i = 0; i < ARRAY_LEN(syncs); i++){
+		const struct dlq_option with_sync[] = {
+			{"policy", "a max_attempts=3 dead_letter=d"},
+			{"state_file", "/var/lib/mosquitto/dlq.state"},
+			{"state_save_on_change", "true"},
+			{"state_journal_sync", syncs[i].v},
+		};
+		ck_assert_msg(config__parse(with_sync, ARRAY_LEN(with_sync), &c, err, sizeof(err)) == 0, "%s: %s",
+				syncs[i].v, err);
+		ck_assert_uint_eq(c.state_journal_sync_ms, syncs[i].ms);
+		config__free(&c);
+	}
 }
 END_TEST
 
@@ -886,6 +907,11 @@ START_TEST(test_state_options_bad)
 		{"state_save_on_change", "yes", {"plugin_opt_state_save_on_change \"yes\"", "expected true or false"}},
 		{"state_save_on_change", "TRUE", {"plugin_opt_state_save_on_change \"TRUE\"", "expected true or false"}},
 		{"state_save_on_change", "", {"plugin_opt_state_save_on_change \"\"", "expected true or false"}},
+		{"state_journal_sync", "0ms", {"plugin_opt_state_journal_sync \"0ms\"", "expected always", "from 1ms to 10s"}},
+		{"state_journal_sync", "11s", {"plugin_opt_state_journal_sync \"11s\"", "from 1ms to 10s"}},
+		{"state_journal_sync", "100", {"plugin_opt_state_journal_sync \"100\"", "\"100ms\""}},
+		{"state_journal_sync", "sometimes", {"plugin_opt_state_journal_sync \"sometimes\"", "expected always"}},
+		{"state_journal_sync", "", {"plugin_opt_state_journal_sync \"\"", "expected always"}},
 	};
 
 	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
@@ -896,6 +922,20 @@ START_TEST(test_state_options_bad)
 	const struct dlq_option journal_alone[] = {{"policy", "a max_attempts=3 dead_letter=d"}, {"state_save_on_change", "true"}};
 	parse_fails(journal_alone, ARRAY_LEN(journal_alone));
 	ck_assert_str_eq(err, "plugin_opt_state_save_on_change true needs plugin_opt_state_file");
+
+	/* A journal's sync interval needs a journal; its default, always, may be written alone. */
+	const struct dlq_option always_alone[] = {{"policy", "a max_attempts=3 dead_letter=d"},
+		{"state_file", "/tmp/a"}, {"state_journal_sync", "always"}};
+	struct dlq_config ac;
+	ck_assert_int_eq(config__parse(always_alone, ARRAY_LEN(always_alone), &ac, err, sizeof(err)), 0);
+	ck_assert_uint_eq(ac.state_journal_sync_ms, 0);
+	config__free(&ac);
+
+	const struct dlq_option sync_alone[] = {{"policy", "a max_attempts=3 dead_letter=d"},
+		{"state_file", "/tmp/a"}, {"state_journal_sync", "100ms"}};
+	parse_fails(sync_alone, ARRAY_LEN(sync_alone));
+	ck_assert_str_eq(err, "plugin_opt_state_journal_sync needs plugin_opt_state_save_on_change true "
+			"(without it there is no journal to sync)");
 
 	/* Each may be given once. */
 	static const struct {

@@ -30,6 +30,7 @@
 #include "model/envelope.h"
 #include "model/letters.h"
 #include "mosquitto_dlq.h"
+#include "store/persist.h"
 #include "store/state.h"
 #include "test_util.h"
 #include "util/headers.h"
@@ -162,6 +163,10 @@ static void journal_types(char *out, size_t size)
 	ck_assert_uint_ge(len, 8);
 	ck_assert_mem_eq(data, "DLQJRNL1", 8);
 	size_t pos = 8, n = 0;
+	/* Each journal begins with its generation (type 11): not listed. */
+	ck_assert_uint_ge(len - pos, 9);
+	ck_assert_uint_eq(data[pos], 11);
+	pos += 9 + 8;
 	while(pos < len && n + 1 < size){
 		ck_assert_uint_ge(len - pos, 9);
 		uint32_t blen = ((uint32_t)data[pos + 1] << 24) | ((uint32_t)data[pos + 2] << 16) | ((uint32_t)data[pos + 3] << 8) | data[pos + 4];
@@ -935,16 +940,52 @@ START_TEST(with_save_on_change_a_crash_loses_no_nackable_delivery)
 	start_with(on_change, 1, true);
 	char a[DLQ_ID_LEN + 1];
 	track("numbers", "tracked after the snapshot", a);
-	char crash[200];
-	crash_image(crash, sizeof(crash));
-	stop();
-	remove_all(state_path);
-	snprintf(state_path, sizeof(state_path), "%s", crash);
-	snprintf(journal_path, sizeof(journal_path), "%s.journal", crash);
-	fake.wall_ms += 1000;
-	start_with(on_change, 1, true);
+	crash_restart_with(on_change, 1, ENGINE_BROKER_PERSISTENCE);
 	enum dlq_nack_status st = nack(a, "sub1", false);
 	ck_assert_msg(st == DLQ_NACK_RETRIED, "NACK after the crash: %s", dlq__nack_status_text(st));
+}
+END_TEST
+
+/* Issue 36: plugin_opt_state_journal_sync <duration>. Each change is
+ * written to the journal at once (a crash of the broker loses nothing the
+ * kernel was given) and the journal is synced at the first tick that long
+ * after the last sync, not change by change. */
+START_TEST(with_a_journal_sync_interval_changes_are_written_at_once_and_synced_by_the_tick)
+{
+	static const struct extra batched[] = {{"state_save_on_change", "true"}, {"state_journal_sync", "100ms"}};
+	start_with(batched, 2, true);
+	ck_assert_uint_eq(d.persist.opt.journal_sync_ms, 100);
+	dlq__tick(&d);
+	ck_assert(!d.persist.journal_unsynced);
+	char a[DLQ_ID_LEN + 1], types[64];
+	track("numbers", "written at once", a);
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "1");
+	ck_assert(d.persist.journal_unsynced);
+	/* The first change after a quiet spell: synced at the next tick. */
+	dlq__tick(&d);
+	ck_assert(!d.persist.journal_unsynced);
+	ck_assert_uint_eq(d.persist.journal_synced_ms, fake.now_ms);
+	/* Then at most once per interval. */
+	char b[DLQ_ID_LEN + 1];
+	track("numbers", "the next", b);
+	journal_types(types, sizeof(types));
+	ck_assert_str_eq(types, "11");
+	ck_assert(d.persist.journal_unsynced);
+	fake.now_ms += 99;
+	dlq__tick(&d);
+	ck_assert_msg(d.persist.journal_unsynced, "synced before its interval");
+	fake.now_ms += 1;
+	dlq__tick(&d);
+	ck_assert_msg(!d.persist.journal_unsynced, "not synced at the first tick after its interval");
+	ck_assert_uint_eq(d.persist.journal_synced_ms, fake.now_ms);
+
+	/* A NACK, written before the tick: a crash then loses nothing. */
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+	ck_assert(d.persist.journal_unsynced);
+	crash_restart_with(batched, 2, ENGINE_BROKER_PERSISTENCE);
+	enum dlq_nack_status st = nack(a, "sub1", false);
+	ck_assert_msg(st == DLQ_NACK_DUPLICATE, "the NACK before the crash was not restored: %s", dlq__nack_status_text(st));
 }
 END_TEST
 
@@ -1109,6 +1150,155 @@ START_TEST(a_snapshot_is_saved_after_the_interval_when_something_changed)
 	decode_files(state_path, NULL, &rep, &replay);
 	ck_assert_uint_eq(rep.records, 2);
 	dlq__cleanup(&replay);
+}
+END_TEST
+
+/* ---- snapshots in the background (issue 36) ---- */
+
+static const struct extra bg_every_second[] = {{"state_save_interval", "1s"}, {"state_save_on_change", "true"}};
+
+/* Until the background save running ends (the child writes on its own
+ * clock: real time, bounded far above its step); it saved. */
+static void wait_saved(void)
+{
+	for(int i = 0; i < 3000 && persist__saving(&d.persist); i++){
+		usleep(10000);
+		persist__tick(&d.persist, fake.now_ms);
+	}
+	ck_assert_msg(!persist__saving(&d.persist), "the background save did not end in 30 s");
+	ck_assert_msg(!d.persist.failing, "the background save failed");
+}
+
+static uint64_t journal_generation_of(const char *path)
+{
+	uint8_t *data;
+	size_t len;
+	read_all(path, &data, &len);
+	ck_assert_uint_ge(len, 8 + 9 + 8);
+	ck_assert_mem_eq(data, "DLQJRNL1", 8);
+	ck_assert_uint_eq(data[8], 11);
+	uint64_t g = 0;
+	for(int i = 0; i < 8; i++) g = (g << 8) | data[8 + 5 + i];
+	free(data);
+	return g;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	uint8_t *data;
+	size_t len;
+	read_all(from, &data, &len);
+	write_all(to, data, len);
+	free(data);
+}
+
+/* A save forks and returns at once; what changes meanwhile goes to the
+ * journal's next generation; the generation the snapshot holds is renamed
+ * aside and removed once the snapshot is in place, which holds it. */
+START_TEST(a_background_save_holds_what_came_before_its_fork)
+{
+	start_flags(bg_every_second, ARRAY_LEN(bg_every_second), ENGINE_BROKER_PERSISTENCE | ENGINE_BACKGROUND_SAVES);
+	/* The start's own save folds in what was restored (nothing). */
+	wait_saved();
+	uint64_t g = journal_generation_of(journal_path);
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("numbers", "before the fork", a);
+	fake.now_ms += 1000;
+	dlq__tick(&d);
+	ck_assert(persist__saving(&d.persist));
+	ck_assert_uint_eq(d.persist.saver_covers, g);
+	char aside[400];
+	snprintf(aside, sizeof(aside), "%s.%" PRIu64, journal_path, g);
+	ck_assert_uint_eq(journal_generation_of(journal_path), g + 1);
+	track("numbers", "after the fork", b);
+	wait_saved();
+	ck_assert_msg(!exists(aside), "%s is still there: the snapshot holds it", aside);
+	ck_assert_uint_eq(journal_generation_of(journal_path), g + 1);
+
+	/* The snapshot alone: a; the journal's new generation: b. */
+	struct state_report rep;
+	struct dlq e;
+	memset(&rep, 0, sizeof(rep));
+	decode_files(state_path, NULL, &rep, &e);
+	ck_assert_uint_eq(rep.records, 1);
+	dlq__cleanup(&e);
+	memset(&rep, 0, sizeof(rep));
+	decode_files(state_path, journal_path, &rep, &e);
+	ck_assert(!rep.journal_held);
+	ck_assert_uint_eq(e.ledger.count, 2);
+	dlq__cleanup(&e);
+}
+END_TEST
+
+/* A crash while a background save runs (its child dies with the broker,
+ * before it wrote): the previous snapshot, the generation renamed aside and
+ * the new one restore everything, once: a delivery from before the fork,
+ * NACKed after it, is settled; one tracked after it is NACKable. */
+START_TEST(a_crash_during_a_background_save_loses_nothing)
+{
+	start_flags(bg_every_second, ARRAY_LEN(bg_every_second), ENGINE_BROKER_PERSISTENCE | ENGINE_BACKGROUND_SAVES);
+	wait_saved();
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("numbers", "before the fork", a);
+	d.persist.opt.save_pause_ms = 600000; /* it never gets to write */
+	fake.now_ms += 1000;
+	dlq__tick(&d);
+	ck_assert(persist__saving(&d.persist));
+	uint64_t g = d.persist.saver_covers;
+	track("numbers", "after the fork", b);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+
+	/* The files at the crash, in a folder of their own. */
+	char crash[300], from[400], to[400];
+	snprintf(crash, sizeof(crash), "%s/crash", dir);
+	copy_file(state_path, crash);
+	snprintf(from, sizeof(from), "%s.%" PRIu64, journal_path, g);
+	snprintf(to, sizeof(to), "%s.journal.%" PRIu64, crash, g);
+	copy_file(from, to);
+	snprintf(to, sizeof(to), "%s.journal", crash);
+	copy_file(journal_path, to);
+	stop(); /* stops the save, then saves in the foreground: not used */
+
+	fake_reset();
+	snprintf(state_path, sizeof(state_path), "%s", crash);
+	snprintf(journal_path, sizeof(journal_path), "%s.journal", crash);
+	fake.wall_ms += 1000;
+	start_with(on_change, 1, true);
+	ck_assert_uint_eq(d.ledger.count, 3); /* a, b and a's retry copy */
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_DUPLICATE);
+	ck_assert_int_eq(nack(b, "sub1", false), DLQ_NACK_RETRIED);
+}
+END_TEST
+
+/* A snapshot that holds a journal's generation is not applied over again:
+ * the journal renamed aside and not yet removed when the broker stopped
+ * (between the snapshot's rename and the removal) is read and skipped. */
+START_TEST(a_journal_the_snapshot_holds_is_not_applied_again)
+{
+	start_flags(bg_every_second, ARRAY_LEN(bg_every_second), ENGINE_BROKER_PERSISTENCE | ENGINE_BACKGROUND_SAVES);
+	wait_saved();
+	char a[DLQ_ID_LEN + 1];
+	track("numbers", "x", a);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
+	uint64_t g = journal_generation_of(journal_path);
+	char keep[300], aside[400];
+	snprintf(keep, sizeof(keep), "%s/kept-journal", dir);
+	copy_file(journal_path, keep);
+	fake.now_ms += 1000;
+	dlq__tick(&d);
+	wait_saved();
+	snprintf(aside, sizeof(aside), "%s.%" PRIu64, journal_path, g);
+	ck_assert(!exists(aside));
+	copy_file(keep, aside); /* as if the removal had not happened */
+	size_t copies = d.ledger.count;
+	stop();
+	fake_reset();
+	fake.wall_ms += 1000;
+	start_flags(bg_every_second, ARRAY_LEN(bg_every_second), ENGINE_BROKER_PERSISTENCE | ENGINE_BACKGROUND_SAVES);
+	ck_assert(fake_logged("held by the state file already"));
+	ck_assert_uint_eq(d.ledger.count, copies);
+	wait_saved();
+	ck_assert(!exists(aside));
 }
 END_TEST
 
@@ -1302,11 +1492,19 @@ static Suite *persist_suite(void)
 	tcase_add_test(tc, kept_dead_letters_survive_a_crash_and_a_restart);
 	tcase_add_test(tc, after_a_crash_snapshot_and_journal_restore_every_envelope);
 	tcase_add_test(tc, with_save_on_change_a_crash_loses_no_nackable_delivery);
+	tcase_add_test(tc, with_a_journal_sync_interval_changes_are_written_at_once_and_synced_by_the_tick);
 	tcase_add_test(tc, after_a_crash_the_journal_restores_held_copies);
 	tcase_add_test(tc, after_a_crash_the_journal_continues_a_count);
 	tcase_add_test(tc, exact_counts_go_on_after_a_crash);
 	tcase_add_test(tc, without_save_on_change_a_crash_loses_what_came_after_the_last_snapshot);
 	tcase_add_test(tc, a_snapshot_is_saved_after_the_interval_when_something_changed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("background");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_background_save_holds_what_came_before_its_fork);
+	tcase_add_test(tc, a_crash_during_a_background_save_loses_nothing);
+	tcase_add_test(tc, a_journal_the_snapshot_holds_is_not_applied_again);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("broker saves");

@@ -288,6 +288,33 @@ START_TEST(crc32_is_the_ieee_one)
 }
 END_TEST
 
+/* The definition, a bit at a time: what the table-driven CRC must equal. */
+static uint32_t crc32_by_bits(const uint8_t *p, size_t n)
+{
+	uint32_t crc = 0xFFFFFFFFu;
+	for(size_t i = 0; i < n; i++){
+		crc ^= p[i];
+		for(int k = 0; k < 8; k++) crc = (crc & 1) ? 0xEDB88320u ^ (crc >> 1) : crc >> 1;
+	}
+	return crc ^ 0xFFFFFFFFu;
+}
+
+START_TEST(crc32_is_the_same_at_every_length_and_alignment)
+{
+	uint8_t buf[300];
+	uint32_t x = 12345;
+	for(size_t i = 0; i < sizeof(buf); i++){
+		x = x * 1103515245u + 12345u;
+		buf[i] = (uint8_t)(x >> 16);
+	}
+	for(size_t start = 0; start < 8; start++){
+		for(size_t n = 0; start + n <= sizeof(buf); n++){
+			ck_assert_uint_eq(state__crc32(buf + start, n), crc32_by_bits(buf + start, n));
+		}
+	}
+}
+END_TEST
+
 START_TEST(an_empty_engine_restores_nothing)
 {
 	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
@@ -863,6 +890,113 @@ static struct dlq_envelope *dead_letter(uint64_t seq, const char *payload)
 	e->first_nack_ms = fake.wall_ms - 1000;
 	return e;
 }
+
+/* The snapshot encoded in pieces (state__encode_snapshot_to, as saves
+ * write it) is the same bytes as encoded whole, whatever the piece size;
+ * a piece that cannot be written stops it with that error. */
+struct pieces {
+	struct dlq_headers all;
+	size_t calls;
+	int fail_at;
+};
+
+static int collect_piece(void *ctx, const uint8_t *data, size_t len)
+{
+	struct pieces *p = ctx;
+	if(p->fail_at && (int)++p->calls == p->fail_at) return ENOSPC;
+	return headers__append_raw(&p->all, data, len) ? ENOMEM : 0;
+}
+
+START_TEST(a_snapshot_in_pieces_is_the_same_bytes)
+{
+	populate_small();
+	static const size_t chunks[] = {1, 64, 1000, 1u << 20};
+	for(size_t i = 0; i < ARRAY_LEN(chunks); i++){
+		struct pieces p = {0};
+		ck_assert_int_eq(state__encode_snapshot_to(dlq__state_view(&a), fake.now_ms, fake.wall_ms, chunks[i],
+				collect_piece, &p), 0);
+		ck_assert_uint_eq(p.all.len, buf.len);
+		ck_assert_mem_eq(p.all.data, buf.data, buf.len);
+		headers__free(&p.all);
+	}
+	struct pieces p = { .fail_at = 2 };
+	ck_assert_int_eq(state__encode_snapshot_to(dlq__state_view(&a), fake.now_ms, fake.wall_ms, 1, collect_piece, &p),
+			ENOSPC);
+	headers__free(&p.all);
+}
+END_TEST
+
+/* Journal generations (persist.c's background saves): a snapshot says
+ * which generations it holds; a journal of one of them is read and not
+ * applied (rep.journal_held), a newer one is; files from before
+ * generations (a snapshot without one holds none, a journal without one is
+ * always applied) read as before. */
+START_TEST(a_journal_the_snapshot_holds_is_skipped)
+{
+	populate_small();
+	headers__free(&buf);
+	dlq__state_view(&a)->journal_covers = 5;
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	struct dlq_envelope *added = dead_letter(a.next_seq, "added");
+	struct dlq_headers held = {0}, newer = {0}, legacy = {0};
+	ck_assert_int_eq(state__encode_journal_start(5, &held), 0);
+	ck_assert_int_eq(state__encode_add(added, fake.now_ms, fake.wall_ms, &held), 0);
+	ck_assert_int_eq(state__encode_journal_start(6, &newer), 0);
+	ck_assert_int_eq(state__encode_add(added, fake.now_ms, fake.wall_ms, &newer), 0);
+	ck_assert_int_eq(state__encode_journal_header(&legacy), 0);
+	ck_assert_int_eq(state__encode_add(added, fake.now_ms, fake.wall_ms, &legacy), 0);
+
+	struct state_report rep;
+	const struct dlq_headers *journals[] = {&held, &newer, &legacy};
+	const bool applied[] = {false, true, true};
+	const uint64_t generation[] = {5, 6, 0};
+	for(size_t i = 0; i < ARRAY_LEN(journals); i++){
+		engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+		decode(&b, buf.data, buf.len, &rep);
+		ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+		ck_assert_uint_eq(dlq__state_view(&b)->journal_covers, 5);
+		size_t before = envelope_count(&b);
+		memset(&rep, 0, sizeof(rep));
+		ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), journals[i]->data, journals[i]->len, fake.now_ms,
+				fake.wall_ms, &rep), 0);
+		ck_assert_msg(!rep.damaged, "journal %zu damaged: %s", i, rep.problem);
+		ck_assert_uint_eq(rep.journal_generation, generation[i]);
+		ck_assert(rep.journal_held == !applied[i]);
+		ck_assert_uint_eq(rep.journal_entries, applied[i] ? 1 : 0);
+		ck_assert_uint_eq(envelope_count(&b), before + (applied[i] ? 1 : 0));
+		engine_stop(&b, &b_live);
+	}
+	/* A snapshot without a generation holds none: every journal applies. */
+	headers__free(&buf);
+	dlq__state_view(&a)->journal_covers = 0;
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	decode(&b, buf.data, buf.len, &rep);
+	ck_assert(!rep.damaged);
+	memset(&rep, 0, sizeof(rep));
+	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), held.data, held.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert(!rep.journal_held);
+	ck_assert_uint_eq(rep.journal_entries, 1);
+	/* A generation anywhere but first is damage; so is generation 0. */
+	struct dlq_headers late = {0}, zero = {0};
+	ck_assert_int_eq(state__encode_journal_header(&late), 0);
+	ck_assert_int_eq(state__encode_add(added, fake.now_ms, fake.wall_ms, &late), 0);
+	ck_assert_int_eq(headers__append_raw(&late, held.data + 8, 9 + 8), 0);
+	memset(&rep, 0, sizeof(rep));
+	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), late.data, late.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert(rep.damaged);
+	ck_assert_int_eq(state__encode_journal_start(0, &zero), 0);
+	memset(&rep, 0, sizeof(rep));
+	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), zero.data, zero.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert(rep.damaged);
+	envelope__free(added);
+	headers__free(&held);
+	headers__free(&newer);
+	headers__free(&legacy);
+	headers__free(&late);
+	headers__free(&zero);
+}
+END_TEST
 
 START_TEST(a_journal_replays_on_top_of_a_snapshot)
 {
@@ -1776,6 +1910,7 @@ static Suite *state_suite(void)
 	TCase *tc = tcase_create("snapshot");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, crc32_is_the_ieee_one);
+	tcase_add_test(tc, crc32_is_the_same_at_every_length_and_alignment);
 	tcase_add_test(tc, an_empty_engine_restores_nothing);
 	tcase_add_test(tc, a_snapshot_restores_records_and_envelopes);
 	tcase_add_test(tc, restored_records_are_nackable_as_before);
@@ -1792,6 +1927,8 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, a_snapshot_cut_between_entries_is_reported);
 	tcase_add_test(tc, a_flipped_byte_anywhere_restores_what_precedes_it);
 	tcase_add_test(tc, a_bad_header_is_reported);
+	tcase_add_test(tc, a_journal_the_snapshot_holds_is_skipped);
+	tcase_add_test(tc, a_snapshot_in_pieces_is_the_same_bytes);
 	tcase_add_test(tc, an_entry_of_the_wrong_kind_is_damage);
 	tcase_add_test(tc, data_after_the_end_is_damage);
 	tcase_add_test(tc, an_entry_missing_from_the_middle_is_damage);
