@@ -14,6 +14,7 @@
 
 #include "api/control.h"
 #include "broker/adapters.h"
+#include "broker/broker_v21.h"
 #include "broker/session_life.h"
 #include "broker/props.h"
 #include "mosquitto_dlq.h"
@@ -219,16 +220,23 @@ int adapter__tick(int event, void *event_data, void *userdata)
 	return MOSQ_ERR_SUCCESS;
 }
 
-void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client, bool session_lasts)
+void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client, enum adapter_end how)
 {
 	dlq__event(&pl->engine);
 	const char *id = mosquitto_client_id(client);
 	if(id == NULL) return;
 	dlq__client_left(&pl->engine, id, (uintptr_t)client);
-	if(session_lasts){
-		dlq__client_offline(&pl->engine, id);
-	}else{
-		dlq__client_gone(&pl->engine, id);
+	switch(how){
+		case ADAPTER_END_LASTS:
+			dlq__client_offline(&pl->engine, id);
+			break;
+		case ADAPTER_END_TAKEN_OVER:
+			dlq__client_taken_over(&pl->engine, id);
+			break;
+		case ADAPTER_END_GONE:
+		default:
+			dlq__client_gone(&pl->engine, id);
+			break;
 	}
 }
 
@@ -237,7 +245,8 @@ int adapter__disconnect(int event, void *event_data, void *userdata)
 	struct mosquitto_evt_disconnect *ed = event_data;
 	(void)event;
 
-	adapter__connection_ended(userdata, ed->client, false);
+	adapter__connection_ended(userdata, ed->client,
+			ed->reason == DLQ_MOSQ_ERR_SESSION_TAKEN_OVER ? ADAPTER_END_TAKEN_OVER : ADAPTER_END_GONE);
 	return MOSQ_ERR_SUCCESS;
 }
 

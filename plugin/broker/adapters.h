@@ -38,11 +38,16 @@ int adapter__message(int event, void *event_data, void *userdata);
 int adapter__broker_has_session(void *caps, const char *client);
 int adapter__control(int event, void *event_data, void *userdata);
 int adapter__tick(int event, void *event_data, void *userdata);
+/* How a connection ended, as the broker says it. */
+enum adapter_end {
+	ADAPTER_END_GONE,       /* its session ends, or nothing is known (2.0's DISCONNECT) */
+	ADAPTER_END_LASTS,      /* its session outlives it (2.1's CLIENT_OFFLINE) */
+	ADAPTER_END_TAKEN_OVER, /* another connection took its id (DISCONNECT, session taken over) */
+};
+
 /* A client's connection ended (2.0's DISCONNECT; 2.1's DISCONNECT or
- * CLIENT_OFFLINE): the engine is told, once, with the client's id.
- * session_lasts: the broker said its session outlives it (2.1's
- * CLIENT_OFFLINE); false when it ends or nothing is known (2.0). */
-void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client, bool session_lasts);
+ * CLIENT_OFFLINE): the engine is told, once, with the client's id. */
+void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client, enum adapter_end how);
 int adapter__disconnect(int event, void *event_data, void *userdata);
 int adapter__reload(int event, void *event_data, void *userdata);
 /* The notice a configuration without any policy gets, at startup and after

@@ -22,6 +22,7 @@
 #  define DLQ_MOSQ_EVT_UNSUBSCRIBE MOSQ_EVT_UNSUBSCRIBE
 #  define DLQ_MOSQ_EVT_MESSAGE_OUT MOSQ_EVT_MESSAGE_OUT
 #  define DLQ_MOSQ_EVT_CLIENT_OFFLINE MOSQ_EVT_CLIENT_OFFLINE
+#  define DLQ_MOSQ_ERR_SESSION_TAKEN_OVER MOSQ_ERR_SESSION_TAKEN_OVER
 #else
 /* A callback's "count me as absent" answer to an access check
  * (src/plugin_acl_check.c). Never return it to a 2.0 broker: 2.0 reads an
@@ -32,6 +33,10 @@
 #  define DLQ_MOSQ_EVT_UNSUBSCRIBE 13
 #  define DLQ_MOSQ_EVT_MESSAGE_OUT 27
 #  define DLQ_MOSQ_EVT_CLIENT_OFFLINE 28
+/* DISCONNECT's reason when another connection took the client's id
+ * (src/handle_connect.c): 2.1 marks that session clean whatever comes
+ * next; the next CONNECT says whether it goes on. */
+#  define DLQ_MOSQ_ERR_SESSION_TAKEN_OVER 142
 #endif
 
 /* MOSQ_EVT_CLIENT_OFFLINE's data, as 2.1.2's broker.h lays it out (struct

@@ -28,7 +28,7 @@ int adapter__client_offline_v21(int event, void *event_data, void *userdata)
 	struct dlq_evt_client_offline *ed = event_data;
 	(void)event;
 
-	adapter__connection_ended(userdata, ed->client, true);
+	adapter__connection_ended(userdata, ed->client, ADAPTER_END_LASTS);
 	return MOSQ_ERR_SUCCESS;
 }
 

@@ -93,6 +93,12 @@ const char *dlq__nack_status_text(enum dlq_nack_status s);
  * persistent session clean. */
 void dlq__client_gone(struct dlq *d, const char *client);
 
+/* client's connection ended because another connection took its id. On
+ * 2.0 as dlq__client_gone. On 2.1 the same, except that the copies held
+ * for a session that lasted stay held: the next CONNECT says whether that
+ * session goes on (dlq__client_connected). */
+void dlq__client_taken_over(struct dlq *d, const char *client);
+
 /* client, connected with MQTT protocol level protocol (3: 3.1, 4: 3.1.1;
  * not 5), subscribed to filter ("$share/<group>/" prefix and all): if a
  * policy's messages can reach it, the subscription is counted in

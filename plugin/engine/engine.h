@@ -333,6 +333,11 @@ static inline void engine__nacked(struct dlq *d, struct dlq_record *r, const cha
  * letters. gone.c. */
 void engine__gone_qos0(struct dlq *d, const char *client);
 
+/* 2.1: client's session that lasted has ended (a clean start): the copies
+ * held for it that the broker never sent become dead letters, those it
+ * sent are let go. gone.c. */
+void engine__lasting_session_ended(struct dlq *d, const char *client);
+
 /* 2.1: the attempt number of r's chain for a client it was written to
  * `sends` times (0: not sent to it), from the sends the broker showed
  * (exact_counting.c). */

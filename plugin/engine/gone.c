@@ -102,34 +102,73 @@ static const char *held_reason(struct dlq *d, struct dlq_record *r, const char *
 	return buf;
 }
 
-/* Dead-letters every record held for client: the broker took each copy for
- * a session that is now gone, and the client did not NACK it (qos0_only:
- * the session lasts, and only the copies it does not keep, of QoS 0, go;
- * the others are let go to the session). The dead
+/* How a client left, for its held copies. */
+enum leave {
+	LEAVE_ENDED,          /* its session ended with the connection */
+	LEAVE_OFFLINE,        /* its session lasts (2.1's CLIENT_OFFLINE) */
+	LEAVE_TAKEN_OVER,     /* 2.1: another connection took its id; the next
+	                       * CONNECT says whether the session goes on */
+	LEAVE_LASTING_ENDED,  /* 2.1: a clean start ended the session it had kept */
+};
+
+/* Dead-letters the records held for client: the broker took each copy for
+ * a session that is now gone, and the client did not NACK it. The dead
  * letter says as much as the copy did (its retry-count), and may be a
  * duplicate of a copy the client processed before it left; its reason says
  * whether the copy was sent to the client (held_reason). Not bounded by
  * max_pending_bytes: the records are already counted, and refusing would
- * lose the message. */
-static void dead_letter_held(struct dlq *d, const char *client, bool qos0_only)
+ * lose the message.
+ * - LEAVE_OFFLINE: the session lasts, and only the copies it does not
+ *   keep, of QoS 0, go. 2.0 shows no session's end, so the others are let
+ *   go to the session; 2.1 does, so they stay held for the session
+ *   (hold_lasting) until the client settles them or the session ends.
+ * - LEAVE_ENDED, LEAVE_LASTING_ENDED: of the copies held for a session
+ *   that lasted, one the broker never sent (queued behind a hung in-flight
+ *   window) is dropped with the session and dead-lettered; one it sent
+ *   was the session's to deliver, as any of its messages, and is let go
+ *   (its deadline, if it has one, runs on: into a dead letter, since the
+ *   client has no session). LEAVE_LASTING_ENDED touches only those.
+ * - LEAVE_TAKEN_OVER: as LEAVE_ENDED, but the copies held for a session
+ *   that lasted stay held until the next CONNECT says whether the session
+ *   goes on (2.1 marks a taken-over session clean, whatever comes next). */
+static void dead_letter_held(struct dlq *d, const char *client, enum leave how)
 {
 	char reason[512];
 	struct dlq_holder *k = holds__find(&d->holds, client);
 	struct dlq_record *r = k ? k->records : NULL;
 	while(r){
-		struct dlq_record *next = record__more(r)->hold_next; /* held: a retry copy */
-		if(qos0_only && (r->qos > 0 || d->broker.queue_qos0_messages)){
-			/* The session lasts and the broker keeps this copy in it:
-			 * it is the session's now. The snapshot no longer holds it
-			 * (a journal replay after a SIGKILL still does: then the
-			 * copy is dead-lettered too, a duplicate, never a loss). */
-			holds__release(&d->holds, r);
-			d->changes++;
+		struct dlq_record_more *m = record__more(r); /* held: a retry copy */
+		struct dlq_record *next = m->hold_next;
+		bool kept = r->qos > 0 || d->broker.queue_qos0_messages;
+		bool skip = false;
+		if(how == LEAVE_OFFLINE && kept){
+			if(d->broker.exact_counting){
+				m->hold_lasting = true;
+			}else{
+				/* The snapshot no longer holds it (a journal replay after
+				 * a SIGKILL still does: then the copy is dead-lettered
+				 * too, a duplicate, never a loss). */
+				holds__release(&d->holds, r);
+				d->changes++;
+			}
+			skip = true;
+		}else if(how != LEAVE_OFFLINE && m->hold_lasting){
+			if(how == LEAVE_TAKEN_OVER){
+				skip = true;
+			}else if(held_fate(d, r, client) == HELD_SENT){
+				holds__release(&d->holds, r);
+				d->changes++;
+				skip = true;
+			}
+		}else if(how == LEAVE_LASTING_ENDED){
+			skip = true;
+		}
+		if(skip){
 			r = next;
 			continue;
 		}
 		unsigned delivered = record__attempt(r) > 1 ? record__attempt(r) - 1u : 1u;
-		held_reason(d, r, client, qos0_only, reason, sizeof(reason));
+		held_reason(d, r, client, how == LEAVE_OFFLINE, reason, sizeof(reason));
 		if(engine__dead_letter_of(d, r, client, reason, delivered, false, false)){
 			port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " that left is lost",
 					Q(record__topic(r)), Q(client));
@@ -219,7 +258,7 @@ static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const cha
 	}
 }
 
-void dlq__client_gone(struct dlq *d, const char *client)
+static void client_gone(struct dlq *d, const char *client, enum leave how)
 {
 	char reason[512];
 
@@ -230,7 +269,7 @@ void dlq__client_gone(struct dlq *d, const char *client)
 	gone_reason(client, reason, sizeof(reason));
 	divert_list(d, &d->outbox.sent, client, reason, false);
 	divert_list(d, &d->outbox.owed, client, reason, false);
-	dead_letter_held(d, client, false);
+	dead_letter_held(d, client, how);
 
 	/* Delayed copies for the client: collected first, since removing one
 	 * reorders the heap. */
@@ -267,6 +306,21 @@ void engine__gone_qos0(struct dlq *d, const char *client)
 	snprintf(reason, sizeof(reason), "subscriber " QFMT " went offline before its QoS 0 retry copy was delivered: "
 			"the broker keeps no QoS 0 message for an offline session", Q(client));
 	if(!d->broker.queue_qos0_messages) divert_list(d, &d->outbox.sent, client, reason, true);
-	dead_letter_held(d, client, true);
+	dead_letter_held(d, client, LEAVE_OFFLINE);
+}
+
+void dlq__client_gone(struct dlq *d, const char *client)
+{
+	client_gone(d, client, LEAVE_ENDED);
+}
+
+void dlq__client_taken_over(struct dlq *d, const char *client)
+{
+	client_gone(d, client, d->broker.exact_counting ? LEAVE_TAKEN_OVER : LEAVE_ENDED);
+}
+
+void engine__lasting_session_ended(struct dlq *d, const char *client)
+{
+	dead_letter_held(d, client, LEAVE_LASTING_ENDED);
 }
 

@@ -116,6 +116,7 @@ void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record
 				"leaves before it is delivered", Q(e->topic), Q(e->target_client));
 		return;
 	}
+	record__more(copy)->hold_lasting = e->target_persists;
 	store_port__hold(&d->store, copy, e->target_client);
 }
 
@@ -132,7 +133,10 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record
 		return;
 	}
 	store_port__record(&d->store, copy);
-	if(e->target_client && !e->target_persists) engine__hold(d, e, copy);
+	/* 2.1 shows sends and the end of a lasting session: a copy for one
+	 * is held too, so that one never sent when the session ends (queued
+	 * behind a hung in-flight window) is dead-lettered, not lost. */
+	if(e->target_client && (!e->target_persists || d->broker.exact_counting)) engine__hold(d, e, copy);
 	/* 2.0 makes no READ check of a publish to one client: the copy is
 	 * routed to its client now, and its deadline goes by that. (2.1
 	 * shows its send, MESSAGE_OUT.) */

@@ -77,7 +77,11 @@ int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *clie
 		unsigned delivered, bool bounded, bool final);
 
 /* The copy record for a targeted copy e (for a client whose session does
- * not persist) is now in the ledger: held for that client (holds.h). */
+ * not persist, or, on 2.1, one whose session lasts: hold_lasting) is now
+ * in the ledger: held for that client (holds.h). A lasting session's hold
+ * outlives the connection; when the session ends, a copy the broker never
+ * sent is dead-lettered and one it sent is let go (its deadline, if any,
+ * runs on: gone.c). */
 void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy);
 
 /* Dead-letters the message of r, delivered `delivered` times to client

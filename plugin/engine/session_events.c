@@ -31,6 +31,7 @@ void dlq__client_connected(struct dlq *d, const char *client, bool clean_start)
 {
 	if(client == NULL) return;
 	note_unknown(d, sessions__connected(&d->sessions, client, clean_start), client);
+	if(clean_start) engine__lasting_session_ended(d, client);
 }
 
 void dlq__subscribed(struct dlq *d, const char *client, const char *filter, uint8_t qos, uint32_t identifier)

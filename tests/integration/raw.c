@@ -437,6 +437,19 @@ bool raw_disconnect(struct raw *r)
 	return sent;
 }
 
+bool raw_disconnect_expiry(struct raw *r, uint32_t expiry_s)
+{
+	struct body p = {0};
+	/* Reason code 0, then the properties: Session Expiry Interval. */
+	const unsigned char b[] = { 0x00, 0x05, 0x11, (unsigned char)(expiry_s >> 24), (unsigned char)(expiry_s >> 16),
+			(unsigned char)(expiry_s >> 8), (unsigned char)expiry_s };
+	memcpy(p.b, b, sizeof(b));
+	p.n = sizeof(b);
+	bool sent = send_packet(r, 0xE0, &p);
+	raw_close(r);
+	return sent;
+}
+
 bool raw_closed(const struct raw *r)
 {
 	return r->fd < 0 || r->eof;

@@ -142,6 +142,10 @@ void raw_close(struct raw *r);
 /* Sends DISCONNECT (normal) and closes the socket. */
 bool raw_disconnect(struct raw *r);
 
+/* An MQTT v5 DISCONNECT that sets the session's expiry interval to
+ * expiry_s (0: the session ends with the connection), then closes. */
+bool raw_disconnect_expiry(struct raw *r, uint32_t expiry_s);
+
 /* True when the connection is no longer open: closed by the broker (seen by
  * a read) or by raw_close/raw_disconnect, or never opened. */
 bool raw_closed(const struct raw *r);

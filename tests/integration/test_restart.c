@@ -807,6 +807,13 @@ START_TEST(test_sigkill_loses_changes_since_last_snapshot)
 	keep(bid, sizeof(bid), expect_original(client_expect(w, "jobs", 2)));
 	ck_assert_str_eq(client_msg(w, "jobs", 1)->payload, "B");
 
+	/* The first start writes its (empty) snapshot in the background:
+	 * wait for it, so that the next one is told apart by its inode. */
+	uint64_t first = it_now_ms() + HARNESS_WAIT_MS;
+	while(access(d.state, F_OK) != 0){
+		ck_assert_msg(it_now_ms() < first, "no first snapshot within %d ms of the start", HARNESS_WAIT_MS);
+		it_sleep_ms(10);
+	}
 	ino_t before = inode_of(d.state);
 	struct nack_at at_a = nack_compact(w, a, NULL, NULL);
 	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
