@@ -73,6 +73,17 @@ static void retry(struct dlq *d, struct dlq_record *r, const struct dlq_failure 
 	int64_t requested = f->delay_requested ? (int64_t)(f->delay_ms > INT64_MAX ? INT64_MAX : f->delay_ms) : -1;
 	e->delay_ms = policy__retry_delay_ms(p, res->attempt, requested, jitter);
 	res->delay_ms = e->delay_ms;
+	if(target && f->client_gone){
+		/* 2.0 has no session for the client any more (a deadline ran
+		 * out after it left), and would drop a copy published for it
+		 * alone in silence: its dead letter, as 2.1 makes one when it
+		 * says so (engine__copy_qos). Not delayed: nothing it waits
+		 * for can bring the session back. */
+		res->status = DLQ_NACK_RETRIED;
+		store_port__add(&d->store, e, false);
+		engine__copy_unreachable(d, e, ENGINE_COPY_NO_SESSION);
+		return;
+	}
 	if(e->delay_ms == 0){
 		res->status = DLQ_NACK_RETRIED;
 		store_port__add(&d->store, e, false);
@@ -176,6 +187,7 @@ static bool timed_out(struct dlq *d, struct dlq_deadline *e)
 		.how = DLQ_SETTLED_TIMEOUT,
 		.client_persists = e->client->persists,
 		.client_settles = true,
+		.client_gone = deadlines__gone(&d->deadlines, e->client),
 		.bounded = false,
 	};
 	struct dlq_nack_result res;

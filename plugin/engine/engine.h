@@ -268,6 +268,7 @@ struct dlq_failure {
 	bool final;              /* a final NACK: dead-lettered whatever attempts remain */
 	bool client_persists;    /* the client's session outlives its connection */
 	bool client_settles;     /* the client reads dlq-ids (MQTT v5): a copy for it is held to a deadline */
+	bool client_gone;        /* 2.0: the client left without a session that lasts (deadlines__gone) */
 	bool bounded;            /* refused when what is owed fills max_pending_bytes (a NACK, which may be
 	                            sent again); a timeout is not: its record was counted, and it would be lost */
 	bool delay_requested;    /* the NACK asks for its own delay ... */

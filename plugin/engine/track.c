@@ -73,7 +73,7 @@ static void started_at_leave(void *ctx, const struct dlq_deadline *e)
 void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn)
 {
 	redelivery__disconnected(&d->redelivery, client, conn);
-	if(d->deadlines.count) deadlines__offline(&d->deadlines, client, port__now_ms(), started_at_leave, d);
+	if(d->deadlines.count) deadlines__offline(&d->deadlines, client, conn, port__now_ms(), started_at_leave, d);
 }
 
 /* 2.0's READ check with redelivery tracking, classified (v): whether the

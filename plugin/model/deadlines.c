@@ -287,7 +287,10 @@ int deadlines__routed(struct dlq_deadlines *ds, struct dlq_record *r, const char
 	struct dlq_deadline *e = deadlines__add(ds, r, client);
 	*made = e;
 	if(e == NULL) return ENOMEM;
-	if(online) e->client->online = true;
+	if(online){
+		e->client->online = true;
+		e->client->left_on = 0;
+	}
 	if(e->client->head == e && e->client->online) deadlines__start(ds, e, now);
 	return 0;
 }
@@ -330,16 +333,18 @@ struct dlq_deadline *deadlines__online(struct dlq_deadlines *ds, const char *cli
 	struct dlq_deadline_client *c = deadlines__client(ds, client);
 	if(c == NULL) return NULL;
 	c->online = true;
+	c->left_on = 0;
 	return start_head(ds, c, now);
 }
 
-void deadlines__offline(struct dlq_deadlines *ds, const char *client, uint64_t now,
+void deadlines__offline(struct dlq_deadlines *ds, const char *client, uintptr_t conn, uint64_t now,
 		void (*started)(void *ctx, const struct dlq_deadline *e), void *ctx)
 {
 	if(ds->mode != DLQ_DEADLINES_SEQUENTIAL) return;
 	struct dlq_deadline_client *c = deadlines__client(ds, client);
 	if(c == NULL) return;
 	c->online = false;
+	c->left_on = conn;
 	if(c->persists) return;
 	for(struct dlq_deadline *e = c->head; e; e = e->cnext){
 		if(e->queue) continue;

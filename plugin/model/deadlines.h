@@ -74,6 +74,8 @@ struct dlq_deadline_client {
 	size_t count;
 	bool online;                  /* SEQUENTIAL: known to be connected */
 	bool persists;                /* its session outlives its connection, as last known */
+	uintptr_t left_on;            /* SEQUENTIAL: the connection it was seen to leave on, until seen
+	                                 connected again; 0: none */
 	char id[];
 };
 
@@ -165,15 +167,25 @@ struct dlq_deadline *deadlines__late(struct dlq_deadlines *ds, const char *clien
  * any sign of a live connection): its first delivery, waiting, starts its
  * clock. */
 struct dlq_deadline *deadlines__online(struct dlq_deadlines *ds, const char *client, uint64_t now);
-/* SEQUENTIAL: client's connection ended; its session lasts or not (as
- * last known: persists). A running clock runs on (the delivery was sent). When the
- * session ends, the broker drops what it queued for the client, and the
- * plugin cannot tell which of the client's waiting deliveries it had sent:
- * their clocks start now, so that each runs out, and its message is
- * retried, rather than waiting for a client that will not have it; each
+/* SEQUENTIAL: client's connection conn ended; its session lasts or not (as
+ * last known: persists). A running clock runs on (the delivery was sent).
+ * When the session ends, the broker drops what it queued for the client,
+ * and the plugin cannot tell which of the client's waiting deliveries it
+ * had sent: their clocks start now, so that each runs out, and its message
+ * is retried, rather than waiting for a client that will not have it; each
  * is passed to started. */
-void deadlines__offline(struct dlq_deadlines *ds, const char *client, uint64_t now,
+void deadlines__offline(struct dlq_deadlines *ds, const char *client, uintptr_t conn, uint64_t now,
 		void (*started)(void *ctx, const struct dlq_deadline *e), void *ctx);
+
+/* SEQUENTIAL: whether c was seen to leave, from a session that does not
+ * last, and has not been seen connected since: the broker has no session
+ * for it (unless it came back, clean and unseen), and a retry copy
+ * published for it alone would be dropped (mosquitto_broker_publish drops
+ * a message for an unknown client id, silently). */
+static inline bool deadlines__gone(const struct dlq_deadlines *ds, const struct dlq_deadline_client *c)
+{
+	return ds->mode == DLQ_DEADLINES_SEQUENTIAL && !c->online && !c->persists && c->left_on != 0;
+}
 
 /* Whether r has any delivery awaiting settlement. */
 static inline bool deadlines__of(const struct dlq_record *r)

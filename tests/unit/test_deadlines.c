@@ -205,7 +205,7 @@ START_TEST(sequential_offline_and_back)
 	ck_assert_uint_eq(ea->due_ms, 32000);
 	ck_assert_int_eq(deadlines__routed(&ds, b, "w", true, 3000, &eb), 0);
 	ea->client->persists = true;
-	deadlines__offline(&ds, "w", 4000, NULL, NULL);
+	deadlines__offline(&ds, "w", 11, 4000, NULL, NULL);
 	ck_assert_ptr_nonnull(ea->queue); /* it was sent: its clock runs on */
 	/* a runs out while w is away: b waits for w. */
 	ck_assert_ptr_null(deadlines__done(&ds, ea, 32000));
@@ -220,12 +220,16 @@ START_TEST(sequential_offline_and_back)
 	ck_assert_int_eq(deadlines__routed(&ds, b, "v", true, 1000, &ec), 0);
 	ck_assert_ptr_null(v2->queue);
 	size_t started = 0;
-	deadlines__offline(&ds, "v", 9000, count_started, &started);
+	deadlines__offline(&ds, "v", 12, 9000, count_started, &started);
+	ck_assert(deadlines__gone(&ds, v1->client)); /* left without a session */
 	ck_assert_uint_eq(started, 2);
 	ck_assert_ptr_nonnull(v2->queue);
 	ck_assert_ptr_nonnull(ec->queue);
 	ck_assert_uint_eq(v2->due_ms, 39000);
 	ck_assert_uint_eq(v1->due_ms, 6000); /* started when routed, runs on */
+	/* Seen connected again (a clean reconnect that subscribed): not gone. */
+	ck_assert_ptr_null(deadlines__online(&ds, "v", 9500)); /* its first clock runs already */
+	ck_assert(!deadlines__gone(&ds, v1->client));
 	teardown();
 }
 END_TEST
