@@ -225,7 +225,7 @@ void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client, 
 	dlq__event(&pl->engine);
 	const char *id = mosquitto_client_id(client);
 	if(id == NULL) return;
-	dlq__client_left(&pl->engine, id, (uintptr_t)client);
+	dlq__client_left(&pl->engine, id, (uintptr_t)client, mosquitto_client_clean_session(client));
 	switch(how){
 		case ADAPTER_END_LASTS:
 			dlq__client_offline(&pl->engine, id);

@@ -143,8 +143,11 @@ bool dlq__subscribed_to_dead_letters(struct dlq *d, const char *client, const ch
  * control message, or was checked for writing). */
 void dlq__client_active(struct dlq *d, const char *client, uintptr_t conn);
 
-/* client's connection conn ended (before dlq__client_gone). */
-void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn);
+/* client's connection conn ended (before dlq__client_gone); clean: the
+ * connection started its session clean (as the broker says then). On 2.0
+ * the end of a connection that already ended is the sign that the client
+ * is back, resuming its session (deadlines__offline). */
+void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn, bool clean);
 
 /* One READ access check. Returns true when the plugin removes this message
  * from the client's session (the answer must then be a denial): it was

@@ -70,10 +70,14 @@ static void started_at_leave(void *ctx, const struct dlq_deadline *e)
 	engine__note_deadline(ctx, e);
 }
 
-void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn)
+void dlq__client_left(struct dlq *d, const char *client, uintptr_t conn, bool clean)
 {
 	redelivery__disconnected(&d->redelivery, client, conn);
-	if(d->deadlines.count) deadlines__offline(&d->deadlines, client, conn, port__now_ms(), started_at_leave, d);
+	/* 2.0: or back, resuming its session (deadlines__offline). */
+	if(d->deadlines.count){
+		engine__note_deadline(d, deadlines__offline(&d->deadlines, client, conn, clean, port__now_ms(),
+				started_at_leave, d));
+	}
 }
 
 /* 2.0's READ check with redelivery tracking, classified (v): whether the

@@ -290,6 +290,7 @@ int deadlines__routed(struct dlq_deadlines *ds, struct dlq_record *r, const char
 	if(online){
 		e->client->online = true;
 		e->client->left_on = 0;
+		e->client->resumable = false;
 	}
 	if(e->client->head == e && e->client->online) deadlines__start(ds, e, now);
 	return 0;
@@ -327,30 +328,44 @@ struct dlq_deadline *deadlines__late(struct dlq_deadlines *ds, const char *clien
 	return start_head(ds, c, now);
 }
 
+/* SEQUENTIAL: the client is connected: its first waiting delivery starts. */
+static struct dlq_deadline *back_online(struct dlq_deadlines *ds, struct dlq_deadline_client *c, uint64_t now)
+{
+	c->online = true;
+	c->left_on = 0;
+	c->resumable = false;
+	return start_head(ds, c, now);
+}
+
 struct dlq_deadline *deadlines__online(struct dlq_deadlines *ds, const char *client, uint64_t now)
 {
 	if(ds->mode != DLQ_DEADLINES_SEQUENTIAL) return NULL;
 	struct dlq_deadline_client *c = deadlines__client(ds, client);
 	if(c == NULL) return NULL;
-	c->online = true;
-	c->left_on = 0;
-	return start_head(ds, c, now);
+	return back_online(ds, c, now);
 }
 
-void deadlines__offline(struct dlq_deadlines *ds, const char *client, uintptr_t conn, uint64_t now,
-		void (*started)(void *ctx, const struct dlq_deadline *e), void *ctx)
+struct dlq_deadline *deadlines__offline(struct dlq_deadlines *ds, const char *client, uintptr_t conn, bool clean,
+		uint64_t now, void (*started)(void *ctx, const struct dlq_deadline *e), void *ctx)
 {
-	if(ds->mode != DLQ_DEADLINES_SEQUENTIAL) return;
+	if(ds->mode != DLQ_DEADLINES_SEQUENTIAL) return NULL;
 	struct dlq_deadline_client *c = deadlines__client(ds, client);
-	if(c == NULL) return;
+	if(c == NULL) return NULL;
+	if(conn && c->left_on == conn && c->resumable && !c->online){
+		/* 2.0 ends the session object conn left behind as a new
+		 * connection takes it over: the client is back. */
+		return back_online(ds, c, now);
+	}
 	c->online = false;
 	c->left_on = conn;
-	if(c->persists) return;
+	c->resumable = !clean;
+	if(c->persists) return NULL;
 	for(struct dlq_deadline *e = c->head; e; e = e->cnext){
 		if(e->queue) continue;
 		deadlines__start(ds, e, now);
 		if(started) started(ctx, e);
 	}
+	return NULL;
 }
 
 /* ---- the state file ---- */

@@ -74,6 +74,7 @@ struct dlq_deadline_client {
 	size_t count;
 	bool online;                  /* SEQUENTIAL: known to be connected */
 	bool persists;                /* its session outlives its connection, as last known */
+	bool resumable;               /* SEQUENTIAL: left_on ended a session it did not start clean */
 	uintptr_t left_on;            /* SEQUENTIAL: the connection it was seen to leave on, until seen
 	                                 connected again; 0: none */
 	char id[];
@@ -168,14 +169,24 @@ struct dlq_deadline *deadlines__late(struct dlq_deadlines *ds, const char *clien
  * clock. */
 struct dlq_deadline *deadlines__online(struct dlq_deadlines *ds, const char *client, uint64_t now);
 /* SEQUENTIAL: client's connection conn ended; its session lasts or not (as
- * last known: persists). A running clock runs on (the delivery was sent).
- * When the session ends, the broker drops what it queued for the client,
- * and the plugin cannot tell which of the client's waiting deliveries it
- * had sent: their clocks start now, so that each runs out, and its message
- * is retried, rather than waiting for a client that will not have it; each
- * is passed to started. */
-void deadlines__offline(struct dlq_deadlines *ds, const char *client, uintptr_t conn, uint64_t now,
-		void (*started)(void *ctx, const struct dlq_deadline *e), void *ctx);
+ * last known: persists), and the connection started it clean or not (clean).
+ * A running clock runs on (the delivery was sent). When the session ends,
+ * the broker drops what it queued for the client, and the plugin cannot
+ * tell which of the client's waiting deliveries it had sent: their clocks
+ * start now, so that each runs out, and its message is retried, rather
+ * than waiting for a client that will not have it; each is passed to
+ * started.
+ *
+ * Mosquitto 2.0 reports the end of a connection that already ended once
+ * more when a new connection of the client takes over the session it left
+ * (src/handle_connect.c, connect__on_authorised, the old session object's
+ * do_disconnect): the only sign 2.0 gives a plugin at a connect. So a
+ * second end of conn, the connection the client was seen to leave on,
+ * from a session it did not start clean, says the client is back: as
+ * deadlines__online, and its first delivery, when it starts its clock
+ * then, is returned. Else NULL. */
+struct dlq_deadline *deadlines__offline(struct dlq_deadlines *ds, const char *client, uintptr_t conn, bool clean,
+		uint64_t now, void (*started)(void *ctx, const struct dlq_deadline *e), void *ctx);
 
 /* SEQUENTIAL: whether c was seen to leave, from a session that does not
  * last, and has not been seen connected since: the broker has no session

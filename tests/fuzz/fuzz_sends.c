@@ -417,14 +417,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 6:
 			ci = pick_client(&in, &owned);
 			TRACE("offline \"%.20s\"\n", ci >= 0 ? clients[ci] : owned);
-			dlq__client_left(&r.d, ci >= 0 ? clients[ci] : owned, conn);
+			dlq__client_left(&r.d, ci >= 0 ? clients[ci] : owned, conn, false);
 			dlq__client_offline(&r.d, ci >= 0 ? clients[ci] : owned);
 			harvest(&r);
 			break;
 		case 7:
 			ci = pick_client(&in, &owned);
 			TRACE("gone \"%.20s\"\n", ci >= 0 ? clients[ci] : owned);
-			dlq__client_left(&r.d, ci >= 0 ? clients[ci] : owned, conn);
+			dlq__client_left(&r.d, ci >= 0 ? clients[ci] : owned, conn, true);
 			dlq__client_gone(&r.d, ci >= 0 ? clients[ci] : owned);
 			harvest(&r);
 			break;

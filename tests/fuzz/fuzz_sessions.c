@@ -263,7 +263,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 3:
 			client = pick_client(&in);
 			if(client == NULL) break; /* as adapter__connection_ended */
-			dlq__client_left(&d, client, conn);
+			dlq__client_left(&d, client, conn, false);
 			dlq__client_offline(&d, client);
 			FUZZ_CHECK(sessions__life(&d.sessions, client) == DLQ_SESSION_LASTS || entry(&d.sessions, client) == NULL,
 					"\"%.40s\" offline, its session not lasting", client);
@@ -274,7 +274,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 4:
 			client = pick_client(&in);
 			if(client == NULL) break;
-			dlq__client_left(&d, client, conn);
+			dlq__client_left(&d, client, conn, true);
 			dlq__client_gone(&d, client);
 			FUZZ_CHECK(sessions__life(&d.sessions, client) == DLQ_SESSION_UNKNOWN, "\"%.40s\" ended, yet lasting", client);
 			break;

@@ -8,7 +8,11 @@
  *   DISCONNECT, a TCP reset): its deadline runs out for a client the
  *   broker no longer has, whose copy the broker would drop in silence, so
  *   the message is dead-lettered, once, at that attempt, and nothing waits
- *   for the client any more.
+ *   for the client any more;
+ * - a hung subscriber that resumes its session without subscribing again
+ *   (on 2.0 the plugin sees that only as the broker ends the old session
+ *   object: deadlines__offline) is held to its deadline as before: its
+ *   retry copies run out in turn into the dead letter at max_attempts.
  * Deadlines here are generous upper bounds, never timed assertions.
  */
 #include <stdio.h>
@@ -146,11 +150,70 @@ START_TEST(test_a_subscriber_that_leaves_without_a_session)
 }
 END_TEST
 
+/* Issue 45, case 3: a hung subscriber with a lasting session receives a
+ * message, leaves, and resumes its session (clean start off) without
+ * subscribing again; it never settles anything. Each delivery runs out in
+ * turn: its retry copies come (retry-count 1, then 2), and the last
+ * attempt becomes the dead letter; nothing is left awaited. */
+START_TEST(test_a_session_resumed_without_subscribing)
+{
+	struct broker *b = ta_broker(__func__);
+	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
+	client_subscribe(insp, "dead/#", 1);
+	struct raw_options o = { .id = "resumer", .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = 3600 };
+	struct raw *w = raw_new(b, &o);
+	raw_connect(w);
+	ck_assert_uint_eq(raw_subscribe(w, "ta/x/#", 1), 1);
+	client_publish_str(insp, "ta/x/1", "job", 1);
+	const struct raw_msg *m = raw_expect(w);
+	uint64_t received = it_now_ms();
+	ck_assert_str_eq(m->payload, "job");
+	ck_assert(raw_puback(w, m->mid));
+	it_sleep_ms((unsigned)(ack_ms() / 5));
+	ck_assert(raw_disconnect(w));
+	it_sleep_ms((unsigned)(ack_ms() * 3 / 10));
+	ck_assert(raw_connect(w)); /* the session is resumed */
+	/* Its retry copies come one after another, each acknowledged (PUBACK)
+	 * and never settled. */
+	int bound = HARNESS_WAIT_MS + 4 * ack_ms();
+	for(unsigned attempt = 1; attempt < MAX_ATTEMPTS; attempt++){
+		ck_assert_int_eq(raw_next(w, bound, &m), RAW_PUBLISH);
+		ck_assert_str_eq(m->topic, "ta/x/1");
+		ck_assert_str_eq(m->payload, "job");
+		const char *rc = raw_user(m, DLQ_PROP_RETRY_COUNT);
+		ck_assert_msg(rc && (unsigned)atoi(rc) == attempt, "copy %u: retry-count %s", attempt, rc ? rc : "(none)");
+		ck_assert(raw_puback(w, m->mid));
+		printf("broker %d: retry copy %u %llu ms after the original was received (ack_timeout %d ms)\n",
+				broker_version(), attempt, (unsigned long long)(it_now_ms() - received), ack_ms());
+	}
+	wait_dead_letters(insp, 1);
+	const struct it_msg *dl = client_msg(insp, "dead/#", 0);
+	printf("broker %d: dead letter %llu ms after the original was received\n", broker_version(),
+			(unsigned long long)(dl->at_ms - received));
+	ck_assert_str_eq(dl->payload, "job");
+	ck_assert_str_eq(msg_user(dl, DLQ_PROP_RETRY_COUNT), "3");
+	const char *reason = msg_user(dl, DLQ_PROP_DEAD_LETTER_REASON);
+	ck_assert_msg(reason && strstr(reason, "subscriber \"resumer\" did not acknowledge it within"),
+			"dead-letter reason: %s", reason ? reason : "(none)");
+	/* A deadline more: nothing else comes, to it or as a dead letter. */
+	raw_drain(w, ack_ms() + HARNESS_SETTLE_MS);
+	ck_assert_int_eq(raw_next(w, 0, &m), RAW_TIMEOUT);
+	clients_settle(insp);
+	client_expect_exactly(insp, "dead/#", 1);
+	expect_nothing_awaited(insp);
+	ck_assert_int_eq(total(insp, "ackTimeouts"), MAX_ATTEMPTS);
+	ck_assert_int_eq(total(insp, "retryCopies"), MAX_ATTEMPTS - 1);
+	ck_assert_int_eq(total(insp, "deadLetters"), 1);
+	raw_free(w);
+}
+END_TEST
+
 static Suite *deadline_sessions_suite(void)
 {
 	Suite *s = suite_create("deadline_sessions");
 	TCase *tc = harness_tcase("deadline_sessions");
 	tcase_add_test(tc, test_a_subscriber_that_leaves_without_a_session);
+	tcase_add_test(tc, test_a_session_resumed_without_subscribing);
 	suite_add_tcase(s, tc);
 	return s;
 }

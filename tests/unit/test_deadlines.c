@@ -205,7 +205,7 @@ START_TEST(sequential_offline_and_back)
 	ck_assert_uint_eq(ea->due_ms, 32000);
 	ck_assert_int_eq(deadlines__routed(&ds, b, "w", true, 3000, &eb), 0);
 	ea->client->persists = true;
-	deadlines__offline(&ds, "w", 11, 4000, NULL, NULL);
+	ck_assert_ptr_null(deadlines__offline(&ds, "w", 11, false, 4000, NULL, NULL));
 	ck_assert_ptr_nonnull(ea->queue); /* it was sent: its clock runs on */
 	/* a runs out while w is away: b waits for w. */
 	ck_assert_ptr_null(deadlines__done(&ds, ea, 32000));
@@ -220,7 +220,7 @@ START_TEST(sequential_offline_and_back)
 	ck_assert_int_eq(deadlines__routed(&ds, b, "v", true, 1000, &ec), 0);
 	ck_assert_ptr_null(v2->queue);
 	size_t started = 0;
-	deadlines__offline(&ds, "v", 12, 9000, count_started, &started);
+	ck_assert_ptr_null(deadlines__offline(&ds, "v", 12, true, 9000, count_started, &started));
 	ck_assert(deadlines__gone(&ds, v1->client)); /* left without a session */
 	ck_assert_uint_eq(started, 2);
 	ck_assert_ptr_nonnull(v2->queue);
@@ -230,6 +230,47 @@ START_TEST(sequential_offline_and_back)
 	/* Seen connected again (a clean reconnect that subscribed): not gone. */
 	ck_assert_ptr_null(deadlines__online(&ds, "v", 9500)); /* its first clock runs already */
 	ck_assert(!deadlines__gone(&ds, v1->client));
+	teardown();
+}
+END_TEST
+
+/* 2.0 reports the end of a connection once more as a new connection takes
+ * over the session it left: the client is back, and what waits behind its
+ * first delivery starts when that one is done. Only for the connection the
+ * client left on, from a session it did not start clean; any sign of the
+ * client connected ends its being gone. */
+START_TEST(sequential_resume_is_seen_at_the_takeover)
+{
+	setup(DLQ_DEADLINES_SEQUENTIAL);
+	struct dlq_record *a = rec(&p30), *b = rec(&p30);
+	struct dlq_deadline *ea, *eb;
+	ck_assert_int_eq(deadlines__routed(&ds, a, "w", true, 1000, &ea), 0);
+	ea->client->persists = true;
+	ck_assert_ptr_null(deadlines__offline(&ds, "w", 7, false, 2000, NULL, NULL));
+	ck_assert(!ea->client->online);
+	ck_assert(!deadlines__gone(&ds, ea->client)); /* its session lasts */
+	/* Another connection's end is an end: it left on 8. */
+	ck_assert_ptr_null(deadlines__offline(&ds, "w", 8, false, 2500, NULL, NULL));
+	ck_assert(!ea->client->online);
+	/* The takeover reports 8 again (forced clean by then): back. */
+	ck_assert_ptr_null(deadlines__offline(&ds, "w", 8, true, 3000, NULL, NULL)); /* a's clock runs already */
+	ck_assert(ea->client->online);
+	/* a's clock runs on; b, routed to the session while nothing showed the
+	 * client connected, starts when a runs out. */
+	ck_assert_int_eq(deadlines__routed(&ds, b, "w", false, 4000, &eb), 0);
+	ck_assert_ptr_null(eb->queue);
+	ck_assert_ptr_eq(deadlines__done(&ds, ea, 31000), eb);
+	ck_assert_uint_eq(eb->due_ms, 61000);
+	deadlines__remove(&ds, eb);
+
+	/* A clean session is not resumed: its second end is an end. */
+	struct dlq_deadline *ec;
+	ck_assert_int_eq(deadlines__routed(&ds, a, "c", true, 1000, &ec), 0);
+	ck_assert_ptr_null(deadlines__offline(&ds, "c", 9, true, 2000, NULL, NULL));
+	ck_assert(deadlines__gone(&ds, ec->client));
+	ck_assert_ptr_null(deadlines__offline(&ds, "c", 9, true, 2100, NULL, NULL));
+	ck_assert(!ec->client->online);
+	ck_assert(deadlines__gone(&ds, ec->client));
 	teardown();
 }
 END_TEST
@@ -307,6 +348,7 @@ static Suite *deadlines_suite(void)
 	tcase_add_test(tc, per_send_deliveries_count_and_leave);
 	tcase_add_test(tc, sequential_one_at_a_time);
 	tcase_add_test(tc, sequential_offline_and_back);
+	tcase_add_test(tc, sequential_resume_is_seen_at_the_takeover);
 	suite_add_tcase(s, tc);
 	return s;
 }

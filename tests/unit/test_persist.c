@@ -381,7 +381,7 @@ static void reconnect_keeping(struct dlq_read_check *c, uintptr_t first, uintptr
 		c->conn = conn;
 		ck_assert_msg(!dlq__read_check(&d, c), "removed at connection %u", (unsigned)conn);
 		dlq__event(&d);
-		dlq__client_left(&d, "s", conn);
+		dlq__client_left(&d, "s", conn, false);
 	}
 }
 
@@ -414,7 +414,7 @@ static void delivered_once(char *payload, char id[DLQ_ID_LEN + 1], struct dlq_re
 		.payload_len = (uint32_t)strlen(payload), .qos = 1 };
 	ck_assert(!dlq__read_check(&d, c));
 	dlq__event(&d);
-	dlq__client_left(&d, "s", 1);
+	dlq__client_left(&d, "s", 1, false);
 }
 
 START_TEST(a_message_in_a_session_across_a_restart_goes_on_from_its_count)
@@ -480,7 +480,7 @@ static void exact_restart(bool crash)
 	dlq__client_active(&d, "s", 1);
 	sent_is_attempt(id, payload, 1);
 	if(crash){
-		dlq__client_left(&d, "s", 1);
+		dlq__client_left(&d, "s", 1, false);
 		struct dlq_read_check c = { .client = "s", .conn = 2, .topic = "numbers", .payload = payload,
 			.payload_len = (uint32_t)strlen(payload), .qos = 1, .id = id };
 		ck_assert(!dlq__read_check(&d, &c));
@@ -501,7 +501,7 @@ static void exact_restart(bool crash)
 		ck_assert_msg(!dlq__read_check(&d, &c), "removed before attempt %u", attempt);
 		dlq__client_active(&d, "s", conn);
 		sent_is_attempt(id, payload, attempt);
-		dlq__client_left(&d, "s", conn);
+		dlq__client_left(&d, "s", conn, false);
 	}
 	struct dlq_read_check c = { .client = "s", .topic = "numbers", .payload = payload,
 		.payload_len = (uint32_t)strlen(payload), .qos = 1, .id = id };

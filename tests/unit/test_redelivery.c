@@ -88,7 +88,7 @@ static void subscribe(const char *client, uintptr_t conn)
 static void leave(const char *client, uintptr_t conn)
 {
 	dlq__event(&d);
-	dlq__client_left(&d, client, conn);
+	dlq__client_left(&d, client, conn, false);
 	dlq__client_gone(&d, client);
 }
 
@@ -213,7 +213,7 @@ START_TEST(no_kick_after_the_connection_ended)
 	leave("t", 13);
 	ck_assert(check("t", 14, other));
 	dlq__event(&d);
-	dlq__client_left(&d, "t", 13);
+	dlq__client_left(&d, "t", 13, false);
 	dlq__event(&d);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.kick_count, 1);

@@ -115,7 +115,7 @@ START_TEST(diverted_at_max_attempts_sends)
 		ck_assert(!check_id("s", conn, "jobs/a", "queued", queued));
 		ck_assert(!check_id("s", conn, "jobs/a", "poison", id));
 		ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), (unsigned)conn);
-		dlq__client_left(&d, "s", conn);
+		dlq__client_left(&d, "s", conn, false);
 	}
 	ck_assert_uint_eq(dead_letters(), 0);
 	ck_assert(check_id("s", 4, "jobs/a", "poison", id));
@@ -281,7 +281,7 @@ START_TEST(each_client_diverted_on_its_own)
 	for(uintptr_t conn = 11; conn <= 13; conn++){
 		ck_assert(!check_id("t", conn, "jobs/a", "poison", id));
 		ck_assert_uint_eq(sent("t", id, "jobs/a", "poison"), (unsigned)(conn - 10));
-		dlq__client_left(&d, "t", conn);
+		dlq__client_left(&d, "t", conn, false);
 	}
 	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
 	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
@@ -290,13 +290,13 @@ START_TEST(each_client_diverted_on_its_own)
 	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 2);
 	ck_assert_uint_eq(record__sends(d.ledger.oldest)->sends, 1);
 	ck_assert(!(d.ledger.oldest->flags & DLQ_RECORD_FIRST_DIVERTED));
-	dlq__client_left(&d, "s", 1);
+	dlq__client_left(&d, "s", 1, false);
 	ck_assert(!check_id("s", 2, "jobs/a", "poison", id));
 	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 2);
-	dlq__client_left(&d, "s", 2);
+	dlq__client_left(&d, "s", 2, false);
 	ck_assert(!check_id("s", 3, "jobs/a", "poison", id));
 	ck_assert_uint_eq(sent("s", id, "jobs/a", "poison"), 3);
-	dlq__client_left(&d, "s", 3);
+	dlq__client_left(&d, "s", 3, false);
 	ck_assert(check_id("s", 4, "jobs/a", "poison", id));
 	ck_assert(d.ledger.oldest->flags & DLQ_RECORD_FIRST_DIVERTED);
 	ck_assert_uint_eq(dlq__totals(&d)->diverted, 2);
@@ -377,7 +377,7 @@ START_TEST(a_client_is_found_by_its_connection)
 	 * for the same client. */
 	ck_assert_uint_eq(sent_at("s", conn, id, "jobs/a", "poison"), 3);
 	/* s leaves; its record too, and with both s is forgotten. */
-	dlq__client_left(&d, s_id, conn);
+	dlq__client_left(&d, s_id, conn, false);
 	fake.now_ms += 400000;
 	dlq__tick(&d);
 	ck_assert_uint_eq(d.redelivery.client_count, 0);

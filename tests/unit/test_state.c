@@ -1709,7 +1709,7 @@ START_TEST(redeliveries_survive_a_snapshot)
 	struct dlq_read_check c = { .client = "s", .conn = 1, .topic = "numbers", .payload = payload, .payload_len = 1, .qos = 1 };
 	ck_assert(!dlq__read_check(&a, &c));
 	dlq__event(&a);
-	dlq__client_left(&a, "s", 1);
+	dlq__client_left(&a, "s", 1, false);
 	c.conn = 2;
 	ck_assert(!dlq__read_check(&a, &c));
 	expect_saved(&a, x, "s", 1, 0, true, false);
