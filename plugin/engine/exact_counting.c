@@ -84,6 +84,10 @@ bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
 	if(redelivery__diverted(&st)) return true;
 	unsigned sends = redelivery__sends(&st);
 	if(sends == 0 || st.client->online == c->conn) return false;
+	/* Settled by the client (an ACK, a NACK, a deadline that ran out into
+	 * its retry copy or dead letter): the resend of what its session
+	 * holds is no attempt of the chain, and no second dead letter. */
+	if(ledger__has_settler(r, c->client)) return false;
 	unsigned delivered = engine__attempt_of(r, sends);
 	if(delivered < r->policy->max_attempts) return false;
 	if(!engine__divert_redelivered(d, r, c->client, delivered)) return false;

@@ -95,6 +95,12 @@ static bool read_check_counted(struct dlq *d, const struct dlq_read_check *c, co
 		return false;
 	}
 
+	/* A delivery its client settled (an ACK; a NACK or a deadline that ran
+	 * out, into the retry copy or the dead letter of that attempt) is no
+	 * attempt any more: the broker sends again what the session holds,
+	 * but the chain went on, or ended, without it. Counted, it would be
+	 * dead-lettered a second time. */
+	if(ledger__has_settler(dv->record, c->client)) return false;
 	const struct dlq_policy *p = dv->record->policy;
 	unsigned delivered = record__attempt(dv->record) + dv->redeliveries;
 	if(delivered < p->max_attempts || !engine__divert_redelivered(d, dv->record, c->client, delivered)){

@@ -14,9 +14,11 @@
  * SIGTERM and a SIGKILL (one that ran out while the broker was down is a
  * failed attempt once, never twice).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "raw.h"
@@ -103,6 +105,23 @@ static unsigned retry_count(const struct it_msg *m)
 {
 	const char *rc = msg_user(m, DLQ_PROP_RETRY_COUNT);
 	return rc ? (unsigned)atoi(rc) : 0;
+}
+
+/* getStatus's totals as c sees them (replied on reply_topic): each name
+ * given, followed by the int it must be; the list ends with NULL. */
+static void expect_totals(struct client *c, const char *reply_topic, ...)
+{
+	cJSON *doc;
+	const cJSON *totals = cJSON_GetObjectItemCaseSensitive(status_get(c, reply_topic, &doc), "totals");
+	va_list ap;
+	va_start(ap, reply_topic);
+	for(const char *name; (name = va_arg(ap, const char *)) != NULL; ){
+		int want = va_arg(ap, int);
+		ck_assert_msg((int)json_num(totals, name) == want, "getStatus: totals.%s is %d, expected %d", name,
+				(int)json_num(totals, name), want);
+	}
+	va_end(ap);
+	cJSON_Delete(doc);
 }
 
 /* The first id of the chain m belongs to. */
@@ -346,12 +365,7 @@ START_TEST(test_a_backlog_never_runs_out)
 	ck_assert_int_eq(raw_next(w, 0, &m), RAW_TIMEOUT);
 	clients_settle(pub);
 	client_expect_exactly(pub, "dead/#", 0);
-	cJSON *doc;
-	const cJSON *totals = cJSON_GetObjectItemCaseSensitive(status_get(pub, "status/backlog", &doc), "totals");
-	ck_assert_int_eq((int)json_num(totals, "acks"), 3);
-	ck_assert_int_eq((int)json_num(totals, "ackTimeouts"), 0);
-	ck_assert_int_eq((int)json_num(totals, "retryCopies"), 0);
-	cJSON_Delete(doc);
+	expect_totals(pub, "status/backlog", "acks", 3, "ackTimeouts", 0, "retryCopies", 0, NULL);
 	raw_free(w);
 }
 END_TEST
@@ -469,6 +483,65 @@ START_TEST(test_replies)
 }
 END_TEST
 
+/* Issue 45, case 5: one dead letter per message. A v5 subscriber with a
+ * lasting session that sends no PUBACK drops its connection twice and comes
+ * back, and the broker sends the message again each time (attempts 2 and
+ * 3); then it hangs, and the deadline dead-letters the message at attempt 3.
+ * It comes back once more and gets what its session holds: that resend was
+ * taken as a fourth delivery and dead-lettered again by redelivery tracking
+ * ("delivered 3 times ... removed from its session"); the deadline had
+ * settled it. Then it ends its session (clean start): nothing more. */
+START_TEST(test_one_dead_letter_per_message)
+{
+	char policy[256];
+	int ack = 3 * ack_ms(); /* each drop and return fits in it */
+	snprintf(policy, sizeof(policy), "ta/# max_attempts=3 dead_letter=dead/ta retry_to=delivery ack_timeout=%dms", ack);
+	struct broker *b = deadline_broker(__func__, policy, false, false);
+	broker_start(b);
+	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
+	client_subscribe(insp, "dead/#", 1);
+	char id[64];
+	snprintf(id, sizeof(id), "hung-%d", (int)getpid());
+	struct raw_options o = { .id = id, .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = EXPIRY_S,
+		.receive_max = 1 };
+	struct raw *r = raw_new(b, &o);
+	raw_connect(r);
+	ck_assert_uint_eq(raw_subscribe(r, "ta/x/#", 1), 1);
+	client_publish_str(insp, "ta/x/1", "poison", 1);
+	const struct raw_msg *m = raw_expect(r);
+	ck_assert_str_eq(m->payload, "poison");
+	char dlq_id[DLQ_ID_LEN + 1];
+	ck_assert_ptr_nonnull(raw_user(m, DLQ_PROP_ID));
+	snprintf(dlq_id, sizeof(dlq_id), "%s", raw_user(m, DLQ_PROP_ID));
+	for(int i = 0; i < 2; i++){
+		raw_close(r);
+		ck_assert_msg(raw_connect(r), "the session was not resumed");
+		m = raw_expect(r);
+		ck_assert_str_eq(m->payload, "poison");
+	}
+	char reason[256];
+	snprintf(reason, sizeof(reason), "subscriber \"%s\" did not acknowledge it within %dms", id, ack);
+	expect_dead_letter(client_expect(insp, "dead/#", 1), "ta/x/1", dlq_id, 3, id, "ta/#", reason);
+
+	/* Back once more: the broker resends what the session holds (with no
+	 * deadline), and no second dead letter is made of it. */
+	raw_close(r);
+	ck_assert_msg(raw_connect(r), "the session was not resumed");
+	m = raw_expect(r);
+	ck_assert_str_eq(m->payload, "poison");
+	raw_close(r);
+	raw_free(r);
+	o.clean = true;
+	o.expiry_s = 0;
+	r = raw_new(b, &o);
+	ck_assert_msg(!raw_connect(r), "the session was resumed after a clean start");
+	clients_settle(insp);
+	client_expect_exactly(insp, "dead/#", 1);
+	expect_totals(insp, "status/r", "deadLetters", 1, "diverted", 0, "ackTimeouts", 1, "awaitingAck", 0, NULL);
+	raw_free(r);
+}
+END_TEST
+
 /* The dead letters the store keeps, and the totals, as getStatus shows them
  * to c: how many letters, the first one's reason. */
 static size_t kept_letters(struct client *c, const char *reply, char *reason, size_t size)
@@ -563,6 +636,7 @@ static Suite *deadlines_suite(void)
 	tcase_add_test(tc, test_progress_keeps_a_long_job_alive);
 	tcase_add_test(tc, test_a_backlog_never_runs_out);
 	tcase_add_test(tc, test_replies);
+	tcase_add_test(tc, test_one_dead_letter_per_message);
 	tcase_add_test(tc, test_deadline_across_sigterm);
 	tcase_add_test(tc, test_deadline_across_sigkill);
 	suite_add_tcase(s, tc);
