@@ -162,6 +162,8 @@ static enum dlq_nack_status settled_before(struct dlq *d, const struct dlq_settl
 		case DLQ_SETTLED_TIMEOUT_DEAD:
 			engine__note_deadline(d, deadlines__late(&d->deadlines, client, port__now_ms()));
 			return s->how == DLQ_SETTLED_TIMEOUT ? DLQ_NACK_TIMED_OUT : DLQ_NACK_TIMED_OUT_DEAD;
+		case DLQ_SETTLED_DIVERTED:
+			return DLQ_NACK_DIVERTED;
 		default:
 			return DLQ_NACK_DUPLICATE;
 	}

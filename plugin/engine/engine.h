@@ -246,6 +246,7 @@ enum dlq_nack_status {
 	DLQ_NACK_TIMED_OUT,      /* its clock ran out first: a retry copy was made instead */
 	DLQ_NACK_TIMED_OUT_DEAD, /* its clock ran out first, at its last attempt: dead-lettered */
 	DLQ_NACK_NO_DEADLINE,    /* progress of a delivery with no clock */
+	DLQ_NACK_DIVERTED,       /* redelivery tracking dead-lettered it first: delivered max_attempts times */
 };
 
 /* Asks the broker's access control whether the settling client may read a

@@ -52,6 +52,8 @@ const char *dlq__nack_status_text(enum dlq_nack_status s)
 		case DLQ_NACK_ALREADY_ACKED: return "delivery already ACKed by this client";
 		case DLQ_NACK_TIMED_OUT: return "delivery timed out: its ack_timeout ran out first, and a retry copy was made";
 		case DLQ_NACK_TIMED_OUT_DEAD: return "delivery timed out: its ack_timeout ran out first, at its last attempt, and it was dead-lettered";
+		case DLQ_NACK_DIVERTED: return "delivery already dead-lettered: delivered max_attempts times without "
+				"acknowledgement, and removed from its session";
 		case DLQ_NACK_NO_DEADLINE: return "no ack_timeout runs for this client's delivery (its policy has none, or it was "
 				"not sent to this client)";
 		case DLQ_NACK_FULL: return "refused: retry copies and dead letters not yet published fill max_pending_bytes";

@@ -392,7 +392,15 @@ bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char 
 	char reason[512];
 	snprintf(reason, sizeof(reason), "delivered %u times to " QFMT " without acknowledgement (max_attempts %u): "
 			"removed from its session", delivered, Q(client), (unsigned)r->policy->max_attempts);
+	/* Settled by client, as a deadline at the last attempt settles it: a
+	 * NACK, an ACK or a deadline of a delivery of it that comes later (a
+	 * retained message sent again on a new subscription) makes no second
+	 * dead letter. Without the memory for it the dead letter is made all
+	 * the same. */
+	bool settled = ledger__add_settler(&d->ledger, r, client, DLQ_SETTLED_DIVERTED) == 0;
 	int rc = engine__dead_letter_of(d, r, client, reason, delivered, true, false);
+	if(rc && settled) ledger__drop_last_settler(&d->ledger, r);
+	if(rc == 0 && settled) store_port__settler(&d->store, r, client, DLQ_SETTLED_DIVERTED);
 	if(rc){
 		port__log(DLQ_LOG_ERR, "message on " QFMT " delivered %u times to " QFMT " is redelivered once more: "
 				"its dead letter %s", Q(record__topic(r)), delivered, Q(client),

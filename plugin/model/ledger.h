@@ -24,8 +24,10 @@ enum dlq_settled_how {
 	DLQ_SETTLED_ACK = 1,          /* ACKed: processed */
 	DLQ_SETTLED_TIMEOUT = 2,      /* its ack_timeout passed: a retry copy was made instead */
 	DLQ_SETTLED_TIMEOUT_DEAD = 3, /* its ack_timeout passed at the last attempt: dead-lettered */
+	DLQ_SETTLED_DIVERTED = 4,     /* redelivered max_attempts times: removed from its session and
+	                               * dead-lettered by redelivery tracking */
 };
-#define DLQ_SETTLED_HOW_MAX DLQ_SETTLED_TIMEOUT_DEAD
+#define DLQ_SETTLED_HOW_MAX DLQ_SETTLED_DIVERTED
 
 /* A client that has settled its delivery of a record (a NACK, an ACK, or
  * its deadline passing); kept so that the delivery is settled once: a

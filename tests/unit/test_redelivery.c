@@ -179,6 +179,36 @@ START_TEST(window_one_crash_loop)
 }
 END_TEST
 
+/* deliver_poison, then "s" dies on it and comes back on connections 2
+ * and 3, and at 4 the plugin removes it from the session (diverted). */
+static void divert_poison(char id[DLQ_ID_LEN + 1])
+{
+	deliver_poison(id);
+	leave("s", 1);
+	for(uintptr_t conn = 2; conn <= 3; conn++){
+		ck_assert(!check("s", conn, poison));
+		leave("s", conn);
+	}
+	ck_assert(check("s", 4, poison));
+}
+
+/* A message redelivery tracking dead-lettered is settled for its client,
+ * as one a deadline dead-lettered is: a NACK of it afterwards is refused,
+ * saying so, and makes no second dead letter (issue 45: one dead letter
+ * per message, whichever ends its chain first). */
+START_TEST(a_diverted_delivery_is_settled)
+{
+	char id[DLQ_ID_LEN + 1];
+	divert_poison(id);
+	ck_assert_uint_eq(dead_letters("poison"), 1);
+	dlq__event(&d);
+	ck_assert_int_eq(engine_nack(&d, id, "s", true), DLQ_NACK_DIVERTED);
+	ck_assert_uint_eq(dead_letters("poison"), 1);
+	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
+	stop();
+}
+END_TEST
+
 /* A client whose connection ends between the divert and the next tick is
  * not kicked: 2.0.11 would "disconnect" its offline session a second time,
  * putting it on the session expiry list twice, and later free it with one
@@ -188,13 +218,7 @@ END_TEST
 START_TEST(no_kick_after_the_connection_ended)
 {
 	char id[DLQ_ID_LEN + 1];
-	deliver_poison(id);
-	leave("s", 1);
-	for(uintptr_t conn = 2; conn <= 3; conn++){
-		ck_assert(!check("s", conn, poison));
-		leave("s", conn);
-	}
-	ck_assert(check("s", 4, poison));
+	divert_poison(id);
 	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
 	leave("s", 4);
 	dlq__event(&d);
@@ -566,6 +590,7 @@ static Suite *redelivery_suite(void)
 	Suite *s = suite_create("redelivery");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, window_one_crash_loop);
+	tcase_add_test(tc, a_diverted_delivery_is_settled);
 	tcase_add_test(tc, no_kick_after_the_connection_ended);
 	tcase_add_test(tc, queued_while_offline_is_not_counted);
 	tcase_add_test(tc, unknown_client_is_not_assumed_connected);
