@@ -186,8 +186,15 @@ static void bind(struct dlq_redelivery *t, struct dlq_record *r, uintptr_t ref)
 void redelivery__bind_payload(struct dlq_redelivery *t, struct dlq_record *r, const void *payload)
 {
 	t->event++;
-	/* An empty payload has no address (the broker stores NULL): such
-	 * messages are not counted. */
+	/* An empty payload has no address (the broker stores NULL, and its
+	 * checks carry NULL): such a message is found only by the checks that
+	 * route it, which come next (routed_empty), and its redeliveries are
+	 * not counted. */
+	if(r->payload_len == 0){
+		t->routing_empty = r;
+		t->routing_event = t->event;
+		return;
+	}
 	bind(t, r, (uintptr_t)payload);
 }
 
@@ -245,6 +252,7 @@ int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct
 
 void redelivery__record_gone(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r)
 {
+	if(t->routing_empty == r) t->routing_empty = NULL;
 	if(MORE(r)){
 		unbind_payload(t, r);
 		unindex_content(t, r);
@@ -296,11 +304,32 @@ static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq
 	return r;
 }
 
+/* Whether the check numbered event goes on the run of checks that routes
+ * the empty-payload message tracked last: 2.0 routes a QoS 0 or 1 message
+ * right after the MESSAGE event that tracked it, one READ check per
+ * subscriber with nothing in between (src/handle_publish.c:
+ * sub__messages_queue), so such a check, with an empty payload on its
+ * topic, is of that message. (A QoS 2 message is routed later, at its
+ * PUBREL, which no plugin sees: an empty one is not found.) */
+static bool routing_run(struct dlq_redelivery *t, uint64_t event)
+{
+	if(t->routing_empty == NULL || t->routing_event != event - 1) return false;
+	t->routing_event = event;
+	return true;
+}
+
+static struct dlq_record *routed_empty(const struct dlq_redelivery *t, const struct dlq_read_check *c)
+{
+	struct dlq_record *r = t->routing_empty;
+	return c->payload_len == 0 && !strcmp(record__topic(r), c->topic) ? r : NULL;
+}
+
 int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const struct dlq_read_check *c,
 		struct dlq_read_verdict *v)
 {
 	memset(v, 0, sizeof(*v));
 	uint64_t event = ++t->event;
+	bool routing = c->id == NULL && routing_run(t, event);
 	struct dlq_rclient *cl = deliveries__client_find(t, c->client);
 
 	/* The QoS is the stored message's. 2.0.11 stores a plugin's publish to
@@ -339,6 +368,13 @@ int redelivery__read_check(struct dlq_redelivery *t, struct dlq_ledger *l, const
 		cl->burst_pos++;
 	}
 	v->live = v->in_burst || (cl && cl->online && cl->online == c->conn);
+	/* A reconnect's run is of what the session holds, older messages
+	 * too: an empty payload there is not known to be the one just
+	 * routed. */
+	if(r == NULL && routing && !v->in_burst && (c->qos > 0 || cl || t->every_qos)){
+		r = routed_empty(t, c);
+		v->record = r;
+	}
 
 	if(qos == 0 || r == NULL) return 0; /* QoS 0 is never redelivered */
 	if(cl == NULL){

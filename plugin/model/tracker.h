@@ -97,6 +97,10 @@ struct dlq_redelivery {
 	struct dlq_conn_slot by_conn[DLQ_CONN_SLOTS];
 	struct dlq_kick *kicks;       /* owned: clients to disconnect at the next tick */
 	uint64_t event;               /* numbers every broker event, to see bursts end */
+	/* The empty-payload message tracked last, while the run of checks
+	 * that routes it lasts (redelivery.c, routed_empty); borrowed. */
+	struct dlq_record *routing_empty;
+	uint64_t routing_event;       /* the event number of its tracking or its run's latest check */
 	bool every_qos;               /* READ checks of QoS 0 messages are looked up too (deadlines.h) */
 };
 

@@ -412,6 +412,43 @@ START_TEST(sequential_on_2_0)
 }
 END_TEST
 
+/* 2.0: a READ check of an empty payload, as the broker makes it (NULL). */
+static bool routed_empty(const char *client, uintptr_t conn, const char *topic)
+{
+	struct dlq_read_check c = {
+		.client = client, .conn = conn, .topic = topic, .payload = NULL, .payload_len = 0, .qos = 1,
+		.settles = true, .persists = true,
+	};
+	return dlq__read_check(&d, &c);
+}
+
+/* 2.0: an empty payload has no address to find its message by (the broker
+ * stores NULL); the checks that route it, right after it was tracked, hold
+ * it to its deadline (issue 45: it was never held). A check after another
+ * event, or on another topic, is not taken for it. */
+START_TEST(an_empty_payload_is_held_on_2_0)
+{
+	char a[DLQ_ID_LEN + 1];
+	start(false);
+	dlq__client_active(&d, "w", 7);
+	dlq__client_active(&d, "x", 8);
+	dlq__client_active(&d, "y", 9);
+	publish("jobs/e", "", a);
+	ck_assert(!routed_empty("w", 7, "jobs/e"));
+	ck_assert(!routed_empty("x", 8, "jobs/f"));
+	ck_assert(!routed_empty("x", 8, "jobs/e"));
+	ck_assert_uint_eq(d.deadlines.count, 2);
+	dlq__event(&d);
+	ck_assert(!routed_empty("y", 9, "jobs/e"));
+	ck_assert_uint_eq(d.deadlines.count, 2);
+	expect_gauges();
+	tick_at(1000 + 30000);
+	ck_assert_uint_eq(published_to("jobs/retry"), 2);
+	ck_assert_uint_eq(d.deadlines.count, 0);
+	stop();
+}
+END_TEST
+
 /* 2.0: a retry copy for one client (retry_to=delivery) gets no READ
  * check: its deadline goes from when the broker is handed it. */
 START_TEST(a_targeted_copy_is_held_on_2_0)
@@ -668,6 +705,7 @@ static Suite *settle_suite(void)
 	tc = tcase_create("2.0");
 	tcase_add_test(tc, sequential_on_2_0);
 	tcase_add_test(tc, a_targeted_copy_is_held_on_2_0);
+	tcase_add_test(tc, an_empty_payload_is_held_on_2_0);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("restarts");
 	tcase_add_test(tc, deadlines_survive_a_shutdown);
