@@ -146,13 +146,23 @@ static int may_write(void *ctx, const char *topic, const void *payload, uint32_t
 	return may(ctx, topic, payload, len, qos, MOSQ_ACL_WRITE);
 }
 
+/* A compact NACK's user property called name, read whole (a value cut to a
+ * buffer would be read as another: "0…05000" as 5), or NULL when there is
+ * none; *copy is the reader's copy, to free. */
+static const char *nack_prop(const struct dlq_plugin *pl, const mosquitto_property *props, const char *name,
+		char **copy)
+{
+	if(!props__user_copy(&pl->caps.props, props, name, copy)) return NULL;
+	return *copy ? *copy : ""; /* 2.1's empty value */
+}
+
 int adapter__control(int event, void *event_data, void *userdata)
 {
 	struct mosquitto_evt_control *ed = event_data;
 	struct dlq_plugin *pl = userdata;
-	char reason[DLQ_REASON_MAX_BYTES * 4 + 1];
-	char delay[32];
-	char final[8];
+	char *reason = NULL;
+	char *delay = NULL;
+	char *final = NULL;
 	char *response_topic = NULL;
 	void *correlation = NULL;
 	uint16_t correlation_len = 0;
@@ -174,9 +184,9 @@ int adapter__control(int event, void *event_data, void *userdata)
 		.delay_ms = NULL,
 	};
 	if(req.compact == DLQ_COMPACT_NACK){
-		req.reason = props__user_value(&pl->caps.props, ed->properties, DLQ_PROP_NACK_REASON, reason, sizeof(reason));
-		req.delay_ms = props__user_value(&pl->caps.props, ed->properties, DLQ_PROP_NACK_DELAY_MS, delay, sizeof(delay));
-		req.final = props__user_value(&pl->caps.props, ed->properties, DLQ_PROP_NACK_FINAL, final, sizeof(final));
+		req.reason = nack_prop(pl, ed->properties, DLQ_PROP_NACK_REASON, &reason);
+		req.delay_ms = nack_prop(pl, ed->properties, DLQ_PROP_NACK_DELAY_MS, &delay);
+		req.final = nack_prop(pl, ed->properties, DLQ_PROP_NACK_FINAL, &final);
 	}
 	/* 2.1 gives NULL for an empty response topic or correlation data: the
 	 * property is there all the same, and "" it is. */
@@ -199,6 +209,9 @@ int adapter__control(int event, void *event_data, void *userdata)
 		send_reply(client, reply.topic, reply.json, corr, correlation_len);
 	}
 	control__reply_free(&reply);
+	pl->caps.props.free_copy(reason);
+	pl->caps.props.free_copy(delay);
+	pl->caps.props.free_copy(final);
 	pl->caps.props.free_copy(response_topic);
 	pl->caps.props.free_copy(correlation);
 	return MOSQ_ERR_SUCCESS;

@@ -120,31 +120,55 @@ int props__from_headers(const uint8_t *data, size_t len, mosquitto_property **ou
 }
 
 /* The value of the first (or, with last, the last) user property called
- * name, copied into buf. */
-static const char *user_value(const struct dlq_prop_reader *r, const mosquitto_property *props, const char *name,
-		char *buf, size_t bufsize, bool last)
+ * name: the reader's copy in *value (NULL for an empty one on 2.1), to free
+ * with r->free_copy. Returns whether there is one. */
+static bool find_user(const struct dlq_prop_reader *r, const mosquitto_property *props, const char *name, bool last,
+		char **value)
 {
 	char *n = NULL;
 	char *v = NULL;
-	const char *found = NULL;
+	bool found = false;
 
+	*value = NULL;
 	for(const mosquitto_property *p = props; p; p = r->next(p)){
 		if(r->identifier(p) != MQTT_PROP_USER_PROPERTY) continue;
 		if(!r->read_string_pair(p, MQTT_PROP_USER_PROPERTY, &n, &v, false)) continue;
 		bool match = !strcmp(or_empty(n), name);
-		if(match && bufsize){
-			size_t l = strlen(or_empty(v));
-			if(l >= bufsize) l = bufsize - 1;
-			memcpy(buf, or_empty(v), l);
-			buf[l] = '\0';
-			found = buf;
-		}
 		r->free_copy(n);
-		r->free_copy(v);
-		n = v = NULL;
+		n = NULL;
+		if(match){
+			r->free_copy(*value);
+			*value = v;
+			found = true;
+		}else{
+			r->free_copy(v);
+		}
+		v = NULL;
 		if(match && !last) break;
 	}
 	return found;
+}
+
+/* The value find_user finds, copied into buf (truncated). */
+static const char *user_value(const struct dlq_prop_reader *r, const mosquitto_property *props, const char *name,
+		char *buf, size_t bufsize, bool last)
+{
+	char *v;
+	if(!find_user(r, props, name, last, &v) || bufsize == 0){
+		r->free_copy(v);
+		return NULL;
+	}
+	size_t l = strlen(or_empty(v));
+	if(l >= bufsize) l = bufsize - 1;
+	memcpy(buf, or_empty(v), l);
+	buf[l] = '\0';
+	r->free_copy(v);
+	return buf;
+}
+
+bool props__user_copy(const struct dlq_prop_reader *r, const mosquitto_property *props, const char *name, char **out)
+{
+	return find_user(r, props, name, false, out);
 }
 
 const char *props__user_value(const struct dlq_prop_reader *r, const mosquitto_property *props, const char *name,

@@ -36,6 +36,13 @@ int props__from_headers(const uint8_t *data, size_t len, mosquitto_property **ou
 const char *props__user_value(const struct dlq_prop_reader *r, const mosquitto_property *props, const char *name,
 		char *buf, size_t bufsize);
 
+/* The value of the first user property called name, whole: *out is the
+ * reader's copy, to free with r->free_copy, or NULL for an empty value on
+ * 2.1 (read it as ""). Returns whether there is one (*out NULL when not).
+ * For values whose meaning a cut would change: cut to a buffer, "0…05000"
+ * reads as 5, and "0…0500x" as 500 where it is no number at all. */
+bool props__user_copy(const struct dlq_prop_reader *r, const mosquitto_property *props, const char *name, char **out);
+
 /* The same for the last user property called name: the one the plugin
  * appended, when a publisher sent its own of that name before it. */
 const char *props__last_user_value(const struct dlq_prop_reader *r, const mosquitto_property *props,

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Fuzz target: the property paths a publisher and a NACK reach
- * (props__to_headers, props__user_value, props__last_user_value), with both
- * semantics of the broker's read functions: 2.0's "" and 2.1.2's NULL for an
- * empty string, name or binary value (tests/unit/fake_reader.c).
+ * (props__to_headers, props__user_value, props__last_user_value,
+ * props__user_copy), with both semantics of the broker's read functions:
+ * 2.0's "" and 2.1.2's NULL for an empty string, name or binary value
+ * (tests/unit/fake_reader.c).
  *
  * The input is a list of properties, each a kind byte and length-prefixed
  * parts (one byte of length, then the bytes; empty parts included):
@@ -14,7 +15,7 @@
  *   'd' <part>              correlation data
  *   'u' <name> <value>      user property
  *   'e' <4 bytes>           message expiry interval (a one-hop property)
- *   'q' <name>              a lookup: props__user_value and _last of name
+ *   'q' <name>              a lookup: props__user_value, _last and _copy of name
  *
  * Strings that are not valid UTF-8 are refused by libmosquitto's add
  * functions, as the broker refuses them from a client; they are skipped.
@@ -157,6 +158,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK((f20 == NULL) == (f21 == NULL) && (!f20 || !strcmp(f20, f21)), "user value of \"%s\" differs", name);
 		FUZZ_CHECK((g20 == NULL) == (g21 == NULL) && (!g20 || !strcmp(g20, g21)), "last user value of \"%s\" differs", name);
 		FUZZ_CHECK((f20 == NULL) == (g20 == NULL), "first and last of \"%s\" disagree on presence", name);
+		/* Read whole (a compact NACK's properties): the same value, of
+		 * which the buffer holds the start. */
+		char *c20 = NULL, *c21 = NULL;
+		bool w20 = props__user_copy(&fake_reader_v20, props, name, &c20);
+		bool w21 = props__user_copy(&fake_reader_v21, props, name, &c21);
+		const char *s20 = c20 ? c20 : "", *s21 = c21 ? c21 : "";
+		FUZZ_CHECK(w20 == (f20 != NULL) && w21 == w20, "whole user value of \"%s\" found %d/%d, cut %d", name, w20,
+				w21, f20 != NULL);
+		FUZZ_CHECK(!w20 || (!strcmp(s20, s21) && !strncmp(s20, f20, sizeof(v20) - 1) && strlen(s20) >= strlen(f20)),
+				"whole user value of \"%s\" differs from its cut or between lines", name);
+		fake_reader_v20.free_copy(c20);
+		fake_reader_v21.free_copy(c21);
 		if(!headers__is_reserved(name, strlen(name))){
 			FUZZ_CHECK((f20 != NULL) == lookups[i].present, "user value of \"%s\": found %d, in headers %d", name,
 					f20 != NULL, lookups[i].present);

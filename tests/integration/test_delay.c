@@ -239,17 +239,26 @@ START_TEST(test_compact_delay_ms)
 }
 END_TEST
 
+/* A broker with policy (one plugin option line), a worker subscribed to
+ * "jobs" and a publisher, which publishes payload: the worker's original
+ * delivery's dlq-id in id. */
+static void one_job(const char *policy, const char *payload, struct client **w, struct client **pub, char id[32])
+{
+	struct broker *b = dlq_broker(policy);
+	*w = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	*pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	client_subscribe(*w, "jobs", 1);
+	client_publish_str(*pub, "jobs", payload, 1);
+	keep(id, 32, expect_original(client_expect(*w, "jobs", 1)));
+}
+
 /* A malformed delay gets an error reply and changes nothing: no copy, and
  * the same delivery can still be NACKed properly. */
 START_TEST(test_bad_delays_refused)
 {
-	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs");
-	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
-	client_publish_str(pub, "jobs", "job-3", 1);
+	struct client *w, *pub;
 	char id[32];
-	keep(id, sizeof(id), expect_original(client_expect(w, "jobs", 1)));
+	one_job("policy jobs max_attempts=3 dead_letter=dlq/jobs", "job-3", &w, &pub, id);
 
 	const char *bad_ms[] = { "abc", "-5", "1.5", "", " 100", "100 ", "1e3", "+100", "100ms",
 		"99999999999999999999999" };
@@ -276,6 +285,40 @@ START_TEST(test_bad_delays_refused)
 	client_expect_exactly(w, "jobs", 2);
 	client_expect_exactly(w, DLQ_RESPONSE_TOPIC, replies);
 	client_expect_exactly(w, NULL, 2 + replies);
+}
+END_TEST
+
+/* A compact NACK's user properties are read whole (issue 45): "delay-ms"
+ * of 34 characters, "0…05000", is 5000 ms (it was cut to 31 characters and
+ * answered with delayMs 5); one that a 33rd character makes no number is
+ * refused (cut, it read as 500); a "final" of "true" and more is refused. */
+START_TEST(test_long_nack_properties_read_whole)
+{
+	struct client *w, *pub;
+	char id[32];
+	one_job("policy jobs max_attempts=3 dead_letter=dlq/jobs retry_max_delay=60s", "job-long", &w, &pub, id);
+
+	nack_compact(w, id, "00000000000000000000000000005000x", NULL);
+	expect_error_reply(w, DLQ_RESPONSE_TOPIC, 1, "\"" DLQ_PROP_NACK_DELAY_MS "\" must be a whole number");
+	mosquitto_property *p = NULL;
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, DLQ_PROP_NACK_FINAL,
+			"true, and whatever follows it"), 0);
+	ck_assert_int_lt(client_publish(w, DLQ_NACK_TOPIC, id, (int)strlen(id), 1, p), 0x80);
+	mosquitto_property_free_all(&p);
+	expect_error_reply(w, DLQ_RESPONSE_TOPIC, 2, "\"" DLQ_PROP_NACK_FINAL "\" must be \"true\" or \"false\"");
+
+	const char *long_ms = "0000000000000000000000000000005000";
+	ck_assert_uint_eq(strlen(long_ms), 34);
+	struct nack_at at = nack_compact(w, id, long_ms, "replies/worker");
+	ck_assert_int_eq(expect_ok_reply(w, "replies/worker", 1, id, "retried", 1, 3), 5000);
+	const struct it_msg *copy = client_expect(w, "jobs", 2);
+	expect_retry_copy(copy, "jobs", id, 1);
+	/* Not before its 5 s (cut, it was due after 5 ms). */
+	ck_assert_uint_ge(copy->at_ms + EARLY_SLACK_MS, at.sent + 5000);
+	clients_settle(w, pub);
+	client_expect_exactly(w, "jobs", 2);
+	client_expect_exactly(w, "replies/worker", 1);
+	client_expect_exactly(w, DLQ_RESPONSE_TOPIC, 2);
 }
 END_TEST
 
@@ -523,6 +566,7 @@ static Suite *delay_suite(void)
 	tcase_add_test(tc, test_json_delay_overrides_policy);
 	tcase_add_test(tc, test_compact_delay_ms);
 	tcase_add_test(tc, test_bad_delays_refused);
+	tcase_add_test(tc, test_long_nack_properties_read_whole);
 	tcase_add_test(tc, test_clean_subscriber_leaves_while_delayed);
 	tcase_add_test(tc, test_v5_session_without_option_counts_as_clean);
 	tcase_add_test(tc, test_v5_session_without_expiry_dead_letters);
