@@ -195,8 +195,11 @@ static bool timed_out(struct dlq *d, struct dlq_deadline *e)
 	struct dlq_nack_result res;
 	memset(&res, 0, sizeof(res));
 	if(ledger__has_settler(r, client)){
-		/* Settled while its clock ran (a restored state): nothing runs out. */
-		deadlines__remove(&d->deadlines, e);
+		/* Settled while its clock ran or it waited (a restored state, a
+		 * held copy let go with its dead letter): nothing runs out, and
+		 * on 2.0 the client's next delivery starts, as after any
+		 * settlement. */
+		engine__note_deadline(d, deadlines__done(&d->deadlines, e, port__now_ms()));
 		free(client);
 		return true;
 	}

@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/engine.h"
 #include "model/envelope.h"
@@ -31,6 +32,27 @@ static bool unreachable(const struct dlq *d, struct dlq_envelope *e)
 		return !d->broker.persistence;
 	}
 	return !(d->broker.persistence && e->target_persists);
+}
+
+/* A retry copy the broker accepted in the loop pass it stopped in is
+ * saved owed (the broker may not have taken it: it is published again).
+ * Something may already stand for it: its client settled it (a NACK, an
+ * ACK, its clock run out), or the plugin let go of it with its dead letter
+ * when the client left without a session (either way a settler of its
+ * record), or it is held for a client whose session did not survive the
+ * restart, and the hold makes its dead letter
+ * (engine__settle_restored_holds). Then the owed copy goes: published
+ * again it would be dead-lettered a second time where it cannot reach its
+ * client, and a resend of a settled delivery is settled already. */
+static bool stood_for(const struct dlq *d, const struct dlq_envelope *e)
+{
+	if(e->kind != DLQ_ENV_RETRY_COPY || e->target_client == NULL) return false;
+	const struct dlq_record *r = ledger__find(&d->ledger, &e->id);
+	if(r == NULL) return false;
+	if(ledger__has_settler(r, e->target_client)) return true;
+	const char *holder = holds__client(r);
+	if(holder == NULL || strcmp(holder, e->target_client)) return false;
+	return !(d->broker.has_session && d->broker.has_session(d->broker.ctx, e->target_client));
 }
 
 void engine__settle_restored_copies(struct dlq *d)
@@ -59,7 +81,10 @@ void engine__settle_restored_copies(struct dlq *d)
 	struct dlq_envelope *e = d->outbox.owed.head;
 	while(e){
 		struct dlq_envelope *next = e->next;
-		if(unreachable(d, e)){
+		if(stood_for(d, e)){
+			outbox__unlink(&d->outbox, &d->outbox.owed, e);
+			envelope__free(e);
+		}else if(unreachable(d, e)){
 			snprintf(reason, sizeof(reason), d->broker.persistence
 					? "the broker restarted and subscriber " QFMT " had no session that survives it"
 					: "the broker restarted without persistence, so subscriber " QFMT " has no session to receive its retry copy",
