@@ -263,6 +263,23 @@ static void keep_letter(struct dlq *d, const struct dlq_envelope *e)
 	d->changes++;
 }
 
+/* A retry copy published again after a restart (it was owed: the broker
+ * may not have taken it) that did reach its client before: the broker
+ * wrote it to the client (2.1's MESSAGE_OUT), or the client settled it.
+ * That delivery makes the chain's next step (its settlement, or its
+ * deadline), so when the broker has no session for the client any more
+ * the copy is dropped: its dead letter would be a second one for the
+ * chain. */
+static bool reached_its_client(struct dlq *d, const struct dlq_envelope *e)
+{
+	if(!e->recorded) return false;
+	struct dlq_record *r = ledger__find(&d->ledger, &e->id);
+	if(r == NULL) return false;
+	if(ledger__has_settler(r, e->target_client)) return true;
+	struct dlq_sent_to st;
+	return redelivery__sent_to(&d->redelivery, r, e->target_client, &st) && redelivery__sends(&st) > 0;
+}
+
 int engine__publish(struct dlq *d, struct dlq_envelope *e)
 {
 	struct dlq_envelope_props props;
@@ -271,6 +288,12 @@ int engine__publish(struct dlq *d, struct dlq_envelope *e)
 	struct dlq_sub_match m;
 	int rc = 0;
 	int qos = engine__copy_qos(d, e, &m);
+	if(qos == ENGINE_COPY_NO_SESSION && reached_its_client(d, e)){
+		store_port__remove(&d->store, e->seq);
+		envelope__free(e);
+		d->changes++;
+		return -1;
+	}
 	if(qos < 0){
 		engine__copy_unreachable(d, e, qos);
 		return -1;
