@@ -184,39 +184,44 @@ void engine__settle_restored_holds(struct dlq *d)
 {
 	char reason[512];
 	for(size_t i = 0; i < d->holds.size && d->holds.records; i++){
-		struct dlq_holder *k;
-		while((k = d->holds.table[i]) != NULL){
-			while(k->records){
-				struct dlq_record *r = k->records;
-				bool last = k->count == 1; /* let_go frees k, and client, with its last record */
-				const char *client = k->client;
-				/* 2.1 says which sessions it restored: one that the broker
-				 * restored keeps the copy it took (its session outlived the
-				 * connection after all: the broker stopped before the
-				 * plugin saw it go), as when a lasting session leaves. */
-				if(d->broker.has_session && d->broker.has_session(d->broker.ctx, client)){
+		struct dlq_holder *k = d->holds.table[i];
+		while(k){
+			struct dlq_holder *k_next = k->hnext; /* k is freed with its last record */
+			/* 2.1 says which sessions it restored: one that the broker
+			 * restored keeps the copy it took (its session outlived the
+			 * connection after all: the broker stopped before the plugin
+			 * saw it go), as when a lasting session leaves: 2.1 shows
+			 * that session's end, so the copy stays held for it. */
+			bool kept = d->broker.has_session && d->broker.has_session(d->broker.ctx, k->client);
+			struct dlq_record *r = k->records;
+			while(r){
+				struct dlq_record *next = record__more(r)->hold_next;
+				const char *client = k->client; /* freed by let_go with k's last record */
+				if(kept && d->broker.exact_counting){
+					record__more(r)->hold_lasting = true;
+				}else if(kept){
 					holds__release(&d->holds, r);
 					d->changes++;
-					if(last) break;
-					continue;
-				}
-				snprintf(reason, sizeof(reason), "the broker restarted before subscriber " QFMT
-						", whose session does not survive a restart, confirmed its retry copy", Q(client));
-				struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
-				if(e == NULL){
-					port__log(DLQ_LOG_ERR, "out of memory: the restored retry copy on " QFMT " for " QFMT " is lost",
-							Q(record__topic(r)), Q(client));
 				}else{
-					e->seq = d->next_seq++;
-					engine__name_letter(d, e);
-					e->retry_count = record__attempt(r) > 1 ? (uint16_t)(record__attempt(r) - 1) : 1;
-					store_port__add(&d->store, e, false);
-					outbox__push(&d->outbox, &d->outbox.owed, e);
-					d->changes++;
+					snprintf(reason, sizeof(reason), "the broker restarted before subscriber " QFMT
+							", whose session does not survive a restart, confirmed its retry copy", Q(client));
+					struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
+					if(e == NULL){
+						port__log(DLQ_LOG_ERR, "out of memory: the restored retry copy on " QFMT " for " QFMT
+								" is lost", Q(record__topic(r)), Q(client));
+					}else{
+						e->seq = d->next_seq++;
+						engine__name_letter(d, e);
+						e->retry_count = record__attempt(r) > 1 ? (uint16_t)(record__attempt(r) - 1) : 1;
+						store_port__add(&d->store, e, false);
+						outbox__push(&d->outbox, &d->outbox.owed, e);
+						d->changes++;
+					}
+					let_go(d, r, client);
 				}
-				let_go(d, r, client);
-				if(last) break;
+				r = next;
 			}
+			k = k_next;
 		}
 	}
 }
