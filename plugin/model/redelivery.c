@@ -279,6 +279,20 @@ static struct dlq_record *find_by_id(const struct dlq_ledger *l, const struct dl
 	return redelivery__record_by_id(l, c->id, strlen(c->id), c->topic, c->payload, c->payload_len);
 }
 
+/* A retry copy newer than r with r's content (the same chain's next copy
+ * to the same topic) that the broker has not routed yet: no address bound,
+ * no delivery (a copy for one client has its delivery from the start, and
+ * no READ check). A check at r's address with r's content is then of that
+ * copy: the broker freed r's message and stored the copy at its address
+ * (issue 45, case 2: r, run out already, was taken for it, and the copy
+ * waited on no clock for ever). NULL if there is none. */
+static struct dlq_record *newer_copy(const struct dlq_redelivery *t, const struct dlq_record *r,
+		const struct dlq_read_check *c)
+{
+	struct dlq_record *n = by_content(t, c->topic, c->payload, c->payload_len);
+	return n && n != r && MORE(n)->payload_ref == 0 && MORE(n)->deliveries == NULL ? n : NULL;
+}
+
 static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq_ledger *l,
 		const struct dlq_read_check *c)
 {
@@ -288,7 +302,12 @@ static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq
 	if(t->by_payload){
 		for(struct dlq_record *r = t->by_payload[chains__mix(ref) & (t->by_payload_size - 1)]; r; r = MORE(r)->payload_next){
 			if(MORE(r)->payload_ref == ref){
-				if(same_message(r, c->topic, c->payload, c->payload_len)) return r;
+				if(same_message(r, c->topic, c->payload, c->payload_len)){
+					struct dlq_record *n = newer_copy(t, r, c);
+					if(n == NULL) return r;
+					bind(t, n, ref);
+					return n;
+				}
 				/* The broker freed the message bound here and stored
 				 * another at its address (a will, another plugin's
 				 * publish, or a retry copy of this plugin's, which the

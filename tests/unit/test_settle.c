@@ -471,6 +471,35 @@ START_TEST(a_targeted_copy_is_held_on_2_0)
 }
 END_TEST
 
+/* 2.0: a retry copy the broker stores at the address of an earlier copy
+ * of the same chain, which it freed (the same topic and payload, so the
+ * same content), is that new copy, held to its deadline (issue 45, case
+ * 2: the earlier copy, already run out, was found for it, and the new
+ * delivery waited on no clock for ever). */
+START_TEST(a_copy_at_an_earlier_copys_address_is_held_on_2_0)
+{
+	char id[DLQ_ID_LEN + 1];
+	char original[] = "lone-1";
+	char stored[] = "lone-1"; /* the broker's buffer of each copy in turn */
+	start(false);
+	dlq__client_active(&d, "h", 7);
+	publish("jobs/x", original, id);
+	ck_assert(!routed("h", 7, "jobs/x", original, true));
+	tick_at(1000 + 30000);
+	ck_assert_uint_eq(published_to("jobs/retry"), 1);
+	ck_assert(!routed("h", 7, "jobs/retry", stored, true));
+	ck_assert_uint_eq(d.deadlines.count, 1);
+	tick_at(1000 + 60000);
+	ck_assert_uint_eq(published_to("jobs/retry"), 2);
+	ck_assert(!routed("h", 7, "jobs/retry", stored, true));
+	ck_assert_uint_eq(d.deadlines.count, 1);
+	tick_at(1000 + 90000);
+	ck_assert_uint_eq(published_to("dead/jobs"), 1);
+	ck_assert_uint_eq(d.deadlines.count, 0);
+	stop();
+}
+END_TEST
+
 /* Ends the engine for a restart: a shutdown (it saves), or a crash: the
  * state files as they are now are copied aside, the engine is stopped
  * without them, and the next start reads the copies. The fake port is
@@ -706,6 +735,7 @@ static Suite *settle_suite(void)
 	tcase_add_test(tc, sequential_on_2_0);
 	tcase_add_test(tc, a_targeted_copy_is_held_on_2_0);
 	tcase_add_test(tc, an_empty_payload_is_held_on_2_0);
+	tcase_add_test(tc, a_copy_at_an_earlier_copys_address_is_held_on_2_0);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("restarts");
 	tcase_add_test(tc, deadlines_survive_a_shutdown);
