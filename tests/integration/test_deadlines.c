@@ -10,9 +10,11 @@
  * backlog behind a worker with an in-flight window of one, whose queued
  * messages never run out while they wait; the replies of late, repeated,
  * foreign and malformed settlements and of a final NACK; an MQTT 3.1.1
- * subscriber, which is not held to the deadline; deadlines across a
- * SIGTERM and a SIGKILL (one that ran out while the broker was down is a
- * failed attempt once, never twice).
+ * subscriber, which is not held to the deadline; a retry copy waiting in a
+ * lasting session behind its hung original when the session ends (one dead
+ * letter; issue 45's case 4, lost on 2.1); deadlines across a SIGTERM and a
+ * SIGKILL (one that ran out while the broker was down is a failed attempt
+ * once, never twice).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -122,6 +124,23 @@ static void expect_totals(struct client *c, const char *reply_topic, ...)
 	}
 	va_end(ap);
 	cJSON_Delete(doc);
+}
+
+/* Waits until c's getStatus (replied on reply_topic) counts n deadlines
+ * run out (a net far above the time it takes: the suite must pass on a
+ * busy machine). */
+static void wait_ack_timeouts(struct client *c, const char *reply_topic, int n)
+{
+	uint64_t end = it_now_ms() + (uint64_t)harness_deadline_ms(20000);
+	for(;;){
+		cJSON *doc;
+		const cJSON *totals = cJSON_GetObjectItemCaseSensitive(status_get(c, reply_topic, &doc), "totals");
+		int got = (int)json_num(totals, "ackTimeouts");
+		cJSON_Delete(doc);
+		if(got >= n) return;
+		ck_assert_msg(it_now_ms() < end, "%d deadlines ran out, waited for %d", got, n);
+		it_sleep_ms(50);
+	}
 }
 
 /* The first id of the chain m belongs to. */
@@ -586,6 +605,55 @@ START_TEST(test_an_empty_payload_is_held)
 }
 END_TEST
 
+/* Issue 45, case 4 (2.1 lost the copy; run on every line): session expiry 3600, Receive Maximum 1, no PUBACK, nothing
+ * settled. The deadline runs out into a retry copy for the same client,
+ * which waits in the session behind the unacknowledged original; the
+ * client comes back (the broker resends the original) and ends its
+ * session (DISCONNECT with session expiry 0). The message ends as one dead
+ * letter, and nothing awaits an ACK any more. */
+START_TEST(test_copy_behind_a_hung_slot_when_the_session_ends)
+{
+	char policy[256];
+	snprintf(policy, sizeof(policy), "ta/# max_attempts=3 dead_letter=dead/ta retry_to=delivery ack_timeout=%dms",
+			ack_ms());
+	struct broker *b = deadline_broker(__func__, policy, false, false);
+	broker_start(b);
+	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
+	client_subscribe(insp, "dead/#", 1);
+	struct raw_options o = { .id = "hung", .protocol = MQTT_PROTOCOL_V5, .clean = true, .expiry_s = EXPIRY_S,
+		.receive_max = 1 };
+	struct raw *w = raw_new(b, &o);
+	raw_connect(w);
+	ck_assert_uint_eq(raw_subscribe(w, "ta/x/#", 1), 1);
+	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	client_publish_str(pub, "ta/x/1", "job", 1);
+	const struct raw_msg *m = raw_expect(w);
+	ck_assert_str_eq(m->payload, "job");
+	/* No PUBACK: the copy the deadline makes waits behind the original. */
+	wait_ack_timeouts(pub, "status/edges", 1);
+	raw_close(w);
+	raw_free(w);
+
+	o.clean = false;
+	w = raw_new(b, &o);
+	raw_connect(w);
+	raw_drain(w, HARNESS_SETTLE_MS);
+	ck_assert(raw_disconnect_expiry(w, 0));
+	raw_free(w);
+
+	const struct it_msg *dl = client_expect(insp, "dead/ta", 1);
+	ck_assert_str_eq(msg_user(dl, DLQ_PROP_ORIGIN_TOPIC), "ta/x/1");
+	ck_assert_int_eq((int)dl->payloadlen, 3);
+	/* One dead letter, ever: a deadline more and a settle find no other. */
+	it_sleep_ms((unsigned)ack_ms());
+	clients_settle(insp, pub);
+	client_expect_exactly(insp, "dead/#", 1);
+	expect_totals(pub, "status/edges", "deadLetters", 1, "awaitingAck", 0, NULL);
+	client_free(pub);
+	client_free(insp);
+}
+END_TEST
+
 /* The dead letters the store keeps, and the totals, as getStatus shows them
  * to c: how many letters, the first one's reason. */
 static size_t kept_letters(struct client *c, const char *reply, char *reason, size_t size)
@@ -682,6 +750,7 @@ static Suite *deadlines_suite(void)
 	tcase_add_test(tc, test_replies);
 	tcase_add_test(tc, test_one_dead_letter_per_message);
 	tcase_add_test(tc, test_an_empty_payload_is_held);
+	tcase_add_test(tc, test_copy_behind_a_hung_slot_when_the_session_ends);
 	tcase_add_test(tc, test_deadline_across_sigterm);
 	tcase_add_test(tc, test_deadline_across_sigkill);
 	suite_add_tcase(s, tc);
