@@ -18,7 +18,7 @@ static void add_envelope(const struct dlq *d, const struct dlq_envelope *e, bool
 		struct dlq_gauges *per_policy, struct dlq_gauges *total)
 {
 	long i = policy_index(d, e->policy);
-	struct dlq_gauges *g[2] = { total, i >= 0 ? &per_policy[i] : NULL };
+	struct dlq_gauges *g[2] = { total, i >= 0 && per_policy ? &per_policy[i] : NULL };
 	for(int k = 0; k < 2; k++){
 		if(g[k] == NULL) continue;
 		if(delayed){

@@ -5,7 +5,7 @@
  *   fuzz_gen_seeds <corpus dir>   (tests/fuzz/corpus)
  * writes state_snapshot/{full,header-only,truncated} and
  * state_journal/{full,header-only,remove-only}, and the binary scripts of
- * the sessions, sends, packet_size and message_out targets (their formats
+ * the sessions, sends, packet_size, message_out and delivery_model targets (their formats
  * are in fuzz_<target>.c). Not run by the
  * tests; the seeds it wrote are committed.
  */
@@ -323,6 +323,26 @@ static void message_out_seeds(const char *dir)
 	put_script(dir, "message_out", "empty-forged-and-last", &s);
 }
 
+/* fuzz_delivery_model.c: any bytes are a sequence; these are a generator's
+ * (splitmix64 from 1 to 4), a first byte for each line and set of lasting
+ * sessions, long enough for about a hundred steps. */
+static void delivery_model_seeds(const char *dir)
+{
+	static const char *names[] = {"2.0-clean", "2.1-clean", "2.0-lasting", "2.1-lasting"};
+	for(unsigned k = 0; k < 4; k++){
+		struct script s = {.len = 0};
+		uint64_t x = k + 1;
+		b(&s, (k & 1) | (k >= 2 ? 0xE : 0));
+		while(s.len < 400){
+			uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+			z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+			z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+			b(&s, (unsigned)((z ^ (z >> 31)) & 0xFF));
+		}
+		put_script(dir, "delivery_model", names[k], &s);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct dlq_headers snap = {0};
@@ -347,6 +367,7 @@ int main(int argc, char **argv)
 	sends_seeds(argv[1]);
 	packet_size_seeds(argv[1]);
 	message_out_seeds(argv[1]);
+	delivery_model_seeds(argv[1]);
 	headers__free(&snap);
 	headers__free(&journal);
 	headers__free(&remove);
