@@ -334,7 +334,7 @@ static int command_reset_counters(struct dlq *d, const struct dlq_control_reques
 {
 	(void)cmd;
 	(void)errors;
-	status__reset_counters(d);
+	dlq__reset_counters(d);
 	port__log(DLQ_LOG_NOTICE, "counters reset by " QFMT, Q(req->client));
 	return data_response(responses, DLQ_COMMAND_RESET_COUNTERS, correlation, NULL);
 }
@@ -406,7 +406,7 @@ static int handle_command(struct dlq *d, const struct dlq_control_request *req, 
 			/* A listing costs one entry per policy and one for the
 			 * totals; the first of each command always runs, so that
 			 * a broker with many policies can still be asked. */
-			size_t cost = d->cfg.policies.count + 1;
+			size_t cost = dlq__config(d)->policies.count + 1;
 			bool repeat = *ran & (1u << i);
 			*ran |= 1u << i;
 			if(repeat && *listed + cost > DLQ_MAX_STATUS_ENTRIES){

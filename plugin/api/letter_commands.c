@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "api/letter_commands.h"
+#include "engine/engine.h" /* until the store module takes the walk (issue 37) */
 #include "api/letter_view.h"
 #include "config/config.h"
 #include "model/letters.h"

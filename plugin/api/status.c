@@ -1,22 +1,13 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Status reports (see status.h), rendered with cJSON. The gauges come from
- * the running totals (gauges.h); dlq__count_gauges (engine/recount.c) is the
- * walk that checks them.
+ * Status reports (see status.h), rendered with cJSON. The figures are the
+ * engine's (dlq__figures): its counters, the running gauges (gauges.h;
+ * dlq__count_gauges, engine/recount.c, is the walk that checks them) and
+ * the dead-letter store's tallies.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "api/status.h"
-
-void status__gauges(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total)
-{
-	*total = d->gauges.total;
-	if(per_policy == NULL) return;
-	size_t n = d->cfg.policies.count;
-	memset(per_policy, 0, n * sizeof(*per_policy));
-	memcpy(per_policy, d->gauges.per, (n < d->gauges.count ? n : d->gauges.count) * sizeof(*per_policy));
-}
 
 static bool add_num(cJSON *o, const char *name, double v)
 {
@@ -81,10 +72,11 @@ static bool add_gauges(cJSON *o, const struct dlq_gauges *g)
 
 cJSON *status__policies(const struct dlq *d)
 {
+	const struct dlq_policy_table *t = &dlq__config(d)->policies;
 	cJSON *list = cJSON_CreateArray();
-	for(size_t i = 0; list && i < d->cfg.policies.count; i++){
+	for(size_t i = 0; list && i < t->count; i++){
 		cJSON *o = cJSON_CreateObject();
-		if(o == NULL || !cJSON_AddItemToArray(list, o) || !add_policy_fields(o, &d->cfg.policies.items[i])){
+		if(o == NULL || !cJSON_AddItemToArray(list, o) || !add_policy_fields(o, &t->items[i])){
 			cJSON_Delete(list);
 			return NULL;
 		}
@@ -94,41 +86,32 @@ cJSON *status__policies(const struct dlq *d)
 
 cJSON *status__report(const struct dlq *d)
 {
-	size_t n = d->cfg.policies.count;
-	struct dlq_gauges total;
-	struct dlq_gauges *per = calloc(n ? n : 1, sizeof(*per));
-	if(per == NULL) return NULL;
-	status__gauges(d, per, &total);
-
+	const struct dlq_config *cfg = dlq__config(d);
+	struct dlq_figures f;
+	dlq__figures(d, -1, &f);
 	cJSON *root = cJSON_CreateObject();
 	cJSON *totals = root ? cJSON_AddObjectToObject(root, "totals") : NULL;
 	cJSON *policies = root ? cJSON_AddArrayToObject(root, "policies") : NULL;
 	bool ok = totals && policies
-			&& add_counters(totals, &d->counters) && add_gauges(totals, &total)
-			&& add_num(totals, "unknownIds", (double)d->counters.unknown_ids)
-			&& add_num(totals, "subscribersOfDeadLetters", (double)d->counters.subscribers_of_dead_letters)
-			&& add_kept(totals, (struct dlq_letter_tally){ .count = d->letters.count, .bytes = d->letters.bytes })
-			&& add_num(root, "maxPendingBytes", (double)d->cfg.max_pending_bytes)
-			&& add_num(root, "deadLetterKeepBytes", (double)d->cfg.dead_letter_keep)
-			&& add_num(root, "nackWindowMs", (double)d->cfg.nack_window_ms)
-			&& cJSON_AddBoolToObject(root, "stateFile", d->cfg.state_file != NULL);
-	for(size_t i = 0; ok && i < n; i++){
+			&& add_counters(totals, &f.counters) && add_gauges(totals, &f.gauges)
+			&& add_num(totals, "unknownIds", (double)f.counters.unknown_ids)
+			&& add_num(totals, "subscribersOfDeadLetters", (double)f.counters.subscribers_of_dead_letters)
+			&& add_kept(totals, f.kept)
+			&& add_num(root, "maxPendingBytes", (double)cfg->max_pending_bytes)
+			&& add_num(root, "deadLetterKeepBytes", (double)cfg->dead_letter_keep)
+			&& add_num(root, "nackWindowMs", (double)cfg->nack_window_ms)
+			&& cJSON_AddBoolToObject(root, "stateFile", cfg->state_file != NULL);
+	for(size_t i = 0; ok && i < cfg->policies.count; i++){
+		dlq__figures(d, (long)i, &f);
 		cJSON *o = cJSON_CreateObject();
 		ok = o && cJSON_AddItemToArray(policies, o)
-				&& cJSON_AddStringToObject(o, "filter", d->cfg.policies.items[i].filter)
-				&& add_counters(o, &d->policy_counters[i]) && add_gauges(o, &per[i])
-				&& add_kept(o, letters__tally(&d->letters, i));
+				&& cJSON_AddStringToObject(o, "filter", cfg->policies.items[i].filter)
+				&& add_counters(o, &f.counters) && add_gauges(o, &f.gauges)
+				&& add_kept(o, f.kept);
 	}
-	free(per);
 	if(!ok){
 		cJSON_Delete(root);
 		return NULL;
 	}
 	return root;
-}
-
-void status__reset_counters(struct dlq *d)
-{
-	memset(&d->counters, 0, sizeof(d->counters));
-	memset(d->policy_counters, 0, d->cfg.policies.count * sizeof(*d->policy_counters));
 }

@@ -16,17 +16,10 @@
 #include "engine/dlq.h"
 #include "model/gauges.h"
 
-/* Gauges per policy (out[i] for policy i; cfg.policies.count entries) and
- * in total, from the running gauges (gauges.h): O(policies). */
-void status__gauges(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total);
-
 /* {"policies":[{"filter":…,"maxAttempts":…,…}]}-style array of the policies. */
 cJSON *status__policies(const struct dlq *d);
 
 /* {"totals":{…},"policies":[{"filter":…,counters and gauges…}], "maxPendingBytes":…,…}. */
 cJSON *status__report(const struct dlq *d);
-
-/* Zeroes every counter (totals and per policy); gauges are not counters. */
-void status__reset_counters(struct dlq *d);
 
 #endif

@@ -30,9 +30,11 @@ static const char *const names[] = {
 };
 #define NAME_COUNT (sizeof(names) / sizeof(names[0]))
 
-static void values_of(const struct dlq_counters *c, const struct dlq_gauges *g, struct dlq_letter_tally kept,
-		uint64_t v[NAME_COUNT])
+static void values_of(const struct dlq_figures *f, uint64_t v[NAME_COUNT])
 {
+	const struct dlq_counters *c = &f->counters;
+	const struct dlq_gauges *g = &f->gauges;
+	const struct dlq_letter_tally kept = f->kept;
 	uint64_t all[NAME_COUNT] = {
 		c->tracked, c->nacks, c->nacks_refused, c->retry_copies, c->delayed, c->dead_letters,
 		c->publish_failures, c->expired, c->evicted, c->untracked_full, c->redeliveries, c->diverted,
@@ -67,15 +69,16 @@ static void publish_group(struct dlq_sys *s, size_t slot, const char *prefix, co
 
 void systopics__tick(struct dlq_sys *s, const struct dlq *d, uint64_t now)
 {
-	if(d->cfg.sys_interval_ms == 0) return;
-	if(s->last_ms && now - s->last_ms < d->cfg.sys_interval_ms) return;
+	const struct dlq_config *cfg = dlq__config(d);
+	if(cfg->sys_interval_ms == 0) return;
+	if(s->last_ms && now - s->last_ms < cfg->sys_interval_ms) return;
 
-	size_t policies = d->cfg.policies.count < DLQ_SYS_MAX_POLICIES ? d->cfg.policies.count : DLQ_SYS_MAX_POLICIES;
+	size_t policies = cfg->policies.count < DLQ_SYS_MAX_POLICIES ? cfg->policies.count : DLQ_SYS_MAX_POLICIES;
 	size_t needed = (1 + policies) * NAME_COUNT;
 	/* After a reload every topic is published again (an index may now
 	 * name another filter), and those of indexes that no longer exist are
 	 * cleared: an empty retained message removes a retained one. */
-	bool first = s->last_ms == 0 || s->value_count != needed || s->generation != d->policy_generation;
+	bool first = s->last_ms == 0 || s->value_count != needed || s->generation != dlq__policy_generation(d);
 	for(size_t i = policies; first && i < s->policies_published; i++){
 		char topic[128];
 		snprintf(topic, sizeof(topic), SYS_PREFIX "policies/%zu/filter", i);
@@ -91,13 +94,10 @@ void systopics__tick(struct dlq_sys *s, const struct dlq *d, uint64_t now)
 		s->last_values = v;
 		s->value_count = needed;
 	}
-	struct dlq_gauges total;
-	struct dlq_gauges *per = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*per));
-	if(per == NULL) return;
-	status__gauges(d, per, &total);
-
+	struct dlq_figures f;
 	uint64_t v[NAME_COUNT];
-	values_of(&d->counters, &total, (struct dlq_letter_tally){ .count = d->letters.count, .bytes = d->letters.bytes }, v);
+	dlq__figures(d, -1, &f);
+	values_of(&f, v);
 	publish_group(s, 0, SYS_PREFIX, v, first);
 	for(size_t i = 0; i < policies; i++){
 		char prefix[96];
@@ -105,15 +105,15 @@ void systopics__tick(struct dlq_sys *s, const struct dlq *d, uint64_t now)
 		if(first){
 			char topic[128];
 			snprintf(topic, sizeof(topic), "%sfilter", prefix);
-			publish_value(topic, d->cfg.policies.items[i].filter);
+			publish_value(topic, cfg->policies.items[i].filter);
 		}
-		values_of(&d->policy_counters[i], &per[i], letters__tally(&d->letters, i), v);
+		dlq__figures(d, (long)i, &f);
+		values_of(&f, v);
 		publish_group(s, 1 + i, prefix, v, first);
 	}
-	free(per);
 	s->last_ms = now ? now : 1;
 	s->policies_published = policies;
-	s->generation = d->policy_generation;
+	s->generation = dlq__policy_generation(d);
 }
 
 void systopics__cleanup(struct dlq_sys *s)

@@ -23,16 +23,16 @@ int adapter__acl_check_v20(int event, void *event_data, void *userdata)
 	struct dlq_plugin *pl = userdata;
 	(void)event;
 
-	int no_opinion = pl->engine.cfg.redelivery == DLQ_REDELIVERY_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
+	int no_opinion = dlq__config(pl->engine)->redelivery == DLQ_REDELIVERY_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
 	if(pl->own_check) return no_opinion; /* the plugin asking, for a NACK: no delivery */
 	const char *client = mosquitto_client_id(ed->client);
 	if(client == NULL || ed->topic == NULL){
-		dlq__event(&pl->engine);
+		dlq__event(pl->engine);
 		return no_opinion;
 	}
 	if(ed->access != MOSQ_ACL_READ){
 		/* Publishing and subscribing need a live connection. */
-		dlq__client_active(&pl->engine, client, (uintptr_t)ed->client);
+		dlq__client_active(pl->engine, client, (uintptr_t)ed->client);
 		return no_opinion;
 	}
 	struct dlq_read_check c = {
@@ -45,9 +45,9 @@ int adapter__acl_check_v20(int event, void *event_data, void *userdata)
 	};
 	/* Deadlines hold only subscribers that can settle, and a delivery
 	 * routed to a session that ends is not waited for. */
-	if(pl->engine.any_deadlines){
+	if(dlq__any_deadlines(pl->engine)){
 		c.settles = mosquitto_client_protocol_version(ed->client) == 5;
-		c.persists = session_life__persists(pl->caps.line, &pl->engine, ed->client);
+		c.persists = session_life__persists(pl->caps.line, pl->engine, ed->client);
 	}
-	return dlq__read_check(&pl->engine, &c) ? MOSQ_ERR_ACL_DENIED : no_opinion;
+	return dlq__read_check(pl->engine, &c) ? MOSQ_ERR_ACL_DENIED : no_opinion;
 }

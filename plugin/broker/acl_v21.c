@@ -27,12 +27,12 @@ int adapter__acl_check_v21(int event, void *event_data, void *userdata)
 	if(pl->own_check) return DLQ_MOSQ_ERR_PLUGIN_IGNORE; /* the plugin asking, for a NACK: no delivery */
 	const char *client = mosquitto_client_id(ed->client);
 	if(client == NULL || ed->topic == NULL){
-		dlq__event(&pl->engine);
+		dlq__event(pl->engine);
 		return DLQ_MOSQ_ERR_PLUGIN_IGNORE;
 	}
 	if(ed->access != MOSQ_ACL_READ){
 		/* Publishing and subscribing need a live connection. */
-		dlq__client_active(&pl->engine, client, (uintptr_t)ed->client);
+		dlq__client_active(pl->engine, client, (uintptr_t)ed->client);
 		return DLQ_MOSQ_ERR_PLUGIN_IGNORE;
 	}
 	/* One character more than an id, so that a longer value is no id. */
@@ -46,5 +46,5 @@ int adapter__acl_check_v21(int event, void *event_data, void *userdata)
 		.qos = ed->qos,
 		.id = stamp ? stamp : "",
 	};
-	return dlq__read_check(&pl->engine, &c) ? MOSQ_ERR_ACL_DENIED : DLQ_MOSQ_ERR_PLUGIN_IGNORE;
+	return dlq__read_check(pl->engine, &c) ? MOSQ_ERR_ACL_DENIED : DLQ_MOSQ_ERR_PLUGIN_IGNORE;
 }

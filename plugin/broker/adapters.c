@@ -60,7 +60,7 @@ static __attribute__((noinline)) void track_message(struct dlq_plugin *pl, struc
 	/* Most publishers send no properties: nothing to read or free. */
 	int rc = ed->properties ? props__to_headers(&pl->caps.props, ed->properties, &h) : 0;
 	if(rc == 0){
-		rc = dlq__track(&pl->engine, policy, ed->topic, ed->payload, ed->payloadlen, ed->qos, h.data, h.len, id);
+		rc = dlq__track(pl->engine, policy, ed->topic, ed->payload, ed->payloadlen, ed->qos, h.data, h.len, id);
 	}
 	if(h.data) headers__free(&h);
 	if(rc == 0){
@@ -77,7 +77,7 @@ static __attribute__((noinline)) void track_message(struct dlq_plugin *pl, struc
 /* A message the match cache had no answer for. */
 static __attribute__((noinline)) int message_not_plain(struct dlq_plugin *pl, struct mosquitto_evt_message *ed)
 {
-	const struct dlq_policy *policy = dlq__policy_missed(&pl->engine, ed->topic);
+	const struct dlq_policy *policy = dlq__policy_missed(pl->engine, ed->topic);
 	if(policy) track_message(pl, ed, policy);
 	return MOSQ_ERR_SUCCESS;
 }
@@ -88,11 +88,11 @@ int adapter__message(int event, void *event_data, void *userdata)
 	struct dlq_plugin *pl = userdata;
 	(void)event;
 
-	dlq__quiet_event(&pl->engine);
+	dlq__quiet_event(pl->engine);
 	/* The common case, a topic the cache knows to match no policy, in
 	 * as few instructions as it takes: no call but strlen. */
 	const struct dlq_policy *policy;
-	bool hit = dlq__policy_cached(&pl->engine, ed->topic, &policy);
+	bool hit = dlq__policy_cached(pl->engine, ed->topic, &policy);
 	if(hit){
 		if(policy) track_message(pl, ed, policy);
 		return MOSQ_ERR_SUCCESS;
@@ -169,7 +169,7 @@ int adapter__control(int event, void *event_data, void *userdata)
 	struct dlq_control_reply reply;
 	(void)event;
 
-	dlq__event(&pl->engine);
+	dlq__event(pl->engine);
 	const char *client = mosquitto_client_id(ed->client);
 	if(client == NULL) return MOSQ_ERR_SUCCESS;
 
@@ -178,7 +178,7 @@ int adapter__control(int event, void *event_data, void *userdata)
 		.payload = ed->payload,
 		.payload_len = ed->payloadlen,
 		.client = client,
-		.client_persists = session_life__persists(pl->caps.line, &pl->engine, ed->client),
+		.client_persists = session_life__persists(pl->caps.line, pl->engine, ed->client),
 		.client_settles = mosquitto_client_protocol_version(ed->client) == 5,
 		.reason = NULL,
 		.delay_ms = NULL,
@@ -202,7 +202,7 @@ int adapter__control(int event, void *event_data, void *userdata)
 		req.may_read_ctx = &probe;
 	}
 
-	if(control__handle(&pl->engine, &req, &reply)){
+	if(control__handle(pl->engine, &req, &reply)){
 		port__log(DLQ_LOG_ERR, "out of memory handling a control message from " QFMT, Q(client));
 	}else if(reply.must_send){
 		const void *corr = has_response_topic && has_correlation ? (correlation ? correlation : "") : NULL;
@@ -224,31 +224,31 @@ int adapter__tick(int event, void *event_data, void *userdata)
 	(void)event_data;
 
 	pl->ticks++;
-	dlq__quiet_event(&pl->engine);
-	uint64_t now = dlq__tick(&pl->engine);
+	dlq__quiet_event(pl->engine);
+	uint64_t now = dlq__tick(pl->engine);
 	/* The status topics read the engine after its tick, at its time. */
-	if(pl->engine.cfg.sys_interval_ms){
-		systopics__tick(&pl->sys, &pl->engine, now ? now : port__now_ms());
+	if(dlq__config(pl->engine)->sys_interval_ms){
+		systopics__tick(&pl->sys, pl->engine, now ? now : port__now_ms());
 	}
 	return MOSQ_ERR_SUCCESS;
 }
 
 void adapter__connection_ended(struct dlq_plugin *pl, struct mosquitto *client, enum adapter_end how)
 {
-	dlq__event(&pl->engine);
+	dlq__event(pl->engine);
 	const char *id = mosquitto_client_id(client);
 	if(id == NULL) return;
-	dlq__client_left(&pl->engine, id, (uintptr_t)client, mosquitto_client_clean_session(client));
+	dlq__client_left(pl->engine, id, (uintptr_t)client, mosquitto_client_clean_session(client));
 	switch(how){
 		case ADAPTER_END_LASTS:
-			dlq__client_offline(&pl->engine, id);
+			dlq__client_offline(pl->engine, id);
 			break;
 		case ADAPTER_END_TAKEN_OVER:
-			dlq__client_taken_over(&pl->engine, id);
+			dlq__client_taken_over(pl->engine, id);
 			break;
 		case ADAPTER_END_GONE:
 		default:
-			dlq__client_gone(&pl->engine, id);
+			dlq__client_gone(pl->engine, id);
 			break;
 	}
 }
@@ -277,16 +277,16 @@ int adapter__reload(int event, void *event_data, void *userdata)
 	(void)event;
 	(void)event_data;
 
-	dlq__event(&pl->engine);
-	if(pl->engine.cfg.policy_file == NULL){
+	dlq__event(pl->engine);
+	if(dlq__config(pl->engine)->policy_file == NULL){
 		port__log(DLQ_LOG_NOTICE, "reload: policies unchanged (they come from plugin_opt_policy lines only, "
 				"which Mosquitto does not pass again; use plugin_opt_policy_file for policies that reload)");
-	}else if(dlq__reload(&pl->engine, pl->options, pl->option_count, err, sizeof(err))){
+	}else if(dlq__reload(pl->engine, pl->options, pl->option_count, err, sizeof(err))){
 		port__log(DLQ_LOG_ERR, "reload refused, the policies in use stay: %s", err);
 	}else{
-		port__log(DLQ_LOG_NOTICE, "reload: %zu policies in use (%s re-read)", pl->engine.cfg.policies.count,
-				pl->engine.cfg.policy_file);
-		if(pl->engine.cfg.policies.count == 0) adapter__log_no_policies();
+		port__log(DLQ_LOG_NOTICE, "reload: %zu policies in use (%s re-read)", dlq__config(pl->engine)->policies.count,
+				dlq__config(pl->engine)->policy_file);
+		if(dlq__config(pl->engine)->policies.count == 0) adapter__log_no_policies();
 	}
 	/* 2.0: any other answer would stop the broker from reloading the
 	 * plugins after this one (src/security.c). 2.1 reloads them all and

@@ -17,7 +17,7 @@
 /* One per loaded instance, passed to every callback as userdata. */
 struct dlq_plugin {
 	mosquitto_plugin_id_t *identifier; /* borrowed from the broker */
-	struct dlq engine;                 /* owned */
+	struct dlq *engine;                /* owned (dlq__new) */
 	uint64_t ticks;                    /* TICK events so far */
 	uint64_t ticks_seen;               /* ticks when a tracked message last looked */
 	uint64_t ticks_seen_ms;            /* since when no tick came; 0: not known yet */

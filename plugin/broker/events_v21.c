@@ -44,10 +44,10 @@ int adapter__connect_v21(int event, void *event_data, void *userdata)
 	struct dlq_plugin *pl = userdata;
 	(void)event;
 
-	dlq__event(&pl->engine);
+	dlq__event(pl->engine);
 	const char *client = mosquitto_client_id(ed->client);
-	dlq__client_connected(&pl->engine, client, mosquitto_client_clean_session(ed->client));
-	if(client) dlq__client_active(&pl->engine, client, (uintptr_t)ed->client);
+	dlq__client_connected(pl->engine, client, mosquitto_client_clean_session(ed->client));
+	if(client) dlq__client_active(pl->engine, client, (uintptr_t)ed->client);
 	return MOSQ_ERR_SUCCESS;
 }
 
@@ -57,8 +57,8 @@ int adapter__unsubscribe_v21(int event, void *event_data, void *userdata)
 	struct dlq_plugin *pl = userdata;
 	(void)event;
 
-	dlq__event(&pl->engine);
-	dlq__unsubscribed(&pl->engine, mosquitto_client_id(ed->client), ed->data.topic_filter);
+	dlq__event(pl->engine);
+	dlq__unsubscribed(pl->engine, mosquitto_client_id(ed->client), ed->data.topic_filter);
 	return MOSQ_ERR_SUCCESS;
 }
 
@@ -68,14 +68,14 @@ int adapter__subscribe_v21(int event, void *event_data, void *userdata)
 	struct dlq_plugin *pl = userdata;
 	(void)event;
 
-	dlq__event(&pl->engine);
+	dlq__event(pl->engine);
 	const char *client = mosquitto_client_id(ed->client);
-	dlq__subscribed(&pl->engine, client, ed->data.topic_filter, DLQ_SUB_OPT_QOS(ed->data.options), ed->data.identifier);
+	dlq__subscribed(pl->engine, client, ed->data.topic_filter, DLQ_SUB_OPT_QOS(ed->data.options), ed->data.identifier);
 	/* MQTT 5 clients read the dlq-id user property; 3.1 and 3.1.1 have no
 	 * properties at all. */
 	int protocol = mosquitto_client_protocol_version(ed->client);
 	if(protocol == 5) return MOSQ_ERR_SUCCESS;
-	dlq__subscribed_without_nack(&pl->engine, client, ed->data.topic_filter, protocol);
+	dlq__subscribed_without_nack(pl->engine, client, ed->data.topic_filter, protocol);
 	/* Anything else would refuse the subscription. */
 	return MOSQ_ERR_SUCCESS;
 }
@@ -85,7 +85,7 @@ int adapter__persist_client_v21(int event, void *event_data, void *userdata)
 	struct dlq_evt_persist_client *ed = event_data;
 	struct dlq_plugin *pl = userdata;
 
-	dlq__event(&pl->engine);
+	dlq__event(pl->engine);
 	if(ed->data.clientid == NULL) return MOSQ_ERR_SUCCESS;
 	uint32_t max = event == DLQ_MOSQ_EVT_PERSIST_CLIENT_DELETE ? 0 : ed->data.max_packet_size;
 	if(packet_limits__set(&pl->limits, ed->data.clientid, max)){

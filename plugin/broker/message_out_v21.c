@@ -96,7 +96,7 @@ static void send_without_stamp(struct dlq_plugin *pl, struct mosquitto_evt_messa
 		return;
 	}
 	ed->properties = bare; /* freed by the broker after the send */
-	dlq__sent_without_stamp(&pl->engine, s->policy);
+	dlq__sent_without_stamp(pl->engine, s->policy);
 }
 
 int adapter__message_out_v21(int event, void *event_data, void *userdata)
@@ -107,14 +107,14 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 	(void)event;
 
 	/* Nothing tracked, or no properties: not the plugin's message. */
-	if(pl->engine.ledger.count == 0 || ed->properties == NULL || ed->topic == NULL) return MOSQ_ERR_SUCCESS;
+	if(dlq__tracks_nothing(pl->engine) || ed->properties == NULL || ed->topic == NULL) return MOSQ_ERR_SUCCESS;
 	size_t id_len;
 	const char *id = last_dlq_id(v, ed->properties, &id_len);
 	if(id == NULL) return MOSQ_ERR_SUCCESS;
 	const char *client = mosquitto_client_id(ed->client);
 	if(client == NULL) return MOSQ_ERR_SUCCESS;
 	struct dlq_send s;
-	dlq__sent(&pl->engine, client, (uintptr_t)ed->client, id, id_len, ed->topic, ed->payload, ed->payloadlen, &s);
+	dlq__sent(pl->engine, client, (uintptr_t)ed->client, id, id_len, ed->topic, ed->payload, ed->payloadlen, &s);
 	if(s.attempt == 0) return MOSQ_ERR_SUCCESS;
 	/* A policy with an ack_timeout: the clock of this delivery starts now,
 	 * for a receiver that can settle it (one without MQTT 5 never sees the
@@ -122,11 +122,11 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 	int protocol = 0;
 	if(s.policy->ack_timeout_ms){
 		protocol = mosquitto_client_protocol_version(ed->client);
-		if(protocol == 5) dlq__deadline_sent(&pl->engine, &s, client, session_life__persists(pl->caps.line, &pl->engine, ed->client));
+		if(protocol == 5) dlq__deadline_sent(pl->engine, &s, client, session_life__persists(pl->caps.line, pl->engine, ed->client));
 	}
 
 	char count[12];
-	size_t count_len = config__stamps_delivery_count(pl->engine.cfg.delivery_count, s.attempt) ? decimal(s.attempt, count) : 0;
+	size_t count_len = config__stamps_delivery_count(dlq__config(pl->engine)->delivery_count, s.attempt) ? decimal(s.attempt, count) : 0;
 	uint32_t limit = packet_limits__get(&pl->limits, client);
 	/* Nothing to add and no limit to keep to (a first delivery, nearly
 	 * every send): the send goes as it is, whatever the protocol. */

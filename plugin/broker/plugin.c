@@ -71,9 +71,9 @@ static bool wanted(const struct dlq_plugin *pl, size_t i)
 	if(callback_for(pl, i) == NULL) return false;
 	switch(callbacks[i].need){
 		case NEED_ALWAYS: return true;
-		case NEED_REDELIVERY: return pl->engine.cfg.redelivery != DLQ_REDELIVERY_OFF;
-		case NEED_MESSAGE_OUT: return pl->engine.broker.exact_counting;
-		case NEED_NO_PERSISTENCE: return pl->engine.broker.exact_counting && !pl->engine.broker.persistence;
+		case NEED_REDELIVERY: return dlq__config(pl->engine)->redelivery != DLQ_REDELIVERY_OFF;
+		case NEED_MESSAGE_OUT: return dlq__broker(pl->engine)->exact_counting;
+		case NEED_NO_PERSISTENCE: return dlq__broker(pl->engine)->exact_counting && !dlq__broker(pl->engine)->persistence;
 	}
 	return false;
 }
@@ -118,8 +118,8 @@ static const char *self_path(void)
 /* The startup line about how deliveries are counted and stamped. */
 static void log_counting(const struct dlq_plugin *pl)
 {
-	const struct dlq_config *cfg = &pl->engine.cfg;
-	if(!pl->engine.broker.exact_counting){
+	const struct dlq_config *cfg = dlq__config(pl->engine);
+	if(!dlq__broker(pl->engine)->exact_counting){
 		if(cfg->delivery_count != DLQ_DELIVERY_COUNT_OFF && cfg->delivery_count_given){
 			port__log(DLQ_LOG_NOTICE, "plugin_opt_delivery_count %s: this broker (Mosquitto 2.0) does not show "
 					"a plugin each send to each subscriber, so no delivery-count is stamped",
@@ -132,7 +132,7 @@ static void log_counting(const struct dlq_plugin *pl)
 			cfg->redelivery == DLQ_REDELIVERY_OFF ? " (redelivery tracking off: counted, never removed from a session)" : "",
 			cfg->delivery_count == DLQ_DELIVERY_COUNT_ON ? "on (from a subscriber's second delivery; absent means 1)"
 					: config__delivery_count_name(cfg->delivery_count),
-			pl->engine.broker.persistence ? "not known (the broker runs with persistence true, which refuses the "
+			dlq__broker(pl->engine)->persistence ? "not known (the broker runs with persistence true, which refuses the "
 					"persistence events that show it)" : "known for sessions the broker persists");
 }
 
@@ -220,7 +220,8 @@ static int load_options(mosquitto_plugin_id_t *identifier, struct mosquitto_opt 
 	if(pause) cfg->state_save_pause_ms = strtoull(pause, NULL, 10);
 #endif
 	struct dlq_plugin *pl = calloc(1, sizeof(*pl));
-	if(pl == NULL){
+	if(pl == NULL || (pl->engine = dlq__new()) == NULL){
+		free(pl);
 		config__free(cfg);
 		free_options(opts, count);
 		goto nomem;
@@ -353,9 +354,11 @@ static int register_callbacks(struct dlq_plugin *pl)
 	return MOSQ_ERR_SUCCESS;
 }
 
-/* Frees the instance but its engine (dlq__cleanup, where it started). */
+/* Frees the instance, its engine cleaned up (dlq__cleanup) where it
+ * started. */
 static void plugin_free(struct dlq_plugin *pl)
 {
+	dlq__free(pl->engine);
 	systopics__cleanup(&pl->sys);
 	packet_limits__cleanup(&pl->limits);
 	broker_caps__cleanup(&pl->caps);
@@ -382,9 +385,9 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	if(rc != MOSQ_ERR_SUCCESS) return rc;
 	rc = probe_broker(pl);
 	if(rc == 0) rc = check_broker_config(pl, &cfg, &broker);
-	if(rc == 0 && (rc = dlq__init(&pl->engine, &cfg, &broker, err, sizeof(err))) != 0){
+	if(rc == 0 && (rc = dlq__init(pl->engine, &cfg, &broker, err, sizeof(err))) != 0){
 		port__log(DLQ_LOG_ERR, "could not start: %s", err);
-		dlq__cleanup(&pl->engine);
+		dlq__cleanup(pl->engine);
 	}
 	/* dlq__init took both, if it ran: then empty. */
 	config__free(&cfg);
@@ -395,12 +398,12 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	}
 	rc = register_callbacks(pl);
 	if(rc != MOSQ_ERR_SUCCESS){
-		dlq__cleanup(&pl->engine);
+		dlq__cleanup(pl->engine);
 		plugin_free(pl);
 		return rc;
 	}
 	*userdata = pl;
-	const struct dlq_config *c = &pl->engine.cfg;
+	const struct dlq_config *c = dlq__config(pl->engine);
 	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
 			"max_pending_bytes %" PRIu64, DLQ_VERSION, c->policies.count, c->nack_window_ms, c->max_pending_bytes);
 	if(c->policies.count == 0) adapter__log_no_policies();
@@ -417,7 +420,7 @@ DLQ_EXPORT int mosquitto_plugin_cleanup(void *userdata, struct mosquitto_opt *op
 
 	if(pl == NULL) return MOSQ_ERR_SUCCESS;
 	unregister_first(pl, CALLBACK_COUNT);
-	dlq__cleanup(&pl->engine);
+	dlq__cleanup(pl->engine);
 	plugin_free(pl);
 	return MOSQ_ERR_SUCCESS;
 }

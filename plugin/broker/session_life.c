@@ -27,7 +27,7 @@ bool session_life__persists(enum broker_line line, const struct dlq *engine,
 	if(mosquitto_client_protocol_version(client) != 5) return true;
 	if(line == BROKER_LINE_21){
 		const char *id = mosquitto_client_id(client);
-		return id && sessions__life(&engine->sessions, id) == DLQ_SESSION_LASTS;
+		return id && dlq__session_lasts(engine, id);
 	}
-	return engine->cfg.v5_sessions_persist;
+	return dlq__config(engine)->v5_sessions_persist;
 }

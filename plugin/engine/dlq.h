@@ -4,8 +4,9 @@
  * plain C arguments (start and stop, track an inbound publish, NACK a
  * delivery, tick, a client leaving, sessions, exact counting, reload). Each
  * is defined in the engine file its comment names; the state they work on
- * is engine.h's struct dlq. Only declarations here, and the tick's inline
- * entry (tick.h), so that no engine file depends on another through it.
+ * is engine.h's struct dlq, opaque outside engine/ (engine.h is the
+ * engine's own: docs/design.md, Layout). Only declarations here, so that
+ * no engine file depends on another through it.
  */
 #ifndef DLQ_DLQ_H
 #define DLQ_DLQ_H
@@ -15,8 +16,68 @@
 #include <stdint.h>
 
 #include "config/config.h"
-#include "engine/engine.h"
-#include "engine/tick.h"
+#include "model/counters.h"
+#include "model/deadlines.h"
+#include "model/gauges.h"
+#include "model/letters.h"
+#include "model/ledger.h"
+#include "model/redelivery.h"
+#include "mosquitto_dlq.h"
+
+/* The engine's state, one per plugin instance: opaque outside engine/
+ * (engine.h, private to the engine, defines it). */
+struct dlq;
+
+/* What the engine is told about the broker it runs in, once, at startup
+ * (dlq__init): facts of the running broker and its configuration, not
+ * options. The broker adapters find them (broker/plugin.c: the capability
+ * probe, brokerconf.c); the engine only reads them. All false or NULL: a
+ * 2.0 broker without persistence, about which nothing else is known. */
+struct dlq_broker {
+	bool persistence;          /* persistence true: sessions survive a restart */
+	bool per_listener_settings; /* the broker sends no TICK events */
+	bool queue_qos0_messages;  /* the broker keeps QoS 0 messages for offline sessions */
+	bool exact_counting;       /* 2.1: the broker shows every send (MESSAGE_OUT): attempts are
+	                              counted from sends (exact_counting.c), not from reconnect bursts */
+	/* Whether the broker holds a session for client (2.1's
+	 * mosquitto_client), called with ctx: 1 yes, 0 no; NULL where the
+	 * broker cannot say (2.0). */
+	int (*has_session)(void *ctx, const char *client);
+	void *ctx;                 /* borrowed */
+	char *db_path;             /* owned: the broker's database file, when it autosaves; else NULL */
+};
+
+/* What a settlement command (NACK, ACK, progress) came to. */
+enum dlq_nack_status {
+	DLQ_NACK_RETRIED,        /* a retry copy was made */
+	DLQ_NACK_DEAD_LETTERED,  /* the chain ended in a dead letter */
+	DLQ_NACK_MALFORMED_ID,   /* not 16 base64url characters */
+	DLQ_NACK_UNKNOWN_ID,     /* never issued, expired or evicted */
+	DLQ_NACK_DUPLICATE,      /* this client already NACKed this delivery */
+	DLQ_NACK_FULL,           /* owed copies and dead letters fill the bound */
+	DLQ_NACK_NOMEM,
+	DLQ_NACK_RANDOM_FAILED,  /* no fresh dlq-id could be drawn */
+	DLQ_NACK_NOT_PERMITTED,  /* the broker's access control does not let this client read the message */
+	DLQ_NACK_ACKED,          /* ACK: the delivery is settled */
+	DLQ_NACK_EXTENDED,       /* progress: the delivery's clock started again */
+	DLQ_NACK_ALREADY_ACKED,  /* this client already ACKed this delivery */
+	DLQ_NACK_TIMED_OUT,      /* its clock ran out first: a retry copy was made instead */
+	DLQ_NACK_TIMED_OUT_DEAD, /* its clock ran out first, at its last attempt: dead-lettered */
+	DLQ_NACK_NO_DEADLINE,    /* progress of a delivery with no clock */
+	DLQ_NACK_DIVERTED,       /* redelivery tracking dead-lettered it first: delivered max_attempts times */
+};
+
+/* Asks the broker's access control whether the settling client may read a
+ * message (topic, payload, QoS): 0 yes, EACCES no. */
+typedef int (*dlq_may_read_fn)(void *ctx, const char *topic, const void *payload, uint32_t payload_len, uint8_t qos);
+
+struct dlq_nack_result {
+	enum dlq_nack_status status;
+	unsigned attempt;        /* the delivery that was NACKed or ACKed (1 = first) */
+	unsigned max_attempts;
+	uint64_t delay_ms;       /* retried: how long the copy is held back; extended: until the clock runs out */
+};
+
 
 /* Takes ownership of *cfg (zeroed on return, whatever the result) and of
  * *broker, the facts of the broker it runs in (engine.h; NULL: nothing
@@ -29,6 +90,71 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 /* Saves the state (with a state file) or logs what is still owed (it cannot
  * be published any more), then frees everything. */
 void dlq__cleanup(struct dlq *d);
+
+/* ---- Reads and notes (face.c): what api/ and broker/ read of the
+ * engine, and the notes the adapters make per message ---- */
+
+/* A zeroed engine to dlq__init, or NULL (out of memory). */
+struct dlq *dlq__new(void);
+/* Frees an engine from dlq__new that dlq__cleanup has cleaned up, or that
+ * never started (dlq__init did not run); NULL: nothing. */
+void dlq__free(struct dlq *d);
+
+/* The policy for an inbound publish on topic, or NULL: then the message is
+ * not tracked and nothing else need be done. Borrowed from the config.
+ * Answered from a cache of recent topics when it can be (match_cache.h),
+ * which is why d is not const. */
+const struct dlq_policy *dlq__policy_for(struct dlq *d, const char *topic);
+/* Whether the cache knows topic's policy (then in *policy, NULL for none);
+ * false: ask dlq__policy_missed. */
+bool dlq__policy_cached(struct dlq *d, const char *topic, const struct dlq_policy **policy);
+/* The policy for topic when dlq__policy_cached had no answer (not asking
+ * the cache a second time). */
+const struct dlq_policy *dlq__policy_missed(struct dlq *d, const char *topic);
+
+/* Any broker event other than those below: it ends a reconnect's run of
+ * access checks, and may give the next tick work (a quiet tick looks
+ * again). */
+void dlq__event(struct dlq *d);
+/* The events that cannot give a tick work by themselves: a tick, and an
+ * inbound publish before it is tracked (dlq__track then wakes the tick).
+ * The broker sends both about once per message under load, so an
+ * untracked message's tick returns at once. */
+void dlq__quiet_event(struct dlq *d);
+
+/* Once per broker loop pass (tick.c): lets go of what the broker has
+ * taken, expires records, publishes the retry copies now due, and retries
+ * owed envelopes. When nothing could be due it returns at once, without
+ * reading the clock (the broker ticks about once per message under load).
+ * Returns the time it read (port__now_ms), or 0 when it read none, so that
+ * the caller's own timed work (the $SYS topics) need not read it again. */
+uint64_t dlq__tick(struct dlq *d);
+
+/* The configuration in use (a reload replaces it). */
+const struct dlq_config *dlq__config(const struct dlq *d);
+/* What the engine was told about the broker (dlq__init). */
+const struct dlq_broker *dlq__broker(const struct dlq *d);
+/* Bumped by every reload: policy indexes may name other filters after it. */
+unsigned dlq__policy_generation(const struct dlq *d);
+/* Nothing is tracked: no record a send could be of. */
+bool dlq__tracks_nothing(const struct dlq *d);
+/* 2.1: the broker said client's session outlives its connection
+ * (CLIENT_OFFLINE), and it has not ended since (sessions.h). */
+bool dlq__session_lasts(const struct dlq *d, const char *client);
+/* Some policy has an ack_timeout. */
+bool dlq__any_deadlines(const struct dlq *d);
+
+/* What getStatus and $SYS report of the totals or of one policy. */
+struct dlq_figures {
+	struct dlq_counters counters;
+	struct dlq_gauges gauges;
+	struct dlq_letter_tally kept;  /* the dead-letter store's */
+};
+/* The figures of policy (its index in dlq__config's table), or the totals
+ * for a policy < 0 or past the table. */
+void dlq__figures(const struct dlq *d, long policy, struct dlq_figures *out);
+/* Every counter, totals and per policy, back to 0 (resetCounters). */
+void dlq__reset_counters(struct dlq *d);
 
 /* Tracks an inbound publish that matched policy: records it in the ledger
  * and writes the dlq-id to stamp it with into id_out. headers are the

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "engine/dlq.h"
 #include "model/counters.h"
 #include "model/deadlines.h"
 #include "model/deadsubs.h"
@@ -34,25 +35,6 @@
 #include "store/persist.h"
 #include "store/store_port.h"
 #include "util/id.h"
-
-/* What the engine is told about the broker it runs in, once, at startup
- * (dlq__init): facts of the running broker and its configuration, not
- * options. The broker adapters find them (broker/plugin.c: the capability
- * probe, brokerconf.c); the engine only reads them. All false or NULL: a
- * 2.0 broker without persistence, about which nothing else is known. */
-struct dlq_broker {
-	bool persistence;          /* persistence true: sessions survive a restart */
-	bool per_listener_settings; /* the broker sends no TICK events */
-	bool queue_qos0_messages;  /* the broker keeps QoS 0 messages for offline sessions */
-	bool exact_counting;       /* 2.1: the broker shows every send (MESSAGE_OUT): attempts are
-	                              counted from sends (exact_counting.c), not from reconnect bursts */
-	/* Whether the broker holds a session for client (2.1's
-	 * mosquitto_client), called with ctx: 1 yes, 0 no; NULL where the
-	 * broker cannot say (2.0). */
-	int (*has_session)(void *ctx, const char *client);
-	void *ctx;                 /* borrowed */
-	char *db_path;             /* owned: the broker's database file, when it autosaves; else NULL */
-};
 
 struct dlq {
 	struct dlq_config cfg;    /* owned */
@@ -126,41 +108,6 @@ static inline dlq_record_new_fn *engine__record_new_fn(const struct dlq *d)
 	}
 }
 
-/* The policy for an inbound publish on topic, or NULL: then the message is
- * not tracked and nothing else need be done. Borrowed from the config.
- * Answered from a cache of recent topics when it can be (match_cache.h),
- * which is why d is not const. */
-static inline const struct dlq_policy *dlq__policy_for(struct dlq *d, const char *topic)
-{
-	return match_cache__match(&d->matches, &d->cfg.policies, d->policy_generation, topic);
-}
-/* Whether the cache knows topic's policy (then in *policy, NULL for none);
- * false: ask dlq__policy_for. */
-static inline bool dlq__policy_cached(struct dlq *d, const char *topic, const struct dlq_policy **policy)
-{
-	return match_cache__hit(&d->matches, d->policy_generation, topic, policy);
-}
-/* The policy for topic when dlq__policy_cached had no answer (not asking
- * the cache a second time). */
-static inline const struct dlq_policy *dlq__policy_missed(struct dlq *d, const char *topic)
-{
-	return match_cache__miss(&d->matches, &d->cfg.policies, d->policy_generation, topic);
-}
-
-/* Any broker event other than those below: it ends a reconnect's run of
- * access checks, and may give the next tick work (a quiet tick looks
- * again). */
-static inline void dlq__event(struct dlq *d)
-{
-	redelivery__event(&d->redelivery);
-	d->tick_quiet = false;
-}
-/* The events that cannot give a tick work by themselves: a tick, and an
- * inbound publish before it is tracked (dlq__track then wakes the tick).
- * The broker sends both about once per message under load, so an
- * untracked message's tick returns at once. */
-static inline void dlq__quiet_event(struct dlq *d){ redelivery__event(&d->redelivery); }
-
 /* The counters of policy p, or NULL when p is not in the current table
  * (a chain that began under a policy since removed by a reload). */
 static inline struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p)
@@ -228,37 +175,6 @@ static inline void engine__note_deadline(struct dlq *d, const struct dlq_deadlin
 	d->changes++;
 	store_port__deadline(&d->store, e);
 }
-
-/* What a settlement command (NACK, ACK, progress) came to. */
-enum dlq_nack_status {
-	DLQ_NACK_RETRIED,        /* a retry copy was made */
-	DLQ_NACK_DEAD_LETTERED,  /* the chain ended in a dead letter */
-	DLQ_NACK_MALFORMED_ID,   /* not 16 base64url characters */
-	DLQ_NACK_UNKNOWN_ID,     /* never issued, expired or evicted */
-	DLQ_NACK_DUPLICATE,      /* this client already NACKed this delivery */
-	DLQ_NACK_FULL,           /* owed copies and dead letters fill the bound */
-	DLQ_NACK_NOMEM,
-	DLQ_NACK_RANDOM_FAILED,  /* no fresh dlq-id could be drawn */
-	DLQ_NACK_NOT_PERMITTED,  /* the broker's access control does not let this client read the message */
-	DLQ_NACK_ACKED,          /* ACK: the delivery is settled */
-	DLQ_NACK_EXTENDED,       /* progress: the delivery's clock started again */
-	DLQ_NACK_ALREADY_ACKED,  /* this client already ACKed this delivery */
-	DLQ_NACK_TIMED_OUT,      /* its clock ran out first: a retry copy was made instead */
-	DLQ_NACK_TIMED_OUT_DEAD, /* its clock ran out first, at its last attempt: dead-lettered */
-	DLQ_NACK_NO_DEADLINE,    /* progress of a delivery with no clock */
-	DLQ_NACK_DIVERTED,       /* redelivery tracking dead-lettered it first: delivered max_attempts times */
-};
-
-/* Asks the broker's access control whether the settling client may read a
- * message (topic, payload, QoS): 0 yes, EACCES no. */
-typedef int (*dlq_may_read_fn)(void *ctx, const char *topic, const void *payload, uint32_t payload_len, uint8_t qos);
-
-struct dlq_nack_result {
-	enum dlq_nack_status status;
-	unsigned attempt;        /* the delivery that was NACKed or ACKed (1 = first) */
-	unsigned max_attempts;
-	uint64_t delay_ms;       /* retried: how long the copy is held back; extended: until the clock runs out */
-};
 
 /* A delivery that failed: its subscriber NACKed it, or its clock ran out
  * (engine__attempt_failed). */

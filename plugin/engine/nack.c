@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/dlq.h"
+#include "engine/engine.h"
 
 void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *res)
 {

@@ -6,6 +6,7 @@
  */
 #include <string.h>
 
+#include "engine/engine.h"
 #include "engine/recount.h"
 
 /* The index of a policy of the current table, or -1. */

@@ -14,6 +14,7 @@
 
 #include "engine/recount.h"
 #include "engine/dlq.h"
+#include "engine/engine.h"
 #include "util/port.h"
 
 struct filter_map {

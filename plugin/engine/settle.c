@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/dlq.h"
+#include "engine/engine.h"
 #include "engine/outbound.h"
 #include "util/errtext.h"
 #include "util/port.h"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/dlq.h"
+#include "engine/engine.h"
 #include "util/errtext.h"
 #include "util/port.h"
 #include "util/topic.h"

@@ -220,6 +220,7 @@ struct known {
 
 struct run {
 	struct dlq_plugin pl;
+	struct dlq engine;         /* pl.engine's */
 	struct known ring[RING];
 	size_t n;
 	unsigned sends[ARRAY_LEN(clients)];
@@ -230,7 +231,8 @@ static void start(struct run *r)
 	memset(r, 0, sizeof(*r));
 	fake_reset();
 	fake.record_sys = true;
-	fuzz_engine_start(&r->pl.engine, fuzz_standard_options, fuzz_standard_count,
+	r->pl.engine = &r->engine;
+	fuzz_engine_start(r->pl.engine, fuzz_standard_options, fuzz_standard_count,
 			ENGINE_EXACT_COUNTING | ENGINE_DELIVERY_COUNT);
 	r->pl.caps.props = fake_reader_v21;
 	r->pl.caps.v21 = (struct broker_props_v21){
@@ -342,7 +344,7 @@ static void send_one(struct run *r, struct fuzz_input *in)
 	ed.payloadlen = (uint32_t)strlen(payload);
 	ed.qos = qos;
 	ed.properties = props;
-	uint64_t stripped = dlq__totals(&r->pl.engine)->sent_without_stamp;
+	uint64_t stripped = dlq__totals(r->pl.engine)->sent_without_stamp;
 	if(has_dlq_id(props)) r->sends[c]++;
 
 	int rc = adapter__message_out_v21(DLQ_MOSQ_EVT_MESSAGE_OUT, &ed, &r->pl);
@@ -350,7 +352,7 @@ static void send_one(struct run *r, struct fuzz_input *in)
 	if(ed.properties != props){
 		FUZZ_CHECK(client.protocol == 5, "an MQTT 3 receiver's properties changed");
 		FUZZ_CHECK(has_dlq_id(props), "a message without a dlq-id changed");
-		if(dlq__totals(&r->pl.engine)->sent_without_stamp > stripped){
+		if(dlq__totals(r->pl.engine)->sent_without_stamp > stripped){
 			FUZZ_CHECK(!has_dlq_id(ed.properties), "a stripped send keeps its dlq-id");
 			uint32_t limit = packet_limits__get(&r->pl.limits, clients[c]);
 			FUZZ_CHECK(limit && packet__publish_size(strlen(topic), ed.payloadlen, qos, v_get_length_all(ed.properties))
@@ -363,7 +365,7 @@ static void send_one(struct run *r, struct fuzz_input *in)
 			const char *n, *v;
 			pair(p, &n, &v);
 			FUZZ_CHECK(n && !strcmp(n, DLQ_PROP_DELIVERY_COUNT) && v, "the last property is not delivery-count");
-			enum dlq_delivery_count mode = r->pl.engine.cfg.delivery_count;
+			enum dlq_delivery_count mode = r->pl.engine->cfg.delivery_count;
 			FUZZ_CHECK(mode != DLQ_DELIVERY_COUNT_OFF, "a delivery-count with plugin_opt_delivery_count off");
 			/* on: a subscriber's first delivery carries none. */
 			unsigned long attempt = strtoul(v, NULL, 10), least = mode == DLQ_DELIVERY_COUNT_ON ? 2 : 1;
@@ -388,15 +390,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct fuzz_input in = {data, size, 0};
 	start(&r);
 	/* Each of plugin_opt_delivery_count's modes, by the input's length. */
-	r.pl.engine.cfg.delivery_count = (enum dlq_delivery_count)(size % 3);
+	r.pl.engine->cfg.delivery_count = (enum dlq_delivery_count)(size % 3);
 	for(int op = 0; op < MAX_OPS && fuzz_input_more(&in); op++){
 		switch(fuzz_input_byte(&in) % 4){
 		case 0: {
 			const char *topic = topics[fuzz_input_byte(&in) % 3];
 			const char *payload = payloads[fuzz_input_byte(&in) % 3];
-			const struct dlq_policy *p = dlq__policy_for(&r.pl.engine, topic);
+			const struct dlq_policy *p = dlq__policy_for(r.pl.engine, topic);
 			char id[DLQ_ID_LEN + 1];
-			if(p && dlq__track(&r.pl.engine, p, topic, payload, (uint32_t)strlen(payload), 1, NULL, 0, id) == 0){
+			if(p && dlq__track(r.pl.engine, p, topic, payload, (uint32_t)strlen(payload), 1, NULL, 0, id) == 0){
 				if(r.n == RING){
 					memmove(&r.ring[0], &r.ring[1], sizeof(r.ring[0]) * (RING - 1));
 					r.n--;
@@ -417,12 +419,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		default:
-			dlq__tick(&r.pl.engine);
+			dlq__tick(r.pl.engine);
 			fuzz_port_clear();
 			break;
 		}
 	}
-	dlq__cleanup(&r.pl.engine);
+	dlq__cleanup(r.pl.engine);
 	packet_limits__cleanup(&r.pl.limits);
 	arena_free();
 	fake_reset();

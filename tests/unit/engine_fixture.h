@@ -15,6 +15,7 @@
 
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine/engine.h" /* the engine's unit tests read its state */
 
 /* What a start sets in the parsed configuration besides the options: what
  * the broker, not an option, decides, and the $SYS publishes a test would
