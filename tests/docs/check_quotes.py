@@ -3,10 +3,12 @@
 
 A fenced code block preceded by a line `<!-- quoted from PATH -->` must
 appear, line for line, in PATH (relative to the repository root), so that
-docs/nack-from-your-language.md shows the code CI runs. Usage:
-check_quotes.py ROOT DOC...; exits 1 naming each block that is not found.
+the docs show the code CI runs. Usage: check_quotes.py ROOT DOC...; a DOC
+that is a folder stands for every *.md file in it, so a page added to docs/
+is checked without naming it. Exits 1 naming each block that is not found.
 """
 
+import os
 import re
 import sys
 
@@ -27,10 +29,19 @@ def quotes(text):
         yield m.group(1), None if end is None else "\n".join(lines[i + 2:end]) + "\n", i + 1
 
 
+def expand(docs):
+    """The files DOC... name: each folder as its *.md files, sorted."""
+    for doc in docs:
+        if os.path.isdir(doc):
+            yield from sorted(os.path.join(doc, n) for n in os.listdir(doc) if n.endswith(".md"))
+        else:
+            yield doc
+
+
 def main(root, docs):
     bad = 0
     count = 0
-    for doc in docs:
+    for doc in expand(docs):
         with open(doc, encoding="utf-8") as f:
             text = f.read()
         for path, block, line in quotes(text):
