@@ -13,7 +13,7 @@
 
 const mqtt = require('mqtt');
 
-// User properties (see the README's Properties table).
+// User properties (see the table in docs/properties.md).
 const PROP_ID = 'dlq-id';
 const PROP_RETRY_COUNT = 'retry-count';
 const PROP_DELIVERY_COUNT = 'delivery-count';

@@ -20,7 +20,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-# User properties (see the README's Properties table).
+# User properties (see the table in docs/properties.md).
 PROP_ID = "dlq-id"
 PROP_RETRY_COUNT = "retry-count"
 PROP_DELIVERY_COUNT = "delivery-count"

@@ -4,8 +4,8 @@ processes that share the jobs of a shared subscription (default
 ``$share/workers/jobs/#``, QoS 1, MQTT v5), each with a persistent session of
 its own, so that a job a worker crashed on stays in that worker's session,
 is delivered to it again, and is counted by mosquitto-dlq's redelivery
-tracking until it is dead-lettered. The client settings are the README's
-("A worker pool on a shared subscription"): a fixed client id, clean start
+tracking until it is dead-lettered. The client settings are those of
+docs/worker-pool.md: a fixed client id, clean start
 false on every connection, a session expiry interval of 3600 s, Receive
 Maximum 1, and the subscription made again on every connection (a broker
 restart gives the session back without its $share membership).

@@ -249,8 +249,8 @@ static int probe_broker(struct dlq_plugin *pl)
 		/* Without the read functions, every copy and dead letter would
 		 * lose its publisher's properties (correlation data, response
 		 * topic, user properties) and a NACK its reason and delay: not
-		 * the plugin's contract, so it does not start (README, "Supported
-		 * brokers"). */
+		 * the plugin's contract, so it does not start
+		 * (docs/supported-brokers.md). */
 		port__log(DLQ_LOG_ERR, "could not start: %s", err);
 		return rc;
 	}

@@ -113,7 +113,7 @@ START_TEST(test_invalid_response_topics_get_the_default_reply_topic)
 		cJSON_Delete(doc);
 	}else{
 		for(size_t i = 0; i <= ARRAY_LEN(bad); i++){
-			/* The README's compact NACK; an id never issued, so that each
+			/* docs/nack-protocol.md's compact NACK; an id never issued, so that each
 			 * is answered, and last the real one. */
 			bool real = i == ARRAY_LEN(bad);
 			const char *topic = real ? "a/#" : bad[i];

@@ -38,7 +38,7 @@ static int ack_ms(void)
 	return harness_deadline_ms(1000);
 }
 
-/* A broker as the worker-pool recipe sets it up for the line (README.md),
+/* A broker as the worker-pool recipe sets it up for the line (docs/worker-pool.md),
  * with policy and, if state is true, a state file (journaled with journal);
  * not started. */
 static struct broker *deadline_broker(const char *label, const char *policy, bool state, bool journal)

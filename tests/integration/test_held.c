@@ -9,7 +9,7 @@
  *   connection per loop pass, so the DISCONNECT arrives after the broker has
  *   handed the copy to the session that ends with it. The plugin holds the
  *   copy until the client NACKs it or its window ends, and dead-letters it
- *   when the client leaves first: the README's own `mosquitto_pub` NACK (a
+ *   when the client leaves first: docs/nack-protocol.md's `mosquitto_pub` NACK (a
  *   client that sends the NACK and goes), and a subscriber that NACKs,
  *   receives its copy and leaves;
  * - a QoS 0 message NACKed by a persistent MQTT 3.1.1 session that is away
@@ -18,7 +18,7 @@
  * - a copy larger than the subscriber's Maximum Packet Size: the broker
  *   drops it ("Dropping too large outgoing PUBLISH") and nothing tells the
  *   plugin; the subscriber gets nothing more, and the dead letter is made
- *   when it leaves (what the README says).
+ *   when it leaves (what docs/memory-and-limits.md says).
  *
  * Each dead letter says what became of the copy, as far as the plugin can
  * know: not yet taken by the broker (test_session.c makes that case
@@ -85,7 +85,7 @@ static const char *publish_job(struct scene *s, const char *payload, size_t n)
 	return expect_original(m);
 }
 
-/* The README's `mosquitto_pub -V 5 -q 1 -t '$CONTROL/dlq/v1/nack' -m ID`:
+/* docs/nack-protocol.md's `mosquitto_pub -V 5 -q 1 -t '$CONTROL/dlq/v1/nack' -m ID`:
  * a client of its own connects, NACKs and leaves. */
 static void one_shot_nack(struct scene *s, const char *client, const char *id, enum nack_exit how)
 {

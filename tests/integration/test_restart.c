@@ -243,7 +243,7 @@ END_TEST
  * says the session lasts (CLIENT_OFFLINE): the copy arrives once after the
  * restart, and no dead letter is made. 2.0 cannot see the expiry interval
  * without plugin_opt_v5_sessions_persist: the copy is dead-lettered when
- * the worker leaves (README, Supported brokers). */
+ * the worker leaves (docs/supported-brokers.md). */
 START_TEST(test_lasting_session_known_across_sigterm)
 {
 	struct durable d = durable_broker(__func__, true, false,

@@ -24,7 +24,7 @@
  *   2.0.11-1.2+deb12u1 backported the fix of CVE-2021-34434, made in that
  *   same commit), so an upstream 2.0.11 built from source fails this test;
  *
- * on a bare broker and on one configured as README.md's worker-pool recipe
+ * on a bare broker and on one configured as docs/worker-pool.md's recipe
  * for the line (the plugin with a policy, redelivery tracking, its state
  * file; workers with Receive Maximum 1). And the recipe's retries to any
  * member: a policy with retry_to=jobs/retry, which the group's filter takes
@@ -52,7 +52,7 @@
 /* Which configuration the broker runs. */
 enum setup {
 	SETUP_BARE,   /* persistence true, nothing else */
-	SETUP_RECIPE, /* README.md's worker-pool broker configuration */
+	SETUP_RECIPE, /* docs/worker-pool.md's broker configuration */
 };
 
 struct scene {
@@ -68,7 +68,7 @@ static const char *setup_name(enum setup s)
 	return s == SETUP_BARE ? "bare broker" : "worker-pool recipe";
 }
 
-/* README.md's worker-pool configuration for the line the tests run
+/* docs/worker-pool.md's configuration for the line the tests run
  * ("A worker pool on a shared subscription"), with policy as its policy
  * line, the broker's and the plugin's files in b's directory. */
 static void recipe_conf(struct broker *b, const char *policy)

@@ -190,7 +190,7 @@ START_TEST(test_copies_honour_the_subscription)
 		expect_sub(c0, 0, 7, "2.1: retry copy to the QoS 0 subscriber");
 		expect_sub(c1, 1, 9, "2.1: retry copy to the QoS 1 subscriber");
 	}else{
-		/* 2.0 shows the plugin no subscriptions (README, Supported brokers). */
+		/* 2.0 shows the plugin no subscriptions (docs/supported-brokers.md). */
 		expect_sub(c0, 1, 0, "2.0: retry copy to the QoS 0 subscriber");
 		expect_sub(c1, 1, 0, "2.0: retry copy to the QoS 1 subscriber");
 	}

@@ -332,7 +332,7 @@ static struct proc *start_pool_worker(enum lang lang, int port, const char *id)
 
 /* The pool worker of lang with --ack, under a policy with an ack_timeout
  * (3 s, scaled as every deadline: harness.h) and the worker-pool recipe's
- * broker lines (README.md): good-1 ... good-4 and poison-5. Each good job
+ * broker lines (docs/worker-pool.md): good-1 ... good-4 and poison-5. Each good job
  * must be processed, ACKed and delivered once, the poison job NACKed at
  * each of its 3 deliveries (2 retry copies, then its dead letter), and,
  * once the deadline has passed since, none of the deliveries may have run

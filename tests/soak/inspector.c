@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The soak's dead-letter inspector: a persistent session subscribed to
- * dead/# at QoS 1, as the README advises, that records each dead letter
+ * dead/# at QoS 1, as docs/semantics.md advises, that records each dead letter
  * against its message (the payload is the original's) and acknowledges it.
  * A dead letter is recognised by its origin-id, retry-count,
  * dead-letter-client and dead-letter-time: one that comes again with all

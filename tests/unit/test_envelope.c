@@ -458,8 +458,8 @@ static void teardown(void)
 
 /* Bytes the plugin's own user properties take in the MQTT packet (each is
  * 1 byte of identifier, then name and value with 2-byte lengths): what the
- * README's "Maximum Packet Size" figures say. The original's headers are
- * not counted. */
+ * "Maximum Packet Size" figures of docs/memory-and-limits.md say. The
+ * original's headers are not counted. */
 static size_t own_property_bytes(const struct dlq_envelope *e)
 {
 	struct dlq_headers h = {0};
