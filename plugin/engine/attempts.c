@@ -7,8 +7,7 @@
  * last attempt or on a final NACK, a dead letter; either way the
  * subscriber has settled it, once. Also what a settlement command refused
  * for an earlier one says (engine__settled_before). Beneath nack.c,
- * settle.c and tick.c, and apart from the engine's face (dlq.h), which
- * includes the tick's.
+ * settle.c and tick.c.
  */
 #include <errno.h>
 #include <stdio.h>
