@@ -126,6 +126,13 @@ static void on_subscribe(struct mosquitto *mosq, void *obj, int mid, int count, 
 	add_completion(obj, mid, count > 0 ? granted[0] : 128);
 }
 
+static void on_unsubscribe(struct mosquitto *mosq, void *obj, int mid, const mosquitto_property *props)
+{
+	(void)mosq;
+	(void)props;
+	add_completion(obj, mid, 0);
+}
+
 static void on_message(struct mosquitto *mosq, void *obj, const struct mosquitto_message *mm,
 		const mosquitto_property *props)
 {
@@ -219,6 +226,7 @@ static struct client *client_create(const char *file, int line, struct broker *b
 	mosquitto_disconnect_v5_callback_set(c->mosq, on_disconnect);
 	mosquitto_publish_v5_callback_set(c->mosq, on_publish);
 	mosquitto_subscribe_v5_callback_set(c->mosq, on_subscribe);
+	mosquitto_unsubscribe_v5_callback_set(c->mosq, on_unsubscribe);
 	mosquitto_message_v5_callback_set(c->mosq, on_message);
 	mosquitto_property *props = NULL;
 	if(!clean && protocol == MQTT_PROTOCOL_V5
@@ -302,6 +310,20 @@ void client_subscribe_id_at(const char *file, int line, struct client *c, const 
 	}
 	if(granted >= 0x80){
 		fail_at(file, line, "client %s: subscription to %s refused (0x%02x)", c->id, filter, granted);
+	}
+}
+
+void client_unsubscribe_at(const char *file, int line, struct client *c, const char *filter)
+{
+	int mid = 0, ignored = 0;
+	int rc = mosquitto_unsubscribe_v5(c->mosq, &mid, filter, NULL);
+	if(rc != MOSQ_ERR_SUCCESS){
+		fail_at(file, line, "client %s: unsubscribe %s: %s", c->id, filter, mosquitto_strerror(rc));
+	}
+	if(!wait_completion(c, mid, &ignored)){
+		char health[256];
+		broker__health(c->broker, health, sizeof(health));
+		fail_at(file, line, "client %s: no UNSUBACK for %s within %d ms%s", c->id, filter, HARNESS_WAIT_MS, health);
 	}
 }
 

@@ -235,6 +235,10 @@ void client_subscribe_at(const char *file, int line, struct client *c, const cha
 #define client_subscribe_id(c, filter, qos, id) client_subscribe_id_at(__FILE__, __LINE__, (c), (filter), (qos), (id))
 void client_subscribe_id_at(const char *file, int line, struct client *c, const char *filter, int qos, uint32_t id);
 
+/* Unsubscribes from one filter and waits for the UNSUBACK (the client
+ * stays connected). */
+#define client_unsubscribe(c, filter) client_unsubscribe_at(__FILE__, __LINE__, (c), (filter))
+void client_unsubscribe_at(const char *file, int line, struct client *c, const char *filter);
 /* Publishes and waits until the publish completed (sent for QoS 0, PUBACK
  * or PUBCOMP otherwise). props stay the caller's. Returns the v5 reason
  * code of the acknowledgement (0 for QoS 0 and v3.1.1). */

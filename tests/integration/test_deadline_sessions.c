@@ -12,7 +12,12 @@
  * - a hung subscriber that resumes its session without subscribing again
  *   (on 2.0 the plugin sees that only as the broker ends the old session
  *   object: deadlines__offline) is held to its deadline as before: its
- *   retry copies run out in turn into the dead letter at max_attempts.
+ *   retry copies run out in turn into the dead letter at max_attempts;
+ * - (2.0) a worker pool as the README sets it up, a healthy worker and a
+ *   hung one that PUBACKs and never settles: the jobs left to the hung
+ *   worker alone run out at each delivery into one dead letter each, also
+ *   when the broker stores a retry copy in the buffer it freed for the
+ *   chain's copy before (issue 45, case 2).
  * Deadlines here are generous upper bounds, never timed assertions.
  */
 #include <stdio.h>
@@ -208,12 +213,217 @@ START_TEST(test_a_session_resumed_without_subscribing)
 }
 END_TEST
 
+
+/* ---- issue 45, case 2: a worker pool (2.0) ---- */
+
+#define POOL_SHARED "$share/workers/jobs/#"
+#define POOL_JOBS 6
+#define POOL_LONE 2
+
+struct pool {
+	struct client *good, *hung, *insp, *pub;
+	size_t seen;   /* good's jobs/# messages ACKed */
+};
+
+/* The README's worker-pool configuration for 2.0.11 (persistence, a
+ * 10 s autosave, a window of one, the journaled state file, redelivery
+ * tracking, lasting v5 sessions) with the issue's policy, started. */
+static struct broker *pool_broker(const char *label)
+{
+	struct broker *b = broker_new(label);
+	broker_conf(b, "persistence true");
+	broker_conf(b, "persistence_location %s", broker_path(b, ""));
+	broker_conf(b, "autosave_interval 10");
+	broker_conf(b, "max_inflight_messages 1");
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_policy jobs/# max_attempts=%d dead_letter=dead/jobs ack_timeout=%dms retry_to=jobs/retry",
+			MAX_ATTEMPTS, ack_ms());
+	broker_conf(b, "plugin_opt_state_file %s", broker_path(b, "dlq.state"));
+	broker_conf(b, "plugin_opt_state_save_on_change true");
+	broker_conf(b, "plugin_opt_redelivery_tracking allow");
+	broker_conf(b, "plugin_opt_v5_sessions_persist true");
+	broker_start(b);
+	return b;
+}
+
+/* The healthy worker at work for about ms: it ACKs each job as it comes
+ * (its PUBACK went at once: libmosquitto's). */
+static void pool_serve(struct pool *p, int ms)
+{
+	uint64_t until = it_now_ms() + (uint64_t)ms;
+	do{
+		client_wait(p->good, "jobs/#", p->seen + 1, 20);
+		while(p->seen < client_count(p->good, "jobs/#")){
+			const char *id = dlq_id_of(client_msg(p->good, "jobs/#", p->seen++));
+			ck_assert_int_lt(client_publish(p->good, DLQ_ACK_TOPIC, id, (int)strlen(id), 1, NULL), 0x80);
+		}
+	}while(it_now_ms() < until);
+}
+
+/* How many deliveries of payload c received on jobs/#. */
+static size_t deliveries_of(struct client *c, const char *payload)
+{
+	size_t n = 0;
+	while(client_find_payload(c, "jobs/#", payload, n)) n++;
+	return n;
+}
+
+/* Issue 45, case 2 (2.0 only): in a worker pool, a job left to a hung
+ * worker that PUBACKs and never settles must run out at each of its
+ * deliveries into a dead letter. On 2.0 the plugin knows a delivery by the
+ * address of the broker's stored payload in its READ check. Each retry copy
+ * of one chain has the same topic (retry_to) and payload, and when the hung
+ * worker's PUBACK frees copy k's stored message before copy k+1 is stored,
+ * glibc's malloc hands copy k+1 the very buffer copy k had: the plugin took
+ * copy k+1's check for copy k, whose clock had run out already, and copy
+ * k+1 waited on no clock for ever, neither retried nor dead-lettered (fixed
+ * in plugin/model/redelivery.c, newer_copy).
+ *
+ * The issue saw it with 6-byte payloads, which share glibc's smallest size
+ * class (chunks of 32 bytes) with most of what the broker allocates, so
+ * the reuse came only from some sequences of events. Here the two jobs
+ * handed to the hung worker alone have payloads of 200 and 232 bytes: the
+ * broker stores a payload in malloc(len + 1) (2.0's src/database.c,
+ * db__messages_easy_queue), i.e. 201 bytes (the 224-byte
+ * chunks, requests of 201 to 216) and 233 bytes (the 256-byte chunks,
+ * requests of 233 to 248), classes nothing else allocates while the copies
+ * go round (the plugin's own buffer for a copy, malloc(len), is in the
+ * classes below: 208 and 240; the packets that carry them are larger). A
+ * freed copy's buffer is then the next one glibc's LIFO tcache gives out in
+ * its class, to the next copy of the same chain: every run, without the
+ * fix, the chains stop at their second copy (retry-count 2). The jobs
+ * before them go through a healthy worker and the hung one as the issue's
+ * pool did; each ends ACKed once or dead-lettered once. */
+START_TEST(test_a_pool_job_left_to_a_hung_worker)
+{
+	if(BROKER_IS_21()){
+		printf("broker %d: issue 45's case 2 is 2.0's (2.1 finds a delivery by its dlq-id): skipped\n",
+				broker_version());
+		return;
+	}
+	struct broker *b = pool_broker(__func__);
+	struct pool p = { 0 };
+	p.good = client_new_session(b, "good", MQTT_PROTOCOL_V5, 3600);
+	p.hung = client_new_session(b, "hung", MQTT_PROTOCOL_V5, 3600);
+	p.insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
+	p.pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	client_subscribe(p.insp, "dead/#", 1);
+	client_subscribe(p.good, POOL_SHARED, 1);
+	client_subscribe(p.hung, POOL_SHARED, 1);
+
+	/* The pool: jobs shared by the two workers until each is ACKed or
+	 * dead; on 2.0 the hung worker's deliveries run out one after
+	 * another, a deadline each. */
+	char payload[POOL_JOBS + POOL_LONE][256];
+	for(int i = 0; i < POOL_JOBS; i++){
+		char topic[32];
+		snprintf(payload[i], sizeof(payload[i]), "job-%02d", i + 1);
+		snprintf(topic, sizeof(topic), "jobs/%s", payload[i]);
+		client_publish_str(p.pub, topic, payload[i], 1);
+	}
+	uint64_t until = it_now_ms() + (uint64_t)HARNESS_WAIT_MS + (uint64_t)POOL_JOBS * MAX_ATTEMPTS * (uint64_t)ack_ms();
+	while(p.seen + client_count(p.insp, "dead/#") < POOL_JOBS){
+		if(it_now_ms() >= until){
+			client_dump(p.good, "jobs/#");
+			client_dump(p.hung, "jobs/#");
+			client_dump(p.insp, "dead/#");
+		}
+		ck_assert_msg(it_now_ms() < until, "after %zu ACKs and %zu dead letters, nothing more came", p.seen,
+				client_count(p.insp, "dead/#"));
+		pool_serve(&p, 50);
+	}
+	size_t pool_dead = client_count(p.insp, "dead/#");
+
+	/* The healthy worker leaves the group (and stays connected): the next
+	 * jobs are the hung worker's alone. */
+	client_unsubscribe(p.good, POOL_SHARED);
+	static const size_t lone_len[POOL_LONE] = { 200, 232 };
+	uint64_t published = it_now_ms();
+	for(int i = 0; i < POOL_LONE; i++){
+		char *pl = payload[POOL_JOBS + i];
+		int n = snprintf(pl, sizeof(payload[0]), "lone-%d ", i + 1);
+		memset(pl + n, 'x', lone_len[i] - (size_t)n);
+		pl[lone_len[i]] = '\0';
+		char topic[32];
+		snprintf(topic, sizeof(topic), "jobs/lone-%d", i + 1);
+		client_publish_str(p.pub, topic, pl, 1);
+	}
+	/* Three deliveries each, one deadline each, one after another; far
+	 * more is allowed. */
+	int bound = HARNESS_WAIT_MS + 2 * POOL_LONE * MAX_ATTEMPTS * ack_ms();
+	until = it_now_ms() + (uint64_t)bound;
+	while(client_count(p.insp, "dead/#") < pool_dead + POOL_LONE && it_now_ms() < until){
+		pool_serve(&p, 50);
+	}
+	for(int i = 0; i < POOL_LONE; i++){
+		const char *pl = payload[POOL_JOBS + i];
+		const struct it_msg *dl = client_find_payload(p.insp, "dead/#", pl, 0);
+		if(dl == NULL){
+			client_dump(p.hung, "jobs/#");
+			client_dump(p.insp, "dead/#");
+		}
+		ck_assert_msg(dl != NULL, "lone-%d (%zu bytes): no dead letter within %d ms; the hung worker had %zu of its "
+				"deliveries (the last one never ran out)", i + 1, lone_len[i], bound, deliveries_of(p.hung, pl));
+		printf("broker %d: lone-%d (%zu bytes) dead-lettered %llu ms after it was published (ack_timeout %d ms)\n",
+				broker_version(), i + 1, lone_len[i], (unsigned long long)(dl->at_ms - published), ack_ms());
+	}
+
+	/* Two deadlines more: nothing ACKed comes again, nothing else runs
+	 * out. */
+	pool_serve(&p, 2 * ack_ms());
+	clients_settle(p.good, p.hung, p.insp, p.pub);
+	size_t dead = 0;
+	char reason[256];
+	snprintf(reason, sizeof(reason), "subscriber \"hung\" did not acknowledge it within %dms", ack_ms());
+	for(int i = 0; i < POOL_JOBS + POOL_LONE; i++){
+		size_t at_good = deliveries_of(p.good, payload[i]), at_hung = deliveries_of(p.hung, payload[i]);
+		const struct it_msg *dl = client_find_payload(p.insp, "dead/#", payload[i], 0);
+		if(i >= POOL_JOBS){
+			/* The hung worker's alone: its three deliveries (the original,
+			 * retry-count 1 and 2), then the dead letter. */
+			ck_assert_msg(at_good == 0 && at_hung == MAX_ATTEMPTS, "lone-%d: %zu deliveries to good, %zu to hung",
+					i - POOL_JOBS + 1, at_good, at_hung);
+			for(size_t k = 0; k < at_hung; k++){
+				const char *rc = msg_user(client_find_payload(p.hung, "jobs/#", payload[i], k), DLQ_PROP_RETRY_COUNT);
+				ck_assert_uint_eq(rc ? (unsigned)atoi(rc) : 0, k);
+			}
+			ck_assert_ptr_nonnull(dl);
+		}
+		if(dl){
+			ck_assert_msg(at_good == 0 && at_hung == MAX_ATTEMPTS, "%.8s: dead-lettered after %zu deliveries to hung "
+					"and %zu to good", payload[i], at_hung, at_good);
+			ck_assert_msg(client_find_payload(p.insp, "dead/#", payload[i], 1) == NULL, "%.8s: dead-lettered twice",
+					payload[i]);
+			/* Its original was the hung worker's first delivery of it. */
+			const struct it_msg *original = client_find_payload(p.hung, "jobs/#", payload[i], 0);
+			expect_dead_letter(dl, original->topic, expect_original(original), MAX_ATTEMPTS, "hung", "jobs/#", reason);
+			dead++;
+		}else{
+			/* ACKed once, by the healthy worker, after the hung worker's
+			 * deliveries ran out. */
+			ck_assert_msg(at_good == 1 && at_hung < MAX_ATTEMPTS, "%s: %zu deliveries to good, %zu to hung, no dead letter",
+					payload[i], at_good, at_hung);
+		}
+	}
+	ck_assert_uint_eq(p.seen + dead, POOL_JOBS + POOL_LONE);
+	client_expect_exactly(p.insp, "dead/#", dead);
+	expect_nothing_awaited(p.insp);
+	ck_assert_int_eq(total(p.insp, "acks"), (int)p.seen);
+	ck_assert_int_eq(total(p.insp, "deadLetters"), (int)dead);
+	printf("broker %d: pool of %d jobs: %zu ACKed, %zu dead-lettered\n", broker_version(), POOL_JOBS, p.seen,
+			pool_dead);
+}
+END_TEST
+
 static Suite *deadline_sessions_suite(void)
 {
 	Suite *s = suite_create("deadline_sessions");
 	TCase *tc = harness_tcase("deadline_sessions");
 	tcase_add_test(tc, test_a_subscriber_that_leaves_without_a_session);
 	tcase_add_test(tc, test_a_session_resumed_without_subscribing);
+	suite_add_tcase(s, tc);
+	tc = harness_tcase("pool");
+	tcase_add_test(tc, test_a_pool_job_left_to_a_hung_worker);
 	suite_add_tcase(s, tc);
 	return s;
 }
