@@ -98,5 +98,11 @@ if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
 elif [ "$rc" -eq 0 ] && [ "$failed" -ne 0 ]; then
 	rc=1
 fi
+# A --suite that names no suite runs nothing and meson exits 0: say so.
+if [ "$rc" -eq 0 ] && ! grep -qE '^(Ok|Fail|Timeout|Expected Fail|Unexpected Pass): *[1-9]' \
+		"$build/meson-logs/$logbase.txt" 2>/dev/null; then
+	echo "run-tests.sh: no test ran (a --suite that names no suite? meson's suite names use '-': see meson test -C $build --list)" >&2
+	rc=1
+fi
 echo "tests: $passed passed, $failed failed"
 exit "$rc"
