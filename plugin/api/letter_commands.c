@@ -17,6 +17,7 @@
 #include "engine/engine.h" /* until the store module takes the walk (issue 37) */
 #include "api/letter_view.h"
 #include "config/config.h"
+#include "engine/letter_store.h"
 #include "model/letters.h"
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
@@ -123,7 +124,7 @@ static struct dlq_letter *letter_by_text(const struct dlq *d, const char *s)
 {
 	struct dlq_id id;
 	if(!id__decode(s, strlen(s), &id)) return NULL;
-	return letters__find(&d->letters, &id);
+	return letter_store__find(d, &id);
 }
 
 static bool add_str(cJSON *o, const char *name, const char *v)
@@ -368,7 +369,7 @@ static int run_by_ids(struct dlq *d, const struct letter_asker *req, const cJSON
 			}
 			free(target);
 		}else{
-			dlq__delete_letter(d, l);
+			letter_store__delete(d, l);
 			r = result_entry(results, id->valuestring, "deleted", NULL);
 		}
 		if(r == NULL || !ok){
@@ -395,7 +396,7 @@ static int run_purge(struct dlq *d, const struct letter_asker *req, const cJSON 
 		struct dlq_letter *next = l->newer;
 		if(filter == NULL || (l->env->filter && !strcmp(l->env->filter, filter))){
 			if(may_read(d, req, l)){
-				dlq__delete_letter(d, l);
+				letter_store__delete(d, l);
 				purged++;
 			}else{
 				refused++;

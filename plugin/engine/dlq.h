@@ -319,7 +319,8 @@ void dlq__sent_without_stamp(struct dlq *d, const struct dlq_policy *p);
  * nothing changed. */
 int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char *err, size_t errlen);
 
-/* ---- the dead-letter store (kept.c; access is the caller's to check) ---- */
+/* ---- a kept dead letter redriven (redrive.c; access is the caller's to
+ * check; the store's other operations: letter_store.h) ---- */
 struct dlq_redrive_result {
 	bool tracked;                 /* a policy takes the topic: the copy is NACKable */
 	char dlq_id[DLQ_ID_LEN + 1];  /* its dlq-id when tracked, else "" */
@@ -332,7 +333,5 @@ struct dlq_redrive_result {
  * still kept. */
 int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, const char *client,
 		struct dlq_redrive_result *res);
-/* Removes l from the store and frees it. */
-void dlq__delete_letter(struct dlq *d, struct dlq_letter *l);
 
 #endif

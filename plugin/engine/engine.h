@@ -77,7 +77,8 @@ struct dlq {
 	 * elsewhere. */
 	struct dlq_send_cache sends;
 	/* The dead-letter store (letters.h): every dead letter the broker
-	 * accepted, until an operator takes it (engine/kept.c). */
+	 * accepted, until an operator takes it; its operations are
+	 * engine/letter_store.c's. */
 	struct dlq_letters letters;
 	uint64_t last_letter_drop_log_ms; /* rate limit of the "store full" warning */
 	/* Deliveries awaiting settlement within their policy's ack_timeout
@@ -148,16 +149,6 @@ static inline uint64_t dlq__owed_bytes(const struct dlq *d)
 		(d)->counters.field += (n); \
 		if(pc_) pc_->field += (n); \
 	}while(0)
-
-/* A dead letter just made gets its id in the dead-letter store (its
- * dead-letter-id), drawn before it is journaled, so that one published
- * again after a restart is known to the store. With the store off, or
- * when the random source fails, it has none (the store draws one when it
- * keeps it). */
-static inline void engine__name_letter(struct dlq *d, struct dlq_envelope *e)
-{
-	if(d->letters.max_bytes && idgen__next(&d->idgen, &e->id)) memset(e->id.raw, 0, sizeof(e->id.raw));
-}
 
 /* Owed envelopes are never evicted, so a new one is taken only while what
  * is owed, with it, stays within the bound. */

@@ -21,6 +21,7 @@
 
 #include "engine/dlq.h"
 #include "engine/engine.h"
+#include "engine/letter_store.h"
 #include "engine/outbound.h"
 #include "util/errtext.h"
 #include "util/port.h"
@@ -212,7 +213,7 @@ void engine__settle_restored_holds(struct dlq *d)
 								" is lost", Q(record__topic(r)), Q(client));
 					}else{
 						e->seq = d->next_seq++;
-						engine__name_letter(d, e);
+						letter_store__name(d, e);
 						e->retry_count = record__attempt(r) > 1 ? (uint16_t)(record__attempt(r) - 1) : 1;
 						store_port__add(&d->store, e, false);
 						outbox__push(&d->outbox, &d->outbox.owed, e);

@@ -13,6 +13,7 @@
 
 #include "engine/dlq.h"
 #include "engine/engine.h"
+#include "engine/letter_store.h"
 #include "engine/outbound.h"
 #include "util/port.h"
 
@@ -130,7 +131,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 	if(d->cfg.state_file) engine__settle_restored_copies(d);
 	/* A smaller plugin_opt_dead_letter_keep than the saved letters take:
 	 * the oldest go, counted, before the new snapshot. */
-	if(d->letters.bytes > d->letters.max_bytes) engine__letter_room(d, 0, -1);
+	if(d->letters.bytes > d->letters.max_bytes) letter_store__room(d, 0, -1);
 	rc = persist__start(&d->persist, err, errlen);
 	if(rc) return rc;
 	d->store = persist__port(&d->persist);

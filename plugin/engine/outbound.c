@@ -6,8 +6,10 @@
  * client becomes its dead letter here, which is sent here in turn: the
  * recursion send -> unreachable -> dead letter -> send stays in this file.
  * The memory bound is held here too (room made in the ledger, what is owed
- * kept within it). Nothing here calls an event handler; every outbound
- * effect goes through util/port.h, every change through the store port.
+ * kept within it). A dead letter the broker accepted goes to the
+ * dead-letter store (letter_store.h), which keeps and bounds it. Nothing
+ * here calls an event handler; every outbound effect goes through
+ * util/port.h, every change through the store port.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/letter_store.h"
 #include "engine/outbound.h"
 #include "model/envelope.h"
 #include "util/errtext.h"
@@ -169,100 +172,6 @@ void engine__note_delivery(struct dlq *d, const struct dlq_record *r, const char
 	}
 }
 
-/* Counts a kept letter dropped for the store's bound, in the totals and
- * in the counters of the policy with index i (-1: none). */
-static void count_dropped(struct dlq *d, long i)
-{
-	d->counters.dead_letters_dropped++;
-	if(i >= 0 && (size_t)i < d->cfg.policies.count && d->policy_counters) d->policy_counters[i].dead_letters_dropped++;
-}
-
-void engine__drop_letter(struct dlq *d, struct dlq_letter *l)
-{
-	store_port__letter_gone(&d->store, &l->env->id);
-	letters__remove(&d->letters, l);
-	letters__free(l);
-	d->changes++;
-}
-
-/* The policy's own bound (dead_letter_keep=), or the store's. */
-static uint64_t policy_keep(const struct dlq *d, long policy)
-{
-	if(policy < 0 || (size_t)policy >= d->cfg.policies.count) return d->letters.max_bytes;
-	uint64_t own = d->cfg.policies.items[policy].dead_letter_keep;
-	return own < d->letters.max_bytes ? own : d->letters.max_bytes;
-}
-
-unsigned engine__letter_room(struct dlq *d, size_t bytes, long policy)
-{
-	struct dlq_letters *s = &d->letters;
-	unsigned dropped = 0;
-	uint64_t own = policy_keep(d, policy);
-	if(bytes > own){
-		/* Larger than its policy's or the whole store's bound: not
-		 * kept, and counted as dropped. */
-		count_dropped(d, policy);
-		dropped++;
-	}else{
-		/* The policy's own bound first: its own oldest go. */
-		struct dlq_letter *l;
-		while(own < s->max_bytes && letters__tally(s, (size_t)policy).bytes + bytes > own
-				&& (l = letters__oldest_of(s, (size_t)policy)) != NULL){
-			count_dropped(d, policy);
-			engine__drop_letter(d, l);
-			dropped++;
-		}
-		while(letters__over(s, bytes) && s->oldest){
-			count_dropped(d, s->oldest->policy);
-			engine__drop_letter(d, s->oldest);
-			dropped++;
-		}
-	}
-	uint64_t now = port__now_ms();
-	if(dropped && (d->last_letter_drop_log_ms == 0 || now - d->last_letter_drop_log_ms >= EVICT_LOG_INTERVAL_MS)){
-		d->last_letter_drop_log_ms = now;
-		port__log(DLQ_LOG_WARNING, "dead-letter store full (plugin_opt_dead_letter_keep %" PRIu64 "): dropped the oldest "
-				"kept dead letters (%" PRIu64 " so far)", s->max_bytes, d->counters.dead_letters_dropped);
-	}
-	return dropped;
-}
-
-/* The broker accepted dead letter e: the store keeps a copy of it, the
- * oldest letters dropped first (counted, and logged at most once a
- * minute) when it would pass its policy's or the store's bound. One
- * already kept (published again after a restart) is left as it is, and
- * makes no room. */
-static void keep_letter(struct dlq *d, const struct dlq_envelope *e)
-{
-	if(d->letters.max_bytes == 0) return;
-	if(!id__is_zero(&e->id) && letters__find(&d->letters, &e->id)) return;
-	struct dlq_envelope *copy = envelope__copy(e);
-	/* Made before the store named its letters (an older state file), or
-	 * the random source failed then: named now, or not kept. */
-	if(copy && id__is_zero(&copy->id) && idgen__next(&d->idgen, &copy->id)){
-		envelope__free(copy);
-		port__log(DLQ_LOG_ERR, "the dead letter on " QFMT " was published but is not kept: the random source failed "
-				"(no id for it)", Q(e->topic));
-		return;
-	}
-	struct dlq_letter *l;
-	if(copy){
-		size_t bytes = letters__bytes_of(copy);
-		long policy = policy__index_in(&d->cfg.policies, e->policy);
-		engine__letter_room(d, bytes, policy);
-		if(bytes > policy_keep(d, policy)){
-			envelope__free(copy);
-			return;
-		}
-	}
-	if(copy == NULL || letters__adopt(&d->letters, copy, &d->cfg.policies, &l)){
-		port__log(DLQ_LOG_ERR, "out of memory: the dead letter on " QFMT " was published but is not kept", Q(e->topic));
-		return;
-	}
-	store_port__letter(&d->store, l);
-	d->changes++;
-}
-
 /* A retry copy published again after a restart (it was owed: the broker
  * may not have taken it) that did reach its client before: the broker
  * wrote it to the client (2.1's MESSAGE_OUT), or the client settled it.
@@ -331,7 +240,7 @@ int engine__publish(struct dlq *d, struct dlq_envelope *e)
 		if(e->kind == DLQ_ENV_DEAD_LETTER){
 			COUNT(d, e->policy, dead_letters, 1);
 			port__log_dead_letter(e->origin_topic, props.origin_id, e->topic, (unsigned)e->retry_count, e->reason);
-			keep_letter(d, e);
+			letter_store__keep(d, e);
 		}else{
 			if(e->redriven) COUNT(d, e->policy, redriven, 1);
 			else COUNT(d, e->policy, retry_copies, 1);
@@ -368,7 +277,7 @@ int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *clie
 	}
 	e->final = final;
 	e->seq = d->next_seq++;
-	engine__name_letter(d, e);
+	letter_store__name(d, e);
 	e->retry_count = (uint16_t)delivered;
 	store_port__add(&d->store, e, false);
 	engine__send(d, e);
@@ -384,7 +293,7 @@ bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, const char
 		return false;
 	}
 	dl->seq = d->next_seq++;
-	engine__name_letter(d, dl);
+	letter_store__name(d, dl);
 	store_port__add(&d->store, dl, true);
 	store_port__remove(&d->store, e->seq);
 	engine__send(d, dl);

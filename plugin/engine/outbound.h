@@ -56,19 +56,6 @@ void engine__send(struct dlq *d, struct dlq_envelope *e);
  * errno (nothing published or counted, e still the caller's). */
 int engine__publish(struct dlq *d, struct dlq_envelope *e);
 
-/* ---- the dead-letter store (model/letters.h) ---- */
-/* Makes room for a letter of bytes (letters__bytes_of) of the policy with
- * index policy (-1: none): that policy's oldest letters dropped while its
- * own bound (dead_letter_keep=) needs it, then the store's oldest while
- * plugin_opt_dead_letter_keep does, each counted
- * in dead_letters_dropped; a letter larger than the whole bound is counted
- * as dropped itself. Logs at most once a minute. Returns how many were
- * counted. */
-unsigned engine__letter_room(struct dlq *d, size_t bytes, long policy);
-
-/* Removes l from the store and frees it, noted to the store port. */
-void engine__drop_letter(struct dlq *d, struct dlq_letter *l);
-
 /* Makes and sends the dead letter of r for client after `delivered`
  * deliveries (final: a final NACK's, which says so): 0, ENOSPC (what is
  * owed would pass max_pending_bytes; only checked when bounded) or ENOMEM;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/letter_store.h"
 #include "model/envelope.h"
 #include "util/errtext.h"
 #include "util/port.h"
@@ -92,7 +93,7 @@ void engine__settle_restored_copies(struct dlq *d)
 			struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
 			if(dl){
 				dl->seq = d->next_seq++;
-				engine__name_letter(d, dl);
+				letter_store__name(d, dl);
 				outbox__unlink(&d->outbox, &d->outbox.owed, e);
 				envelope__free(e);
 				outbox__push(&d->outbox, &d->outbox.owed, dl);

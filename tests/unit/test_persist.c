@@ -25,6 +25,7 @@
 
 #include "config/config.h"
 #include "engine/dlq.h"
+#include "engine/letter_store.h"
 #include "engine_calls.h"
 #include "fake_port.h"
 #include "model/envelope.h"
@@ -1071,7 +1072,7 @@ START_TEST(kept_dead_letters_survive_a_crash_and_a_restart)
 	dlq__cleanup(&replay);
 
 	/* 9: one deleted; after a crash it stays deleted. */
-	dlq__delete_letter(&d, (struct dlq_letter *)letter_with(&d, "first"));
+	letter_store__delete(&d, (struct dlq_letter *)letter_with(&d, "first"));
 	journal_types(types, sizeof(types));
 	ck_assert_str_eq(types, "11285285339");
 	crash_image(crash, sizeof(crash));

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * What an operator does with the dead-letter store (model/letters.h): a
- * kept letter redriven (published again, tracked again where a policy
- * takes its topic) or deleted. Access is the caller's to check (api/,
- * through the broker's access control); listing reads the store itself.
+ * A kept dead letter redriven by an operator: published again, tracked
+ * again where a policy takes its topic, and only then let go of. The rest
+ * of the dead-letter store (keep, bound, find, list, delete) is
+ * letter_store.c, beneath the outbound path; a redrive publishes through
+ * that path, which keeps dead letters in the store, so it sits above both
+ * (a circle otherwise). Access is the caller's to check
+ * (letter_store__may_read, letter_store__may_write).
  */
 #include <errno.h>
 #include <string.h>
 
 #include "engine/dlq.h"
 #include "engine/engine.h"
+#include "engine/letter_store.h"
 #include "engine/outbound.h"
 #include "util/errtext.h"
 #include "util/port.h"
@@ -54,11 +58,6 @@ int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, 
 	id__encode(&dl->id, id);
 	port__log(DLQ_LOG_NOTICE, "dead letter %s redriven to " QFMT " by " QFMT "%s", id, Q(to), Q(client),
 			p ? "" : " (no policy takes that topic: not tracked)");
-	engine__drop_letter(d, l);
+	letter_store__delete(d, l);
 	return 0;
-}
-
-void dlq__delete_letter(struct dlq *d, struct dlq_letter *l)
-{
-	engine__drop_letter(d, l);
 }

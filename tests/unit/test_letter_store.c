@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Unit tests of kept.c and of the engine's dead-letter store, against the
- * fake broker port: every dead letter the broker accepted is kept (named
- * by its dead-letter-id), the bound drops the oldest and counts them, a
- * redrive publishes the letter again (tracked again where a policy takes
- * its topic) and only then lets it go, and a refused publish keeps it.
+ * Unit tests of letter_store.c (and redrive.c), the engine's dead-letter
+ * store, against the fake broker port: every dead letter the broker
+ * accepted is kept (named by its dead-letter-id) and found by it, the
+ * store's bound and a policy's drop the oldest and count them (warned of
+ * once a minute), a delete lets a letter go, and a redrive publishes the
+ * letter again (tracked again where a policy takes its topic) and only
+ * then lets it go, while a refused publish keeps it.
  */
 #include <check.h>
 #include <errno.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "engine/dlq.h"
+#include "engine/letter_store.h"
 #include "engine/outbound.h"
 #include "engine_calls.h"
 #include "fake_port.h"
@@ -24,15 +27,23 @@
 static struct dlq d;
 static bool d_live;
 
-static void start_with(const char *jobs, const char *keep)
+/* Starts the engine with the jobs policy, mail/# and the store's bound
+ * keep; access (NULL: the default, check) is plugin_opt_dead_letter_access. */
+static void start_access(const char *jobs, const char *keep, const char *access)
 {
 	struct dlq_option opts[] = {
 		{"policy", jobs},
 		{"policy", "mail/# max_attempts=1 dead_letter=dead/mail"},
 		{"dead_letter_keep", keep},
+		{"dead_letter_access", access ? access : "check"},
 	};
 	fake_reset();
 	engine_start(&d, &d_live, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
+}
+
+static void start_with(const char *jobs, const char *keep)
+{
+	start_access(jobs, keep, NULL);
 }
 
 static void start(const char *keep)
@@ -54,6 +65,17 @@ static void dead_letter(const char *topic, const char *payload)
 	ck_assert_int_eq(engine_nack(&d, id, "worker", false), DLQ_NACK_DEAD_LETTERED);
 }
 
+/* A text payload of n bytes of c (n at most 2000; the buffer is
+ * shared: one at a time). */
+static const char *payload_of(size_t n, char c)
+{
+	static char buf[2001];
+	ck_assert_uint_lt(n, sizeof(buf));
+	memset(buf, c, n);
+	buf[n] = '\0';
+	return buf;
+}
+
 /* The last publish, which must be a dead letter; its dead-letter-id. */
 static const char *last_letter_id(void)
 {
@@ -68,10 +90,10 @@ static struct dlq_letter *find(const char *text)
 {
 	struct dlq_id id;
 	ck_assert(id__decode(text, strlen(text), &id));
-	return letters__find(&d.letters, &id);
+	return letter_store__find(&d, &id);
 }
 
-START_TEST(every_dead_letter_is_kept_under_its_published_id)
+START_TEST(every_dead_letter_is_kept_and_found_under_its_published_id)
 {
 	start("64MB");
 	dead_letter("jobs/a", "one");
@@ -90,6 +112,18 @@ START_TEST(every_dead_letter_is_kept_under_its_published_id)
 	ck_assert_ptr_eq(d.letters.oldest, l);
 	ck_assert_uint_eq(letters__tally(&d.letters, 0).count, 1);
 	ck_assert_uint_eq(letters__tally(&d.letters, 1).count, 1);
+	/* Deleted: found no more, and not counted as dropped. */
+	uint64_t changes = d.changes;
+	letter_store__delete(&d, l);
+	ck_assert_ptr_null(find(first));
+	ck_assert_uint_eq(d.letters.count, 1);
+	ck_assert_uint_eq(letters__tally(&d.letters, 0).count, 0);
+	ck_assert_uint_gt(d.changes, changes);
+	ck_assert_uint_eq(d.counters.dead_letters_dropped, 0);
+	/* An id never kept. */
+	struct dlq_id none;
+	memset(&none, 0x11, sizeof(none));
+	ck_assert_ptr_null(letter_store__find(&d, &none));
 	stop();
 }
 END_TEST
@@ -97,14 +131,18 @@ END_TEST
 START_TEST(the_bound_drops_the_oldest_and_counts_them)
 {
 	start("4KiB");
-	char payload[1001];
-	memset(payload, 'x', 1000);
-	payload[1000] = '\0';
+	const char *payload = payload_of(1000, 'x');
+	char ids[10][DLQ_ID_LEN + 1];
 	for(int i = 0; i < 10; i++){
 		dead_letter(i % 2 ? "jobs/a" : "mail/b", payload);
+		strcpy(ids[i], last_letter_id());
 	}
 	ck_assert_uint_le(d.letters.bytes, 4096);
 	ck_assert_uint_ge(d.letters.count, 2);
+	/* Those kept are the newest: every older one was dropped. */
+	for(size_t i = 0; i < 10; i++){
+		ck_assert_msg((find(ids[i]) != NULL) == (i >= 10 - d.letters.count), "letter %zu", i);
+	}
 	ck_assert_uint_eq(d.counters.dead_letters, 10);
 	ck_assert_uint_eq(d.counters.dead_letters_dropped + d.letters.count, 10);
 	/* The newest is the one kept last. */
@@ -122,9 +160,7 @@ END_TEST
 START_TEST(a_letter_published_again_makes_no_room)
 {
 	start("4KiB");
-	char payload[1001];
-	memset(payload, 'x', 1000);
-	payload[1000] = '\0';
+	const char *payload = payload_of(1000, 'x');
 	for(int i = 0; i < 3; i++){
 		dead_letter("jobs/a", payload);
 	}
@@ -145,9 +181,7 @@ END_TEST
 START_TEST(a_letter_larger_than_the_store_is_not_kept_but_counted)
 {
 	start("1KiB");
-	char payload[2001];
-	memset(payload, 'y', 2000);
-	payload[2000] = '\0';
+	const char *payload = payload_of(2000, 'y');
 	dead_letter("jobs/a", payload);
 	ck_assert_uint_eq(d.letters.count, 0);
 	ck_assert_uint_eq(d.counters.dead_letters_dropped, 1);
@@ -207,7 +241,7 @@ START_TEST(a_refused_redrive_keeps_the_letter)
 	ck_assert_uint_eq(d.counters.redriven, 0);
 	/* Nothing owed was left behind for the tick to publish. */
 	ck_assert_uint_eq(dlq__owed_count(&d), owed);
-	dlq__delete_letter(&d, l);
+	letter_store__delete(&d, l);
 	ck_assert_uint_eq(d.letters.count, 0);
 	ck_assert_uint_eq(d.letters.bytes, 0);
 	stop();
@@ -217,9 +251,7 @@ END_TEST
 START_TEST(a_policy_bound_drops_only_its_own_oldest)
 {
 	start_with("jobs/# max_attempts=1 dead_letter=dead/jobs dead_letter_keep=3KiB", "64MB");
-	char payload[1001];
-	memset(payload, 'z', 1000);
-	payload[1000] = '\0';
+	const char *payload = payload_of(1000, 'z');
 	for(int i = 0; i < 6; i++){
 		dead_letter("mail/b", payload);
 		dead_letter("jobs/a", payload);
@@ -253,11 +285,60 @@ START_TEST(with_the_store_off_nothing_is_kept_or_named)
 }
 END_TEST
 
-static Suite *kept_suite(void)
+/* ---- the bounds ---- */
+
+static size_t logged_count(const char *text)
 {
-	Suite *s = suite_create("kept");
-	TCase *tc = tcase_create("kept");
-	tcase_add_test(tc, every_dead_letter_is_kept_under_its_published_id);
+	size_t n = 0;
+	for(size_t i = 0; i < fake.log_count; i++) n += strstr(fake.logs[i], text) != NULL;
+	return n;
+}
+
+START_TEST(the_store_full_warning_comes_once_a_minute)
+{
+	start("4KiB");
+	const char *payload = payload_of(1000, 'x');
+	for(int i = 0; i < 8; i++) dead_letter("jobs/a", payload);
+	ck_assert_uint_gt(d.counters.dead_letters_dropped, 1);
+	ck_assert_uint_eq(logged_count("dead-letter store full"), 1);
+	fake.now_ms += 59999;
+	dead_letter("jobs/a", payload);
+	ck_assert_uint_eq(logged_count("dead-letter store full"), 1);
+	fake.now_ms += 1;
+	dead_letter("jobs/a", payload);
+	ck_assert_uint_eq(logged_count("dead-letter store full"), 2);
+	char line[160];
+	snprintf(line, sizeof(line), "(%llu so far)", (unsigned long long)d.counters.dead_letters_dropped);
+	ck_assert(fake_logged(line));
+	stop();
+}
+END_TEST
+
+/* A smaller bound than the letters take (a restart with a smaller
+ * plugin_opt_dead_letter_keep): room for nothing brings the store within
+ * it, oldest first, counted. */
+START_TEST(room_for_nothing_brings_the_store_within_a_smaller_bound)
+{
+	start("64MB");
+	const char *payload = payload_of(1000, 'x');
+	for(int i = 0; i < 5; i++) dead_letter(i % 2 ? "mail/b" : "jobs/a", payload);
+	struct dlq_letter *newest = d.letters.newest;
+	d.letters.max_bytes = 2 * newest->bytes + 1;
+	ck_assert_uint_eq(letter_store__room(&d, 0, -1), 3);
+	ck_assert_uint_eq(d.letters.count, 2);
+	ck_assert_ptr_eq(d.letters.newest, newest);
+	ck_assert_uint_eq(d.counters.dead_letters_dropped, 3);
+	ck_assert_uint_eq(d.policy_counters[0].dead_letters_dropped, 2);
+	ck_assert_uint_eq(d.policy_counters[1].dead_letters_dropped, 1);
+	stop();
+}
+END_TEST
+
+static Suite *letter_store_suite(void)
+{
+	Suite *s = suite_create("letter_store");
+	TCase *tc = tcase_create("letter_store");
+	tcase_add_test(tc, every_dead_letter_is_kept_and_found_under_its_published_id);
 	tcase_add_test(tc, the_bound_drops_the_oldest_and_counts_them);
 	tcase_add_test(tc, a_letter_larger_than_the_store_is_not_kept_but_counted);
 	tcase_add_test(tc, a_redrive_republishes_tracks_and_then_lets_go);
@@ -265,13 +346,15 @@ static Suite *kept_suite(void)
 	tcase_add_test(tc, with_the_store_off_nothing_is_kept_or_named);
 	tcase_add_test(tc, a_policy_bound_drops_only_its_own_oldest);
 	tcase_add_test(tc, a_letter_published_again_makes_no_room);
+	tcase_add_test(tc, the_store_full_warning_comes_once_a_minute);
+	tcase_add_test(tc, room_for_nothing_brings_the_store_within_a_smaller_bound);
 	suite_add_tcase(s, tc);
 	return s;
 }
 
 int main(void)
 {
-	SRunner *sr = srunner_create(kept_suite());
+	SRunner *sr = srunner_create(letter_store_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The dead-letter store's operations (see letter_store.h): what the engine
+ * does with model/letters.h's container, and every walk of it. Beneath the
+ * outbound path, which keeps letters here; every change is noted to the
+ * store port, every log line goes through the broker port.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/letter_store.h"
+#include "model/policy.h"
+#include "store/store_port.h"
+#include "util/errtext.h"
+#include "util/port.h"
+
+/* At most one "store full" warning per this many milliseconds. */
+#define DROP_LOG_INTERVAL_MS 60000
+
+void letter_store__name(struct dlq *d, struct dlq_envelope *e)
+{
+	if(d->letters.max_bytes && idgen__next(&d->idgen, &e->id)) memset(e->id.raw, 0, sizeof(e->id.raw));
+}
+
+struct dlq_letter *letter_store__find(const struct dlq *d, const struct dlq_id *id)
+{
+	return letters__find(&d->letters, id);
+}
+
+void letter_store__delete(struct dlq *d, struct dlq_letter *l)
+{
+	store_port__letter_gone(&d->store, &l->env->id);
+	letters__remove(&d->letters, l);
+	letters__free(l);
+	d->changes++;
+}
+
+/* ---- the bounds ---- */
+
+/* Counts a kept letter dropped for the store's bound, in the totals and
+ * in the counters of the policy with index i (-1: none). */
+static void count_dropped(struct dlq *d, long i)
+{
+	d->counters.dead_letters_dropped++;
+	if(i >= 0 && (size_t)i < d->cfg.policies.count && d->policy_counters) d->policy_counters[i].dead_letters_dropped++;
+}
+
+/* The policy's own bound (dead_letter_keep=), or the store's. */
+static uint64_t policy_keep(const struct dlq *d, long policy)
+{
+	if(policy < 0 || (size_t)policy >= d->cfg.policies.count) return d->letters.max_bytes;
+	uint64_t own = d->cfg.policies.items[policy].dead_letter_keep;
+	return own < d->letters.max_bytes ? own : d->letters.max_bytes;
+}
+
+unsigned letter_store__room(struct dlq *d, size_t bytes, long policy)
+{
+	struct dlq_letters *s = &d->letters;
+	unsigned dropped = 0;
+	uint64_t own = policy_keep(d, policy);
+	if(bytes > own){
+		/* Larger than its policy's or the whole store's bound: not
+		 * kept, and counted as dropped. */
+		count_dropped(d, policy);
+		dropped++;
+	}else{
+		/* The policy's own bound first: its own oldest go. */
+		struct dlq_letter *l;
+		while(own < s->max_bytes && letters__tally(s, (size_t)policy).bytes + bytes > own
+				&& (l = letters__oldest_of(s, (size_t)policy)) != NULL){
+			count_dropped(d, policy);
+			letter_store__delete(d, l);
+			dropped++;
+		}
+		while(letters__over(s, bytes) && s->oldest){
+			count_dropped(d, s->oldest->policy);
+			letter_store__delete(d, s->oldest);
+			dropped++;
+		}
+	}
+	uint64_t now = port__now_ms();
+	if(dropped && (d->last_letter_drop_log_ms == 0 || now - d->last_letter_drop_log_ms >= DROP_LOG_INTERVAL_MS)){
+		d->last_letter_drop_log_ms = now;
+		port__log(DLQ_LOG_WARNING, "dead-letter store full (plugin_opt_dead_letter_keep %" PRIu64 "): dropped the oldest "
+				"kept dead letters (%" PRIu64 " so far)", s->max_bytes, d->counters.dead_letters_dropped);
+	}
+	return dropped;
+}
+
+void letter_store__keep(struct dlq *d, const struct dlq_envelope *e)
+{
+	if(d->letters.max_bytes == 0) return;
+	if(!id__is_zero(&e->id) && letters__find(&d->letters, &e->id)) return;
+	struct dlq_envelope *copy = envelope__copy(e);
+	/* Made before the store named its letters (an older state file), or
+	 * the random source failed then: named now, or not kept. */
+	if(copy && id__is_zero(&copy->id) && idgen__next(&d->idgen, &copy->id)){
+		envelope__free(copy);
+		port__log(DLQ_LOG_ERR, "the dead letter on " QFMT " was published but is not kept: the random source failed "
+				"(no id for it)", Q(e->topic));
+		return;
+	}
+	struct dlq_letter *l;
+	if(copy){
+		size_t bytes = letters__bytes_of(copy);
+		long policy = policy__index_in(&d->cfg.policies, e->policy);
+		letter_store__room(d, bytes, policy);
+		if(bytes > policy_keep(d, policy)){
+			envelope__free(copy);
+			return;
+		}
+	}
+	if(copy == NULL || letters__adopt(&d->letters, copy, &d->cfg.policies, &l)){
+		port__log(DLQ_LOG_ERR, "out of memory: the dead letter on " QFMT " was published but is not kept", Q(e->topic));
+		return;
+	}
+	store_port__letter(&d->store, l);
+	d->changes++;
+}
