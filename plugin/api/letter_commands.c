@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * The dead-letter store's commands (see letter_commands.h). A letter a
- * client may not read is, for that client, not there in a list, and named
- * as not permitted when it asks for it by id. Every answer is bounded: a
- * page holds at most DLQ_MAX_LIST_LIMIT letters and ends early near
- * DLQ_MAX_LIST_REPLY_BYTES; a payload is cut at DLQ_MAX_LETTER_PAYLOAD_REPLY.
+ * The dead-letter store's commands (see letter_commands.h): a command's
+ * members checked and turned into a call of the store
+ * (engine/letter_store.h, engine/dlq.h's redrive), and its results into
+ * the reply's JSON. A letter a client may not read is, for that client,
+ * not there in a list, and named as not permitted when it asks for it by
+ * id. Every answer is bounded: a page holds at most DLQ_MAX_LIST_LIMIT
+ * letters and ends early near DLQ_MAX_LIST_REPLY_BYTES (the store's walk);
+ * a payload is cut at DLQ_MAX_LETTER_PAYLOAD_REPLY (letter_view).
  */
 #include <errno.h>
 #include <math.h>
@@ -14,11 +17,8 @@
 #include <time.h>
 
 #include "api/letter_commands.h"
-#include "engine/engine.h" /* until the store module takes the walk (issue 37) */
 #include "api/letter_view.h"
-#include "config/config.h"
 #include "engine/letter_store.h"
-#include "model/letters.h"
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
 #include "util/id.h"
@@ -37,23 +37,6 @@ bool letter_commands__is(const char *name)
 		if(!strcmp(name, names[i])) return true;
 	}
 	return false;
-}
-
-/* ---- access ---- */
-
-static bool may_read(const struct dlq *d, const struct letter_asker *req, const struct dlq_letter *l)
-{
-	if(d->cfg.dead_letter_access == DLQ_LETTER_ACCESS_CONTROL) return true;
-	const struct dlq_envelope *e = l->env;
-	return req->may_read(req->ctx, e->topic, e->payload, e->payload_len, envelope__qos(e)) == 0;
-}
-
-static bool may_write(const struct dlq *d, const struct letter_asker *req, const struct dlq_letter *l,
-		const char *topic)
-{
-	if(d->cfg.dead_letter_access == DLQ_LETTER_ACCESS_CONTROL) return true;
-	const struct dlq_envelope *e = l->env;
-	return req->may_write(req->ctx, topic, e->payload, e->payload_len, e->qos) == 0;
 }
 
 /* ---- members ---- */
@@ -151,37 +134,17 @@ static cJSON *object_with_array(const char *name, cJSON **array)
 
 /* ---- listDeadLetters ---- */
 
-struct list_filter {
-	const char *filter;
-	const char *dead_letter;
-	const char *reason;
-	bool since_given, until_given;
-	int64_t since, until;
-};
-
-static bool matches(const struct list_filter *f, const struct dlq_letter *l)
-{
-	const struct dlq_envelope *e = l->env;
-	if(f->filter && strcmp(f->filter, e->filter ? e->filter : "")) return false;
-	if(f->dead_letter && strcmp(f->dead_letter, e->topic)) return false;
-	if(f->reason && (e->reason == NULL || strstr(e->reason, f->reason) == NULL)) return false;
-	if(f->since_given && e->time_ms < f->since) return false;
-	if(f->until_given && e->time_ms > f->until) return false;
-	return true;
-}
-
-static int run_list(struct dlq *d, const struct letter_asker *req, const cJSON *cmd, cJSON **data,
+static int run_list(struct dlq *d, const struct letter_store_asker *who, const cJSON *cmd, cJSON **data,
 		char *err, size_t errlen)
 {
-	bool newest = true;
+	struct letter_store_query q = { .newest_first = true, .limit = DLQ_LIST_DEFAULT_LIMIT };
 	const char *order;
 	if(string_member(cmd, "order", &order, err, errlen)) return EINVAL;
-	if(order && !strcmp(order, "oldest")) newest = false;
+	if(order && !strcmp(order, "oldest")) q.newest_first = false;
 	else if(order && strcmp(order, "newest")){
 		errtext__set(err, errlen, "\"order\" must be \"newest\" or \"oldest\"");
 		return EINVAL;
 	}
-	long limit = DLQ_LIST_DEFAULT_LIMIT;
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cmd, "limit");
 	if(v && !cJSON_IsNull(v)){
 		if(!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1
@@ -189,69 +152,39 @@ static int run_list(struct dlq *d, const struct letter_asker *req, const cJSON *
 			errtext__set(err, errlen, "\"limit\" must be a whole number from 1 to %d", DLQ_MAX_LIST_LIMIT);
 			return EINVAL;
 		}
-		limit = (long)v->valuedouble;
+		q.limit = (size_t)v->valuedouble;
 	}
-	bool cursor_given = false;
-	uint64_t cursor = 0;
 	v = cJSON_GetObjectItemCaseSensitive(cmd, "cursor");
 	if(v && !cJSON_IsNull(v)){
 		if(!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 9.0e15){
 			errtext__set(err, errlen, "\"cursor\" must be the \"next\" number of an earlier page");
 			return EINVAL;
 		}
-		cursor_given = true;
-		cursor = (uint64_t)v->valuedouble;
+		q.cursor_given = true;
+		q.cursor = (uint64_t)v->valuedouble;
 	}
-	struct list_filter f = {0};
-	if(string_member(cmd, "filter", &f.filter, err, errlen) || string_member(cmd, "deadLetter", &f.dead_letter, err, errlen)
-			|| string_member(cmd, "reason", &f.reason, err, errlen)
-			|| time_member(cmd, "since", &f.since_given, &f.since, err, errlen)
-			|| time_member(cmd, "until", &f.until_given, &f.until, err, errlen)){
+	if(string_member(cmd, "filter", &q.filter, err, errlen) || string_member(cmd, "deadLetter", &q.dead_letter, err, errlen)
+			|| string_member(cmd, "reason", &q.reason, err, errlen)
+			|| time_member(cmd, "since", &q.since_given, &q.since, err, errlen)
+			|| time_member(cmd, "until", &q.until_given, &q.until, err, errlen)){
 		return EINVAL;
 	}
 
+	struct letter_store_page page;
+	letter_store__list(d, &q, who, &page);
 	cJSON *list;
 	cJSON *o = object_with_array("letters", &list);
 	if(o == NULL) return ENOMEM;
-	/* "matched" is counted on a first page only (a walk of every letter,
-	 * an access check each): a later page costs its own letters, starting
-	 * where the last page ended when that is its cursor. */
-	size_t matched = 0, shown = 0, bytes = 0;
-	bool more = false;
-	struct dlq_letter *last = NULL;
-	struct dlq_letter *l = newest ? d->letters.newest : d->letters.oldest;
-	if(cursor_given){
-		struct dlq_letter *end = d->letters.page_end;
-		if(end && end->order == cursor){
-			l = newest ? end->older : end->newer;
-		}else{
-			while(l && (newest ? l->order >= cursor : l->order <= cursor)) l = newest ? l->older : l->newer;
-		}
-	}
-	for(; l; l = newest ? l->older : l->newer){
-		if(!matches(&f, l) || !may_read(d, req, l)) continue;
-		if(!cursor_given) matched++;
-		if(more) continue;
-		if(shown == (size_t)limit || bytes > DLQ_MAX_LIST_REPLY_BYTES - 2 * 65536){
-			more = true;
-			if(cursor_given) break;
-			continue;
-		}
-		cJSON *s = letter_view__summary(l);
+	for(size_t i = 0; i < page.count; i++){
+		cJSON *s = letter_view__summary(page.letters[i]);
 		if(s == NULL || !cJSON_AddItemToArray(list, s)){
 			cJSON_Delete(s);
 			cJSON_Delete(o);
 			return ENOMEM;
 		}
-		/* What the entry's texts take, the reply's size told ahead. */
-		const struct dlq_envelope *e = l->env;
-		bytes += 300 + strlen(e->topic) + strlen(e->origin_topic) + (e->reason ? strlen(e->reason) * 2 : 0)
-				+ (e->client ? strlen(e->client) : 0) + (e->filter ? strlen(e->filter) : 0);
-		shown++;
-		last = l;
 	}
-	if(more) d->letters.page_end = last;
-	if((!cursor_given && !add_num(o, "matched", (double)matched)) || (more && !add_num(o, "next", (double)last->order))){
+	/* "matched" on a first page only (the store counts it there). */
+	if((!q.cursor_given && !add_num(o, "matched", (double)page.matched)) || (page.more && !add_num(o, "next", (double)page.next))){
 		cJSON_Delete(o);
 		return ENOMEM;
 	}
@@ -261,7 +194,7 @@ static int run_list(struct dlq *d, const struct letter_asker *req, const cJSON *
 
 /* ---- by id ---- */
 
-static int run_get(struct dlq *d, const struct letter_asker *req, const cJSON *cmd, cJSON **data,
+static int run_get(struct dlq *d, const struct letter_store_asker *who, const cJSON *cmd, cJSON **data,
 		char *err, size_t errlen)
 {
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(cmd, "id");
@@ -274,7 +207,7 @@ static int run_get(struct dlq *d, const struct letter_asker *req, const cJSON *c
 		errtext__set(err, errlen, UNKNOWN_ID);
 		return EINVAL;
 	}
-	if(!may_read(d, req, l)){
+	if(!letter_store__may_read(d, who, l)){
 		errtext__set(err, errlen, "not permitted: this client may not read " QFMT, Q(l->env->topic));
 		return EINVAL;
 	}
@@ -322,7 +255,7 @@ static cJSON *result_entry(cJSON *results, const char *id, const char *result, c
 	return r;
 }
 
-static int run_by_ids(struct dlq *d, const struct letter_asker *req, const cJSON *cmd, bool redrive,
+static int run_by_ids(struct dlq *d, const struct letter_store_asker *who, const cJSON *cmd, bool redrive,
 		cJSON **data, char *err, size_t errlen)
 {
 	const cJSON *ids;
@@ -347,17 +280,17 @@ static int run_by_ids(struct dlq *d, const struct letter_asker *req, const cJSON
 		cJSON *r;
 		if(l == NULL){
 			r = result_entry(results, id->valuestring, NULL, UNKNOWN_ID);
-		}else if(!may_read(d, req, l)){
+		}else if(!letter_store__may_read(d, who, l)){
 			errtext__set(msg, sizeof(msg), "not permitted: this client may not read " QFMT, Q(l->env->topic));
 			r = result_entry(results, id->valuestring, NULL, msg);
-		}else if(redrive && !may_write(d, req, l, to)){
+		}else if(redrive && !letter_store__may_write(d, who, l, to)){
 			errtext__set(msg, sizeof(msg), "not permitted: this client may not write " QFMT, Q(to));
 			r = result_entry(results, id->valuestring, NULL, msg);
 		}else if(redrive){
 			/* The target is copied: the letter, where it may point, goes. */
 			char *target = errtext__dup_range(to, strlen(to));
 			struct dlq_redrive_result res;
-			int rc = target ? dlq__redrive_letter(d, l, target, req->client, &res) : ENOMEM;
+			int rc = target ? dlq__redrive_letter(d, l, target, who->client, &res) : ENOMEM;
 			if(rc){
 				errtext__set(msg, sizeof(msg), "publish failed: %s; the letter is kept",
 						rc == EIO ? "the random source failed (no dlq-id)" : strerror(rc));
@@ -381,7 +314,7 @@ static int run_by_ids(struct dlq *d, const struct letter_asker *req, const cJSON
 	return 0;
 }
 
-static int run_purge(struct dlq *d, const struct letter_asker *req, const cJSON *cmd, cJSON **data,
+static int run_purge(struct dlq *d, const struct letter_store_asker *who, const cJSON *cmd, cJSON **data,
 		char *err, size_t errlen)
 {
 	const char *filter;
@@ -391,19 +324,8 @@ static int run_purge(struct dlq *d, const struct letter_asker *req, const cJSON 
 		errtext__set(err, errlen, "missing \"filter\" (a policy filter) or \"all\": true");
 		return EINVAL;
 	}
-	size_t purged = 0, refused = 0;
-	for(struct dlq_letter *l = d->letters.oldest; l;){
-		struct dlq_letter *next = l->newer;
-		if(filter == NULL || (l->env->filter && !strcmp(l->env->filter, filter))){
-			if(may_read(d, req, l)){
-				letter_store__delete(d, l);
-				purged++;
-			}else{
-				refused++;
-			}
-		}
-		l = next;
-	}
+	size_t purged, refused;
+	letter_store__purge(d, who, filter, &purged, &refused);
 	cJSON *o = cJSON_CreateObject();
 	if(o == NULL || !add_num(o, "purged", (double)purged) || !add_num(o, "notPermitted", (double)refused)){
 		cJSON_Delete(o);
@@ -417,18 +339,23 @@ int letter_commands__run(struct dlq *d, const struct letter_asker *req, const ch
 		cJSON **data, char *err, size_t errlen)
 {
 	*data = NULL;
-	if(d->letters.max_bytes == 0){
+	const struct letter_store_asker who = {
+		.client = req->client, .may_read = req->may_read, .may_write = req->may_write, .ctx = req->ctx,
+	};
+	switch(letter_store__refusal(d, &who)){
+	case LETTER_STORE_OFF:
 		errtext__set(err, errlen, "the dead-letter store is off (plugin_opt_dead_letter_keep 0)");
 		return EINVAL;
-	}
-	if(d->cfg.dead_letter_access == DLQ_LETTER_ACCESS_CHECK && (req->may_read == NULL || req->may_write == NULL)){
+	case LETTER_STORE_UNCHECKED:
 		errtext__set(err, errlen, "this broker does not export mosquitto_acl_check: set plugin_opt_dead_letter_access "
 				"control to let every client that may publish to " DLQ_CONTROL_TOPIC " use the dead-letter store");
 		return EINVAL;
+	case LETTER_STORE_OPEN:
+		break;
 	}
-	if(!strcmp(name, DLQ_COMMAND_LIST_DEAD_LETTERS)) return run_list(d, req, cmd, data, err, errlen);
-	if(!strcmp(name, DLQ_COMMAND_GET_DEAD_LETTER)) return run_get(d, req, cmd, data, err, errlen);
-	if(!strcmp(name, DLQ_COMMAND_REDRIVE_DEAD_LETTERS)) return run_by_ids(d, req, cmd, true, data, err, errlen);
-	if(!strcmp(name, DLQ_COMMAND_DELETE_DEAD_LETTERS)) return run_by_ids(d, req, cmd, false, data, err, errlen);
-	return run_purge(d, req, cmd, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_LIST_DEAD_LETTERS)) return run_list(d, &who, cmd, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_GET_DEAD_LETTER)) return run_get(d, &who, cmd, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_REDRIVE_DEAD_LETTERS)) return run_by_ids(d, &who, cmd, true, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_DELETE_DEAD_LETTERS)) return run_by_ids(d, &who, cmd, false, data, err, errlen);
+	return run_purge(d, &who, cmd, data, err, errlen);
 }

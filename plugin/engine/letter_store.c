@@ -118,3 +118,106 @@ void letter_store__keep(struct dlq *d, const struct dlq_envelope *e)
 	store_port__letter(&d->store, l);
 	d->changes++;
 }
+
+/* ---- access ---- */
+
+enum letter_store_refusal letter_store__refusal(const struct dlq *d, const struct letter_store_asker *who)
+{
+	if(d->letters.max_bytes == 0) return LETTER_STORE_OFF;
+	if(d->cfg.dead_letter_access == DLQ_LETTER_ACCESS_CHECK && (who->may_read == NULL || who->may_write == NULL)){
+		return LETTER_STORE_UNCHECKED;
+	}
+	return LETTER_STORE_OPEN;
+}
+
+bool letter_store__may_read(const struct dlq *d, const struct letter_store_asker *who, const struct dlq_letter *l)
+{
+	if(d->cfg.dead_letter_access == DLQ_LETTER_ACCESS_CONTROL) return true;
+	const struct dlq_envelope *e = l->env;
+	return who->may_read(who->ctx, e->topic, e->payload, e->payload_len, envelope__qos(e)) == 0;
+}
+
+bool letter_store__may_write(const struct dlq *d, const struct letter_store_asker *who, const struct dlq_letter *l,
+		const char *topic)
+{
+	if(d->cfg.dead_letter_access == DLQ_LETTER_ACCESS_CONTROL) return true;
+	const struct dlq_envelope *e = l->env;
+	return who->may_write(who->ctx, topic, e->payload, e->payload_len, e->qos) == 0;
+}
+
+/* ---- walks ---- */
+
+static bool matches(const struct letter_store_query *q, const struct dlq_letter *l)
+{
+	const struct dlq_envelope *e = l->env;
+	if(q->filter && strcmp(q->filter, e->filter ? e->filter : "")) return false;
+	if(q->dead_letter && strcmp(q->dead_letter, e->topic)) return false;
+	if(q->reason && (e->reason == NULL || strstr(e->reason, q->reason) == NULL)) return false;
+	if(q->since_given && e->time_ms < q->since) return false;
+	if(q->until_given && e->time_ms > q->until) return false;
+	return true;
+}
+
+void letter_store__list(struct dlq *d, const struct letter_store_query *q, const struct letter_store_asker *who,
+		struct letter_store_page *page)
+{
+	page->count = 0;
+	page->matched = 0;
+	page->more = false;
+	page->next = 0;
+	bool newest = q->newest_first;
+	size_t limit = q->limit < DLQ_MAX_LIST_LIMIT ? q->limit : DLQ_MAX_LIST_LIMIT;
+	/* "matched" is counted on a first page only (a walk of every letter,
+	 * an access check each): a later page costs its own letters, starting
+	 * where the last page ended when that is its cursor. */
+	size_t bytes = 0;
+	struct dlq_letter *last = NULL;
+	struct dlq_letter *l = newest ? d->letters.newest : d->letters.oldest;
+	if(q->cursor_given){
+		struct dlq_letter *end = d->letters.page_end;
+		if(end && end->order == q->cursor){
+			l = newest ? end->older : end->newer;
+		}else{
+			while(l && (newest ? l->order >= q->cursor : l->order <= q->cursor)) l = newest ? l->older : l->newer;
+		}
+	}
+	for(; l; l = newest ? l->older : l->newer){
+		if(!matches(q, l) || !letter_store__may_read(d, who, l)) continue;
+		if(!q->cursor_given) page->matched++;
+		if(page->more) continue;
+		if(page->count == limit || bytes > DLQ_MAX_LIST_REPLY_BYTES - 2 * 65536){
+			page->more = true;
+			if(q->cursor_given) break;
+			continue;
+		}
+		page->letters[page->count++] = l;
+		/* What the entry's texts take in a reply, its size told ahead. */
+		const struct dlq_envelope *e = l->env;
+		bytes += 300 + strlen(e->topic) + strlen(e->origin_topic) + (e->reason ? strlen(e->reason) * 2 : 0)
+				+ (e->client ? strlen(e->client) : 0) + (e->filter ? strlen(e->filter) : 0);
+		last = l;
+	}
+	if(page->more){
+		/* The next page starts here (forgotten when it leaves). */
+		d->letters.page_end = last;
+		page->next = last->order;
+	}
+}
+
+void letter_store__purge(struct dlq *d, const struct letter_store_asker *who, const char *filter, size_t *purged,
+		size_t *refused)
+{
+	*purged = *refused = 0;
+	for(struct dlq_letter *l = d->letters.oldest; l;){
+		struct dlq_letter *next = l->newer;
+		if(filter == NULL || (l->env->filter && !strcmp(l->env->filter, filter))){
+			if(letter_store__may_read(d, who, l)){
+				letter_store__delete(d, l);
+				(*purged)++;
+			}else{
+				(*refused)++;
+			}
+		}
+		l = next;
+	}
+}

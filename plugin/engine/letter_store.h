@@ -4,11 +4,12 @@
  * of model/letters.h: a dead letter named when it is made, kept once the
  * broker accepted it, the bounds (the store's, a policy's) held by dropping
  * the oldest (counted, and warned of at most once a minute), a letter found
- * by id, a letter deleted. The outbound path keeps letters through it,
- * start-up bounds the restored ones, api/ finds and deletes through it; a
- * redrive, which publishes, is above the outbound path (redrive.c). It
- * calls nothing of the engine's but the ports. It needs no view of struct
- * dlq to be included.
+ * by id, a page of letters listed with filters and a cursor, a letter
+ * deleted, a policy's letters purged, and who may read or redrive a letter.
+ * The outbound path keeps letters through it, start-up bounds the restored
+ * ones, api/ lists, gets and deletes through it; a redrive, which publishes,
+ * is above the outbound path (redrive.c). It calls nothing of the engine's
+ * but the ports. It needs no view of struct dlq to be included.
  */
 #ifndef DLQ_LETTER_STORE_H
 #define DLQ_LETTER_STORE_H
@@ -19,9 +20,49 @@
 
 #include "model/envelope.h"
 #include "model/letters.h"
+#include "mosquitto_dlq.h"
 #include "util/id.h"
 
 struct dlq;
+
+/* Who asks for the store's letters: the client and the broker's access
+ * answers for it (engine.h's dlq_may_read_fn: 0 allowed). Consulted only
+ * with plugin_opt_dead_letter_access check. */
+struct letter_store_asker {
+	const char *client; /* borrowed */
+	int (*may_read)(void *ctx, const char *topic, const void *payload, uint32_t payload_len, uint8_t qos);
+	int (*may_write)(void *ctx, const char *topic, const void *payload, uint32_t payload_len, uint8_t qos);
+	void *ctx;          /* for both */
+};
+
+/* Why the store does not answer an asker (letter_store__refusal). */
+enum letter_store_refusal {
+	LETTER_STORE_OPEN = 0,
+	LETTER_STORE_OFF,       /* plugin_opt_dead_letter_keep 0: nothing is kept */
+	LETTER_STORE_UNCHECKED, /* access check asked for, and the broker cannot check (no callbacks) */
+};
+
+/* Which letters a list shows, in which order, from where. */
+struct letter_store_query {
+	const char *filter;      /* borrowed; NULL: any, else the letter's policy filter exactly */
+	const char *dead_letter; /* NULL: any, else the dead-letter topic exactly */
+	const char *reason;      /* NULL: any, else a part of the reason */
+	bool since_given, until_given;
+	int64_t since, until;    /* ms since the epoch, both inclusive */
+	bool newest_first;
+	size_t limit;            /* 1 to DLQ_MAX_LIST_LIMIT */
+	bool cursor_given;       /* a later page: it starts after the letter of order cursor */
+	uint64_t cursor;
+};
+
+/* A page of letters (letter_store__list). */
+struct letter_store_page {
+	const struct dlq_letter *letters[DLQ_MAX_LIST_LIMIT]; /* borrowed, in the order listed */
+	size_t count;
+	size_t matched; /* every letter the query matches that the asker may read; a first page only */
+	bool more;      /* another page follows; its cursor is next */
+	uint64_t next;
+};
 
 /* Draws the id a dead letter just made (e) is kept under in the store
  * (its dead-letter-id), before it is journaled, so that one published
@@ -52,5 +93,28 @@ struct dlq_letter *letter_store__find(const struct dlq *d, const struct dlq_id *
 /* Removes l from the store and frees it, noted to the store port (an
  * operator's delete, a redrive once published, or the bound). */
 void letter_store__delete(struct dlq *d, struct dlq_letter *l);
+
+/* Whether the store answers who at all (LETTER_STORE_OPEN), or why not. */
+enum letter_store_refusal letter_store__refusal(const struct dlq *d, const struct letter_store_asker *who);
+
+/* Whether who may read l (a READ check on its dead-letter topic with its
+ * payload and QoS), and write it to topic (a redrive's target). Always
+ * with plugin_opt_dead_letter_access control. */
+bool letter_store__may_read(const struct dlq *d, const struct letter_store_asker *who, const struct dlq_letter *l);
+bool letter_store__may_write(const struct dlq *d, const struct letter_store_asker *who, const struct dlq_letter *l,
+		const char *topic);
+
+/* Fills page with the letters q matches that who may read: a walk of the
+ * store in q's order, from q's cursor; a page ends after q->limit letters
+ * or near DLQ_MAX_LIST_REPLY_BYTES of reply. A first page counts every
+ * match; a later one stops after its last letter plus one, and starts
+ * where the previous page ended when its cursor is that page's next. */
+void letter_store__list(struct dlq *d, const struct letter_store_query *q, const struct letter_store_asker *who,
+		struct letter_store_page *page);
+
+/* Deletes every letter of the policy filter (NULL: every letter) that who
+ * may read: *purged of them, *refused left for want of permission. */
+void letter_store__purge(struct dlq *d, const struct letter_store_asker *who, const char *filter, size_t *purged,
+		size_t *refused);
 
 #endif

@@ -4,9 +4,11 @@
  * store, against the fake broker port: every dead letter the broker
  * accepted is kept (named by its dead-letter-id) and found by it, the
  * store's bound and a policy's drop the oldest and count them (warned of
- * once a minute), a delete lets a letter go, and a redrive publishes the
- * letter again (tracked again where a policy takes its topic) and only
- * then lets it go, while a refused publish keeps it.
+ * once a minute), a page lists what each filter matches in either order
+ * and follows its cursor, access answers leave letters out, a delete and a
+ * purge let letters go, and a redrive publishes the letter again (tracked
+ * again where a policy takes its topic) and only then lets it go, while a
+ * refused publish keeps it.
  */
 #include <check.h>
 #include <errno.h>
@@ -285,6 +287,244 @@ START_TEST(with_the_store_off_nothing_is_kept_or_named)
 }
 END_TEST
 
+/* ---- find, delete, list, access, purge ---- */
+
+/* The broker's answers for an asker: every letter readable and writable,
+ * but those on dead/mail when ctx points to true. */
+static int answer(void *ctx, const char *topic, const void *payload, uint32_t payload_len, uint8_t qos)
+{
+	(void)payload;
+	(void)payload_len;
+	(void)qos;
+	const bool *deny_mail = ctx;
+	return *deny_mail && !strncmp(topic, "dead/mail", 9) ? 1 : 0;
+}
+
+static bool deny_mail;
+static const struct letter_store_asker operator = {
+	.client = "operator", .may_read = answer, .may_write = answer, .ctx = &deny_mail,
+};
+
+/* A dead letter of topic made at wall-clock time wall. */
+static void dead_letter_at(const char *topic, int64_t wall)
+{
+	fake.wall_ms = wall;
+	dead_letter(topic, "p");
+}
+
+/* The page q lists for the operator. */
+static struct letter_store_page list(const struct letter_store_query *q)
+{
+	struct letter_store_page page;
+	letter_store__list(&d, q, &operator, &page);
+	return page;
+}
+
+/* Five letters listed two at a time, newest first, then three at a time
+ * oldest first: each page follows the last, "matched" only on the first. */
+START_TEST(pages_follow_their_cursor_in_either_order)
+{
+	start("64MB");
+	const char *topics[] = { "jobs/0", "jobs/1", "jobs/2", "jobs/3", "jobs/4" };
+	for(size_t i = 0; i < ARRAY_LEN(topics); i++) dead_letter(topics[i], "p");
+	struct letter_store_query q = { .newest_first = true, .limit = 2 };
+	const char *want_newest[] = { "jobs/4", "jobs/3", "jobs/2", "jobs/1", "jobs/0" };
+	size_t seen = 0;
+	for(int n = 0; n < 3; n++){
+		struct letter_store_page page = list(&q);
+		ck_assert_uint_eq(page.count, n < 2 ? 2 : 1);
+		ck_assert_uint_eq(page.matched, n == 0 ? 5 : 0);
+		ck_assert(page.more == (n < 2));
+		for(size_t i = 0; i < page.count; i++){
+			ck_assert_str_eq(page.letters[i]->env->origin_topic, want_newest[seen++]);
+		}
+		if(page.more) ck_assert_uint_eq(page.next, page.letters[page.count - 1]->order);
+		q.cursor_given = true;
+		q.cursor = page.next;
+	}
+	ck_assert_uint_eq(seen, 5);
+
+	struct letter_store_query o = { .newest_first = false, .limit = 3 };
+	struct letter_store_page first = list(&o);
+	ck_assert_uint_eq(first.count, 3);
+	ck_assert_uint_eq(first.matched, 5);
+	ck_assert(first.more);
+	ck_assert_str_eq(first.letters[0]->env->origin_topic, "jobs/0");
+	ck_assert_str_eq(first.letters[2]->env->origin_topic, "jobs/2");
+	o.cursor_given = true;
+	o.cursor = first.next;
+	struct letter_store_page second = list(&o);
+	ck_assert_uint_eq(second.count, 2);
+	ck_assert(!second.more);
+	ck_assert_str_eq(second.letters[0]->env->origin_topic, "jobs/3");
+	ck_assert_str_eq(second.letters[1]->env->origin_topic, "jobs/4");
+	stop();
+}
+END_TEST
+
+/* The letter a page ended at is deleted before the next page is asked
+ * for: that page still starts after it. */
+START_TEST(a_page_goes_on_after_its_last_letter_left)
+{
+	start("64MB");
+	for(int i = 0; i < 4; i++) dead_letter("jobs/a", "p");
+	struct letter_store_query q = { .newest_first = true, .limit = 2 };
+	struct letter_store_page page = list(&q);
+	ck_assert(page.more);
+	const struct dlq_letter *third = page.letters[1]->older;
+	letter_store__delete(&d, (struct dlq_letter *)page.letters[1]);
+	q.cursor_given = true;
+	q.cursor = page.next;
+	page = list(&q);
+	ck_assert_uint_eq(page.count, 2);
+	ck_assert_ptr_eq(page.letters[0], third);
+	ck_assert_ptr_eq(page.letters[1], d.letters.oldest);
+	ck_assert(!page.more);
+	stop();
+}
+END_TEST
+
+START_TEST(each_filter_narrows_the_page_and_its_count)
+{
+	start("64MB");
+	const int64_t t0 = 1790000000000LL;
+	dead_letter_at("jobs/a", t0);
+	dead_letter_at("mail/b", t0 + 1000);
+	dead_letter_at("jobs/c", t0 + 2000);
+	dead_letter_at("mail/d", t0 + 3000);
+	struct {
+		struct letter_store_query q;
+		size_t matched;
+		const char *first; /* the newest it shows */
+	} cases[] = {
+		{ { .filter = "jobs/#" }, 2, "jobs/c" },
+		{ { .filter = "mail/+" }, 0, NULL },
+		{ { .dead_letter = "dead/mail" }, 2, "mail/d" },
+		{ { .dead_letter = "dead/#" }, 0, NULL },
+		{ { .reason = "(1) reached" }, 4, "mail/d" },
+		{ { .reason = "timed out" }, 0, NULL },
+		{ { .since_given = true, .since = t0 + 1000 }, 3, "mail/d" },
+		{ { .until_given = true, .until = t0 + 1000 }, 2, "mail/b" },
+		{ { .since_given = true, .since = t0 + 1000, .until_given = true, .until = t0 + 2000 }, 2, "jobs/c" },
+		{ { .filter = "jobs/#", .since_given = true, .since = t0 + 1 }, 1, "jobs/c" },
+	};
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
+		cases[i].q.newest_first = true;
+		cases[i].q.limit = DLQ_MAX_LIST_LIMIT;
+		struct letter_store_page page = list(&cases[i].q);
+		ck_assert_msg(page.matched == cases[i].matched, "case %zu: %zu matched, expected %zu", i, page.matched,
+				cases[i].matched);
+		ck_assert_uint_eq(page.count, cases[i].matched);
+		ck_assert(!page.more);
+		if(cases[i].first) ck_assert_str_eq(page.letters[0]->env->origin_topic, cases[i].first);
+	}
+	stop();
+}
+END_TEST
+
+/* Letters whose texts are large end a page before its limit, near the
+ * reply's bound. */
+START_TEST(a_page_ends_early_near_the_reply_bound)
+{
+	start("64MB");
+	static char topic[40006];
+	memcpy(topic, "jobs/", 5);
+	memset(topic + 5, 'x', 40000);
+	topic[40005] = '\0';
+	for(int i = 0; i < 6; i++) dead_letter(topic, "p");
+	struct letter_store_query q = { .newest_first = true, .limit = DLQ_MAX_LIST_LIMIT };
+	struct letter_store_page page = list(&q);
+	/* About 40 KB an entry: the fourth passes half the bound. */
+	ck_assert_uint_eq(page.count, 4);
+	ck_assert(page.more);
+	ck_assert_uint_eq(page.matched, 6);
+	q.cursor_given = true;
+	q.cursor = page.next;
+	page = list(&q);
+	ck_assert_uint_eq(page.count, 2);
+	ck_assert(!page.more);
+	stop();
+}
+END_TEST
+
+START_TEST(what_the_asker_may_not_read_is_left_out)
+{
+	start("64MB");
+	dead_letter("jobs/a", "p");
+	dead_letter("mail/b", "p");
+	dead_letter("jobs/c", "p");
+	dead_letter("mail/d", "p");
+	deny_mail = true;
+	ck_assert_int_eq(letter_store__refusal(&d, &operator), LETTER_STORE_OPEN);
+	struct letter_store_query q = { .newest_first = true, .limit = DLQ_MAX_LIST_LIMIT };
+	struct letter_store_page page = list(&q);
+	ck_assert_uint_eq(page.matched, 2);
+	ck_assert_uint_eq(page.count, 2);
+	ck_assert_str_eq(page.letters[0]->env->origin_topic, "jobs/c");
+	ck_assert_str_eq(page.letters[1]->env->origin_topic, "jobs/a");
+	ck_assert(!letter_store__may_read(&d, &operator, d.letters.newest));
+	ck_assert(letter_store__may_read(&d, &operator, d.letters.oldest));
+	ck_assert(letter_store__may_write(&d, &operator, d.letters.oldest, "jobs/again"));
+	ck_assert(!letter_store__may_write(&d, &operator, d.letters.oldest, "dead/mail/x"));
+	/* A purge of everything takes only what the asker may read. */
+	size_t purged, refused;
+	letter_store__purge(&d, &operator, NULL, &purged, &refused);
+	ck_assert_uint_eq(purged, 2);
+	ck_assert_uint_eq(refused, 2);
+	ck_assert_uint_eq(d.letters.count, 2);
+	ck_assert_str_eq(d.letters.oldest->env->topic, "dead/mail");
+	ck_assert_str_eq(d.letters.newest->env->topic, "dead/mail");
+	deny_mail = false;
+	stop();
+}
+END_TEST
+
+START_TEST(a_purge_takes_one_policys_letters)
+{
+	start("64MB");
+	dead_letter("jobs/a", "p");
+	dead_letter("mail/b", "p");
+	dead_letter("jobs/c", "p");
+	size_t purged, refused;
+	letter_store__purge(&d, &operator, "jobs/#", &purged, &refused);
+	ck_assert_uint_eq(purged, 2);
+	ck_assert_uint_eq(refused, 0);
+	ck_assert_uint_eq(d.letters.count, 1);
+	ck_assert_str_eq(d.letters.oldest->env->origin_topic, "mail/b");
+	ck_assert_uint_eq(letters__tally(&d.letters, 0).count, 0);
+	ck_assert_uint_eq(d.counters.dead_letters_dropped, 0);
+	stop();
+}
+END_TEST
+
+/* With plugin_opt_dead_letter_access control nobody is asked; with check
+ * the broker must be able to answer; with the store off nobody is
+ * answered. */
+START_TEST(who_the_store_answers)
+{
+	const struct letter_store_asker unchecked = { .client = "operator" };
+	start_access("jobs/# max_attempts=1 dead_letter=dead/jobs", "64MB", "control");
+	dead_letter("mail/b", "p");
+	deny_mail = true;
+	ck_assert_int_eq(letter_store__refusal(&d, &unchecked), LETTER_STORE_OPEN);
+	ck_assert(letter_store__may_read(&d, &operator, d.letters.newest));
+	ck_assert(letter_store__may_write(&d, &operator, d.letters.newest, "dead/mail/x"));
+	struct letter_store_query q = { .limit = 10 };
+	ck_assert_uint_eq(list(&q).matched, 1);
+	deny_mail = false;
+	stop();
+
+	start("64MB");
+	ck_assert_int_eq(letter_store__refusal(&d, &unchecked), LETTER_STORE_UNCHECKED);
+	ck_assert_int_eq(letter_store__refusal(&d, &operator), LETTER_STORE_OPEN);
+	stop();
+
+	start("0");
+	ck_assert_int_eq(letter_store__refusal(&d, &operator), LETTER_STORE_OFF);
+	stop();
+}
+END_TEST
+
 /* ---- the bounds ---- */
 
 static size_t logged_count(const char *text)
@@ -346,6 +586,13 @@ static Suite *letter_store_suite(void)
 	tcase_add_test(tc, with_the_store_off_nothing_is_kept_or_named);
 	tcase_add_test(tc, a_policy_bound_drops_only_its_own_oldest);
 	tcase_add_test(tc, a_letter_published_again_makes_no_room);
+	tcase_add_test(tc, pages_follow_their_cursor_in_either_order);
+	tcase_add_test(tc, a_page_goes_on_after_its_last_letter_left);
+	tcase_add_test(tc, each_filter_narrows_the_page_and_its_count);
+	tcase_add_test(tc, a_page_ends_early_near_the_reply_bound);
+	tcase_add_test(tc, what_the_asker_may_not_read_is_left_out);
+	tcase_add_test(tc, a_purge_takes_one_policys_letters);
+	tcase_add_test(tc, who_the_store_answers);
 	tcase_add_test(tc, the_store_full_warning_comes_once_a_minute);
 	tcase_add_test(tc, room_for_nothing_brings_the_store_within_a_smaller_bound);
 	suite_add_tcase(s, tc);
