@@ -191,7 +191,7 @@ struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const cha
 	}
 	pt.reason = reason;
 	/* No id yet: a dead letter's is its name in the dead-letter store,
-	 * drawn by the engine (engine__name_letter). */
+	 * drawn by the engine (letter_store__name). */
 	static const struct dlq_id unnamed;
 	return from_record(DLQ_ENV_DEAD_LETTER, &pt, r, &unnamed, now_ms);
 }
@@ -214,7 +214,7 @@ struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *
 	struct dlq_envelope *e = envelope_new(DLQ_ENV_DEAD_LETTER, &pt);
 	if(e == NULL) return NULL;
 	/* Not the copy's dlq-id: a dead letter's id is its name in the
-	 * dead-letter store, drawn by the engine (engine__name_letter). */
+	 * dead-letter store, drawn by the engine (letter_store__name). */
 	memset(e->id.raw, 0, sizeof(e->id.raw));
 	e->origin_id = c->origin_id;
 	e->time_ms = now_ms;
@@ -324,7 +324,7 @@ void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *ou
 
 	if(e->kind == DLQ_ENV_RETRY_COPY){
 		/* A copy no policy tracks (a dead letter redriven to a topic no
-		 * policy takes, engine/kept.c) has no id to NACK it by. */
+		 * policy takes, engine/redrive.c) has no id to NACK it by. */
 		id__encode(&e->id, out->id);
 		if(!id__is_zero(&e->id)) add_prop(out, DLQ_PROP_ID, out->id);
 		add_prop(out, DLQ_PROP_RETRY_COUNT, out->retry_count);

@@ -53,7 +53,7 @@ struct dlq_envelope {
 	uint64_t broker_saves;      /* taken by the broker: its database saves seen by then (unsaved.h) */
 	bool target_persists;       /* the target client's session outlives its connection */
 	bool recorded;              /* retry copies: its ledger record was made */
-	bool redriven;              /* a kept dead letter published again (engine/kept.c): counted as such */
+	bool redriven;              /* a kept dead letter published again (engine/redrive.c): counted as such */
 	bool final;                 /* dead letters: made by a final NACK (dead-letter-final) */
 	bool target_settles;        /* targeted retry copies: the target reads dlq-ids (MQTT v5), so its delivery
 	                               of the copy is held to the policy's ack_timeout */

@@ -5,11 +5,12 @@
  * client, filter, time, retry-count) until an operator takes it, so that
  * one made before anybody subscribed to the dead-letter topic is not lost.
  * Kept in the order they were made, found by their id (the envelope's id,
- * published as dead-letter-id), and bounded (max_bytes): the engine drops
- * the oldest to make room (letters__oldest, letters__remove) and counts
- * it. Per-policy tallies are by the index of the letter's filter in the
- * current policy table, found again after a reload (letters__retable).
- * The letters hold no policy pointer: a reload may free the table.
+ * published as dead-letter-id), and bounded (max_bytes): the engine's
+ * store (engine/letter_store.c) drops the oldest to make room
+ * (letters__oldest_of, letters__remove) and counts it. Per-policy
+ * tallies are by the index of the letter's filter in the current policy
+ * table, found again after a reload (letters__retable). The letters hold
+ * no policy pointer: a reload may free the table.
  */
 #ifndef DLQ_LETTERS_H
 #define DLQ_LETTERS_H
@@ -50,9 +51,9 @@ struct dlq_letters {
 	struct dlq_letter *newest;
 	struct dlq_letter_tally *per; /* owned: by policy index of the current table */
 	size_t per_count;
-	/* Borrowed: the letter the last list page ended at (api/), so that
-	 * the next page starts there instead of walking to its cursor; NULL
-	 * once it leaves the store. */
+	/* Borrowed: the letter the last list page ended at
+	 * (engine/letter_store.c), so that the next page starts there instead
+	 * of walking to its cursor; NULL once it leaves the store. */
 	struct dlq_letter *page_end;
 };
 
