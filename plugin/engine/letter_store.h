@@ -9,7 +9,7 @@
  * The outbound path keeps letters through it, start-up bounds the restored
  * ones, api/ lists, gets and deletes through it; a redrive, which publishes,
  * is above the outbound path (redrive.c). It calls nothing of the engine's
- * but the ports. It needs no view of struct dlq to be included.
+ * but the ports. It needs no view of struct dlq (engine.h) to be included.
  */
 #ifndef DLQ_LETTER_STORE_H
 #define DLQ_LETTER_STORE_H
@@ -18,21 +18,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/dlq.h"
 #include "model/envelope.h"
 #include "model/letters.h"
 #include "mosquitto_dlq.h"
 #include "util/id.h"
 
-struct dlq;
-
 /* Who asks for the store's letters: the client and the broker's access
- * answers for it (engine.h's dlq_may_read_fn: 0 allowed). Consulted only
- * with plugin_opt_dead_letter_access check. */
+ * answers for it (0: allowed). Consulted only with
+ * plugin_opt_dead_letter_access check. */
 struct letter_store_asker {
-	const char *client; /* borrowed */
-	int (*may_read)(void *ctx, const char *topic, const void *payload, uint32_t payload_len, uint8_t qos);
-	int (*may_write)(void *ctx, const char *topic, const void *payload, uint32_t payload_len, uint8_t qos);
-	void *ctx;          /* for both */
+	const char *client;        /* borrowed */
+	dlq_may_read_fn may_read;  /* NULL: the broker cannot check */
+	dlq_may_read_fn may_write;
+	void *ctx;                 /* for both */
 };
 
 /* Why the store does not answer an asker (letter_store__refusal). */
