@@ -370,7 +370,7 @@ static int command_store(struct dlq *d, const struct dlq_control_request *req, c
 {
 	char err[512];
 	cJSON *data = NULL;
-	struct letter_asker asker = {
+	struct letter_store_asker asker = {
 		.client = req->client, .may_read = req->may_read, .may_write = req->may_write, .ctx = req->may_read_ctx,
 	};
 	int rc = letter_commands__run(d, &asker, name, cmd, &data, err, sizeof(err));

@@ -335,14 +335,11 @@ static int run_purge(struct dlq *d, const struct letter_store_asker *who, const 
 	return 0;
 }
 
-int letter_commands__run(struct dlq *d, const struct letter_asker *req, const char *name, const cJSON *cmd,
+int letter_commands__run(struct dlq *d, const struct letter_store_asker *who, const char *name, const cJSON *cmd,
 		cJSON **data, char *err, size_t errlen)
 {
 	*data = NULL;
-	const struct letter_store_asker who = {
-		.client = req->client, .may_read = req->may_read, .may_write = req->may_write, .ctx = req->ctx,
-	};
-	switch(letter_store__refusal(d, &who)){
+	switch(letter_store__refusal(d, who)){
 	case LETTER_STORE_OFF:
 		errtext__set(err, errlen, "the dead-letter store is off (plugin_opt_dead_letter_keep 0)");
 		return EINVAL;
@@ -353,9 +350,9 @@ int letter_commands__run(struct dlq *d, const struct letter_asker *req, const ch
 	case LETTER_STORE_OPEN:
 		break;
 	}
-	if(!strcmp(name, DLQ_COMMAND_LIST_DEAD_LETTERS)) return run_list(d, &who, cmd, data, err, errlen);
-	if(!strcmp(name, DLQ_COMMAND_GET_DEAD_LETTER)) return run_get(d, &who, cmd, data, err, errlen);
-	if(!strcmp(name, DLQ_COMMAND_REDRIVE_DEAD_LETTERS)) return run_by_ids(d, &who, cmd, true, data, err, errlen);
-	if(!strcmp(name, DLQ_COMMAND_DELETE_DEAD_LETTERS)) return run_by_ids(d, &who, cmd, false, data, err, errlen);
-	return run_purge(d, &who, cmd, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_LIST_DEAD_LETTERS)) return run_list(d, who, cmd, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_GET_DEAD_LETTER)) return run_get(d, who, cmd, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_REDRIVE_DEAD_LETTERS)) return run_by_ids(d, who, cmd, true, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_DELETE_DEAD_LETTERS)) return run_by_ids(d, who, cmd, false, data, err, errlen);
+	return run_purge(d, who, cmd, data, err, errlen);
 }

@@ -2,8 +2,9 @@
 /*
  * The dead-letter store's commands on $CONTROL/dlq/v1 (listDeadLetters,
  * getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters):
- * each checks its members, asks the broker's access control per letter
- * (plugin_opt_dead_letter_access check) and returns its reply's "data".
+ * each checks its members, calls the dead-letter store (engine/letter_store.h,
+ * which asks the broker's access control per letter with
+ * plugin_opt_dead_letter_access check) and returns its reply's "data".
  */
 #ifndef DLQ_LETTER_COMMANDS_H
 #define DLQ_LETTER_COMMANDS_H
@@ -14,23 +15,16 @@
 #include <cjson/cJSON.h>
 
 #include "engine/dlq.h"
-
-/* Who asks: the client, and the broker's answers for it. */
-struct letter_asker {
-	const char *client;       /* borrowed */
-	dlq_may_read_fn may_read; /* NULL: the broker cannot check */
-	dlq_may_read_fn may_write;
-	void *ctx;                /* for both */
-};
+#include "engine/letter_store.h"
 
 /* Whether name is one of the store's commands. */
 bool letter_commands__is(const char *name);
 
-/* Runs the store command name (letter_commands__is) of cmd for req, the
+/* Runs the store command name (letter_commands__is) of cmd for who, the
  * asking client.
  * Returns 0 with *data (owned), EINVAL with the error's text in err, or
  * ENOMEM. */
-int letter_commands__run(struct dlq *d, const struct letter_asker *req, const char *name, const cJSON *cmd,
+int letter_commands__run(struct dlq *d, const struct letter_store_asker *who, const char *name, const cJSON *cmd,
 		cJSON **data, char *err, size_t errlen);
 
 #endif
