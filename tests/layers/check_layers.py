@@ -11,6 +11,9 @@ headers. This script reads that table and fails on:
     table does not let the file's folder include;
   - an #include of a Mosquitto header (<mosquitto*.h>, <mqtt_protocol.h>)
     outside the folders the table allows it in;
+  - an #include of a header the section names private to its folder (the
+    line "Headers private to their folder ...: `engine/engine.h`.") from a
+    file of another folder;
   - an import circle between files: a module is a .c file with the header
     of the same name (a header alone is a module too); a module imports
     another when one of its files includes one of the other's, or when its
@@ -36,12 +39,23 @@ MOSQUITTO = re.compile(r'^(mosquitto[^/]*\.h|mqtt_protocol\.h)$')
 PUBLIC = 'mosquitto_dlq.h'  # include/: the public contract, for every layer
 
 
-def read_table(design):
-    """{folder: (set of folders it may include, may include Mosquitto headers)}."""
+def layout_section(design):
     text = open(design, encoding='utf-8').read()
     m = re.search(r'^## Layout\n(.*?)(?=^## )', text, re.S | re.M)
     if not m:
         raise SystemExit('%s: no "## Layout" section' % design)
+    return m
+
+
+def read_private(design):
+    """The headers (folder/name.h) that only files of their folder may include."""
+    m = re.search(r'^Headers private to their folder[^:]*:(.*?)$', layout_section(design).group(1), re.M)
+    return set(re.findall(r'`(\w+/\w+\.h)`', m.group(1))) if m else set()
+
+
+def read_table(design):
+    """{folder: (set of folders it may include, may include Mosquitto headers)}."""
+    m = layout_section(design)
     rows = {}
     for line in m.group(1).splitlines():
         cells = [c.strip() for c in line.strip().strip('|').split('|')]
@@ -72,7 +86,7 @@ def module_of(folder, name):
     return folder + '/' + os.path.splitext(name)[0]
 
 
-def check_includes(plugin, table, problems, edges):
+def check_includes(plugin, table, problems, edges, private=frozenset()):
     folders = {f for f in os.listdir(plugin) if os.path.isdir(os.path.join(plugin, f))}
     for f in sorted(folders - set(table)):
         problems.append('plugin/%s/: a folder the table in docs/design.md does not name' % f)
@@ -105,7 +119,10 @@ def check_includes(plugin, table, problems, edges):
             if not os.path.exists(os.path.join(plugin, tfolder, tname)):
                 problems.append('%s:%d: includes "%s", which is not in plugin/' % (where, n, target))
                 continue
-            if tfolder != folder and tfolder not in may:
+            if tfolder != folder and target in private:
+                problems.append('%s:%d: includes "%s", which is private to plugin/%s/ (docs/design.md, Layout)' % (
+                    where, n, target, tfolder))
+            elif tfolder != folder and tfolder not in may:
                 problems.append('%s:%d: includes "%s": plugin/%s/ may include only %s (docs/design.md, Layout)' % (
                     where, n, target, folder,
                     ', '.join('plugin/%s/' % f for f in sorted(may)) or 'its own folder'))
@@ -171,7 +188,7 @@ def check(root, nm, libs):
     plugin = os.path.join(root, 'plugin')
     table = read_table(os.path.join(root, 'docs', 'design.md'))
     problems, edges = [], collections.defaultdict(set)
-    check_includes(plugin, table, problems, edges)
+    check_includes(plugin, table, problems, edges, read_private(os.path.join(root, 'docs', 'design.md')))
     if libs:
         check_calls(nm, libs, edges)
     for comp in circles(edges):
@@ -187,10 +204,11 @@ def check(root, nm, libs):
 def self_test(root, nm, libs):
     """Plants each kind of fault in a copy and checks that it is caught."""
     plants = [
-        ('util/topic.c', '#include "engine/engine.h"\n', 'may include only'),
+        ('util/topic.c', '#include "engine/dlq.h"\n', 'may include only'),
         ('engine/track.c', '#include <mosquitto.h>\n', 'only plugin/broker/ may include Mosquitto headers'),
         ('model/ledger.c', '#include "topic.h"\n', 'without its folder'),
         ('engine/dlq.h', '#include "engine/engine.h"\n', 'import circle'),
+        ('api/status.c', '#include "engine/engine.h"\n', 'private to plugin/engine/'),
     ]
     failures = []
     for path, line, expect in plants:
