@@ -88,7 +88,7 @@ int adapter__persist_client_v21(int event, void *event_data, void *userdata)
 	dlq__event(pl->engine);
 	if(ed->data.clientid == NULL) return MOSQ_ERR_SUCCESS;
 	uint32_t max = event == DLQ_MOSQ_EVT_PERSIST_CLIENT_DELETE ? 0 : ed->data.max_packet_size;
-	if(packet_limits__set(&pl->limits, ed->data.clientid, max)){
+	if(packet_size__limits_set(&pl->limits, ed->data.clientid, max)){
 		port__log(DLQ_LOG_ERR, "out of memory: the Maximum Packet Size of " QFMT " is not known to the plugin",
 				Q(ed->data.clientid));
 	}

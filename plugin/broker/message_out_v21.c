@@ -72,7 +72,7 @@ static size_t decimal(unsigned n, char out[12])
 static bool fits(const struct mosquitto_evt_message *ed, uint64_t props_len, uint32_t limit, uint64_t slack)
 {
 	size_t topic_len = ed->topic ? strlen(ed->topic) : 0;
-	return packet__publish_size(topic_len, ed->payloadlen, ed->qos, props_len) + slack <= limit;
+	return packet_size__publish(topic_len, ed->payloadlen, ed->qos, props_len) + slack <= limit;
 }
 
 /* This send without the plugin's properties (reserved names: dlq-id,
@@ -127,7 +127,7 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 
 	char count[12];
 	size_t count_len = config__stamps_delivery_count(dlq__config(pl->engine)->delivery_count, s.attempt) ? decimal(s.attempt, count) : 0;
-	uint32_t limit = packet_limits__get(&pl->limits, client);
+	uint32_t limit = packet_size__limits_get(&pl->limits, client);
 	/* Nothing to add and no limit to keep to (a first delivery, nearly
 	 * every send): the send goes as it is, whatever the protocol. */
 	if(count_len == 0 && limit == 0) return MOSQ_ERR_SUCCESS;
@@ -136,7 +136,7 @@ int adapter__message_out_v21(int event, void *event_data, void *userdata)
 	if(protocol != 5) return MOSQ_ERR_SUCCESS;
 	if(limit){
 		uint64_t props_len = v->get_length_all(ed->properties);
-		if(count_len) props_len += packet__user_property_len(sizeof(DLQ_PROP_DELIVERY_COUNT) - 1, count_len);
+		if(count_len) props_len += packet_size__user_property_len(sizeof(DLQ_PROP_DELIVERY_COUNT) - 1, count_len);
 		if(!fits(ed, props_len, limit, UNSEEN_PROPS_MAX)){
 			send_without_stamp(pl, ed, &s, client, limit);
 			return MOSQ_ERR_SUCCESS;

@@ -11,7 +11,7 @@
 
 #define INITIAL_SIZE 64
 
-unsigned packet__varint_bytes(uint32_t v)
+unsigned packet_size__varint_bytes(uint32_t v)
 {
 	if(v < 128u) return 1;
 	if(v < 16384u) return 2;
@@ -20,11 +20,11 @@ unsigned packet__varint_bytes(uint32_t v)
 	return 5;
 }
 
-uint64_t packet__publish_size(size_t topic_len, uint32_t payload_len, uint8_t qos, uint64_t props_len)
+uint64_t packet_size__publish(size_t topic_len, uint32_t payload_len, uint8_t qos, uint64_t props_len)
 {
 	uint64_t remaining = 2u + (uint64_t)topic_len + payload_len + (qos > 0 ? 2u : 0u);
-	remaining += props_len + packet__varint_bytes(props_len > UINT32_MAX ? UINT32_MAX : (uint32_t)props_len);
-	return remaining + packet__varint_bytes(remaining > UINT32_MAX ? UINT32_MAX : (uint32_t)remaining);
+	remaining += props_len + packet_size__varint_bytes(props_len > UINT32_MAX ? UINT32_MAX : (uint32_t)props_len);
+	return remaining + packet_size__varint_bytes(remaining > UINT32_MAX ? UINT32_MAX : (uint32_t)remaining);
 }
 
 static uint64_t hash_id(const char *id)
@@ -68,7 +68,7 @@ static int grow(struct dlq_packet_limits *t)
 	return 0;
 }
 
-int packet_limits__set(struct dlq_packet_limits *t, const char *client, uint32_t max)
+int packet_size__limits_set(struct dlq_packet_limits *t, const char *client, uint32_t max)
 {
 	if(t->table){
 		struct dlq_packet_limit **pp = slot_of(t, client);
@@ -98,14 +98,14 @@ int packet_limits__set(struct dlq_packet_limits *t, const char *client, uint32_t
 	return 0;
 }
 
-uint32_t packet_limits__get(const struct dlq_packet_limits *t, const char *client)
+uint32_t packet_size__limits_get(const struct dlq_packet_limits *t, const char *client)
 {
 	if(t->count == 0) return 0;
 	struct dlq_packet_limit *e = *slot_of(t, client);
 	return e ? e->max : 0;
 }
 
-void packet_limits__cleanup(struct dlq_packet_limits *t)
+void packet_size__limits_cleanup(struct dlq_packet_limits *t)
 {
 	for(size_t i = 0; t->table && i < t->size; i++){
 		struct dlq_packet_limit *e = t->table[i];

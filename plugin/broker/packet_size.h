@@ -18,7 +18,7 @@
 
 /* The bytes an MQTT variable byte integer of value v takes (1 to 4; 5 for
  * values no packet can have). */
-unsigned packet__varint_bytes(uint32_t v);
+unsigned packet_size__varint_bytes(uint32_t v);
 
 /* The size Mosquitto 2.1 compares with a client's Maximum Packet Size for
  * a PUBLISH of topic_len bytes of topic, payload_len of payload at qos, with
@@ -27,10 +27,10 @@ unsigned packet__varint_bytes(uint32_t v);
  * packet__check_oversize). Properties the broker adds per send that the
  * plugin does not see (message expiry, topic alias, subscription
  * identifier) are not in props_len. */
-uint64_t packet__publish_size(size_t topic_len, uint32_t payload_len, uint8_t qos, uint64_t props_len);
+uint64_t packet_size__publish(size_t topic_len, uint32_t payload_len, uint8_t qos, uint64_t props_len);
 
 /* The bytes one user property takes in a packet. */
-static inline uint64_t packet__user_property_len(size_t name_len, size_t value_len)
+static inline uint64_t packet_size__user_property_len(size_t name_len, size_t value_len)
 {
 	return 1u + 2u + name_len + 2u + value_len;
 }
@@ -51,9 +51,9 @@ struct dlq_packet_limits {
 
 /* Records (max > 0) or forgets (max 0) client's Maximum Packet Size.
  * Returns 0 or ENOMEM (then the limit stays unknown: the broker decides). */
-int packet_limits__set(struct dlq_packet_limits *t, const char *client, uint32_t max);
+int packet_size__limits_set(struct dlq_packet_limits *t, const char *client, uint32_t max);
 /* client's Maximum Packet Size, or 0 when unknown. */
-uint32_t packet_limits__get(const struct dlq_packet_limits *t, const char *client);
-void packet_limits__cleanup(struct dlq_packet_limits *t);
+uint32_t packet_size__limits_get(const struct dlq_packet_limits *t, const char *client);
+void packet_size__limits_cleanup(struct dlq_packet_limits *t);
 
 #endif

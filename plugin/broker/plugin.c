@@ -360,7 +360,7 @@ static void plugin_free(struct dlq_plugin *pl)
 {
 	dlq__free(pl->engine);
 	systopics__cleanup(&pl->sys);
-	packet_limits__cleanup(&pl->limits);
+	packet_size__limits_cleanup(&pl->limits);
 	broker_caps__cleanup(&pl->caps);
 	free_options(pl->options, pl->option_count);
 	free(pl);

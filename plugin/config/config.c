@@ -80,7 +80,7 @@ static int add_policy_line(struct dlq_config *c, unsigned number, const char *va
 {
 	struct dlq_policy p;
 	size_t n = errtext__set(err, errlen, "plugin_opt_policy #%u " QFMT ": ", number, Q(value));
-	int rc = config__parse_policy_line(value, &p, err ? err + n : NULL, errlen - n);
+	int rc = policy_parse__line(value, &p, err ? err + n : NULL, errlen - n);
 
 	if(rc) return rc;
 	p.source = errtext__dup_printf("plugin_opt_policy #%u", number);
@@ -110,7 +110,7 @@ static int add_policy_file(struct dlq_config *c, const char *path, char *err, si
 	rc = read_file(path, &text, &len, err, errlen);
 	if(rc) return rc;
 	size_t n = errtext__set(err, errlen, "plugin_opt_policy_file: ");
-	rc = config__parse_policy_json(text, len, path, &c->policies, err ? err + n : NULL, errlen - n);
+	rc = policy_parse__json(text, len, path, &c->policies, err ? err + n : NULL, errlen - n);
 	if(rc == ENOMEM) errtext__set(err, errlen, "out of memory");
 	free(text);
 	return rc;

@@ -251,7 +251,7 @@ static bool is_space(char c)
 
 /* Messages name the reason only: config__parse puts the option and the
  * value in front. */
-int config__parse_policy_line(const char *line, struct dlq_policy *out, char *err, size_t errlen)
+int policy_parse__line(const char *line, struct dlq_policy *out, char *err, size_t errlen)
 {
 	bool seen[K_COUNT] = {false};
 	const char *s = line ? line : "";
@@ -448,7 +448,7 @@ static const char *where(const char *text, size_t at, char *buf, size_t size)
 	return buf;
 }
 
-int config__parse_policy_json(const char *text, size_t len, const char *source, struct dlq_policy_table *t, char *err, size_t errlen)
+int policy_parse__json(const char *text, size_t len, const char *source, struct dlq_policy_table *t, char *err, size_t errlen)
 {
 	const char *end = NULL;
 	const cJSON *list = NULL; /* borrowed from root */

@@ -14,12 +14,12 @@
 /* Parses one plugin_opt_policy value, "<filter> key=value ...", into *out
  * (keys: max_attempts, dead_letter, retry_to). Returns 0 or EINVAL/ENOMEM with
  * a message in err. On failure *out holds nothing. */
-int config__parse_policy_line(const char *line, struct dlq_policy *out, char *err, size_t errlen);
+int policy_parse__line(const char *line, struct dlq_policy *out, char *err, size_t errlen);
 
 /* Parses a JSON policy document, {"policies":[{"filter":...,"max_attempts":...,
  * "dead_letter":...,"retry_to":...}]}, appending its policies to t (not
  * finished). source names the document in messages. Returns 0 or
  * EINVAL/ENOMEM with a message in err. */
-int config__parse_policy_json(const char *text, size_t len, const char *source, struct dlq_policy_table *t, char *err, size_t errlen);
+int policy_parse__json(const char *text, size_t len, const char *source, struct dlq_policy_table *t, char *err, size_t errlen);
 
 #endif

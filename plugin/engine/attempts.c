@@ -30,10 +30,10 @@ unsigned engine__attempts_of(struct dlq *d, struct dlq_record *r, const char *cl
 {
 	if(d->broker.exact_counting){
 		struct dlq_sent_to st;
-		bool sent = client && redelivery__sent_to(&d->redelivery, r, client, &st);
-		return engine__attempt_of(r, sent ? redelivery__sends(&st) : 0u);
+		bool sent = client && deliveries__sent_to(&d->redelivery, r, client, &st);
+		return engine__attempt_of(r, sent ? deliveries__sends(&st) : 0u);
 	}
-	const struct dlq_delivery *dv = client ? redelivery__find(&d->redelivery, r, client) : NULL;
+	const struct dlq_delivery *dv = client ? deliveries__find_for(&d->redelivery, r, client) : NULL;
 	return record__attempt(r) + (dv ? dv->redeliveries : 0u);
 }
 
@@ -50,7 +50,7 @@ static void retry(struct dlq *d, struct dlq_record *r, const struct dlq_failure 
 	const struct dlq_policy *p = r->policy;
 	const char *target = p->retry_to ? NULL : f->client;
 
-	if(idgen__next(&d->idgen, &copy_id) || (p->retry_jitter > 0.0 && idgen__fraction(&d->idgen, &jitter))){
+	if(id__gen_next(&d->idgen, &copy_id) || (p->retry_jitter > 0.0 && id__gen_fraction(&d->idgen, &jitter))){
 		res->status = DLQ_NACK_RANDOM_FAILED;
 		return;
 	}

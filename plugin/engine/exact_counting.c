@@ -48,13 +48,13 @@ void dlq__sent(struct dlq *d, const char *client, uintptr_t conn, const char *id
 	struct dlq_record *r = record_of(d, id, id_len, topic, payload, payload_len);
 	if(r == NULL) return;
 	struct dlq_sent_to st;
-	if(redelivery__sent(&d->redelivery, &d->ledger, r, client, conn, &st)){
+	if(deliveries__sent(&d->redelivery, &d->ledger, r, client, conn, &st)){
 		port__log(DLQ_LOG_ERR, "out of memory: a delivery on " QFMT " to " QFMT " is not counted", Q(topic), Q(client));
 		return;
 	}
 	/* The same record sent to the same client again: a redelivery,
 	 * counted as an attempt. */
-	unsigned sends = redelivery__sends(&st);
+	unsigned sends = deliveries__sends(&st);
 	if(sends > 1) COUNT(d, r->policy, redeliveries, 1);
 	engine__note_delivery(d, r, client);
 	s->attempt = engine__attempt_of(r, sends);
@@ -79,11 +79,11 @@ bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
 	struct dlq_record *r = record_of(d, c->id, strlen(c->id), c->topic, c->payload, c->payload_len);
 	if(r == NULL) return false;
 	struct dlq_sent_to st;
-	if(!redelivery__sent_to(&d->redelivery, r, c->client, &st)) return false;
+	if(!deliveries__sent_to(&d->redelivery, r, c->client, &st)) return false;
 	/* Another copy (an overlapping subscription) of a message just removed
 	 * from this session goes too: its dead letter is made. */
-	if(redelivery__diverted(&st)) return true;
-	unsigned sends = redelivery__sends(&st);
+	if(deliveries__diverted(&st)) return true;
+	unsigned sends = deliveries__sends(&st);
 	if(sends == 0 || st.client->online == c->conn) return false;
 	/* Settled by the client (an ACK, a NACK, a deadline that ran out into
 	 * its retry copy or dead letter): the resend of what its session
@@ -92,7 +92,7 @@ bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
 	unsigned delivered = engine__attempt_of(r, sends);
 	if(delivered < r->policy->max_attempts) return false;
 	if(!engine__divert_redelivered(d, r, c->client, delivered)) return false;
-	redelivery__set_diverted(&st);
+	deliveries__set_diverted(&st);
 	/* Out of the session and dead-lettered: its clock, if one ran, with
 	 * it. */
 	struct dlq_deadline *e = deadlines__find(&d->deadlines, r, c->client);

@@ -66,7 +66,7 @@ static enum held_fate held_fate(struct dlq *d, struct dlq_record *r, const char 
 	/* A held copy has its own record, whose sends to its client are
 	 * counted from the broker's MESSAGE_OUT (exact_counting.c). */
 	struct dlq_sent_to st;
-	if(redelivery__sent_to(&d->redelivery, r, client, &st) && redelivery__sends(&st) > 0) return HELD_SENT;
+	if(deliveries__sent_to(&d->redelivery, r, client, &st) && deliveries__sends(&st) > 0) return HELD_SENT;
 	return HELD_NOT_SENT;
 }
 

@@ -20,7 +20,7 @@
 
 void letter_store__name(struct dlq *d, struct dlq_envelope *e)
 {
-	if(d->letters.max_bytes && idgen__next(&d->idgen, &e->id)) memset(e->id.raw, 0, sizeof(e->id.raw));
+	if(d->letters.max_bytes && id__gen_next(&d->idgen, &e->id)) memset(e->id.raw, 0, sizeof(e->id.raw));
 }
 
 struct dlq_letter *letter_store__find(const struct dlq *d, const struct dlq_id *id)
@@ -95,7 +95,7 @@ void letter_store__keep(struct dlq *d, const struct dlq_envelope *e)
 	struct dlq_envelope *copy = envelope__copy(e);
 	/* Made before the store named its letters (an older state file), or
 	 * the random source failed then: named now, or not kept. */
-	if(copy && id__is_zero(&copy->id) && idgen__next(&d->idgen, &copy->id)){
+	if(copy && id__is_zero(&copy->id) && id__gen_next(&d->idgen, &copy->id)){
 		envelope__free(copy);
 		port__log(DLQ_LOG_ERR, "the dead letter on " QFMT " was published but is not kept: the random source failed "
 				"(no id for it)", Q(e->topic));

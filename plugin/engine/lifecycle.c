@@ -72,7 +72,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 	outbox__init(&d->outbox);
 	unsaved__init(&d->unsaved);
 	schedule__init(&d->delayed);
-	idgen__init(&d->idgen);
+	id__gen_init(&d->idgen);
 	d->next_seq = 1;
 	d->persist.journal_fd = -1;
 	sessions__init(&d->sessions);

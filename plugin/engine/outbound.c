@@ -167,7 +167,7 @@ void engine__note_delivery(struct dlq *d, const struct dlq_record *r, const char
 {
 	d->changes++;
 	struct dlq_delivery_saved s;
-	if(store_port__on(&d->store) && redelivery__saved(&d->redelivery, r, client, &s)){
+	if(store_port__on(&d->store) && deliveries__saved(&d->redelivery, r, client, &s)){
 		store_port__delivery(&d->store, r, &s);
 	}
 }
@@ -186,7 +186,7 @@ static bool reached_its_client(struct dlq *d, const struct dlq_envelope *e)
 	if(r == NULL) return false;
 	if(ledger__has_settler(r, e->target_client)) return true;
 	struct dlq_sent_to st;
-	return redelivery__sent_to(&d->redelivery, r, e->target_client, &st) && redelivery__sends(&st) > 0;
+	return deliveries__sent_to(&d->redelivery, r, e->target_client, &st) && deliveries__sends(&st) > 0;
 }
 
 int engine__publish(struct dlq *d, struct dlq_envelope *e)

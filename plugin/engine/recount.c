@@ -45,7 +45,7 @@ void dlq__count_gauges(const struct dlq *d, struct dlq_gauges *per_policy, struc
 	if(per_policy) memset(per_policy, 0, d->cfg.policies.count * sizeof(*per_policy));
 	for(const struct dlq_record *r = d->ledger.oldest; r; r = r->newer){
 		long i = policy_index(d, r->policy);
-		size_t bytes = record__bytes(r) + redelivery__table_bytes(&d->redelivery, r);
+		size_t bytes = record__bytes(r) + deliveries__table_bytes(&d->redelivery, r);
 		total->records++;
 		total->ledger_bytes += bytes;
 		if(i >= 0 && per_policy){

@@ -32,7 +32,7 @@ int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, 
 			p ? p->filter : dl->filter, p ? p->dead_letter : dl->dead_letter, NULL, client,
 			dl->payload, dl->payload_len, dl->headers, dl->headers_len);
 	if(e == NULL) return ENOMEM;
-	if(p && idgen__next(&d->idgen, &e->id)){
+	if(p && id__gen_next(&d->idgen, &e->id)){
 		envelope__free(e);
 		return EIO;
 	}

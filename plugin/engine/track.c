@@ -25,7 +25,7 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 		COUNT(d, policy, untracked_full, 1);
 		return ENOSPC;
 	}
-	int rc = idgen__next(&d->idgen, &id);
+	int rc = id__gen_next(&d->idgen, &id);
 	if(rc){
 		port__log(DLQ_LOG_ERR, "random source failed (%s): message on " QFMT " not tracked", strerror(rc), Q(topic));
 		return rc;

@@ -150,7 +150,7 @@ struct dlq_delivery *deliveries__find(const struct dlq_redelivery *t, const stru
 	return NULL;
 }
 
-struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client)
+struct dlq_delivery *deliveries__find_for(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client)
 {
 	struct dlq_rclient *c = deliveries__client_find(t, client);
 	return c ? deliveries__find(t, r, c) : NULL;
@@ -288,7 +288,7 @@ struct dlq_delivery *deliveries__new(struct dlq_redelivery *t, struct dlq_ledger
 	return d;
 }
 
-size_t redelivery__table_bytes(const struct dlq_redelivery *t, const struct dlq_record *r)
+size_t deliveries__table_bytes(const struct dlq_redelivery *t, const struct dlq_record *r)
 {
 	size_t n = 0;
 	if(record__sends(r) && (r->flags & DLQ_RECORD_SPILLED)){
@@ -323,7 +323,7 @@ static struct dlq_delivery *table_delivery(struct dlq_redelivery *t, struct dlq_
 	return d;
 }
 
-int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client,
+int deliveries__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client,
 		uintptr_t conn, struct dlq_sent_to *out)
 {
 	struct dlq_rclient *c = client_of_send(t, client, conn);
@@ -341,7 +341,7 @@ int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_
 	return 0;
 }
 
-bool redelivery__sent_to(struct dlq_redelivery *t, struct dlq_record *r, const char *client,
+bool deliveries__sent_to(struct dlq_redelivery *t, struct dlq_record *r, const char *client,
 		struct dlq_sent_to *out)
 {
 	struct dlq_rclient *c = deliveries__client_find(t, client);
@@ -395,7 +395,7 @@ void deliveries__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 		struct dlq_record_sends *sp = record__sends(r);
 		if(sp){
 			/* Before the table goes: its bytes are counted from it. */
-			ledger__adjust_bytes(l, r, -1, (uint32_t)redelivery__table_bytes(t, r));
+			ledger__adjust_bytes(l, r, -1, (uint32_t)deliveries__table_bytes(t, r));
 			memset(sp, 0, sizeof(*sp));
 			r->flags &= (uint8_t)~(DLQ_RECORD_SPILLED | DLQ_RECORD_FIRST_DIVERTED);
 		}else if(MORE(r)){
@@ -458,7 +458,7 @@ static bool first_saved(const struct dlq_redelivery *t, const struct dlq_record 
 	return true;
 }
 
-bool redelivery__saved(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client,
+bool deliveries__saved(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client,
 		struct dlq_delivery_saved *out)
 {
 	const struct dlq_rclient *c = deliveries__client_find(t, client);
@@ -477,7 +477,7 @@ bool redelivery__saved(const struct dlq_redelivery *t, const struct dlq_record *
 	return worth_keeping(out);
 }
 
-int redelivery__each_saved(const struct dlq_redelivery *t, const struct dlq_record *r, dlq_delivery_saved_fn *fn,
+int deliveries__each_saved(const struct dlq_redelivery *t, const struct dlq_record *r, dlq_delivery_saved_fn *fn,
 		void *ctx)
 {
 	struct dlq_delivery_saved s;
@@ -496,7 +496,7 @@ int redelivery__each_saved(const struct dlq_redelivery *t, const struct dlq_reco
 	return 0;
 }
 
-int redelivery__restore(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
+int deliveries__restore(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
 		const struct dlq_delivery_saved *s)
 {
 	struct dlq_record_sends *sp = record__sends(r);

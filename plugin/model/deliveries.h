@@ -2,8 +2,8 @@
 /*
  * Redelivery tracking's clients and deliveries (structs in tracker.h),
  * in the tracker's tables, for their two users: 2.0's heuristic
- * (redelivery.c) and 2.1's exact counting (redelivery__sent and
- * redelivery__sent_to, in deliveries.c, for exact_counting.c). Internal to the
+ * (redelivery.c) and 2.1's exact counting (deliveries__sent and
+ * deliveries__sent_to, in deliveries.c, for exact_counting.c). Internal to the
  * tracker: the rest of the plugin uses redelivery.h.
  */
 #ifndef DLQ_DELIVERIES_H
@@ -20,7 +20,7 @@ struct dlq_rclient *deliveries__client_get(struct dlq_redelivery *t, const char 
 void deliveries__client_release(struct dlq_redelivery *t, struct dlq_rclient *c);
 
 /* The delivery of r to c in the table, or NULL (a record with the sends
- * part keeps its first client's elsewhere: redelivery__sent_to). */
+ * part keeps its first client's elsewhere: deliveries__sent_to). */
 struct dlq_delivery *deliveries__find(const struct dlq_redelivery *t, const struct dlq_record *r,
 		const struct dlq_rclient *c);
 /* A new delivery of r to c, in r's list and the table, its bytes
@@ -45,16 +45,16 @@ struct dlq_sent_to {
 	struct dlq_delivery *delivery; /* NULL: the record's sends part */
 };
 
-static inline unsigned redelivery__sends(const struct dlq_sent_to *s)
+static inline unsigned deliveries__sends(const struct dlq_sent_to *s)
 {
 	return s->delivery ? s->delivery->sends : record__sends(s->record)->sends;
 }
-static inline bool redelivery__diverted(const struct dlq_sent_to *s)
+static inline bool deliveries__diverted(const struct dlq_sent_to *s)
 {
 	return s->delivery ? s->delivery->diverted : (s->record->flags & DLQ_RECORD_FIRST_DIVERTED) != 0;
 }
 /* The message was removed from the client's session and dead-lettered. */
-static inline void redelivery__set_diverted(struct dlq_sent_to *s)
+static inline void deliveries__set_diverted(struct dlq_sent_to *s)
 {
 	if(s->delivery){
 		s->delivery->diverted = true;
@@ -70,22 +70,22 @@ static inline void redelivery__set_diverted(struct dlq_sent_to *s)
  * same for the connection's life). Returns 0, or ENOMEM (nothing counted).
  * The first client of a record with the sends part costs no allocation;
  * others get a delivery each in the table (accounted in the ledger's
- * bytes; see redelivery__table_bytes). */
-int redelivery__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client,
+ * bytes; see deliveries__table_bytes). */
+int deliveries__sent(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r, const char *client,
 		uintptr_t conn, struct dlq_sent_to *out);
 
 /* 2.1: where the sends of r to client are kept; false: r was never sent to
  * client (nor counted). */
-bool redelivery__sent_to(struct dlq_redelivery *t, struct dlq_record *r, const char *client,
+bool deliveries__sent_to(struct dlq_redelivery *t, struct dlq_record *r, const char *client,
 		struct dlq_sent_to *out);
 
 /* Bytes of r's deliveries kept in the table for a record with the sends
  * part (accounted in the ledger's bytes and gauges, not in record__bytes);
  * 0 for any other record. */
-size_t redelivery__table_bytes(const struct dlq_redelivery *t, const struct dlq_record *r);
+size_t deliveries__table_bytes(const struct dlq_redelivery *t, const struct dlq_record *r);
 
 /* The delivery of r to client, or NULL. */
-struct dlq_delivery *redelivery__find(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client);
+struct dlq_delivery *deliveries__find_for(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client);
 
 /* ---- what outlives a restart ----
  * The counts of a delivery, as the state file keeps them (store/state.h):
@@ -110,13 +110,13 @@ struct dlq_delivery_saved {
 /* What is kept of the delivery of r to client in *out (out->client
  * borrowed from the tracker); false: nothing worth keeping (never
  * delivered, or delivered with nothing counted). */
-bool redelivery__saved(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client,
+bool deliveries__saved(const struct dlq_redelivery *t, const struct dlq_record *r, const char *client,
 		struct dlq_delivery_saved *out);
 
 /* Calls fn for each delivery of r worth keeping; returns fn's first
  * non-zero return, or 0. */
 typedef int dlq_delivery_saved_fn(void *ctx, const struct dlq_record *r, const struct dlq_delivery_saved *s);
-int redelivery__each_saved(const struct dlq_redelivery *t, const struct dlq_record *r, dlq_delivery_saved_fn *fn,
+int deliveries__each_saved(const struct dlq_redelivery *t, const struct dlq_record *r, dlq_delivery_saved_fn *fn,
 		void *ctx);
 
 /* Gives the delivery of r to s->client the counts in s (set, not added: a
@@ -124,7 +124,7 @@ int redelivery__each_saved(const struct dlq_redelivery *t, const struct dlq_reco
  * does not know connected is taken as offline since before the restart
  * (DLQ_CONN_BEFORE_RESTART). A record kept without either part (tracking
  * off when it was made) takes nothing. Returns 0 or ENOMEM. */
-int redelivery__restore(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
+int deliveries__restore(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
 		const struct dlq_delivery_saved *s);
 
 #endif

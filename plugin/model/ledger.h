@@ -246,7 +246,7 @@ static inline void record__set_first_nack_ms(struct dlq_record *r, int64_t ms)
  * settlers, its share of the table and, with the more part, its deliveries
  * (extra_bytes). The deliveries of a record with the sends part that are
  * kept in the tracker's table are accounted by the tracker
- * (redelivery__table_bytes), not here. */
+ * (deliveries__table_bytes), not here. */
 size_t record__bytes(const struct dlq_record *r);
 
 /* Records that client settled its delivery of r, how (enum

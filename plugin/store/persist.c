@@ -132,7 +132,7 @@ static int journal_begin(struct dlq_persist *p, int fd)
 	int rc = 0;
 	if(ftruncate(fd, 0) || lseek(fd, 0, SEEK_SET) < 0) rc = errno ? errno : EIO;
 	if(rc == 0) rc = state__encode_journal_start(p->generation, &h) ? ENOMEM : 0;
-	if(rc == 0) rc = state__append(fd, h.data, h.len);
+	if(rc == 0) rc = state_file__append(fd, h.data, h.len);
 	headers__free(&h);
 	return rc;
 }
@@ -168,7 +168,7 @@ struct saver_out {
 static int write_piece(void *ctx, const uint8_t *data, size_t len)
 {
 	struct saver_out *o = ctx;
-	int rc = state__write_fd(o->fd, data, len);
+	int rc = state_file__write_fd(o->fd, data, len);
 	if(rc || !o->sync_as_it_goes) return rc;
 	off_t from = o->written;
 	o->written += (off_t)len;
@@ -200,7 +200,7 @@ static int save_foreground(struct dlq_persist *p)
 	uint64_t covers = p->generation;
 	p->view.journal_covers = covers;
 	struct saver_fill fill = { &p->view, now, port__wall_ms(), false };
-	int rc = state__write_file_with(p->opt.state_file, saver_fill, &fill, err, sizeof(err));
+	int rc = state_file__write_with(p->opt.state_file, saver_fill, &fill, err, sizeof(err));
 	if(rc){
 		report_failure(p, "snapshot not saved", err);
 		return rc;
@@ -266,7 +266,7 @@ static void run_saver(struct dlq_persist *p, int fd, pid_t parent, uint64_t cove
 	p->view.journal_covers = covers;
 	struct saver_fill fill = { &p->view, now, wall, true };
 	int old = open(p->opt.state_file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if(state__write_file_with(p->opt.state_file, saver_fill, &fill, err, sizeof(err))){
+	if(state_file__write_with(p->opt.state_file, saver_fill, &fill, err, sizeof(err))){
 		snprintf(msg, sizeof(msg), "1%s", err);
 	}else if(old >= 0){
 		release_replaced(old);
@@ -326,7 +326,7 @@ static int save_background(struct dlq_persist *p, uint64_t now)
 		}
 		/* The new journal and the renamed one, durable before either is
 		 * relied on. */
-		state__sync_dir(p->journal_path);
+		state_file__sync_dir(p->journal_path);
 		journal_sync(p, now);
 		close(p->journal_fd);
 		p->journal_fd = next_fd;
@@ -426,7 +426,7 @@ static int restore_file(struct dlq_persist *p, const char *path, bool journal, u
 {
 	struct state_bytes file;
 	if(generation) *generation = 0;
-	int rc = state__load(path, &file, err, errlen);
+	int rc = state_file__load(path, &file, err, errlen);
 	if(rc || file.data == NULL) return rc;
 	if(!journal) p->snapshot_read = true;
 	const uint8_t *data = file.data;
@@ -435,11 +435,11 @@ static int restore_file(struct dlq_persist *p, const char *path, bool journal, u
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
 	if(journal){
-		rc = state__decode_journal(&p->view, data, len, port__now_ms(), port__wall_ms(), &rep);
+		rc = state_read__decode_journal(&p->view, data, len, port__now_ms(), port__wall_ms(), &rep);
 	}else{
-		rc = state__decode_snapshot(&p->view, data, len, port__now_ms(), port__wall_ms(), &rep);
+		rc = state_read__decode_snapshot(&p->view, data, len, port__now_ms(), port__wall_ms(), &rep);
 	}
-	state__unload(&file);
+	state_file__unload(&file);
 	if(rc){
 		snprintf(err, errlen, "out of memory restoring \"%s\"", path);
 		return rc;
@@ -592,7 +592,7 @@ int persist__start(struct dlq_persist *p, char *err, size_t errlen)
 				snprintf(err, errlen, "cannot write \"%s\": %s", p->journal_path, strerror(rc));
 				return rc;
 			}
-			state__sync_dir(p->journal_path);
+			state_file__sync_dir(p->journal_path);
 		}
 	}
 	/* What was restored is on disk as it was read: the snapshot and the
@@ -630,8 +630,8 @@ static void journal_write(struct dlq_persist *p, struct dlq_headers *h, int rc, 
 		sync = false;
 		p->journal_unsynced = true;
 	}
-	if(rc == 0) rc = sync ? state__append(p->journal_fd, h->data, h->len)
-			: state__append_nosync(p->journal_fd, h->data, h->len);
+	if(rc == 0) rc = sync ? state_file__append(p->journal_fd, h->data, h->len)
+			: state_file__append_nosync(p->journal_fd, h->data, h->len);
 	if(rc) report_failure(p, "journal entry not written", strerror(rc));
 }
 

@@ -332,7 +332,7 @@ static int encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_
 	for(const struct dlq_record *r = v->ledger->oldest; r; r = r->newer){
 		if(state__encode_record(r, mono_now, wall_now, out)) return ENOMEM;
 		if(holds__client(r) && state__encode_hold(r, holds__client(r), out)) return ENOMEM;
-		if(v->redelivery && redelivery__each_saved(v->redelivery, r, encode_saved, &sink)) return ENOMEM;
+		if(v->redelivery && deliveries__each_saved(v->redelivery, r, encode_saved, &sink)) return ENOMEM;
 		if((rc = spill_maybe(sp))) return rc;
 	}
 	rc = 0;

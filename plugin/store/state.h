@@ -47,7 +47,7 @@ struct state_view {
 	const struct dlq_policy_table *policies; /* a restored entry finds its policy here, by filter */
 	uint64_t nack_window_ms;            /* records older than this are not restored */
 	uint64_t journal_covers;            /* the last journal generation the snapshot holds (0: none): written
-	                                       by state__encode_snapshot, set by state__decode_snapshot */
+	                                       by state__encode_snapshot, set by state_read__decode_snapshot */
 	dlq_record_new_fn *record_new;      /* how restored records are made (ledger.h) */
 };
 
@@ -87,7 +87,7 @@ int state__encode_snapshot_to(const struct state_view *v, uint64_t mono_now, int
  * first (letters__adopt, which does not make room: the owner trims them to
  * its bound). Returns 0, or ENOMEM; damage is not an
  * error: it is reported in rep and what came before it is kept. */
-int state__decode_snapshot(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+int state_read__decode_snapshot(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep);
 
 /* Journal entries: an envelope added, the envelope with seq removed, a
@@ -124,29 +124,29 @@ int state__encode_letter_gone(const struct dlq_id *id, struct dlq_headers *out);
  * as the snapshot, except that a journal has no end: it is cut anywhere.
  * A journal whose generation is v->journal_covers or older is not applied
  * (rep->journal_held). */
-int state__decode_journal(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+int state_read__decode_journal(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep);
 
 /* Writes data to path atomically: path.tmp, fsync, rename, fsync of the
  * directory. Returns 0 or an errno with a message in err. */
-int state__write_file(const char *path, const uint8_t *data, size_t len, char *err, size_t errlen);
+int state_file__write(const char *path, const uint8_t *data, size_t len, char *err, size_t errlen);
 
 /* Writes what fill writes to fd (returning 0 or an errno) to path,
- * atomically as state__write_file does. */
+ * atomically as state_file__write does. */
 typedef int state_fill_fn(void *ctx, int fd);
-int state__write_file_with(const char *path, state_fill_fn *fill, void *ctx, char *err, size_t errlen);
+int state_file__write_with(const char *path, state_fill_fn *fill, void *ctx, char *err, size_t errlen);
 
 /* Writes all of data to fd (EINTR and short writes handled). Returns 0 or
  * an errno. */
-int state__write_fd(int fd, const uint8_t *data, size_t len);
+int state_file__write_fd(int fd, const uint8_t *data, size_t len);
 
 /* Syncs the directory of path (fsync): a file created, renamed or removed
  * in it is durable then. Best effort. */
-void state__sync_dir(const char *path);
+void state_file__sync_dir(const char *path);
 
 /* Reads a whole file into a malloc'd buffer. A missing file is *data NULL
  * and returns 0. Returns an errno with a message in err otherwise. */
-int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen);
+int state_file__read(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen);
 
 /* A whole file to read once: mapped (a start reads 300 MB at 1,000,000
  * records without copying it into the heap), or read into the heap where
@@ -158,18 +158,18 @@ struct state_bytes {
 	uint8_t *heap;               /* the buffer read, or NULL */
 };
 
-/* Opens path into b as state__read_file reads it: 0 (a missing file is
+/* Opens path into b as state_file__read reads it: 0 (a missing file is
  * b->data NULL), or an errno with a message in err. Release with
- * state__unload. */
-int state__load(const char *path, struct state_bytes *b, char *err, size_t errlen);
-void state__unload(struct state_bytes *b);
+ * state_file__unload. */
+int state_file__load(const char *path, struct state_bytes *b, char *err, size_t errlen);
+void state_file__unload(struct state_bytes *b);
 
 /* Appends data to an open journal and syncs it (fdatasync). Returns 0 or
  * an errno. */
-int state__append(int fd, const uint8_t *data, size_t len);
+int state_file__append(int fd, const uint8_t *data, size_t len);
 
 /* The same without the sync (the next synced append covers it). */
-int state__append_nosync(int fd, const uint8_t *data, size_t len);
+int state_file__append_nosync(int fd, const uint8_t *data, size_t len);
 
 /* CRC-32 (IEEE) of data, as the entries carry it. */
 uint32_t state__crc32(const uint8_t *data, size_t len);

@@ -31,7 +31,7 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
-int state__write_file_with(const char *path, state_fill_fn *fill, void *ctx, char *err, size_t errlen)
+int state_file__write_with(const char *path, state_fill_fn *fill, void *ctx, char *err, size_t errlen)
 {
 	char tmp[4096];
 	if(snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)){
@@ -54,7 +54,7 @@ int state__write_file_with(const char *path, state_fill_fn *fill, void *ctx, cha
 		return rc;
 	}
 	/* The rename is durable once the directory is. */
-	state__sync_dir(path);
+	state_file__sync_dir(path);
 	return 0;
 }
 
@@ -69,18 +69,18 @@ static int fill_bytes(void *ctx, int fd)
 	return write_all(fd, b->data, b->len);
 }
 
-int state__write_file(const char *path, const uint8_t *data, size_t len, char *err, size_t errlen)
+int state_file__write(const char *path, const uint8_t *data, size_t len, char *err, size_t errlen)
 {
 	struct bytes b = { data, len };
-	return state__write_file_with(path, fill_bytes, &b, err, errlen);
+	return state_file__write_with(path, fill_bytes, &b, err, errlen);
 }
 
-int state__write_fd(int fd, const uint8_t *data, size_t len)
+int state_file__write_fd(int fd, const uint8_t *data, size_t len)
 {
 	return write_all(fd, data, len);
 }
 
-void state__sync_dir(const char *path)
+void state_file__sync_dir(const char *path)
 {
 	char dir[4096];
 	snprintf(dir, sizeof(dir), "%s", path);
@@ -148,7 +148,7 @@ static int read_open_file(const char *path, int fd, const struct stat *st, uint8
 	return 0;
 }
 
-int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
+int state_file__read(const char *path, uint8_t **data, size_t *len, char *err, size_t errlen)
 {
 	*data = NULL;
 	*len = 0;
@@ -159,7 +159,7 @@ int state__read_file(const char *path, uint8_t **data, size_t *len, char *err, s
 	return read_open_file(path, fd, &st, data, len, err, errlen);
 }
 
-int state__load(const char *path, struct state_bytes *b, char *err, size_t errlen)
+int state_file__load(const char *path, struct state_bytes *b, char *err, size_t errlen)
 {
 	memset(b, 0, sizeof(*b));
 	int fd;
@@ -182,19 +182,19 @@ int state__load(const char *path, struct state_bytes *b, char *err, size_t errle
 	return rc;
 }
 
-void state__unload(struct state_bytes *b)
+void state_file__unload(struct state_bytes *b)
 {
 	if(b->map) (void)munmap(b->map, b->len);
 	free(b->heap);
 	memset(b, 0, sizeof(*b));
 }
 
-int state__append_nosync(int fd, const uint8_t *data, size_t len)
+int state_file__append_nosync(int fd, const uint8_t *data, size_t len)
 {
 	return write_all(fd, data, len);
 }
 
-int state__append(int fd, const uint8_t *data, size_t len)
+int state_file__append(int fd, const uint8_t *data, size_t len)
 {
 	int rc = write_all(fd, data, len);
 	if(rc == 0 && fdatasync(fd)) rc = errno;

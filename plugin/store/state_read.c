@@ -470,7 +470,7 @@ static void decode_delivery(struct state_view *v, struct reader *r)
 	s.held_connected = flags & 1;
 	s.diverted = flags & 2;
 	/* Gone (expired), or no counts kept (a test's view): nothing to do. */
-	if(rec && !r->bad && v->redelivery && redelivery__restore(v->redelivery, v->ledger, rec, &s)){
+	if(rec && !r->bad && v->redelivery && deliveries__restore(v->redelivery, v->ledger, rec, &s)){
 		r->bad = r->nomem = true;
 	}
 	free(client);
@@ -625,7 +625,7 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 	return 0;
 }
 
-int state__decode_snapshot(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+int state_read__decode_snapshot(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep)
 {
 	if(len < MAGIC_LEN + 8 || memcmp(data, SNAPSHOT_MAGIC, MAGIC_LEN)){
@@ -638,7 +638,7 @@ int state__decode_snapshot(struct state_view *v, const uint8_t *data, size_t len
 	return decode_entries(v, data, len, MAGIC_LEN + 8, false, mono_now, wall_now, rep);
 }
 
-int state__decode_journal(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
+int state_read__decode_journal(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
 		struct state_report *rep)
 {
 	if(len < MAGIC_LEN || memcmp(data, JOURNAL_MAGIC, MAGIC_LEN)){

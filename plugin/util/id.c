@@ -10,13 +10,13 @@
 
 static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-void idgen__init(struct dlq_idgen *g)
+void id__gen_init(struct dlq_idgen *g)
 {
 	memset(g, 0, sizeof(*g));
 	g->pos = sizeof(g->pool);
 }
 
-int idgen__refill(struct dlq_idgen *g)
+int id__gen_refill(struct dlq_idgen *g)
 {
 	int rc = port__random(g->pool, sizeof(g->pool));
 	if(rc) return rc;
@@ -24,10 +24,10 @@ int idgen__refill(struct dlq_idgen *g)
 	return 0;
 }
 
-int idgen__fraction(struct dlq_idgen *g, double *out)
+int id__gen_fraction(struct dlq_idgen *g, double *out)
 {
 	struct dlq_id id;
-	int rc = idgen__next(g, &id);
+	int rc = id__gen_next(g, &id);
 	if(rc) return rc;
 	uint32_t v = ((uint32_t)id.raw[0] << 24) | ((uint32_t)id.raw[1] << 16) | ((uint32_t)id.raw[2] << 8) | id.raw[3];
 	*out = v / 4294967296.0;

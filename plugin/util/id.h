@@ -25,18 +25,18 @@ struct dlq_idgen {
 	size_t pos; /* next unused byte; sizeof(pool) when empty */
 };
 
-void idgen__init(struct dlq_idgen *g);
+void id__gen_init(struct dlq_idgen *g);
 
 /* Fills the pool from the random source: 0, or the port's error. */
-int idgen__refill(struct dlq_idgen *g);
+int id__gen_refill(struct dlq_idgen *g);
 
 /* Draws a fresh id. Returns 0, or the port's error if the random source
  * failed (no id is made from anything but the OS's random bytes). Inline:
  * every tracked message draws one. */
-static inline int idgen__next(struct dlq_idgen *g, struct dlq_id *out)
+static inline int id__gen_next(struct dlq_idgen *g, struct dlq_id *out)
 {
 	if(g->pos + DLQ_ID_RAW_LEN > sizeof(g->pool)){
-		int rc = idgen__refill(g);
+		int rc = id__gen_refill(g);
 		if(rc) return rc;
 	}
 	memcpy(out->raw, g->pool + g->pos, DLQ_ID_RAW_LEN);
@@ -56,7 +56,7 @@ static inline bool id__is_zero(const struct dlq_id *id)
 
 /* A uniform draw from [0, 1) for jitter, from the same random pool.
  * Returns 0 or the port's error. */
-int idgen__fraction(struct dlq_idgen *g, double *out);
+int id__gen_fraction(struct dlq_idgen *g, double *out);
 
 /* The first 12 bits of the id whose text is s (DLQ_ID_LEN characters),
  * from its first two characters; any value below 4096 for text that is no

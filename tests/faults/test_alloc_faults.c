@@ -422,7 +422,7 @@ static void scenario_state(void)
 	if(engine_init(&e)){
 		struct state_report rep;
 		memset(&rep, 0, sizeof(rep));
-		rc = state__decode_snapshot(dlq__state_view(&e), buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep);
+		rc = state_read__decode_snapshot(dlq__state_view(&e), buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep);
 		alloc_fail_pause();
 		bool complete = e.ledger.count == records && e.outbox.owed.count == owed_count && e.delayed.count == delayed_count;
 		if(rc == ENOMEM){

@@ -354,8 +354,8 @@ static void send_one(struct run *r, struct fuzz_input *in)
 		FUZZ_CHECK(has_dlq_id(props), "a message without a dlq-id changed");
 		if(dlq__totals(r->pl.engine)->sent_without_stamp > stripped){
 			FUZZ_CHECK(!has_dlq_id(ed.properties), "a stripped send keeps its dlq-id");
-			uint32_t limit = packet_limits__get(&r->pl.limits, clients[c]);
-			FUZZ_CHECK(limit && packet__publish_size(strlen(topic), ed.payloadlen, qos, v_get_length_all(ed.properties))
+			uint32_t limit = packet_size__limits_get(&r->pl.limits, clients[c]);
+			FUZZ_CHECK(limit && packet_size__publish(strlen(topic), ed.payloadlen, qos, v_get_length_all(ed.properties))
 					<= limit, "a stripped send does not fit %u", limit);
 		}else{
 			FUZZ_CHECK(count_props(ed.properties) == count_props(props) + 1, "%zu properties, stored %zu",
@@ -415,7 +415,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case 2: {
 			uint8_t c = fuzz_input_byte(&in) % 4;
-			FUZZ_CHECK(packet_limits__set(&r.pl.limits, clients[c], fuzz_input_u32(&in)) == 0, "limits");
+			FUZZ_CHECK(packet_size__limits_set(&r.pl.limits, clients[c], fuzz_input_u32(&in)) == 0, "limits");
 			break;
 		}
 		default:
@@ -425,7 +425,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	dlq__cleanup(r.pl.engine);
-	packet_limits__cleanup(&r.pl.limits);
+	packet_size__limits_cleanup(&r.pl.limits);
 	arena_free();
 	fake_reset();
 	return 0;

@@ -89,14 +89,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			unsigned c = r[4] % CLIENTS;
 			uint32_t max = (uint32_t)near(r[2], u16(r + 5), UINT32_MAX);
 			if(r[3] & 1) max = 0; /* forget */
-			int rc = packet_limits__set(&t, ids[c], max);
-			FUZZ_CHECK(rc == 0, "packet_limits__set: %d", rc);
+			int rc = packet_size__limits_set(&t, ids[c], max);
+			FUZZ_CHECK(rc == 0, "packet_size__limits_set: %d", rc);
 			model[c] = max;
 			for(unsigned k = 0; k < CLIENTS; k++){
-				FUZZ_CHECK(packet_limits__get(&t, ids[k]) == model[k], "client \"%s\": %u, expected %u", ids[k],
-						packet_limits__get(&t, ids[k]), model[k]);
+				FUZZ_CHECK(packet_size__limits_get(&t, ids[k]) == model[k], "client \"%s\": %u, expected %u", ids[k],
+						packet_size__limits_get(&t, ids[k]), model[k]);
 			}
-			FUZZ_CHECK(packet_limits__get(&t, "never") == 0, "an unknown client has a limit");
+			FUZZ_CHECK(packet_size__limits_get(&t, "never") == 0, "an unknown client has a limit");
 			continue;
 		}
 		/* size_t topic lengths up to what a topic can be (MQTT: 65535),
@@ -105,20 +105,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint32_t payload = (uint32_t)near(r[3] >> 1, u16(r + 6), UINT32_MAX);
 		uint64_t props = near(r[8], u16(r + 9), (r[11] & 1) ? UINT32_MAX : UINT64_MAX / 4);
 		uint8_t qos = r[1];
-		uint64_t got = packet__publish_size((size_t)topic, payload, qos, props);
+		uint64_t got = packet_size__publish((size_t)topic, payload, qos, props);
 		uint64_t want = ref_size(topic, payload, qos, props);
 		FUZZ_CHECK(got == want, "size(%llu, %u, %u, %llu) = %llu, expected %llu", (unsigned long long)topic, payload,
 				qos, (unsigned long long)props, (unsigned long long)got, (unsigned long long)want);
 		FUZZ_CHECK(got > topic && got > payload && got > props, "a PUBLISH smaller than its parts");
 		if(payload < UINT32_MAX){
-			FUZZ_CHECK(packet__publish_size((size_t)topic, payload + 1, qos, props) > got, "not monotonic in payload");
+			FUZZ_CHECK(packet_size__publish((size_t)topic, payload + 1, qos, props) > got, "not monotonic in payload");
 		}
-		FUZZ_CHECK(packet__publish_size((size_t)topic + 1, payload, qos, props) > got, "not monotonic in topic");
-		FUZZ_CHECK(packet__publish_size((size_t)topic, payload, qos, props + 1) > got, "not monotonic in properties");
-		unsigned vb = packet__varint_bytes((uint32_t)props);
+		FUZZ_CHECK(packet_size__publish((size_t)topic + 1, payload, qos, props) > got, "not monotonic in topic");
+		FUZZ_CHECK(packet_size__publish((size_t)topic, payload, qos, props + 1) > got, "not monotonic in properties");
+		unsigned vb = packet_size__varint_bytes((uint32_t)props);
 		FUZZ_CHECK(vb == ref_varint((uint32_t)props), "varint_bytes(%u) = %u", (unsigned)props, vb);
-		FUZZ_CHECK(packet__user_property_len(r[10], r[11]) == 5u + r[10] + r[11], "user property length");
+		FUZZ_CHECK(packet_size__user_property_len(r[10], r[11]) == 5u + r[10] + r[11], "user property length");
 	}
-	packet_limits__cleanup(&t);
+	packet_size__limits_cleanup(&t);
 	return 0;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Fuzz target: a JSON policy document (config__parse_policy_json), the
+ * Fuzz target: a JSON policy document (policy_parse__json), the
  * content of plugin_opt_policy_file. A refused document must leave the table
  * as it was and say why; an accepted one is validated as a whole and, when
  * that passes, its trie must agree with a plain walk over the filters.
@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if(text == NULL) return 0;
 	memcpy(text, data, size);
 	err[0] = '\0';
-	int rc = config__parse_policy_json(text, size, "fuzz.json", &t, err, sizeof(err));
+	int rc = policy_parse__json(text, size, "fuzz.json", &t, err, sizeof(err));
 	if(rc){
 		FUZZ_CHECK(rc == EINVAL, "rc %d", rc);
 		FUZZ_CHECK(err[0] != '\0', "refused without a message");

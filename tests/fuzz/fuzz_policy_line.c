@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Fuzz target: one plugin_opt_policy value (config__parse_policy_line). The
+ * Fuzz target: one plugin_opt_policy value (policy_parse__line). The
  * input up to its first NUL is the line, as mosquitto.conf would hand it
  * over. An accepted policy must hold what policy.h promises (a filter, a
  * dead-letter topic, values in range) and, put in a table of its own, must
@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(line, data, size);
 	line[size] = '\0';
 	err[0] = '\0';
-	int rc = config__parse_policy_line(line, &p, err, sizeof(err));
+	int rc = policy_parse__line(line, &p, err, sizeof(err));
 	if(rc){
 		FUZZ_CHECK(rc == EINVAL, "rc %d", rc);
 		FUZZ_CHECK(err[0] != '\0', "refused without a message");

@@ -46,7 +46,7 @@ static void check_round_trip(struct dlq *d)
 	int64_t wall = fake.wall_ms;
 	fuzz_engine_init(&e);
 	memset(&rep, 0, sizeof(rep));
-	FUZZ_CHECK(state__decode_snapshot(dlq__state_view(&e), buf.data, buf.len, now, wall, &rep) == 0, "decode");
+	FUZZ_CHECK(state_read__decode_snapshot(dlq__state_view(&e), buf.data, buf.len, now, wall, &rep) == 0, "decode");
 	FUZZ_CHECK(!rep.damaged, "a snapshot of a restored state is damaged: %s", rep.problem);
 	FUZZ_CHECK(e.ledger.count == d->ledger.count, "round trip: %zu records, before %zu", e.ledger.count, d->ledger.count);
 	FUZZ_CHECK(e.outbox.owed.count == d->outbox.owed.count && e.delayed.count == d->delayed.count,

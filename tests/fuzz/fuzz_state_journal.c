@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Fuzz target: the journal decoder (state__decode_journal), applied to an
+ * Fuzz target: the journal decoder (state_read__decode_journal), applied to an
  * engine freshly restored from a fixed snapshot (fuzz_make_snapshot: records,
  * owed and delayed envelopes), so that "remove" entries find envelopes to
  * remove and "add" entries meet ones already there. CRCs are rewritten as in
@@ -33,12 +33,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_fix_crcs(copy, size, 8);
 	fuzz_engine_init(&d);
 	memset(&rep, 0, sizeof(rep));
-	FUZZ_CHECK(state__decode_snapshot(dlq__state_view(&d), base.data, base.len, fake.now_ms, fake.wall_ms, &rep) == 0, "base snapshot");
+	FUZZ_CHECK(state_read__decode_snapshot(dlq__state_view(&d), base.data, base.len, fake.now_ms, fake.wall_ms, &rep) == 0, "base snapshot");
 	FUZZ_CHECK(!rep.damaged && rep.envelopes > 0 && rep.records > 0, "base snapshot: %s", rep.problem);
 	size_t before = fuzz_owed_count(&d);
 	memset(&rep, 0, sizeof(rep));
-	int rc = state__decode_journal(dlq__state_view(&d), copy, size, fake.now_ms, fake.wall_ms, &rep);
-	FUZZ_CHECK(rc == 0, "state__decode_journal: %d", rc);
+	int rc = state_read__decode_journal(dlq__state_view(&d), copy, size, fake.now_ms, fake.wall_ms, &rep);
+	FUZZ_CHECK(rc == 0, "state_read__decode_journal: %d", rc);
 	free(copy);
 	fuzz_state_exercise(&d, &rep, before);
 	return 0;

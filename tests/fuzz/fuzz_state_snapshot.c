@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * Fuzz target: the state snapshot decoder (state__decode_snapshot) into a
+ * Fuzz target: the state snapshot decoder (state_read__decode_snapshot) into a
  * fresh engine with the standard configuration. The target rewrites every
  * entry's CRC before decoding, so that mutations reach the entry decoders
  * (a checksum mismatch is tested by the unit tests); then it checks the
@@ -29,8 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_fix_crcs(copy, size, 16);
 	fuzz_engine_init(&d);
 	memset(&rep, 0, sizeof(rep));
-	int rc = state__decode_snapshot(dlq__state_view(&d), copy, size, fake.now_ms, fake.wall_ms, &rep);
-	FUZZ_CHECK(rc == 0, "state__decode_snapshot: %d", rc);
+	int rc = state_read__decode_snapshot(dlq__state_view(&d), copy, size, fake.now_ms, fake.wall_ms, &rep);
+	FUZZ_CHECK(rc == 0, "state_read__decode_snapshot: %d", rc);
 	free(copy);
 	fuzz_state_exercise(&d, &rep, 0);
 	return 0;

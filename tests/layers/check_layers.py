@@ -14,6 +14,9 @@ headers. This script reads that table and fails on:
   - an #include of a header the section names private to its folder (the
     line "Headers private to their folder ...: `engine/engine.h`.") from a
     file of another folder;
+  - a function the built libraries define whose prefix (before "__") is
+    neither its file's name nor one of the shared prefixes the section
+    lists (the line "Shared prefixes: `dlq__` ...");
   - an import circle between files: a module is a .c file with the header
     of the same name (a header alone is a module too); a module imports
     another when one of its files includes one of the other's, or when its
@@ -51,6 +54,12 @@ def read_private(design):
     """The headers (folder/name.h) that only files of their folder may include."""
     m = re.search(r'^Headers private to their folder[^:]*:(.*?)$', layout_section(design).group(1), re.M)
     return set(re.findall(r'`(\w+/\w+\.h)`', m.group(1))) if m else set()
+
+
+def read_shared_prefixes(design):
+    """The function prefixes several files may define (without the '__')."""
+    m = re.search(r'Shared\s+prefixes:(.*?)\.\s', layout_section(design).group(1), re.S)
+    return set(re.findall(r'`(\w+?)__`', m.group(1))) if m else set()
 
 
 def read_table(design):
@@ -129,7 +138,7 @@ def check_includes(plugin, table, problems, edges, private=frozenset()):
             edges[module_of(folder, name)].add((module_of(tfolder, tname), 'includes ' + target))
 
 
-def check_calls(nm, libs, edges):
+def check_calls(nm, libs, edges, problems=None, shared=frozenset()):
     defined, used = {}, collections.defaultdict(set)
     out = subprocess.run([nm, '-A'] + libs, check=True, capture_output=True, text=True).stdout
     for line in out.splitlines():
@@ -140,6 +149,11 @@ def check_calls(nm, libs, edges):
         kind, sym = m.group(3), m.group(4)
         if kind in 'TDBRC':
             defined[sym] = module
+            prefix = sym.split('__')[0] if '__' in sym else None
+            if (kind == 'T' and problems is not None and prefix and prefix != m.group(2)
+                    and prefix not in shared):
+                problems.append('plugin/%s.c defines %s: its prefix names neither the file nor a shared prefix '
+                                '(docs/design.md, Layout)' % (module, sym))
         elif kind == 'U':
             used[module].add(sym)
     for module, syms in used.items():
@@ -190,7 +204,7 @@ def check(root, nm, libs):
     problems, edges = [], collections.defaultdict(set)
     check_includes(plugin, table, problems, edges, read_private(os.path.join(root, 'docs', 'design.md')))
     if libs:
-        check_calls(nm, libs, edges)
+        check_calls(nm, libs, edges, problems, read_shared_prefixes(os.path.join(root, 'docs', 'design.md')))
     for comp in circles(edges):
         ties = []
         for a in comp:

@@ -73,7 +73,7 @@ START_TEST(test_line_good)
 {
 	struct dlq_policy p;
 
-	ck_assert_int_eq(config__parse_policy_line("sensors/# max_attempts=5 dead_letter=dead/sensors", &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(policy_parse__line("sensors/# max_attempts=5 dead_letter=dead/sensors", &p, err, sizeof(err)), 0);
 	ck_assert_str_eq(p.filter, "sensors/#");
 	ck_assert_uint_eq(p.max_attempts, 5);
 	ck_assert_str_eq(p.dead_letter, "dead/sensors");
@@ -81,27 +81,27 @@ START_TEST(test_line_good)
 	policy__free(&p);
 
 	/* Tabs, extra spaces, any order of keys. */
-	ck_assert_int_eq(config__parse_policy_line("\t a/+/c \tretry_to=retry/a  dead_letter=dlq/a\tmax_attempts=1000 ", &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(policy_parse__line("\t a/+/c \tretry_to=retry/a  dead_letter=dlq/a\tmax_attempts=1000 ", &p, err, sizeof(err)), 0);
 	ck_assert_str_eq(p.filter, "a/+/c");
 	ck_assert_uint_eq(p.max_attempts, 1000);
 	ck_assert_str_eq(p.dead_letter, "dlq/a");
 	ck_assert_str_eq(p.retry_to, "retry/a");
 	policy__free(&p);
 
-	ck_assert_int_eq(config__parse_policy_line("a max_attempts=1 dead_letter=d retry_to=delivery", &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(policy_parse__line("a max_attempts=1 dead_letter=d retry_to=delivery", &p, err, sizeof(err)), 0);
 	ck_assert_uint_eq(p.max_attempts, 1);
 	ck_assert_ptr_null(p.retry_to);
 	policy__free(&p);
 
 	/* '=' may appear in a filter and in a topic value. */
-	ck_assert_int_eq(config__parse_policy_line("a=b max_attempts=2 dead_letter=x=y", &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(policy_parse__line("a=b max_attempts=2 dead_letter=x=y", &p, err, sizeof(err)), 0);
 	ck_assert_str_eq(p.filter, "a=b");
 	ck_assert_str_eq(p.dead_letter, "x=y");
 	policy__free(&p);
 }
 END_TEST
 
-/* A policy line config__parse_policy_line must refuse, and what its
+/* A policy line policy_parse__line must refuse, and what its
  * message must say. */
 struct bad_line {
 	const char *line;
@@ -117,7 +117,7 @@ static void expect_line_refused(const struct bad_line *c)
 
 	memset(&p, 0xA5, sizeof(p));
 	err[0] = '\0';
-	ck_assert_msg(config__parse_policy_line(c->line, &p, err, sizeof(err)) == EINVAL, "accepted \"%s\"", c->line);
+	ck_assert_msg(policy_parse__line(c->line, &p, err, sizeof(err)) == EINVAL, "accepted \"%s\"", c->line);
 	ck_assert(is_zero(&p, sizeof(p)));
 	snprintf(what, sizeof(what), "line \"%s\"", c->line);
 	assert_err_has(c->want, ARRAY_LEN(c->want), what);
@@ -447,7 +447,7 @@ START_TEST(test_json_good)
 		"]}";
 	struct dlq_policy_table t = {0};
 
-	ck_assert_int_eq(config__parse_policy_json(doc, strlen(doc), "p.json", &t, err, sizeof(err)), 0);
+	ck_assert_int_eq(policy_parse__json(doc, strlen(doc), "p.json", &t, err, sizeof(err)), 0);
 	ck_assert_uint_eq(t.count, 3);
 	ck_assert_str_eq(t.items[0].filter, "sensors/#");
 	ck_assert_uint_eq(t.items[0].max_attempts, 5);
@@ -466,13 +466,13 @@ START_TEST(test_json_good)
 
 	/* Only len bytes are read: no terminator needed. */
 	static const char cut[] = "{\"policies\":[]}garbage";
-	ck_assert_int_eq(config__parse_policy_json(cut, 15, "p.json", &t, err, sizeof(err)), 0);
+	ck_assert_int_eq(policy_parse__json(cut, 15, "p.json", &t, err, sizeof(err)), 0);
 	ck_assert_uint_eq(t.count, 0);
 	policy__table_free(&t);
 }
 END_TEST
 
-/* A policy document config__parse_policy_json must refuse, and what its
+/* A policy document policy_parse__json must refuse, and what its
  * message must say. */
 struct bad_json {
 	const char *doc;
@@ -541,7 +541,7 @@ START_TEST(test_json_bad)
 		keep.max_attempts = 1;
 		ck_assert_int_eq(policy__table_add(&t, &keep), 0);
 		err[0] = '\0';
-		ck_assert_msg(config__parse_policy_json(cases[i].doc, strlen(cases[i].doc), "p.json", &t, err, sizeof(err)) == EINVAL,
+		ck_assert_msg(policy_parse__json(cases[i].doc, strlen(cases[i].doc), "p.json", &t, err, sizeof(err)) == EINVAL,
 				"accepted %s", cases[i].doc);
 		ck_assert_uint_eq(t.count, 1);
 		ck_assert_str_eq(t.items[0].filter, "kept");
@@ -645,7 +645,7 @@ START_TEST(test_line_delays_good)
 	struct dlq_policy p;
 
 	/* Not given: no delay, backoff 1, no jitter, a 1 h cap. */
-	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d", &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(policy_parse__line("a max_attempts=3 dead_letter=d", &p, err, sizeof(err)), 0);
 	ck_assert_uint_eq(p.retry_delay_ms, 0);
 	ck_assert(p.retry_backoff == 1.0);
 	ck_assert_uint_eq(p.retry_max_delay_ms, DLQ_DEFAULT_RETRY_MAX_DELAY_MS);
@@ -663,14 +663,14 @@ START_TEST(test_line_delays_good)
 		{"a max_attempts=3 dead_letter=d retry_delay=500ms", 500},
 	};
 	for(size_t i = 0; i < ARRAY_LEN(alone); i++){
-		ck_assert_msg(config__parse_policy_line(alone[i].line, &p, err, sizeof(err)) == 0, "refused \"%s\": %s",
+		ck_assert_msg(policy_parse__line(alone[i].line, &p, err, sizeof(err)) == 0, "refused \"%s\": %s",
 				alone[i].line, err);
 		ck_assert_msg(p.retry_delay_ms == alone[i].ms, "\"%s\": %llu ms, expected %llu", alone[i].line,
 				(unsigned long long)p.retry_delay_ms, (unsigned long long)alone[i].ms);
 		policy__free(&p);
 	}
 
-	ck_assert_int_eq(config__parse_policy_line("a retry_jitter=0.25 retry_max_delay=2h max_attempts=3 retry_backoff=2.5 "
+	ck_assert_int_eq(policy_parse__line("a retry_jitter=0.25 retry_max_delay=2h max_attempts=3 retry_backoff=2.5 "
 			"dead_letter=d retry_delay=5m", &p, err, sizeof(err)), 0);
 	ck_assert_uint_eq(p.retry_delay_ms, 300000);
 	ck_assert_uint_eq(p.retry_max_delay_ms, 7200000);
@@ -679,17 +679,17 @@ START_TEST(test_line_delays_good)
 	policy__free(&p);
 
 	/* The edges: backoff 1 and 100, jitter 0 and 1, delay equal to the cap. */
-	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_backoff=1 retry_jitter=0 "
+	ck_assert_int_eq(policy_parse__line("a max_attempts=3 dead_letter=d retry_backoff=1 retry_jitter=0 "
 			"retry_delay=1h", &p, err, sizeof(err)), 0);
 	ck_assert(p.retry_backoff == 1.0);
 	ck_assert_uint_eq(p.retry_delay_ms, 3600000);
 	policy__free(&p);
-	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_backoff=100 retry_jitter=1 "
+	ck_assert_int_eq(policy_parse__line("a max_attempts=3 dead_letter=d retry_backoff=100 retry_jitter=1 "
 			"retry_delay=10s retry_max_delay=10s", &p, err, sizeof(err)), 0);
 	ck_assert(p.retry_backoff == 100.0);
 	ck_assert(p.retry_jitter == 1.0);
 	policy__free(&p);
-	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d retry_backoff=1.0 retry_jitter=.5",
+	ck_assert_int_eq(policy_parse__line("a max_attempts=3 dead_letter=d retry_backoff=1.0 retry_jitter=.5",
 			&p, err, sizeof(err)), 0);
 	ck_assert(p.retry_jitter == 0.5);
 	policy__free(&p);
@@ -755,7 +755,7 @@ START_TEST(test_json_delays_good)
 		"]}";
 	struct dlq_policy_table t = {0};
 
-	ck_assert_int_eq(config__parse_policy_json(doc, strlen(doc), "p.json", &t, err, sizeof(err)), 0);
+	ck_assert_int_eq(policy_parse__json(doc, strlen(doc), "p.json", &t, err, sizeof(err)), 0);
 	ck_assert_uint_eq(t.count, 3);
 	ck_assert_uint_eq(t.items[0].retry_delay_ms, 30000);
 	ck_assert(t.items[0].retry_backoff == 2.0);
@@ -804,7 +804,7 @@ START_TEST(test_json_delays_bad)
 	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		struct dlq_policy_table t = {0};
 		err[0] = '\0';
-		ck_assert_msg(config__parse_policy_json(cases[i].doc, strlen(cases[i].doc), "p.json", &t, err, sizeof(err)) == EINVAL,
+		ck_assert_msg(policy_parse__json(cases[i].doc, strlen(cases[i].doc), "p.json", &t, err, sizeof(err)) == EINVAL,
 				"accepted %s", cases[i].doc);
 		ck_assert_uint_eq(t.count, 0);
 		expect_json_message(&cases[i]);
@@ -1013,7 +1013,7 @@ END_TEST
 START_TEST(test_ack_timeout_good)
 {
 	struct dlq_policy p;
-	ck_assert_int_eq(config__parse_policy_line("a max_attempts=3 dead_letter=d", &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(policy_parse__line("a max_attempts=3 dead_letter=d", &p, err, sizeof(err)), 0);
 	ck_assert_uint_eq(p.ack_timeout_ms, 0);
 	ck_assert_ptr_null(p.ack_timeout);
 	policy__free(&p);
@@ -1024,7 +1024,7 @@ START_TEST(test_ack_timeout_good)
 	for(size_t i = 0; i < ARRAY_LEN(good); i++){
 		char line[128];
 		snprintf(line, sizeof(line), "a max_attempts=3 dead_letter=d ack_timeout=%s", good[i].value);
-		ck_assert_msg(config__parse_policy_line(line, &p, err, sizeof(err)) == 0, "refused %s: %s", line, err);
+		ck_assert_msg(policy_parse__line(line, &p, err, sizeof(err)) == 0, "refused %s: %s", line, err);
 		ck_assert_uint_eq(p.ack_timeout_ms, good[i].ms);
 		ck_assert_str_eq(p.ack_timeout, good[i].value); /* as configured, for the dead letters' reason */
 		policy__free(&p);
@@ -1032,7 +1032,7 @@ START_TEST(test_ack_timeout_good)
 	static const char doc[] = "{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d\","
 			"\"ack_timeout\":\"45s\"}]}";
 	struct dlq_policy_table t = {0};
-	ck_assert_int_eq(config__parse_policy_json(doc, strlen(doc), "p.json", &t, err, sizeof(err)), 0);
+	ck_assert_int_eq(policy_parse__json(doc, strlen(doc), "p.json", &t, err, sizeof(err)), 0);
 	ck_assert_uint_eq(t.items[0].ack_timeout_ms, 45000);
 	ck_assert_str_eq(t.items[0].ack_timeout, "45s");
 	policy__table_free(&t);
@@ -1060,7 +1060,7 @@ START_TEST(test_ack_timeout_bad)
 	static const char number[] = "{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d\","
 			"\"ack_timeout\":30}]}";
 	struct dlq_policy_table t = {0};
-	ck_assert_int_eq(config__parse_policy_json(number, strlen(number), "p.json", &t, err, sizeof(err)), EINVAL);
+	ck_assert_int_eq(policy_parse__json(number, strlen(number), "p.json", &t, err, sizeof(err)), EINVAL);
 	ERR_HAS("p.json: policies[0]: ack_timeout must be a string with a unit, e.g. \"30s\", got the number 30");
 	ck_assert_uint_eq(t.count, 0);
 }

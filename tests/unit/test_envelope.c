@@ -40,7 +40,7 @@ static struct dlq_headers original; /* the publisher's headers */
 static struct dlq_id fresh_id(void)
 {
 	struct dlq_id id;
-	ck_assert_int_eq(idgen__next(&idgen, &id), 0);
+	ck_assert_int_eq(id__gen_next(&idgen, &id), 0);
 	return id;
 }
 
@@ -440,7 +440,7 @@ END_TEST
 static void setup(void)
 {
 	fake_reset();
-	idgen__init(&idgen);
+	id__gen_init(&idgen);
 	const uint8_t format = 1;
 	memset(&original, 0, sizeof(original));
 	ck_assert_int_eq(headers__add(&original, DLQ_HDR_PAYLOAD_FORMAT, &format, 1, NULL, 0), 0);

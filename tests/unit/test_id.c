@@ -52,11 +52,11 @@ END_TEST
 START_TEST(decode_inverts_encode)
 {
 	struct dlq_idgen g;
-	idgen__init(&g);
+	id__gen_init(&g);
 	for(int i = 0; i < 1000; i++){
 		struct dlq_id id, back;
 		char text[DLQ_ID_LEN + 1];
-		ck_assert_int_eq(idgen__next(&g, &id), 0);
+		ck_assert_int_eq(id__gen_next(&g, &id), 0);
 		id__encode(&id, text);
 		expect_text_form(text);
 		ck_assert(id__decode(text, DLQ_ID_LEN, &back));
@@ -135,9 +135,9 @@ START_TEST(idgen_draws_distinct_ids)
 	struct dlq_id *ids = malloc(N * sizeof(*ids));
 	ck_assert_ptr_nonnull(ids);
 	struct dlq_idgen g;
-	idgen__init(&g);
+	id__gen_init(&g);
 	for(int i = 0; i < N; i++){
-		ck_assert_int_eq(idgen__next(&g, &ids[i]), 0);
+		ck_assert_int_eq(id__gen_next(&g, &ids[i]), 0);
 	}
 	qsort(ids, N, sizeof(*ids), cmp_id);
 	for(int i = 1; i < N; i++){
@@ -151,11 +151,11 @@ START_TEST(idgen_draws_distinct_ids_from_the_os)
 {
 	fake.use_os_random = true;
 	struct dlq_idgen g;
-	idgen__init(&g);
+	id__gen_init(&g);
 	struct dlq_id a, b;
-	ck_assert_int_eq(idgen__next(&g, &a), 0);
+	ck_assert_int_eq(id__gen_next(&g, &a), 0);
 	for(int i = 0; i < 500; i++){
-		ck_assert_int_eq(idgen__next(&g, &b), 0);
+		ck_assert_int_eq(id__gen_next(&g, &b), 0);
 		ck_assert(memcmp(&a, &b, sizeof(a)) != 0);
 	}
 }
@@ -167,10 +167,10 @@ START_TEST(ids_are_the_random_sources_bytes)
 	 * ids must be its bytes, 12 at a time, in order: nothing is mixed in. */
 	enum { N = 200 };
 	struct dlq_idgen g;
-	idgen__init(&g);
+	id__gen_init(&g);
 	struct dlq_id ids[N];
 	for(int i = 0; i < N; i++){
-		ck_assert_int_eq(idgen__next(&g, &ids[i]), 0);
+		ck_assert_int_eq(id__gen_next(&g, &ids[i]), 0);
 	}
 	fake_reset();
 	uint8_t stream[N * DLQ_ID_RAW_LEN];
@@ -184,27 +184,27 @@ END_TEST
 START_TEST(a_failing_random_source_makes_no_id)
 {
 	struct dlq_idgen g;
-	idgen__init(&g);
+	id__gen_init(&g);
 	struct dlq_id id;
 	fake.fail_random = 1;
-	ck_assert_int_ne(idgen__next(&g, &id), 0);
+	ck_assert_int_ne(id__gen_next(&g, &id), 0);
 	ck_assert_int_eq(fake.fail_random, 0); /* it did ask */
 	/* Once the source works again, so does the generator. */
-	ck_assert_int_eq(idgen__next(&g, &id), 0);
+	ck_assert_int_eq(id__gen_next(&g, &id), 0);
 }
 END_TEST
 
 START_TEST(a_failure_when_the_pool_runs_out_makes_no_id)
 {
 	struct dlq_idgen g;
-	idgen__init(&g);
+	id__gen_init(&g);
 	struct dlq_id first, id;
-	ck_assert_int_eq(idgen__next(&g, &first), 0);
+	ck_assert_int_eq(id__gen_next(&g, &first), 0);
 	/* Exhaust the pool, counting draws that need no random call. */
 	size_t calls = 0;
 	int drawn = 1;
 	fake.fail_random = 1000000;
-	while(idgen__next(&g, &id) == 0){
+	while(id__gen_next(&g, &id) == 0){
 		drawn++;
 		ck_assert_int_lt(drawn, 100000);
 	}
@@ -214,10 +214,10 @@ START_TEST(a_failure_when_the_pool_runs_out_makes_no_id)
 	/* Every further draw fails while the source does: no id from an empty
 	 * or reused pool. */
 	for(int i = 0; i < 10; i++){
-		ck_assert_int_ne(idgen__next(&g, &id), 0);
+		ck_assert_int_ne(id__gen_next(&g, &id), 0);
 	}
 	fake.fail_random = 0;
-	ck_assert_int_eq(idgen__next(&g, &id), 0);
+	ck_assert_int_eq(id__gen_next(&g, &id), 0);
 	ck_assert(memcmp(&id, &first, sizeof(id)) != 0);
 }
 END_TEST

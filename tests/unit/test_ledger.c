@@ -28,7 +28,7 @@ static struct dlq_idgen idgen;
 static struct dlq_id fresh_id(void)
 {
 	struct dlq_id id;
-	ck_assert_int_eq(idgen__next(&idgen, &id), 0);
+	ck_assert_int_eq(id__gen_next(&idgen, &id), 0);
 	return id;
 }
 
@@ -512,7 +512,7 @@ END_TEST
 static void setup(void)
 {
 	fake_reset();
-	idgen__init(&idgen);
+	id__gen_init(&idgen);
 }
 
 static void teardown(void)

@@ -145,14 +145,14 @@ static bool exists(const char *path)
 static void read_all(const char *path, uint8_t **data, size_t *len)
 {
 	char err[256];
-	ck_assert_int_eq(state__read_file(path, data, len, err, sizeof(err)), 0);
+	ck_assert_int_eq(state_file__read(path, data, len, err, sizeof(err)), 0);
 	ck_assert_msg(*data != NULL, "%s does not exist", path);
 }
 
 static void write_all(const char *path, const void *data, size_t len)
 {
 	char err[256];
-	ck_assert_msg(state__write_file(path, data, len, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(state_file__write(path, data, len, err, sizeof(err)) == 0, "%s", err);
 }
 
 /* The types of the entries of a journal file, as a string of digits. */
@@ -192,11 +192,11 @@ static void decode_files(const char *snapshot, const char *journal, struct state
 	uint8_t *data;
 	size_t len;
 	read_all(snapshot, &data, &len);
-	ck_assert_int_eq(state__decode_snapshot(dlq__state_view(into), data, len, fake.now_ms, fake.wall_ms, rep), 0);
+	ck_assert_int_eq(state_read__decode_snapshot(dlq__state_view(into), data, len, fake.now_ms, fake.wall_ms, rep), 0);
 	free(data);
 	if(journal){
 		read_all(journal, &data, &len);
-		ck_assert_int_eq(state__decode_journal(dlq__state_view(into), data, len, fake.now_ms, fake.wall_ms, rep), 0);
+		ck_assert_int_eq(state_read__decode_journal(dlq__state_view(into), data, len, fake.now_ms, fake.wall_ms, rep), 0);
 		free(data);
 	}
 }
@@ -243,7 +243,7 @@ static void crash_image(char *path, size_t size)
 	free(data);
 	char err[256], jpath[200];
 	snprintf(jpath, sizeof(jpath), "%s.journal", path);
-	ck_assert_int_eq(state__read_file(journal_path, &data, &len, err, sizeof(err)), 0);
+	ck_assert_int_eq(state_file__read(journal_path, &data, &len, err, sizeof(err)), 0);
 	if(data){
 		write_all(jpath, data, len);
 		free(data);

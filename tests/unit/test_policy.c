@@ -417,7 +417,7 @@ START_TEST(test_ten_thousand_policies_cost)
 	struct dlq_policy_table t = {0};
 	char err[512];
 	double t0 = seconds_now();
-	ck_assert_msg(config__parse_policy_json(json, strlen(json), "policies.json", &t, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(policy_parse__json(json, strlen(json), "policies.json", &t, err, sizeof(err)) == 0, "%s", err);
 	double t1 = seconds_now();
 	ck_assert_msg(policy__table_finish(&t, err, sizeof(err)) == 0, "%s", err);
 	double t2 = seconds_now();

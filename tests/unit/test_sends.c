@@ -223,7 +223,7 @@ START_TEST(sends_leave_with_their_record)
 	ck_assert_uint_eq(sent("t", id, "jobs/a", "poison"), 3);
 	ck_assert_uint_eq(d.redelivery.count, 2);
 	ck_assert_uint_eq(d.ledger.bytes, bytes + 2 * DLQ_DELIVERY_BYTES);
-	ck_assert_uint_eq(redelivery__table_bytes(&d.redelivery, r), 2 * DLQ_DELIVERY_BYTES);
+	ck_assert_uint_eq(deliveries__table_bytes(&d.redelivery, r), 2 * DLQ_DELIVERY_BYTES);
 	expect_bytes_recounted();
 
 	fake.now_ms += 400000;

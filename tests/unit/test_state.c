@@ -276,7 +276,7 @@ static void restart(uint64_t down_ms, uint64_t new_mono)
 static void decode(struct dlq *d, const uint8_t *data, size_t len, struct state_report *rep)
 {
 	memset(rep, 0, sizeof(*rep));
-	ck_assert_int_eq(state__decode_snapshot(dlq__state_view(d), data, len, fake.now_ms, fake.wall_ms, rep), 0);
+	ck_assert_int_eq(state_read__decode_snapshot(dlq__state_view(d), data, len, fake.now_ms, fake.wall_ms, rep), 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -645,7 +645,7 @@ static void expect_restored(const uint8_t *data, size_t len, const struct entry_
 	engine_start(&fresh, &live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state__decode_snapshot(dlq__state_view(&fresh), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_snapshot(dlq__state_view(&fresh), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
 	if(damaged_at == SIZE_MAX){
 		ck_assert_msg(!rep.damaged, "%s: reported damaged (%s)", what, rep.problem);
 	}else if(damaged_at == SOMEWHERE){
@@ -791,7 +791,7 @@ START_TEST(a_bad_header_is_reported)
 	ck_assert(rep.damaged);
 	populate_small();
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(rep.damaged);
 	ck_assert_uint_eq(rep.damaged_at, 0);
 	ck_assert_msg(strstr(rep.problem, "bad header") != NULL, "problem \"%s\"", rep.problem);
@@ -957,7 +957,7 @@ START_TEST(a_journal_the_snapshot_holds_is_skipped)
 		ck_assert_uint_eq(dlq__state_view(&b)->journal_covers, 5);
 		size_t before = envelope_count(&b);
 		memset(&rep, 0, sizeof(rep));
-		ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), journals[i]->data, journals[i]->len, fake.now_ms,
+		ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), journals[i]->data, journals[i]->len, fake.now_ms,
 				fake.wall_ms, &rep), 0);
 		ck_assert_msg(!rep.damaged, "journal %zu damaged: %s", i, rep.problem);
 		ck_assert_uint_eq(rep.journal_generation, generation[i]);
@@ -974,7 +974,7 @@ START_TEST(a_journal_the_snapshot_holds_is_skipped)
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert(!rep.damaged);
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), held.data, held.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), held.data, held.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(!rep.journal_held);
 	ck_assert_uint_eq(rep.journal_entries, 1);
 	/* A generation anywhere but first is damage; so is generation 0. */
@@ -983,11 +983,11 @@ START_TEST(a_journal_the_snapshot_holds_is_skipped)
 	ck_assert_int_eq(state__encode_add(added, fake.now_ms, fake.wall_ms, &late), 0);
 	ck_assert_int_eq(headers__append_raw(&late, held.data + 8, 9 + 8), 0);
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), late.data, late.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), late.data, late.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(rep.damaged);
 	ck_assert_int_eq(state__encode_journal_start(0, &zero), 0);
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), zero.data, zero.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), zero.data, zero.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(rep.damaged);
 	envelope__free(added);
 	headers__free(&held);
@@ -1028,7 +1028,7 @@ START_TEST(a_journal_replays_on_top_of_a_snapshot)
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert(!rep.damaged);
 	ck_assert_uint_eq(rep.envelopes, 2);
-	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert_msg(!rep.damaged, "journal damaged: %s", rep.problem);
 	ck_assert_uint_eq(rep.journal_entries, 6);
 	ck_assert_uint_eq(rep.envelopes, 4); /* 2 from the snapshot, 2 added; the duplicate not */
@@ -1058,7 +1058,7 @@ START_TEST(a_journal_replays_on_top_of_a_snapshot)
 	engine_start(&b2, &b2_live, standard, ARRAY_LEN(standard), 0);
 	decode(&b2, buf.data, buf.len, &rep);
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b2), j.data, j.len - 3, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b2), j.data, j.len - 3, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(rep.damaged);
 	ck_assert_uint_eq(rep.journal_entries, 5);
 	ck_assert_ptr_nonnull(find_seq(&b2, delayed_seq, NULL)); /* its removal was lost */
@@ -1081,7 +1081,7 @@ START_TEST(a_journal_alone_restores_envelopes)
 	ck_assert_int_eq(state__encode_add(e, fake.now_ms, fake.wall_ms, &j), 0);
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(!rep.damaged);
 	ck_assert_uint_eq(rep.journal_entries, 1);
 	ck_assert_uint_eq(b.outbox.owed.count, 1);
@@ -1253,7 +1253,7 @@ END_TEST
 static void decode_journal(struct dlq *d, const struct dlq_headers *j, struct state_report *rep)
 {
 	memset(rep, 0, sizeof(*rep));
-	ck_assert_int_eq(state__decode_journal(dlq__state_view(d), j->data, j->len, fake.now_ms, fake.wall_ms, rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(d), j->data, j->len, fake.now_ms, fake.wall_ms, rep), 0);
 }
 
 START_TEST(a_journal_keeps_and_removes_letters)
@@ -1484,9 +1484,9 @@ static void expect_refused(const uint8_t *data, size_t len, bool journal, size_t
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
 	if(journal){
-		ck_assert_int_eq(state__decode_journal(dlq__state_view(&b), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
+		ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
 	}else{
-		ck_assert_int_eq(state__decode_snapshot(dlq__state_view(&b), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
+		ck_assert_int_eq(state_read__decode_snapshot(dlq__state_view(&b), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
 	}
 	ck_assert_msg(rep.damaged, "%s: restored", problem);
 	ck_assert_uint_eq(rep.damaged_at, at);
@@ -1658,7 +1658,7 @@ static void expect_saved(struct dlq *d, const char *id, const char *client, unsi
 		bool held, bool diverted)
 {
 	struct dlq_delivery_saved s;
-	ck_assert_msg(redelivery__saved(&d->redelivery, find(d, id), client, &s), "nothing kept for %s", client);
+	ck_assert_msg(deliveries__saved(&d->redelivery, find(d, id), client, &s), "nothing kept for %s", client);
 	ck_assert_str_eq(s.client, client);
 	ck_assert_uint_eq(s.redeliveries, redeliveries);
 	ck_assert_uint_eq(s.sends, sends);
@@ -1689,7 +1689,7 @@ START_TEST(sends_to_each_client_survive_a_snapshot)
 	expect_saved(&b, x, "second", 0, 1, false, false);
 	expect_saved(&b, x, "third", 0, 2, false, false);
 	struct dlq_delivery_saved none;
-	ck_assert(!redelivery__saved(&b.redelivery, find(&b, x), "fourth", &none));
+	ck_assert(!deliveries__saved(&b.redelivery, find(&b, x), "fourth", &none));
 	dlq__sent(&b, "third", 0, x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
 	ck_assert_uint_eq(snd.attempt, 3);
 	dlq__sent(&b, "first", 0, x, DLQ_ID_LEN, "numbers", "x", 1, &snd);
@@ -1766,7 +1766,7 @@ static void expect_file(const char *path, const char *content)
 	uint8_t *data = NULL;
 	size_t len = 0;
 	char err[256];
-	ck_assert_int_eq(state__read_file(path, &data, &len, err, sizeof(err)), 0);
+	ck_assert_int_eq(state_file__read(path, &data, &len, err, sizeof(err)), 0);
 	ck_assert_ptr_nonnull(data);
 	ck_assert_uint_eq(len, strlen(content));
 	if(len) ck_assert_mem_eq(data, content, len);
@@ -1779,7 +1779,7 @@ START_TEST(a_file_is_written_whole_or_not_at_all)
 	path_in_dir(path, sizeof(path), "state");
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 
-	ck_assert_int_eq(state__write_file(path, (const uint8_t *)"first", 5, err, sizeof(err)), 0);
+	ck_assert_int_eq(state_file__write(path, (const uint8_t *)"first", 5, err, sizeof(err)), 0);
 	expect_file(path, "first");
 	ck_assert_int_eq(access(tmp, F_OK), -1);
 	ck_assert_int_eq(errno, ENOENT);
@@ -1787,19 +1787,19 @@ START_TEST(a_file_is_written_whole_or_not_at_all)
 	ck_assert_int_eq(stat(path, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 0777, 0600);
 
-	ck_assert_int_eq(state__write_file(path, (const uint8_t *)"second, longer", 14, err, sizeof(err)), 0);
+	ck_assert_int_eq(state_file__write(path, (const uint8_t *)"second, longer", 14, err, sizeof(err)), 0);
 	expect_file(path, "second, longer");
 	ck_assert_int_eq(access(tmp, F_OK), -1);
-	ck_assert_int_eq(state__write_file(path, (const uint8_t *)"3", 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(state_file__write(path, (const uint8_t *)"3", 1, err, sizeof(err)), 0);
 	expect_file(path, "3");
-	ck_assert_int_eq(state__write_file(path, (const uint8_t *)"", 0, err, sizeof(err)), 0);
+	ck_assert_int_eq(state_file__write(path, (const uint8_t *)"", 0, err, sizeof(err)), 0);
 	expect_file(path, "");
 
 	/* When the new file cannot be made, the old one stays as it was. */
-	ck_assert_int_eq(state__write_file(path, (const uint8_t *)"old", 3, err, sizeof(err)), 0);
+	ck_assert_int_eq(state_file__write(path, (const uint8_t *)"old", 3, err, sizeof(err)), 0);
 	ck_assert_int_eq(mkdir(tmp, 0700), 0);
 	err[0] = '\0';
-	ck_assert_int_ne(state__write_file(path, (const uint8_t *)"new", 3, err, sizeof(err)), 0);
+	ck_assert_int_ne(state_file__write(path, (const uint8_t *)"new", 3, err, sizeof(err)), 0);
 	ck_assert_msg(strstr(err, tmp) != NULL, "error \"%s\" does not name %s", err, tmp);
 	expect_file(path, "old");
 	ck_assert_int_eq(rmdir(tmp), 0);
@@ -1808,7 +1808,7 @@ START_TEST(a_file_is_written_whole_or_not_at_all)
 	char nowhere[300];
 	snprintf(nowhere, sizeof(nowhere), "%s/no/such/dir/state", dir);
 	err[0] = '\0';
-	ck_assert_int_eq(state__write_file(nowhere, (const uint8_t *)"x", 1, err, sizeof(err)), ENOENT);
+	ck_assert_int_eq(state_file__write(nowhere, (const uint8_t *)"x", 1, err, sizeof(err)), ENOENT);
 	ck_assert_msg(strstr(err, "no/such/dir") != NULL, "error \"%s\"", err);
 	unlink(path);
 }
@@ -1820,7 +1820,7 @@ START_TEST(a_missing_file_reads_as_none)
 	path_in_dir(path, sizeof(path), "never-written");
 	uint8_t *data = (uint8_t *)"untouched";
 	size_t len = 99;
-	ck_assert_int_eq(state__read_file(path, &data, &len, err, sizeof(err)), 0);
+	ck_assert_int_eq(state_file__read(path, &data, &len, err, sizeof(err)), 0);
 	ck_assert_ptr_null(data);
 	ck_assert_uint_eq(len, 0);
 }
@@ -1836,7 +1836,7 @@ START_TEST(a_file_that_cannot_be_read_is_an_error)
 	uint8_t *data = NULL;
 	size_t len = 0;
 	err[0] = '\0';
-	int rc = state__read_file(path, &data, &len, err, sizeof(err));
+	int rc = state_file__read(path, &data, &len, err, sizeof(err));
 	free(data);
 	rmdir(path);
 	ck_assert_msg(rc != 0, "reading a directory returned 0 with %zu bytes and no error", len);
@@ -1850,13 +1850,13 @@ START_TEST(appending_adds_to_the_end)
 	path_in_dir(path, sizeof(path), "journal");
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(state__append(fd, (const uint8_t *)"abc", 3), 0);
-	ck_assert_int_eq(state__append(fd, (const uint8_t *)"defg", 4), 0);
+	ck_assert_int_eq(state_file__append(fd, (const uint8_t *)"abc", 3), 0);
+	ck_assert_int_eq(state_file__append(fd, (const uint8_t *)"defg", 4), 0);
 	close(fd);
 	expect_file(path, "abcdefg");
 	unlink(path);
 	/* A descriptor that cannot be written gives the error. */
-	ck_assert_int_eq(state__append(-1, (const uint8_t *)"x", 1), EBADF);
+	ck_assert_int_eq(state_file__append(-1, (const uint8_t *)"x", 1), EBADF);
 }
 END_TEST
 
@@ -1865,10 +1865,10 @@ START_TEST(a_snapshot_survives_the_file_round_trip)
 	char path[256], err[256];
 	populate_small();
 	path_in_dir(path, sizeof(path), "roundtrip");
-	ck_assert_int_eq(state__write_file(path, buf.data, buf.len, err, sizeof(err)), 0);
+	ck_assert_int_eq(state_file__write(path, buf.data, buf.len, err, sizeof(err)), 0);
 	uint8_t *data = NULL;
 	size_t len = 0;
-	ck_assert_int_eq(state__read_file(path, &data, &len, err, sizeof(err)), 0);
+	ck_assert_int_eq(state_file__read(path, &data, &len, err, sizeof(err)), 0);
 	ck_assert_uint_eq(len, buf.len);
 	ck_assert_mem_eq(data, buf.data, len);
 	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
