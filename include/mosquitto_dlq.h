@@ -32,6 +32,37 @@
  * message can never succeed: dead-lettered whatever attempts remained),
  * with the value "true". */
 #define DLQ_PROP_DEAD_LETTER_FINAL "dead-letter-final"
+/* Carried by every dead letter: why it was made, one word of the fixed
+ * vocabulary below, for a program to route on (dead-letter-reason is
+ * free text). The same word names its counter in getStatus
+ * ("deadLettersByCause") and its $SYS topic
+ * ($SYS/broker/dlq/dead_letters_by_cause/<word>). */
+#define DLQ_PROP_DEAD_LETTER_CAUSE "dead-letter-cause"
+/* The dead-letter causes (docs/semantics.md, "Dead-letter causes"). */
+/* The subscriber NACKed its last allowed attempt (max_attempts). */
+#define DLQ_CAUSE_NACK "nack"
+/* A final NACK, at any attempt. */
+#define DLQ_CAUSE_FINAL "final"
+/* The ack_timeout of the last allowed attempt ran out. */
+#define DLQ_CAUSE_ACK_TIMEOUT "ack_timeout"
+/* Redelivery tracking: delivered max_attempts times without being
+ * acknowledged (a crash loop), removed from its session. */
+#define DLQ_CAUSE_REDELIVERY_LIMIT "redelivery_limit"
+/* A retry copy for one subscriber whose session ended (it left without a
+ * lasting session, or a clean start ended the one it had) before it
+ * settled the copy. */
+#define DLQ_CAUSE_SUBSCRIBER_GONE "subscriber_gone"
+/* A retry copy due for a subscriber the broker has no session for. */
+#define DLQ_CAUSE_NO_SESSION "no_session"
+/* A QoS 0 retry copy for a subscriber that went offline with a lasting
+ * session, which the broker keeps no QoS 0 message for. */
+#define DLQ_CAUSE_OFFLINE_QOS0 "offline_qos0"
+/* The broker restarted, and the retry copy's subscriber has no session
+ * that survived it. */
+#define DLQ_CAUSE_RESTART "restart"
+/* A dead letter made by a version of the plugin without causes, read
+ * from its state file (one made by a final NACK reads as "final"). */
+#define DLQ_CAUSE_UNKNOWN "unknown"
 /* Carried by a retry copy that was delayed: when its chain was first NACKed
  * (RFC 3339 UTC), so a consumer sees how long the message has been failing. */
 #define DLQ_PROP_FIRST_NACK_TIME "first-nack-time"

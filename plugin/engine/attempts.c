@@ -103,7 +103,10 @@ static void retry(struct dlq *d, struct dlq_record *r, const struct dlq_failure 
 
 static void dead_letter(struct dlq *d, struct dlq_record *r, const struct dlq_failure *f, struct dlq_nack_result *res)
 {
-	int rc = engine__dead_letter_of(d, r, f->client, f->reason, res->attempt, f->bounded, f->final);
+	/* A final NACK at the last attempt is a final NACK's. */
+	enum dlq_cause cause = f->final ? DLQ_DEAD_FINAL
+			: f->how == DLQ_SETTLED_TIMEOUT ? DLQ_DEAD_ACK_TIMEOUT : DLQ_DEAD_NACK;
+	int rc = engine__dead_letter_of(d, r, f->client, cause, f->reason, res->attempt, f->bounded);
 	res->status = rc == 0 ? DLQ_NACK_DEAD_LETTERED : rc == ENOSPC ? DLQ_NACK_FULL : DLQ_NACK_NOMEM;
 }
 

@@ -171,7 +171,8 @@ static void dead_letter_held(struct dlq *d, const char *client, enum leave how)
 		}
 		unsigned delivered = record__attempt(r) > 1 ? record__attempt(r) - 1u : 1u;
 		held_reason(d, r, client, how == LEAVE_OFFLINE, reason, sizeof(reason));
-		if(engine__dead_letter_of(d, r, client, reason, delivered, false, false)){
+		enum dlq_cause cause = how == LEAVE_OFFLINE ? DLQ_DEAD_OFFLINE_QOS0 : DLQ_DEAD_SUBSCRIBER_GONE;
+		if(engine__dead_letter_of(d, r, client, cause, reason, delivered, false)){
 			port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " that left is lost",
 					Q(record__topic(r)), Q(client));
 		}
@@ -207,7 +208,7 @@ void engine__settle_restored_holds(struct dlq *d)
 				}else{
 					snprintf(reason, sizeof(reason), "the broker restarted before subscriber " QFMT
 							", whose session does not survive a restart, confirmed its retry copy", Q(client));
-					struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
+					struct dlq_envelope *e = envelope__dead_letter(r, client, DLQ_DEAD_RESTART, reason, port__wall_ms());
 					if(e == NULL){
 						port__log(DLQ_LOG_ERR, "out of memory: the restored retry copy on " QFMT " for " QFMT
 								" is lost", Q(record__topic(r)), Q(client));
@@ -244,7 +245,9 @@ static const char *gone_reason(const char *client, char *buf, size_t size)
 	return buf;
 }
 
-/* Replaces every retry copy for client in list with its dead letter. */
+/* Replaces every retry copy for client in list with its dead letter: all of
+ * them, their subscriber gone, or (qos0_only) those of QoS 0, their
+ * subscriber offline. */
 static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const char *client, const char *reason,
 		bool qos0_only)
 {
@@ -254,7 +257,7 @@ static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const cha
 		if(is_copy_for(e, client, qos0_only)){
 			/* Unlinked first: divert may push onto this very list. */
 			outbox__unlink(&d->outbox, list, e);
-			if(engine__divert_copy(d, e, reason)){
+			if(engine__divert_copy(d, e, qos0_only ? DLQ_DEAD_OFFLINE_QOS0 : DLQ_DEAD_SUBSCRIBER_GONE, reason)){
 				diverted_copy(d, e, client);
 				envelope__free(e);
 			}else{
@@ -297,7 +300,7 @@ static void client_gone(struct dlq *d, const char *client, enum leave how)
 	}
 	for(size_t i = 0; i < n; i++){
 		schedule__remove(&d->delayed, found[i]);
-		if(engine__divert_copy(d, found[i], reason)){
+		if(engine__divert_copy(d, found[i], DLQ_DEAD_SUBSCRIBER_GONE, reason)){
 			envelope__free(found[i]);
 		}else if(schedule__push(&d->delayed, found[i])){
 			/* The heap only shrank, so this cannot fail; free rather than leak. */

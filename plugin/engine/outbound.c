@@ -238,7 +238,11 @@ int engine__publish(struct dlq *d, struct dlq_envelope *e)
 		 * only at QoS 1 or 2 (dlq__client_offline). */
 		if(e->kind == DLQ_ENV_RETRY_COPY) e->qos = (uint8_t)qos;
 		if(e->kind == DLQ_ENV_DEAD_LETTER){
+			/* Counted by cause where it is counted at all: the causes
+			 * add up to dead_letters. */
+			unsigned cause = e->cause < DLQ_DEAD_CAUSES ? e->cause : DLQ_DEAD_UNKNOWN;
 			COUNT(d, e->policy, dead_letters, 1);
+			COUNT(d, e->policy, dead_letters_by_cause[cause], 1);
 			port__log_dead_letter(e->origin_topic, props.origin_id, e->topic, (unsigned)e->retry_count, e->reason);
 			letter_store__keep(d, e);
 		}else{
@@ -266,16 +270,16 @@ void engine__send(struct dlq *d, struct dlq_envelope *e)
 	outbox__push(&d->outbox, &d->outbox.owed, e);
 }
 
-int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
-		unsigned delivered, bool bounded, bool final)
+int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, enum dlq_cause cause,
+		const char *reason, unsigned delivered, bool bounded)
 {
-	struct dlq_envelope *e = envelope__dead_letter(r, client, reason, port__wall_ms());
+	struct dlq_envelope *e = envelope__dead_letter(r, client, cause, reason, port__wall_ms());
 	if(e == NULL || (bounded && !engine__fits_owed(d, e))){
 		int rc = e ? ENOSPC : ENOMEM;
 		envelope__free(e);
 		return rc;
 	}
-	e->final = final;
+	e->final = cause == DLQ_DEAD_FINAL;
 	e->seq = d->next_seq++;
 	letter_store__name(d, e);
 	e->retry_count = (uint16_t)delivered;
@@ -284,9 +288,9 @@ int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *clie
 	return 0;
 }
 
-bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, const char *reason)
+bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, enum dlq_cause cause, const char *reason)
 {
-	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, reason, port__wall_ms());
+	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, cause, reason, port__wall_ms());
 	if(dl == NULL){
 		port__log(DLQ_LOG_ERR, "out of memory: retry copy for " QFMT " on " QFMT " may be lost with its session",
 				Q(e->target_client), Q(e->topic));
@@ -303,6 +307,7 @@ bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, const char
 void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why)
 {
 	char reason[512];
+	enum dlq_cause cause = why == ENGINE_COPY_NO_SESSION ? DLQ_DEAD_NO_SESSION : DLQ_DEAD_OFFLINE_QOS0;
 	if(why == ENGINE_COPY_NO_SESSION){
 		snprintf(reason, sizeof(reason), "subscriber " QFMT " has no session at the broker when its retry copy is "
 				"due (it left without one, or the broker restarted without it)", Q(e->target_client));
@@ -310,7 +315,7 @@ void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why)
 		snprintf(reason, sizeof(reason), "subscriber " QFMT " is offline and its subscription to " QFMT " is QoS 0: "
 				"the broker keeps no QoS 0 message for an offline session", Q(e->target_client), Q(e->topic));
 	}
-	if(engine__divert_copy(d, e, reason)){
+	if(engine__divert_copy(d, e, cause, reason)){
 		envelope__free(e);
 	}else{
 		outbox__push(&d->outbox, &d->outbox.owed, e);
@@ -330,7 +335,7 @@ bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char 
 	 * dead letter. Without the memory for it the dead letter is made all
 	 * the same. */
 	bool settled = ledger__add_settler(&d->ledger, r, client, DLQ_SETTLED_DIVERTED) == 0;
-	int rc = engine__dead_letter_of(d, r, client, reason, delivered, true, false);
+	int rc = engine__dead_letter_of(d, r, client, DLQ_DEAD_REDELIVERY_LIMIT, reason, delivered, true);
 	if(rc && settled) ledger__drop_last_settler(&d->ledger, r);
 	if(rc == 0 && settled) store_port__settler(&d->store, r, client, DLQ_SETTLED_DIVERTED);
 	if(rc){

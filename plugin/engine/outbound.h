@@ -57,11 +57,12 @@ void engine__send(struct dlq *d, struct dlq_envelope *e);
 int engine__publish(struct dlq *d, struct dlq_envelope *e);
 
 /* Makes and sends the dead letter of r for client after `delivered`
- * deliveries (final: a final NACK's, which says so): 0, ENOSPC (what is
- * owed would pass max_pending_bytes; only checked when bounded) or ENOMEM;
- * on failure nothing was published or recorded. */
-int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, const char *reason,
-		unsigned delivered, bool bounded, bool final);
+ * deliveries, for cause (DLQ_DEAD_FINAL: a final NACK's, which says so,
+ * dead-letter-final): 0, ENOSPC (what is owed would pass max_pending_bytes;
+ * only checked when bounded) or ENOMEM; on failure nothing was published or
+ * recorded. */
+int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, enum dlq_cause cause,
+		const char *reason, unsigned delivered, bool bounded);
 
 /* The copy record for a targeted copy e (for a client whose session does
  * not persist, or, on 2.1, one whose session lasts: hold_lasting) is now
@@ -78,9 +79,10 @@ void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record
 bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char *client, unsigned delivered);
 
 /* Replaces the retry copy e (for one client) by its dead letter with
- * reason, noted and sent. Returns false, with nothing changed, when the
- * dead letter could not be made; e itself is the caller's either way. */
-bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, const char *reason);
+ * cause and reason, noted and sent. Returns false, with nothing changed,
+ * when the dead letter could not be made; e itself is the caller's either
+ * way. */
+bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, enum dlq_cause cause, const char *reason);
 
 /* The counts of the delivery of r to client changed: the state file is to
  * save them (a snapshot at its next save; the journal at once, when there

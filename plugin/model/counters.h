@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "model/cause.h"
+
 struct dlq_counters {
 	uint64_t tracked;          /* inbound publishes stamped */
 	uint64_t untracked_full;   /* matched a policy but did not fit the memory bound */
@@ -18,6 +20,7 @@ struct dlq_counters {
 	uint64_t retry_copies;     /* retry copies accepted by the broker */
 	uint64_t delayed;          /* retry copies held back for a delay */
 	uint64_t dead_letters;     /* dead letters accepted by the broker */
+	uint64_t dead_letters_by_cause[DLQ_DEAD_CAUSES]; /* the same, by cause (cause.h): they add up to dead_letters */
 	uint64_t publish_failures; /* broker refused a publish (kept and retried) */
 	uint64_t expired;          /* records that left the NACK window */
 	uint64_t evicted;          /* records evicted for the memory bound */

@@ -121,6 +121,7 @@ struct dlq_envelope *envelope__copy(const struct dlq_envelope *e)
 	c->target_persists = e->target_persists;
 	c->recorded = e->recorded;
 	c->final = e->final;
+	c->cause = e->cause;
 	c->target_settles = e->target_settles;
 	return c;
 }
@@ -165,7 +166,7 @@ struct dlq_envelope *envelope__retry_copy(const struct dlq_record *r, const stru
 }
 
 struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const char *nacking_client,
-		const char *reason, int64_t now_ms)
+		enum dlq_cause cause, const char *reason, int64_t now_ms)
 {
 	char ran_out[96];
 	struct parts pt;
@@ -193,10 +194,13 @@ struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const cha
 	/* No id yet: a dead letter's is its name in the dead-letter store,
 	 * drawn by the engine (letter_store__name). */
 	static const struct dlq_id unnamed;
-	return from_record(DLQ_ENV_DEAD_LETTER, &pt, r, &unnamed, now_ms);
+	struct dlq_envelope *e = from_record(DLQ_ENV_DEAD_LETTER, &pt, r, &unnamed, now_ms);
+	if(e) e->cause = (uint8_t)cause;
+	return e;
 }
 
-struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *c, const char *reason, int64_t now_ms)
+struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *c, enum dlq_cause cause,
+		const char *reason, int64_t now_ms)
 {
 	struct parts pt = {
 		.topic = c->dead_letter,
@@ -222,6 +226,7 @@ struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *
 	/* The copy was never delivered: the count stays what it said. */
 	e->retry_count = c->retry_count;
 	e->qos = c->qos;
+	e->cause = (uint8_t)cause;
 	return e;
 }
 
@@ -345,6 +350,7 @@ void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *ou
 	add_prop(out, DLQ_PROP_DEAD_LETTER_CLIENT, e->client);
 	add_prop(out, DLQ_PROP_DEAD_LETTER_FILTER, e->filter);
 	add_prop(out, DLQ_PROP_DEAD_LETTER_TIME, out->when);
+	add_prop(out, DLQ_PROP_DEAD_LETTER_CAUSE, cause__name(e->cause));
 	/* A dead letter the store keeps is named by its id (letters.h); one
 	 * made before it was named (an older state file) has none. */
 	if(!id__is_zero(&e->id)){

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/cause.h"
 #include "model/ledger.h"
 #include "util/headers.h"
 #include "util/id.h"
@@ -55,6 +56,7 @@ struct dlq_envelope {
 	bool recorded;              /* retry copies: its ledger record was made */
 	bool redriven;              /* a kept dead letter published again (engine/redrive.c): counted as such */
 	bool final;                 /* dead letters: made by a final NACK (dead-letter-final) */
+	uint8_t cause;              /* dead letters: why it was made (enum dlq_cause, dead-letter-cause) */
 	bool target_settles;        /* targeted retry copies: the target reads dlq-ids (MQTT v5), so its delivery
 	                               of the copy is held to the policy's ack_timeout */
 	char data[];
@@ -77,16 +79,17 @@ struct dlq_envelope *envelope__new(enum dlq_envelope_kind kind, const char *targ
  * without a policy; NULL when out of memory. */
 struct dlq_envelope *envelope__copy(const struct dlq_envelope *e);
 
-/* The dead letter of r, to its policy's dead-letter topic. reason NULL means
- * attempts ran out. */
+/* The dead letter of r, to its policy's dead-letter topic, for cause. reason
+ * NULL means attempts ran out. */
 struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const char *nacking_client,
-		const char *reason, int64_t now_ms);
+		enum dlq_cause cause, const char *reason, int64_t now_ms);
 
 /* The dead letter that replaces retry copy e (which the caller still owns
- * and frees), for the given reason. */
-struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *e, const char *reason, int64_t now_ms);
+ * and frees), for the given cause and reason. */
+struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *e, enum dlq_cause cause,
+		const char *reason, int64_t now_ms);
 
-#define DLQ_ENVELOPE_PROPS_MAX 9
+#define DLQ_ENVELOPE_PROPS_MAX 10
 
 /* The plugin's own user properties of an envelope, in the order they go
  * out, with the texts they need: names are constants, values point into
@@ -104,9 +107,9 @@ struct dlq_envelope_props {
  * dlq-id, retry-count, origin-topic, origin-id, and for a retry copy that
  * was held back also first-nack-time; for a dead letter retry-count,
  * origin-topic, origin-id, dead-letter-reason, dead-letter-client,
- * dead-letter-filter, dead-letter-time, once named dead-letter-id (the
- * letter's id in the dead-letter store), and for a final NACK's
- * dead-letter-final. They follow e's original headers.
+ * dead-letter-filter, dead-letter-time, dead-letter-cause, once named
+ * dead-letter-id (the letter's id in the dead-letter store), and for a
+ * final NACK's dead-letter-final. They follow e's original headers.
  * Cannot fail. */
 void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *out);
 

@@ -169,7 +169,8 @@ static int encode_envelope(enum entry_type type, const struct dlq_envelope *e, u
 				|| put_str(b, e->target_client) || put_str(b, e->topic) || put_str(b, e->origin_topic)
 				|| put_str(b, e->filter) || put_str(b, e->dead_letter) || put_str(b, e->reason)
 				|| put_str(b, e->client)
-				|| put_bytes(b, e->payload, e->payload_len) || put_bytes(b, e->headers, e->headers_len) ? ENOMEM : 0;
+				|| put_bytes(b, e->payload, e->payload_len) || put_bytes(b, e->headers, e->headers_len)
+				|| put_u(b, e->kind == DLQ_ENV_DEAD_LETTER ? e->cause : 0, 1) ? ENOMEM : 0;
 	}
 	return entry_end(b, at, rc);
 }

@@ -19,7 +19,10 @@
  * model/deliveries.h: a client, 2.0's redeliveries, 2.1's sends, whether
  * it was held while connected or diverted) follow their record in a
  * snapshot and are journaled as they change, a later entry replacing an
- * earlier one. A kept dead letter (type 8, model/letters.h: its body
+ * earlier one. An envelope entry ends with a dead letter's cause (a byte,
+ * model/cause.h; 0 for a retry copy), absent in files written before
+ * causes: such a dead letter reads as a final NACK's if its flags say so,
+ * else of cause unknown (0). A kept dead letter (type 8, model/letters.h: its body
  * that of an envelope entry, of kind dead letter) follows the envelopes in
  * a snapshot, oldest first, and is journaled when it is kept; a letter that
  * left the store (type 9: its 12 raw id bytes) only in the journal. A

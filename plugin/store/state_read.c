@@ -230,6 +230,7 @@ struct envelope_entry {
 	uint16_t retry_count;
 	uint8_t qos;
 	uint8_t flags;
+	uint8_t cause;  /* dead letters: enum dlq_cause; retry copies 0 */
 	char *s[7]; /* target client, topic, origin topic, filter, dead-letter topic, reason, NACKing client */
 	const uint8_t *payload;
 	const uint8_t *headers;
@@ -266,6 +267,11 @@ static bool read_envelope(struct reader *r, bool letter, struct envelope_entry *
 	}
 	f->payload = get_bytes(r, &f->plen);
 	f->headers = get_bytes(r, &f->hlen);
+	/* A file written before causes ends here: a dead letter of it is a
+	 * final NACK's if it says so, else of a cause unknown. */
+	bool has_cause = !r->bad && r->left > 0;
+	f->cause = has_cause ? (uint8_t)get_u(r, 1)
+			: (f->flags & 8) ? (uint8_t)DLQ_DEAD_FINAL : (uint8_t)DLQ_DEAD_UNKNOWN;
 	/* Only what the plugin itself writes: a publish topic, an origin
 	 * topic, a filter, a dead-letter topic and a client, and for a dead
 	 * letter its reason, each of them text that can be a property
@@ -304,6 +310,11 @@ static bool read_envelope(struct reader *r, bool letter, struct envelope_entry *
 		refuse(r, "a NACKing client id", bad);
 	}else if(f->flags > 15 || ((f->flags & 8) && kind != DLQ_ENV_DEAD_LETTER)){
 		refuse(r, "flags the plugin never writes", NULL);
+	}else if(f->cause >= DLQ_DEAD_CAUSES || (f->cause && kind != DLQ_ENV_DEAD_LETTER)
+			|| (kind == DLQ_ENV_DEAD_LETTER && ((f->flags & 8) != 0) != (f->cause == DLQ_DEAD_FINAL))){
+		/* A dead letter is a final NACK's (flag 8) exactly when its
+		 * cause says so. */
+		refuse(r, "a dead-letter cause the plugin never writes", NULL);
 	}else if(f->seq == UINT64_MAX){
 		refuse(r, "the largest sequence number, which has no next", NULL);
 	}
@@ -333,6 +344,7 @@ static struct dlq_envelope *envelope_of(struct reader *r, const struct envelope_
 	e->recorded = f->flags & 2;
 	e->target_settles = f->flags & 4;
 	e->final = f->flags & 8;
+	e->cause = f->kind == DLQ_ENV_DEAD_LETTER ? f->cause : 0;
 	return e;
 }
 

@@ -49,6 +49,13 @@ static void expect_user_absent(const char *file, int line, const struct it_msg *
 static const char *const dead_letter_only[] = {
 	DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT,
 	DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME, DLQ_PROP_DEAD_LETTER_ID,
+	DLQ_PROP_DEAD_LETTER_CAUSE,
+};
+
+/* The documented vocabulary of dead-letter-cause (mosquitto_dlq.h). */
+static const char *const causes[] = {
+	DLQ_CAUSE_NACK, DLQ_CAUSE_FINAL, DLQ_CAUSE_ACK_TIMEOUT, DLQ_CAUSE_REDELIVERY_LIMIT, DLQ_CAUSE_SUBSCRIBER_GONE,
+	DLQ_CAUSE_NO_SESSION, DLQ_CAUSE_OFFLINE_QOS0, DLQ_CAUSE_RESTART, DLQ_CAUSE_UNKNOWN,
 };
 
 const char *expect_original_at(const char *file, int line, const struct it_msg *m)
@@ -102,6 +109,16 @@ void expect_dead_letter_at(const char *file, int line, const struct it_msg *m,
 	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_FILTER, filter);
 	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_REASON, reason);
 	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_TIME, NULL);
+	/* One word of the vocabulary; one the plugin makes now, not an older
+	 * state file's "unknown". */
+	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_CAUSE, NULL);
+	const char *cause = msg_user(m, DLQ_PROP_DEAD_LETTER_CAUSE);
+	size_t known = 0;
+	while(known < ARRAY_LEN(causes) - 1 && strcmp(cause, causes[known])) known++;
+	if(known == ARRAY_LEN(causes) - 1){
+		fail_at(file, line, "dead letter on %s: %s \"%s\" is not a cause the plugin makes", m->topic,
+				DLQ_PROP_DEAD_LETTER_CAUSE, cause);
+	}
 	/* Its name in the dead-letter store, unless the store is off (the
 	 * letters suite checks that it is there): an id, once. */
 	if(msg_user(m, DLQ_PROP_DEAD_LETTER_ID)) expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_ID, NULL);

@@ -776,6 +776,11 @@ START_TEST(final_nacks)
 	ck_assert_ptr_null(fake_header_value(&fake.publishes[0], DLQ_PROP_DEAD_LETTER_FINAL));
 	ck_assert_uint_eq(dlq__totals(&d)->final_nacks, 2);
 	ck_assert_uint_eq(dlq__totals(&d)->nacks, 3);
+	/* Both final, at attempt 1 of 3: of cause "final", not "nack". */
+	ck_assert_str_eq(fake_header_value(&fake.publishes[1], DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_FINAL);
+	ck_assert_str_eq(fake_header_value(&fake.publishes[2], DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_FINAL);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_FINAL], 2);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NACK], 0);
 }
 END_TEST
 

@@ -137,7 +137,8 @@ static const char *const copy_names[] = {
 };
 static const char *const dead_letter_names[] = {
 	DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID, DLQ_PROP_DEAD_LETTER_REASON,
-	DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME, DLQ_PROP_DEAD_LETTER_ID,
+	DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME, DLQ_PROP_DEAD_LETTER_CAUSE,
+	DLQ_PROP_DEAD_LETTER_ID,
 };
 
 /* The dlq-id a retry copy was stamped with, copied out. */
@@ -285,7 +286,8 @@ START_TEST(a_delivery_chain_ends_in_a_dead_letter_after_max_attempts)
 	ck_assert_uint_eq(fake.publish_count, 3);
 	expect_publish(2, NULL, "dead/numbers", 1, "42");
 	const char *const names2[] = {"trace", DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID,
-		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME, DLQ_PROP_DEAD_LETTER_ID};
+		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME,
+		DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_PROP_DEAD_LETTER_ID};
 	expect_user_names(2, names2, ARRAY_LEN(names2));
 	expect_hdr(2, "trace", "t-1");
 	expect_hdr(2, DLQ_PROP_RETRY_COUNT, "3");
@@ -295,6 +297,9 @@ START_TEST(a_delivery_chain_ends_in_a_dead_letter_after_max_attempts)
 	expect_hdr(2, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
 	expect_hdr(2, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
 	expect_hdr(2, DLQ_PROP_DEAD_LETTER_TIME, "2026-09-21T14:13:20.123Z");
+	expect_hdr(2, DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_CAUSE_NACK);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NACK], 1);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
 
 	/* The publisher's other properties travel along, in order. */
 	size_t pos = 0;
@@ -875,7 +880,8 @@ START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 	ck_assert_uint_eq(fake.publish_count, 2);
 	expect_publish(1, NULL, "dead/numbers", 1, "42");
 	const char *const names[] = {"trace", DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID,
-		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME, DLQ_PROP_DEAD_LETTER_ID};
+		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME,
+		DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_PROP_DEAD_LETTER_ID};
 	expect_user_names(1, names, ARRAY_LEN(names));
 	expect_hdr(1, DLQ_PROP_RETRY_COUNT, "1");
 	expect_hdr(1, DLQ_PROP_ORIGIN_TOPIC, "numbers");
@@ -883,6 +889,8 @@ START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 	expect_hdr(1, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
 	expect_hdr(1, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
 	expect_hdr(1, DLQ_PROP_DEAD_LETTER_TIME, "2026-09-21T14:13:20.999Z");
+	expect_hdr(1, DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_CAUSE_SUBSCRIBER_GONE);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_SUBSCRIBER_GONE], 1);
 	const char *reason = hdr(1, DLQ_PROP_DEAD_LETTER_REASON);
 	ck_assert_msg(strstr(reason, "subscriber") && strstr(reason, "sub1")
 			&& strstr(reason, "left without a session before its retry copy was delivered"),
@@ -895,6 +903,34 @@ START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 2);
 	ck_assert_uint_eq(d.outbox.bytes, 0);
+}
+END_TEST
+
+static int no_session(void *ctx, const char *client)
+{
+	(void)ctx;
+	(void)client;
+	return 0;
+}
+
+/* 2.1 says the broker has no session for the client a copy is due for: the
+ * broker would drop the copy, so it is dead-lettered, of cause no_session. */
+START_TEST(a_copy_due_for_a_client_without_a_session_is_dead_lettered)
+{
+	start(standard, ARRAY_LEN(standard));
+	d.broker.has_session = no_session;
+	char id0[DLQ_ID_LEN + 1];
+	track_with("numbers", "42", 1, &original, id0);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	ck_assert_uint_eq(fake.publish_count, 1);
+	expect_publish(0, NULL, "dead/numbers", 1, "42");
+	const char *reason = hdr(0, DLQ_PROP_DEAD_LETTER_REASON);
+	ck_assert_msg(strstr(reason, "\"sub1\" has no session at the broker"), "reason \"%s\"", reason);
+	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_CAUSE_NO_SESSION);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NO_SESSION], 1);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 0);
+	d.broker.has_session = NULL;
 }
 END_TEST
 
@@ -929,7 +965,9 @@ START_TEST(a_copy_taken_by_the_broker_is_held_until_its_client_leaves)
 	const char *reason = hdr(1, DLQ_PROP_DEAD_LETTER_REASON);
 	ck_assert_msg(strstr(reason, "\"sub1\" left without a session before confirming its retry copy"),
 			"reason \"%s\"", reason);
+	expect_hdr(1, DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_CAUSE_SUBSCRIBER_GONE);
 	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_SUBSCRIBER_GONE], 1);
 	ck_assert_uint_eq(d.holds.records, 0);
 	ck_assert_uint_eq(d.holds.holders, 0);
 
@@ -1571,6 +1609,7 @@ static Suite *dlq_suite(void)
 	tc = tcase_create("clients leaving");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter);
+	tcase_add_test(tc, a_copy_due_for_a_client_without_a_session_is_dead_lettered);
 	tcase_add_test(tc, a_copy_taken_by_the_broker_is_held_until_its_client_leaves);
 	tcase_add_test(tc, a_held_copy_nacked_by_its_client_is_settled);
 	tcase_add_test(tc, a_held_copy_is_let_go_when_its_window_ends);

@@ -401,6 +401,7 @@ static void diverted_at(struct dlq_read_check *c, uintptr_t conn, const char *id
 	ck_assert_str_eq(hdr(before, DLQ_PROP_RETRY_COUNT), "3");
 	ck_assert_msg(strstr(hdr(before, DLQ_PROP_DEAD_LETTER_REASON), "delivered 3 times") != NULL, "reason: %s",
 			hdr(before, DLQ_PROP_DEAD_LETTER_REASON));
+	ck_assert_str_eq(hdr(before, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_REDELIVERY_LIMIT);
 }
 
 /* 2.0: payload tracked on "numbers" (its dlq-id in id), routed to "s"
@@ -545,6 +546,7 @@ START_TEST(without_broker_persistence_a_restored_targeted_copy_becomes_a_dead_le
 		const char *reason = hdr(i, DLQ_PROP_DEAD_LETTER_REASON);
 		ck_assert_ptr_nonnull(reason);
 		ck_assert_msg(strstr(reason, "restart") != NULL, "reason \"%s\" does not mention the restart", reason);
+		ck_assert_str_eq(hdr(i, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_RESTART);
 		if(!strcmp(p->topic, "dead/slow")){
 			seen1 = true;
 			ck_assert_str_eq(hdr(i, DLQ_PROP_DEAD_LETTER_CLIENT), "sub1");
@@ -613,6 +615,8 @@ START_TEST(a_held_copy_becomes_a_dead_letter_after_a_restart)
 	ck_assert_str_eq(hdr(before, DLQ_PROP_DEAD_LETTER_CLIENT), "sub1");
 	const char *reason = hdr(before, DLQ_PROP_DEAD_LETTER_REASON);
 	ck_assert_msg(strstr(reason, "restarted") && strstr(reason, "\"sub1\""), "reason \"%s\"", reason);
+	ck_assert_str_eq(hdr(before, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_RESTART);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_RESTART], 1);
 	ck_assert_uint_eq(d.holds.records, 0);
 	dlq__tick(&d); /* the broker took the dead letter */
 
@@ -678,6 +682,10 @@ START_TEST(a_dead_letter_not_yet_published_survives_a_restart)
 	ck_assert_str_eq(pub(0)->topic, "dead/once");
 	ck_assert_str_eq(hdr(0, DLQ_PROP_ORIGIN_ID), a);
 	ck_assert_str_eq(hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT), "sub1");
+	/* Its cause came back with it, and is counted as it is published. */
+	ck_assert_str_eq(hdr(0, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_NACK);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NACK], 1);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
 	/* Published once: the next start has nothing left to send. */
 	dlq__tick(&d);
 	dlq__tick(&d);
@@ -1037,6 +1045,8 @@ static void same_letter(const struct dlq_letter *x, const struct dlq_letter *y)
 	ck_assert_int_eq(x->env->time_ms, y->env->time_ms);
 	ck_assert_uint_eq(x->env->retry_count, y->env->retry_count);
 	ck_assert_uint_eq(x->env->qos, y->env->qos);
+	ck_assert_uint_eq(x->env->cause, y->env->cause);
+	ck_assert_uint_eq(x->env->final, y->env->final);
 	ck_assert_uint_eq(x->bytes, y->bytes);
 }
 
@@ -1049,6 +1059,7 @@ START_TEST(kept_dead_letters_survive_a_crash_and_a_restart)
 	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_int_eq(nack(b, "sub2", false), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_uint_eq(d.letters.count, 2);
+	ck_assert_uint_eq(letter_with(&d, "first")->env->cause, DLQ_DEAD_NACK);
 	dlq__tick(&d);
 	dlq__tick(&d); /* the broker took both */
 	/* 8: a dead letter kept, journaled (and synced) as the broker

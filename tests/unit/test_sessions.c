@@ -371,18 +371,24 @@ static void copy_id_of(size_t i, char id[DLQ_ID_LEN + 1])
 	snprintf(id, DLQ_ID_LEN + 1, "%s", v);
 }
 
-/* The dead-letter reason of the dead letter with this payload. */
-static const char *reason_of(const char *payload)
+/* The property name of the dead letter with this payload. */
+static const char *dead_letter_prop(const char *payload, const char *name)
 {
 	for(size_t i = 0; i < fake.publish_count; i++){
 		const struct fake_publish *p = &fake.publishes[i];
 		if(!strcmp(p->topic, "dead/telemetry") && p->payload_len == strlen(payload)
 				&& !memcmp(p->payload, payload, p->payload_len)){
-			return fake_header_value(p, "dead-letter-reason");
+			return fake_header_value(p, name);
 		}
 	}
 	ck_abort_msg("no dead letter of \"%s\"", payload);
 	return NULL;
+}
+
+/* The dead-letter reason of the dead letter with this payload. */
+static const char *reason_of(const char *payload)
+{
+	return dead_letter_prop(payload, DLQ_PROP_DEAD_LETTER_REASON);
 }
 
 /* 2.1 shows every send (exact counting): a held copy's dead letter says
@@ -426,6 +432,15 @@ START_TEST(held_copies_say_whether_they_were_sent)
 			"as too large for it)");
 	ck_assert_str_eq(reason_of("off-unsent"), "subscriber \"off-unsent\" went offline before the broker sent it its "
 			"QoS 0 retry copy: the broker keeps no QoS 0 message for an offline session");
+	/* A session that ended, and a lasting one gone offline with a QoS 0
+	 * copy: two causes, two of each. */
+	ck_assert_str_eq(dead_letter_prop("gone-sent", DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_SUBSCRIBER_GONE);
+	ck_assert_str_eq(dead_letter_prop("gone-unsent", DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_SUBSCRIBER_GONE);
+	ck_assert_str_eq(dead_letter_prop("off-sent", DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_OFFLINE_QOS0);
+	ck_assert_str_eq(dead_letter_prop("off-unsent", DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_OFFLINE_QOS0);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_SUBSCRIBER_GONE], 2);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_OFFLINE_QOS0], 2);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 4);
 	ck_assert_uint_eq(d.holds.records, 0);
 	stop();
 }

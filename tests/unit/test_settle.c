@@ -205,7 +205,9 @@ START_TEST(the_last_attempt_that_runs_out_is_dead_lettered)
 	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_CLIENT), "hung");
 	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_RETRY_COUNT), "1");
 	ck_assert_ptr_null(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_FINAL));
+	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_ACK_TIMEOUT);
 	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_ACK_TIMEOUT], 1);
 	ck_assert_int_eq(ack(id, "hung"), DLQ_NACK_TIMED_OUT_DEAD);
 
 	/* A chain: the copy of a pool job is sent to a good worker that ACKs. */

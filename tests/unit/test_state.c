@@ -1119,6 +1119,10 @@ static struct dlq_envelope *letter(unsigned n, const char *filter, const char *o
 	e->qos = (uint8_t)(n % 3);
 	e->time_ms = fake.wall_ms - 1000 * (int64_t)n;
 	e->first_nack_ms = fake.wall_ms - 5000 * (int64_t)n;
+	static const enum dlq_cause causes[] = {
+		DLQ_DEAD_NACK, DLQ_DEAD_ACK_TIMEOUT, DLQ_DEAD_SUBSCRIBER_GONE, DLQ_DEAD_RESTART,
+	};
+	e->cause = (uint8_t)causes[n % ARRAY_LEN(causes)];
 	return e;
 }
 
@@ -1154,6 +1158,8 @@ static void same_letter(const struct dlq_letter *x, const struct dlq_letter *y)
 	ck_assert_int_eq(ex->first_nack_ms, ey->first_nack_ms);
 	ck_assert_uint_eq(ex->retry_count, ey->retry_count);
 	ck_assert_uint_eq(ex->qos, ey->qos);
+	ck_assert_uint_eq(ex->cause, ey->cause);
+	ck_assert_uint_eq(ex->final, ey->final);
 	ck_assert_uint_eq(ey->due_ms, 0);
 	ck_assert_ptr_null(ey->policy);
 	ck_assert_int_eq(x->policy, y->policy);
@@ -1377,6 +1383,13 @@ START_TEST(a_damaged_kept_letter_is_damage)
 	struct dlq_envelope *why_ctrl = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/numbers", "numbers", "numbers",
 			"dead/numbers", "wh\x01y", "sub1", "x", 1, NULL, 0);
 	ck_assert_ptr_nonnull(why_ctrl);
+	struct dlq_envelope *no_such_cause = letter(4, "numbers", "numbers", "x", 1);
+	no_such_cause->cause = DLQ_DEAD_CAUSES;
+	/* A final NACK's letter is of cause final, and only it. */
+	struct dlq_envelope *final_nack = letter(5, "numbers", "numbers", "x", 1);
+	final_nack->final = true;
+	struct dlq_envelope *final_cause = letter(6, "numbers", "numbers", "x", 1);
+	final_cause->cause = DLQ_DEAD_FINAL;
 	const struct {
 		struct dlq_envelope *e;
 		const char *problem;
@@ -1384,6 +1397,9 @@ START_TEST(a_damaged_kept_letter_is_damage)
 		{copy, "the kind of a retry copy"},
 		{hash, "a dead-letter topic that is not a topic name"},
 		{why_ctrl, "a reason holding a control character"},
+		{no_such_cause, "a dead-letter cause the plugin never writes"},
+		{final_nack, "a dead-letter cause the plugin never writes"},
+		{final_cause, "a dead-letter cause the plugin never writes"},
 	};
 	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
 		/* Not kept by the store (letters__adopt takes any envelope): written
@@ -1428,6 +1444,71 @@ START_TEST(a_damaged_kept_letter_is_damage)
 	envelope__free(copy);
 	envelope__free(hash);
 	envelope__free(why_ctrl);
+	envelope__free(no_such_cause);
+	envelope__free(final_nack);
+	envelope__free(final_cause);
+}
+END_TEST
+
+/* Entry e of j as a file written before causes holds it: without its last
+ * byte (the cause), its length and CRC made right. */
+static void drop_cause_byte(struct dlq_headers *j, size_t at)
+{
+	memmove(j->data + j->len - 5, j->data + j->len - 4, 4);
+	j->len--;
+	uint32_t blen = (uint32_t)(j->len - at - 9);
+	for(int i = 0; i < 4; i++) j->data[at + 1 + i] = (uint8_t)(blen >> (8 * (3 - i)));
+	uint32_t crc = state__crc32(j->data + at, j->len - at - 4);
+	for(int i = 0; i < 4; i++) j->data[j->len - 4 + i] = (uint8_t)(crc >> (8 * (3 - i)));
+}
+
+/* A file written before causes: its letters have no cause byte. One made by
+ * a final NACK reads as of cause final, any other as unknown, which is
+ * written and read back as such, and goes out as "unknown". */
+START_TEST(a_letter_from_a_file_before_causes_has_a_default_cause)
+{
+	struct dlq_envelope *plain = letter(1, "numbers", "numbers", "plain", 5);
+	struct dlq_envelope *final = letter(2, "numbers", "numbers", "final", 5);
+	final->final = true;
+	final->cause = DLQ_DEAD_FINAL;
+	struct dlq_letter lp = { .env = plain }, lf = { .env = final };
+	struct dlq_headers j = {0};
+	ck_assert_int_eq(state__encode_journal_header(&j), 0);
+	size_t at = j.len;
+	ck_assert_int_eq(state__encode_letter(&lp, fake.now_ms, fake.wall_ms, &j), 0);
+	drop_cause_byte(&j, at);
+	at = j.len;
+	ck_assert_int_eq(state__encode_letter(&lf, fake.now_ms, fake.wall_ms, &j), 0);
+	drop_cause_byte(&j, at);
+
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	struct state_report rep;
+	decode_journal(&b, &j, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(rep.letters, 2);
+	ck_assert_uint_eq(find_letter(&b, 1)->env->cause, DLQ_DEAD_UNKNOWN);
+	ck_assert_uint_eq(find_letter(&b, 2)->env->cause, DLQ_DEAD_FINAL);
+	ck_assert(find_letter(&b, 2)->env->final);
+
+	/* As it goes out (a redrive shows it so, getDeadLetter too). */
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(envelope__headers(find_letter(&b, 1)->env, &h), 0);
+	struct fake_publish as_sent = {.headers = h.data, .headers_len = h.len};
+	ck_assert_str_eq(fake_header_value(&as_sent, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_UNKNOWN);
+	headers__free(&h);
+
+	/* Saved again, now with its cause byte: the same. */
+	headers__free(&buf);
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&b), fake.now_ms, fake.wall_ms, &buf), 0);
+	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
+	decode(&a, buf.data, buf.len, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	same_letter(find_letter(&b, 1), find_letter(&a, 1));
+	same_letter(find_letter(&b, 2), find_letter(&a, 2));
+
+	headers__free(&j);
+	envelope__free(plain);
+	envelope__free(final);
 }
 END_TEST
 
@@ -1957,6 +2038,7 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, without_a_store_kept_letters_are_read_and_dropped);
 	tcase_add_test(tc, a_journal_keeps_and_removes_letters);
 	tcase_add_test(tc, a_damaged_kept_letter_is_damage);
+	tcase_add_test(tc, a_letter_from_a_file_before_causes_has_a_default_cause);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("files");

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The words of the dead-letter causes (see cause.h): one table, in the
+ * order of enum dlq_cause, read by the envelope's property, the status
+ * reports and the $SYS topics alike.
+ */
+#include <string.h>
+
+#include "model/cause.h"
+#include "mosquitto_dlq.h"
+
+static const char *const words[DLQ_DEAD_CAUSES] = {
+	[DLQ_DEAD_UNKNOWN] = DLQ_CAUSE_UNKNOWN,
+	[DLQ_DEAD_NACK] = DLQ_CAUSE_NACK,
+	[DLQ_DEAD_FINAL] = DLQ_CAUSE_FINAL,
+	[DLQ_DEAD_ACK_TIMEOUT] = DLQ_CAUSE_ACK_TIMEOUT,
+	[DLQ_DEAD_REDELIVERY_LIMIT] = DLQ_CAUSE_REDELIVERY_LIMIT,
+	[DLQ_DEAD_SUBSCRIBER_GONE] = DLQ_CAUSE_SUBSCRIBER_GONE,
+	[DLQ_DEAD_NO_SESSION] = DLQ_CAUSE_NO_SESSION,
+	[DLQ_DEAD_OFFLINE_QOS0] = DLQ_CAUSE_OFFLINE_QOS0,
+	[DLQ_DEAD_RESTART] = DLQ_CAUSE_RESTART,
+};
+
+const char *cause__name(unsigned c)
+{
+	return c < DLQ_DEAD_CAUSES ? words[c] : DLQ_CAUSE_UNKNOWN;
+}
+
+bool cause__parse(const char *name, enum dlq_cause *out)
+{
+	for(unsigned c = 0; name && c < DLQ_DEAD_CAUSES; c++){
+		if(!strcmp(name, words[c])){
+			*out = (enum dlq_cause)c;
+			return true;
+		}
+	}
+	return false;
+}
