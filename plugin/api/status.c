@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "api/status.h"
+#include "model/cause.h"
 
 static bool add_num(cJSON *o, const char *name, double v)
 {
@@ -30,6 +31,17 @@ static bool add_policy_fields(cJSON *o, const struct dlq_policy *p)
 					&& cJSON_AddStringToObject(o, "ackTimeout", p->ack_timeout)));
 }
 
+/* "deadLettersByCause": {"<cause>": n, ...}, every cause, in the order
+ * of model/cause.h; they add up to deadLetters. */
+static bool add_causes(cJSON *o, const struct dlq_counters *c)
+{
+	cJSON *by = cJSON_AddObjectToObject(o, "deadLettersByCause");
+	for(unsigned i = 0; by && i < DLQ_DEAD_CAUSES; i++){
+		if(!add_num(by, cause__name(i), (double)c->dead_letters_by_cause[i])) return false;
+	}
+	return by != NULL;
+}
+
 static bool add_counters(cJSON *o, const struct dlq_counters *c)
 {
 	return add_num(o, "tracked", (double)c->tracked)
@@ -39,6 +51,7 @@ static bool add_counters(cJSON *o, const struct dlq_counters *c)
 			&& add_num(o, "retryCopies", (double)c->retry_copies)
 			&& add_num(o, "delayedCopies", (double)c->delayed)
 			&& add_num(o, "deadLetters", (double)c->dead_letters)
+			&& add_causes(o, c)
 			&& add_num(o, "publishFailures", (double)c->publish_failures)
 			&& add_num(o, "expired", (double)c->expired)
 			&& add_num(o, "evicted", (double)c->evicted)

@@ -4,8 +4,14 @@
  *   $SYS/broker/dlq/<name>                       totals
  *   $SYS/broker/dlq/policies/<index>/filter      the policy's filter
  *   $SYS/broker/dlq/policies/<index>/<name>      that policy's values
- * where <name> is one of the names below. Policy indexes count from 0 in
- * declaration order (listPolicies shows the same order).
+ * where <name> is one of the names below, or dead_letters_by_cause/<cause>
+ * for each dead-letter cause (model/cause.h). Policy indexes count from 0
+ * in declaration order (listPolicies shows the same order). A name holds
+ * only [a-z0-9_] and '/': the common $SYS-to-Prometheus exporters
+ * (sapcc/mosquitto-exporter) make a metric name of the topic by dropping
+ * "$SYS/" and turning each '/' into '_', and a '-' would make an invalid
+ * one; "_by_cause" keeps those of the causes apart from the other names
+ * (dead_letters_dropped).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,6 +21,7 @@
 #include "api/status.h"
 #include "api/systopics.h"
 #include "engine/dlq.h"
+#include "model/cause.h"
 #include "mosquitto_dlq.h"
 #include "util/port.h"
 
@@ -28,14 +35,26 @@ static const char *const names[] = {
 	"redriven", "dead_letters_dropped", "kept_dead_letters", "kept_dead_letter_bytes",
 	"acks", "acks_refused", "progress", "ack_timeouts", "final_nacks", "awaiting_ack",
 };
-#define NAME_COUNT (sizeof(names) / sizeof(names[0]))
+#define FIXED_COUNT (sizeof(names) / sizeof(names[0]))
+#define NAME_COUNT (FIXED_COUNT + DLQ_DEAD_CAUSES)
+#define CAUSE_PREFIX "dead_letters_by_cause/"
+
+/* The name of value i: names[i], then the causes'. */
+static void name_of(size_t i, char *out, size_t size)
+{
+	if(i < FIXED_COUNT){
+		snprintf(out, size, "%s", names[i]);
+	}else{
+		snprintf(out, size, CAUSE_PREFIX "%s", cause__name((unsigned)(i - FIXED_COUNT)));
+	}
+}
 
 static void values_of(const struct dlq_figures *f, uint64_t v[NAME_COUNT])
 {
 	const struct dlq_counters *c = &f->counters;
 	const struct dlq_gauges *g = &f->gauges;
 	const struct dlq_letter_tally kept = f->kept;
-	uint64_t all[NAME_COUNT] = {
+	uint64_t all[FIXED_COUNT] = {
 		c->tracked, c->nacks, c->nacks_refused, c->retry_copies, c->delayed, c->dead_letters,
 		c->publish_failures, c->expired, c->evicted, c->untracked_full, c->redeliveries, c->diverted,
 		c->subscribers_without_nack, c->subscribers_of_dead_letters, c->sent_without_stamp,
@@ -44,6 +63,9 @@ static void values_of(const struct dlq_figures *f, uint64_t v[NAME_COUNT])
 		c->acks, c->acks_refused, c->progress, c->ack_timeouts, c->final_nacks, g->awaiting,
 	};
 	memcpy(v, all, sizeof(all));
+	for(size_t i = 0; i < DLQ_DEAD_CAUSES; i++){
+		v[FIXED_COUNT + i] = c->dead_letters_by_cause[i];
+	}
 }
 
 static void publish_value(const char *topic, const char *text)
@@ -56,12 +78,14 @@ static void publish_value(const char *topic, const char *text)
 static void publish_group(struct dlq_sys *s, size_t slot, const char *prefix, const uint64_t v[NAME_COUNT], bool first)
 {
 	char topic[256];
+	char name[64];
 	char text[32];
 	for(size_t i = 0; i < NAME_COUNT; i++){
 		uint64_t *last = &s->last_values[slot * NAME_COUNT + i];
 		if(!first && *last == v[i]) continue;
 		*last = v[i];
-		snprintf(topic, sizeof(topic), "%s%s", prefix, names[i]);
+		name_of(i, name, sizeof(name));
+		snprintf(topic, sizeof(topic), "%s%s", prefix, name);
 		snprintf(text, sizeof(text), "%" PRIu64, v[i]);
 		publish_value(topic, text);
 	}
@@ -84,7 +108,9 @@ void systopics__tick(struct dlq_sys *s, const struct dlq *d, uint64_t now)
 		snprintf(topic, sizeof(topic), SYS_PREFIX "policies/%zu/filter", i);
 		publish_value(topic, "");
 		for(size_t k = 0; k < NAME_COUNT; k++){
-			snprintf(topic, sizeof(topic), SYS_PREFIX "policies/%zu/%s", i, names[k]);
+			char name[64];
+			name_of(k, name, sizeof(name));
+			snprintf(topic, sizeof(topic), SYS_PREFIX "policies/%zu/%s", i, name);
 			publish_value(topic, "");
 		}
 	}

@@ -740,6 +740,192 @@ START_TEST(test_deadline_across_sigkill)
 }
 END_TEST
 
+/* The retained value of a $SYS topic c subscribed to, once it is want
+ * (fails after the harness's wait). */
+static void wait_sys(struct client *c, const char *name, const char *want)
+{
+	char topic[256];
+	snprintf(topic, sizeof(topic), DLQ_SYS_TOPIC_PREFIX "%s", name);
+	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
+	while(client_find_payload(c, topic, want, 0) == NULL){
+		if(it_now_ms() > deadline){
+			client_dump(c, topic);
+			ck_abort_msg("no \"%s\" on %s within %d ms", want, topic, HARNESS_WAIT_MS);
+		}
+		client_wait(c, topic, client_count(c, topic) + 1, 100);
+	}
+}
+
+/* What a $SYS-to-Prometheus exporter (sapcc/mosquitto-exporter) makes of a
+ * topic: "$SYS/" dropped, each '/' and ' ' an '_'; true when that is a
+ * valid metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), written to out. */
+static bool metric_name(const char *topic, char *out, size_t size)
+{
+	snprintf(out, size, "%s", topic + strlen("$SYS/"));
+	for(char *p = out; *p; p++){
+		if(*p == '/' || *p == ' ') *p = '_';
+		bool ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_' || *p == ':'
+				|| (p > out && *p >= '0' && *p <= '9');
+		if(!ok) return false;
+	}
+	return true;
+}
+
+/* Issue 38: every dead letter says why in dead-letter-cause, one word, and
+ * is counted by cause, per policy and in total, in getStatus and $SYS (one
+ * number per topic, each a distinct valid Prometheus name as an exporter
+ * makes it). Four ways: the last attempt NACKed (nack), a final NACK at
+ * attempt 1 of 2 (final), the last attempt's ack_timeout ran out
+ * (ack_timeout), a retry copy whose subscriber left without a session
+ * (subscriber_gone). */
+START_TEST(test_dead_letter_causes)
+{
+	char jobs[256];
+	int ack = ack_ms();
+	snprintf(jobs, sizeof(jobs), "jobs/# max_attempts=2 dead_letter=dead/jobs ack_timeout=%dms", ack);
+	struct broker *b = deadline_broker(__func__, jobs, false, false);
+	broker_conf(b, "plugin_opt_policy gone/# max_attempts=2 dead_letter=dead/gone");
+	broker_conf(b, "plugin_opt_sys_interval 1s");
+	broker_start(b);
+	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
+	struct client *sys = client_new(b, "sys", MQTT_PROTOCOL_V5);
+	struct client *w = client_new(b, "w", MQTT_PROTOCOL_V5);
+	struct client *hung = client_new(b, "hung", MQTT_PROTOCOL_V5);
+	struct client *leaver = client_new(b, "leaver", MQTT_PROTOCOL_V5);
+	client_subscribe(insp, "dead/#", 1);
+	client_subscribe(sys, DLQ_SYS_TOPIC_PREFIX "#", 1);
+	client_subscribe(w, "jobs/w/#", 1);
+	client_subscribe(hung, "jobs/h/#", 1);
+	client_subscribe(leaver, "gone/#", 1);
+	wait_sys(sys, "dead_letters_by_cause/nack", "0");
+
+	/* nack: NACKed at attempt 2 of 2. */
+	client_publish_str(insp, "jobs/w/nack", "nack", 1);
+	char id_nack[DLQ_ID_LEN + 1];
+	snprintf(id_nack, sizeof(id_nack), "%s", expect_original(client_expect(w, "jobs/w/nack", 1)));
+	client_nack(w, id_nack, "bad input");
+	const char *copy = expect_retry_copy(client_expect(w, "jobs/w/nack", 2), "jobs/w/nack", id_nack, 1);
+	client_nack(w, copy, "still bad");
+	const struct it_msg *dl = client_expect(insp, "dead/#", 1);
+	expect_dead_letter(dl, "jobs/w/nack", id_nack, 2, client_id(w), "jobs/#", "still bad");
+	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_NACK);
+
+	/* final: a final NACK at attempt 1 of 2. */
+	client_publish_str(insp, "jobs/w/final", "final", 1);
+	char id_final[DLQ_ID_LEN + 1];
+	snprintf(id_final, sizeof(id_final), "%s", expect_original(client_expect(w, "jobs/w/final", 1)));
+	mosquitto_property *p = NULL;
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, DLQ_PROP_NACK_FINAL, "true"), 0);
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, DLQ_PROP_NACK_REASON, "schema"), 0);
+	ck_assert_int_lt(client_publish(w, DLQ_NACK_TOPIC, id_final, DLQ_ID_LEN, 1, p), 0x80);
+	mosquitto_property_free_all(&p);
+	dl = client_expect(insp, "dead/#", 2);
+	expect_dead_letter(dl, "jobs/w/final", id_final, 1, client_id(w), "jobs/#", "schema");
+	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_FINAL);
+	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_FINAL), "true");
+
+	/* ack_timeout: hung settles neither the original nor its copy. */
+	client_publish_str(insp, "jobs/h/hang", "hang", 1);
+	char id_hang[DLQ_ID_LEN + 1];
+	snprintf(id_hang, sizeof(id_hang), "%s", expect_original(client_expect(hung, "jobs/h/hang", 1)));
+	expect_retry_copy(client_expect(hung, "jobs/h/hang", 2), "jobs/h/hang", id_hang, 1);
+	dl = client_expect(insp, "dead/#", 3);
+	char reason[256];
+	snprintf(reason, sizeof(reason), "subscriber \"%s\" did not acknowledge it within %dms", client_id(hung), ack);
+	expect_dead_letter(dl, "jobs/h/hang", id_hang, 2, client_id(hung), "jobs/#", reason);
+	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_ACK_TIMEOUT);
+
+	/* subscriber_gone: leaver gets its retry copy and leaves without a
+	 * session, neither NACKing nor confirming it. */
+	client_publish_str(insp, "gone/x", "gone", 1);
+	char id_gone[DLQ_ID_LEN + 1], leaver_id[128];
+	snprintf(id_gone, sizeof(id_gone), "%s", expect_original(client_expect(leaver, "gone/x", 1)));
+	client_nack(leaver, id_gone, NULL);
+	expect_retry_copy(client_expect(leaver, "gone/x", 2), "gone/x", id_gone, 1);
+	snprintf(leaver_id, sizeof(leaver_id), "%s", client_id(leaver));
+	client_free(leaver);
+	dl = client_expect(insp, "dead/#", 4);
+	ck_assert_str_eq(dl->topic, "dead/gone");
+	ck_assert_str_eq(msg_user(dl, DLQ_PROP_ORIGIN_ID), id_gone);
+	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_CLIENT), leaver_id);
+	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_SUBSCRIBER_GONE);
+	ck_assert_msg(strstr(msg_user(dl, DLQ_PROP_DEAD_LETTER_REASON), "left without a session"), "reason \"%s\"",
+			msg_user(dl, DLQ_PROP_DEAD_LETTER_REASON));
+	clients_settle(insp, w, hung);
+	client_expect_exactly(insp, "dead/#", 4);
+
+	/* getStatus: by cause, in total and per policy; they add up to
+	 * deadLetters. */
+	static const char *const words[] = {
+		DLQ_CAUSE_NACK, DLQ_CAUSE_FINAL, DLQ_CAUSE_ACK_TIMEOUT, DLQ_CAUSE_REDELIVERY_LIMIT, DLQ_CAUSE_SUBSCRIBER_GONE,
+		DLQ_CAUSE_NO_SESSION, DLQ_CAUSE_OFFLINE_QOS0, DLQ_CAUSE_RESTART, DLQ_CAUSE_UNKNOWN,
+	};
+	static const int total[] = { 1, 1, 1, 0, 1, 0, 0, 0, 0 };
+	static const int of_jobs[] = { 1, 1, 1, 0, 0, 0, 0, 0, 0 };
+	static const int of_gone[] = { 0, 0, 0, 0, 1, 0, 0, 0, 0 };
+	cJSON *doc;
+	const cJSON *data = status_get(insp, "r/insp", &doc);
+	const cJSON *groups[] = {
+		cJSON_GetObjectItemCaseSensitive(data, "totals"), status_policy(data, "jobs/#"), status_policy(data, "gone/#"),
+	};
+	const int *wants[] = { total, of_jobs, of_gone };
+	for(size_t g = 0; g < ARRAY_LEN(groups); g++){
+		const cJSON *by = cJSON_GetObjectItemCaseSensitive(groups[g], "deadLettersByCause");
+		ck_assert_msg(cJSON_IsObject(by), "group %zu: no deadLettersByCause", g);
+		ck_assert_int_eq(cJSON_GetArraySize(by), (int)ARRAY_LEN(words));
+		int sum = 0;
+		for(size_t i = 0; i < ARRAY_LEN(words); i++){
+			int n = (int)json_num(by, words[i]);
+			ck_assert_msg(n == wants[g][i], "group %zu: deadLettersByCause.%s is %d, expected %d", g, words[i], n,
+					wants[g][i]);
+			sum += n;
+		}
+		ck_assert_int_eq(sum, (int)json_num(groups[g], "deadLetters"));
+	}
+	cJSON_Delete(doc);
+
+	/* $SYS: one number per topic, the same counts. */
+	char name[128], value[16];
+	wait_sys(sys, "dead_letters", "4");
+	for(size_t i = 0; i < ARRAY_LEN(words); i++){
+		snprintf(name, sizeof(name), "dead_letters_by_cause/%s", words[i]);
+		snprintf(value, sizeof(value), "%d", total[i]);
+		wait_sys(sys, name, value);
+		snprintf(name, sizeof(name), "policies/0/dead_letters_by_cause/%s", words[i]);
+		snprintf(value, sizeof(value), "%d", of_jobs[i]);
+		wait_sys(sys, name, value);
+		snprintf(name, sizeof(name), "policies/1/dead_letters_by_cause/%s", words[i]);
+		snprintf(value, sizeof(value), "%d", of_gone[i]);
+		wait_sys(sys, name, value);
+	}
+	/* Each topic the plugin published is a valid metric name of its own:
+	 * no two topics make the same. */
+	size_t n = client_count(sys, DLQ_SYS_TOPIC_PREFIX "#");
+	struct { const char *topic; char metric[128]; } *seen = calloc(n, sizeof(*seen));
+	ck_assert_ptr_nonnull(seen);
+	size_t distinct = 0;
+	for(size_t i = 0; i < n; i++){
+		const struct it_msg *m = client_msg(sys, DLQ_SYS_TOPIC_PREFIX "#", i);
+		char metric[128];
+		ck_assert_msg(metric_name(m->topic, metric, sizeof(metric)), "%s makes no valid metric name (%s)", m->topic,
+				metric);
+		size_t k = 0;
+		while(k < distinct && strcmp(seen[k].topic, m->topic)){
+			ck_assert_msg(strcmp(seen[k].metric, metric), "%s and %s make the same metric %s", seen[k].topic,
+					m->topic, metric);
+			k++;
+		}
+		if(k == distinct){
+			seen[distinct].topic = m->topic;
+			snprintf(seen[distinct].metric, sizeof(seen[distinct].metric), "%s", metric);
+			distinct++;
+		}
+	}
+	ck_assert_uint_ge(distinct, 3 * ARRAY_LEN(words));
+	free(seen);
+}
+END_TEST
+
 static Suite *deadlines_suite(void)
 {
 	Suite *s = suite_create("deadlines");
@@ -753,6 +939,7 @@ static Suite *deadlines_suite(void)
 	tcase_add_test(tc, test_copy_behind_a_hung_slot_when_the_session_ends);
 	tcase_add_test(tc, test_deadline_across_sigterm);
 	tcase_add_test(tc, test_deadline_across_sigkill);
+	tcase_add_test(tc, test_dead_letter_causes);
 	suite_add_tcase(s, tc);
 	return s;
 }
