@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/letter_view.h"
+#include "model/cause.h"
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
 #include "util/headers.h"
@@ -55,7 +56,8 @@ cJSON *letter_view__summary(const struct dlq_letter *l)
 	if(o == NULL) return NULL;
 	if(!add_str(o, "id", id) || !add_str(o, "deadLetter", e->topic) || !add_str(o, "originTopic", e->origin_topic)
 			|| !add_str(o, "originId", origin) || !add_str(o, "reason", e->reason) || !add_str(o, "client", e->client)
-			|| !add_str(o, "filter", e->filter) || !add_str(o, "time", when) || !add_num(o, "timeMs", (double)e->time_ms)
+			|| !add_str(o, "filter", e->filter) || !add_str(o, "cause", cause__name(e->cause))
+			|| !add_str(o, "time", when) || !add_num(o, "timeMs", (double)e->time_ms)
 			|| !add_num(o, "retryCount", e->retry_count) || !add_num(o, "qos", envelope__qos(e))
 			|| !add_num(o, "payloadBytes", e->payload_len)){
 		cJSON_Delete(o);

@@ -83,6 +83,29 @@ START_TEST(what_mqtt_refuses_is_base64)
 }
 END_TEST
 
+/* The summary says the letter's cause, as its dead-letter-cause property
+ * (among its properties) does. */
+START_TEST(the_summary_says_the_cause)
+{
+	cJSON *v = view_of("job");
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(v, "cause");
+	ck_assert(cJSON_IsString(c));
+	ck_assert_str_eq(c->valuestring, DLQ_CAUSE_NACK);
+	const cJSON *props = cJSON_GetObjectItemCaseSensitive(v, "properties");
+	size_t found = 0;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, props){
+		const cJSON *k = cJSON_GetObjectItemCaseSensitive(p, "key");
+		if(cJSON_IsString(k) && !strcmp(k->valuestring, DLQ_PROP_DEAD_LETTER_CAUSE)){
+			ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(p, "value")->valuestring, DLQ_CAUSE_NACK);
+			found++;
+		}
+	}
+	ck_assert_uint_eq(found, 1);
+	cJSON_Delete(v);
+}
+END_TEST
+
 START_TEST(base64_gives_the_bytes_back)
 {
 	cJSON *v = view_of("he\x7f");
@@ -100,6 +123,7 @@ static Suite *letter_view_suite(void)
 	tcase_add_test(tc, text_is_shown_as_it_is);
 	tcase_add_test(tc, what_mqtt_refuses_is_base64);
 	tcase_add_test(tc, base64_gives_the_bytes_back);
+	tcase_add_test(tc, the_summary_says_the_cause);
 	suite_add_tcase(s, tc);
 	return s;
 }
