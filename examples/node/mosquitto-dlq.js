@@ -21,6 +21,8 @@ const PROP_ORIGIN_TOPIC = 'origin-topic';
 const PROP_ORIGIN_ID = 'origin-id';
 const PROP_DEAD_LETTER_REASON = 'dead-letter-reason';
 const PROP_DEAD_LETTER_FINAL = 'dead-letter-final';
+// One word saying why a dead letter was made (docs/semantics.md, "Dead-letter causes").
+const PROP_DEAD_LETTER_CAUSE = 'dead-letter-cause';
 const PROP_NACK_REASON = 'reason';
 const PROP_NACK_DELAY_MS = 'delay-ms';
 const PROP_NACK_FINAL = 'final';
@@ -218,6 +220,7 @@ module.exports = {
   PROP_ORIGIN_ID,
   PROP_DEAD_LETTER_REASON,
   PROP_DEAD_LETTER_FINAL,
+  PROP_DEAD_LETTER_CAUSE,
   PROP_NACK_REASON,
   PROP_NACK_DELAY_MS,
   PROP_NACK_FINAL,

@@ -28,6 +28,8 @@ PROP_ORIGIN_TOPIC = "origin-topic"
 PROP_ORIGIN_ID = "origin-id"
 PROP_DEAD_LETTER_REASON = "dead-letter-reason"
 PROP_DEAD_LETTER_FINAL = "dead-letter-final"
+# One word saying why a dead letter was made (docs/semantics.md, "Dead-letter causes").
+PROP_DEAD_LETTER_CAUSE = "dead-letter-cause"
 PROP_NACK_REASON = "reason"
 PROP_NACK_DELAY_MS = "delay-ms"
 PROP_NACK_FINAL = "final"
