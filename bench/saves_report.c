@@ -5,6 +5,7 @@
  * failures, the broker's own autosaves), end-to-end latency per second of
  * arrival, and the table.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,9 @@ int saves_report__windows(const struct load_result *res, struct saves_run *r)
 	if(n == 0 || at == NULL) return 0;
 	uint64_t *win = malloc(n * sizeof(*win));
 	if(win == NULL) return -1;
+	/* DLQ_BENCH_SAVES_TRACE: each window whose max passes 20 ms, on
+	 * stderr (when it came, in s from the start of the measure). */
+	const bool trace = getenv("DLQ_BENCH_SAVES_TRACE") != NULL;
 	/* The samples are in the order they arrived: a window is a run of them. */
 	for(size_t i = 0; i < n;){
 		uint64_t w = (at[i] - res->measure_start_ns) / 1000000000u;
@@ -73,6 +77,10 @@ int saves_report__windows(const struct load_result *res, struct saves_run *r)
 			if(lat[i] > max) max = lat[i];
 		}
 		double p999 = stats__percentile_u64(win, k, 99.9) / 1e6;
+		if(trace && max > 20000000u){
+			fprintf(stderr, "saves: window %llu s: %zu samples, max %.1f ms, p99.9 %.1f ms\n", (unsigned long long)w, k,
+					(double)max / 1e6, p999);
+		}
 		r->windows++;
 		if((double)max / 1e6 > r->worst_max_ms) r->worst_max_ms = (double)max / 1e6;
 		if(p999 > r->worst_p999_ms) r->worst_p999_ms = p999;

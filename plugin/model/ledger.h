@@ -120,6 +120,15 @@ struct dlq_record {
 struct dlq_ledger {
 	struct dlq_record **buckets; /* owned */
 	size_t nbuckets;             /* a power of two */
+	/* While the table doubles: the table before (owned), whose chains from
+	 * moved on are still to be moved into buckets, a few at each insert
+	 * and more at each expiry pass (a tick), so that no single call pays
+	 * for all the records at once (at 1,000,000 records, a second and
+	 * more). A record whose chain in old is not yet moved is in old.
+	 * NULL when no doubling is under way. */
+	struct dlq_record **old;
+	size_t nold;
+	size_t moved;
 	size_t count;
 	uint64_t bytes;              /* sum of record__bytes */
 	struct dlq_record *oldest;
@@ -282,7 +291,8 @@ int ledger__insert_sized(struct dlq_ledger *l, struct dlq_record *r, size_t byte
 struct dlq_record *ledger__find(const struct dlq_ledger *l, const struct dlq_id *id);
 
 /* Frees records created more than window_ms before now_ms, but those keep
- * keeps (then the newest, created now). Returns how many it freed. */
+ * keeps (then the newest, created now). Returns how many it freed. Moves
+ * on a doubling of the table under way (struct dlq_ledger's old). */
 size_t ledger__expire(struct dlq_ledger *l, uint64_t now_ms, uint64_t window_ms);
 
 /* Frees the oldest records until bytes <= target. Returns how many. */

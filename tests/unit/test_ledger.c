@@ -491,6 +491,78 @@ START_TEST(a_hundred_thousand_records_grow_the_table)
 }
 END_TEST
 
+/* A doubling of the table moves its records a few chains at a time: right
+ * after it starts, records are in both tables and every one is found, an
+ * eviction and an expiry pass in the middle find theirs, and the table
+ * before is freed once the inserts and passes have moved it all. */
+START_TEST(a_doubling_moves_records_over_the_following_calls)
+{
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	size_t initial = l.nbuckets;
+	size_t n = 0;
+	while(l.old == NULL){
+		ck_assert_int_eq(ledger__insert(&l, make_record("x", 1000 + n)), 0);
+		n++;
+		ck_assert_uint_le(n, 2 * initial + 1);
+	}
+	/* The insert that found the table full began the doubling. */
+	ck_assert_uint_eq(n, 2 * initial + 1);
+	ck_assert_uint_eq(l.nbuckets, 2 * initial);
+	ck_assert_uint_eq(l.nold, initial);
+	ck_assert_uint_gt(l.moved, 0);
+	ck_assert_uint_lt(l.moved, initial);
+	check_consistent(&l);
+
+	/* Evicting the oldest ten: each found in whichever table holds it. */
+	uint64_t ten = 0;
+	const struct dlq_record *r = l.oldest;
+	for(int i = 0; i < 10; i++, r = r->newer) ten += record__bytes(r);
+	ck_assert_uint_eq(ledger__evict_to(&l, l.bytes - ten), 10);
+	ck_assert_ptr_nonnull(l.old);
+	check_consistent(&l);
+
+	/* A few more inserts move a few more chains each. */
+	size_t before = l.moved;
+	for(int i = 0; i < 3; i++){
+		ck_assert_int_eq(ledger__insert(&l, make_record("y", 5000)), 0);
+	}
+	ck_assert_ptr_nonnull(l.old);
+	ck_assert_uint_gt(l.moved, before);
+	check_consistent(&l);
+
+	/* Expiry passes move more, and the table before goes once all are. */
+	int passes = 0;
+	while(l.old){
+		ck_assert_uint_eq(ledger__expire(&l, 5000, 1000000), 0);
+		ck_assert_int_lt(++passes, 1000);
+		check_consistent(&l);
+	}
+	ck_assert_uint_eq(l.nold, 0);
+	ck_assert_uint_eq(l.moved, 0);
+	for(size_t i = 0; i < l.nbuckets; i++){
+		for(const struct dlq_record *c = l.buckets[i]; c; c = c->hnext){
+			ck_assert_uint_eq(id__hash(&c->id) & (l.nbuckets - 1), i);
+		}
+	}
+	ledger__cleanup(&l);
+}
+END_TEST
+
+/* Cleanup in the middle of a doubling frees both tables (LeakSanitizer). */
+START_TEST(cleanup_in_a_doubling_frees_both_tables)
+{
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	while(l.old == NULL){
+		ck_assert_int_eq(ledger__insert(&l, make_record("x", 1000)), 0);
+	}
+	ledger__cleanup(&l);
+	ck_assert_ptr_null(l.old);
+	ck_assert_ptr_null(l.buckets);
+}
+END_TEST
+
 START_TEST(cleanup_frees_records_and_their_nackers)
 {
 	/* Checked by ASan/valgrind: nothing leaks. */
@@ -553,6 +625,8 @@ static Suite *ledger_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120); /* valgrind */
 	tcase_add_test(tc, a_hundred_thousand_records_grow_the_table);
+	tcase_add_test(tc, a_doubling_moves_records_over_the_following_calls);
+	tcase_add_test(tc, cleanup_in_a_doubling_frees_both_tables);
 	suite_add_tcase(s, tc);
 	return s;
 }
