@@ -20,7 +20,7 @@
 #include "model/deadlines.h"
 #include "model/gauges.h"
 #include "model/letters.h"
-#include "model/ledger.h"
+#include "model/record.h"
 #include "model/redelivery.h"
 #include "mosquitto_dlq.h"
 

@@ -31,7 +31,7 @@
  * queue (a few: one per distinct ack_timeout). Nothing on a message's path
  * grows with the number of deliveries pending.
  *
- * A record with deliveries here carries DLQ_RECORD_CLOCKED (ledger.h), so
+ * A record with deliveries here carries DLQ_RECORD_CLOCKED (record.h), so
  * that a record without any is dropped without a lookup. Each delivery's
  * bytes are counted in its record's ledger bytes (the memory bound), and in
  * the awaiting gauge of its record's policy.

@@ -9,6 +9,7 @@
 #ifndef DLQ_DELIVERIES_H
 #define DLQ_DELIVERIES_H
 
+#include "model/ledger.h"
 #include "model/tracker.h"
 
 /* The client with this id, or NULL. Borrowed. */

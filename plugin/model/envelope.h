@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "model/cause.h"
-#include "model/ledger.h"
+#include "model/record.h"
 #include "util/headers.h"
 #include "util/id.h"
 

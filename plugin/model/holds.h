@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "model/ledger.h"
+#include "model/record.h"
 
 /* One client with held records. Owned by the table; each record it holds
  * points back at it (dlq_record.holder). */

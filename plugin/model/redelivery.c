@@ -17,7 +17,7 @@
 #include "util/hash.h"
 
 /* Redelivery tracking's fields of a record live in its more part
- * (ledger.h), which every record has while tracking is on on 2.0: tracked
+ * (record.h), which every record has while tracking is on on 2.0: tracked
  * ones are made with it, retry copies always have it. The indexes chain
  * records through it, at a fixed offset from the record. */
 #define MORE(r) record__more(r)

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/ledger.h"
+#include "model/record.h"
 #include "util/id.h"
 
 #define SEND_CACHE_SLOTS 4096u

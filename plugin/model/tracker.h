@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/ledger.h"
+#include "model/record.h"
 
 /* One tracked record delivered to one client. Owned by the tracker; the
  * record's list (dlq_record_more.deliveries, or for a record with the sends

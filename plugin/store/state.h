@@ -48,7 +48,7 @@ struct state_view {
 	uint64_t nack_window_ms;            /* records older than this are not restored */
 	uint64_t journal_covers;            /* the last journal generation the snapshot holds (0: none): written
 	                                       by state__encode_snapshot, set by state_read__decode_snapshot */
-	dlq_record_new_fn *record_new;      /* how restored records are made (ledger.h) */
+	dlq_record_new_fn *record_new;      /* how restored records are made (record.h) */
 };
 
 /* What a decode found. */

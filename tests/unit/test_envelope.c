@@ -12,7 +12,7 @@
 
 #include "fake_port.h"
 #include "model/envelope.h"
-#include "model/ledger.h"
+#include "model/record.h"
 #include "mosquitto_dlq.h"
 #include "test_util.h"
 #include "util/headers.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "model/holds.h"
-#include "model/ledger.h"
+#include "model/record.h"
 #include "util/id.h"
 
 static struct dlq_policy policy = {
