@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 #
-# BENCHMARKS.md's section "Budgets (issue 14)" from two outputs of
+# The budgets of issue 14 and every callgrind case (BENCHMARKS.md,
+# "Instructions per message"; the first layout is docs/benchmark-history.md's
+# "Budgets (issue 14)") from two outputs of
 # run-bench.sh, one per broker line, side by side, each against the bare
 # broker of its own version in its own run (the figures are the runs'; this
 # only lays them out):
