@@ -41,8 +41,8 @@ static long policy_index(const struct dlq_policy_table *table, const char *filte
  * and add up to one walk of the store. */
 static void tally(struct dlq_letters *s, struct dlq_letter *l, int sign)
 {
-	if(l->policy < 0 || (size_t)l->policy >= s->per_count) return;
-	struct dlq_letter_tally *t = &s->per[l->policy];
+	if(l->policy >= 0 && (size_t)l->policy >= s->per_count) return;
+	struct dlq_letter_tally *t = l->policy < 0 ? &s->unpoliced : &s->per[l->policy];
 	if(sign > 0){
 		if(t->count++ == 0) t->oldest = l;
 		t->bytes += l->bytes;
@@ -51,9 +51,14 @@ static void tally(struct dlq_letters *s, struct dlq_letter *l, int sign)
 	t->count--;
 	t->bytes -= l->bytes;
 	if(t->oldest != l) return;
+	if(t->count == 0){
+		/* Its last letter: nothing to walk to. */
+		t->oldest = NULL;
+		return;
+	}
 	struct dlq_letter *n = l->newer;
 	while(n && n->policy != l->policy) n = n->newer;
-	t->oldest = t->count ? n : NULL;
+	t->oldest = n;
 }
 
 static int tallies_for(struct dlq_letters *s, const struct dlq_policy_table *table)
@@ -61,6 +66,7 @@ static int tallies_for(struct dlq_letters *s, const struct dlq_policy_table *tab
 	free(s->per);
 	s->per = NULL;
 	s->per_count = 0;
+	s->unpoliced = (struct dlq_letter_tally){ 0, 0, NULL };
 	size_t n = table ? table->count : 0;
 	if(n == 0) return 0;
 	s->per = calloc(n, sizeof(*s->per));

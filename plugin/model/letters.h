@@ -4,10 +4,13 @@
  * envelope: payload, the original properties, origin topic and id, reason,
  * client, filter, time, retry-count) until an operator takes it, so that
  * one made before anybody subscribed to the dead-letter topic is not lost.
- * Kept in the order they were made, found by their id (the envelope's id,
- * published as dead-letter-id), and bounded (max_bytes): the engine's
- * store (engine/letter_store.c) drops the oldest to make room
- * (letters__oldest_of, letters__remove) and counts it. Per-policy
+ * Kept in the order the broker accepted them (the order they were made,
+ * but for one the broker refused for a while), found by their id (the
+ * envelope's id, published as dead-letter-id), and bounded (max_bytes):
+ * the engine's store (engine/letter_store.c) drops the oldest to make room
+ * (letters__oldest_of, letters__remove) and counts it, and those past
+ * their age from each policy's oldest on (letters__oldest_unpoliced for
+ * the letters of no policy). Per-policy
  * tallies are by the index of the letter's filter in the current policy
  * table, found again after a reload (letters__retable). The letters hold
  * no policy pointer: a reload may free the table.
@@ -51,6 +54,10 @@ struct dlq_letters {
 	struct dlq_letter *newest;
 	struct dlq_letter_tally *per; /* owned: by policy index of the current table */
 	size_t per_count;
+	/* The letters of no policy of the current table (policy -1: their
+	 * filter left it in a reload or before a restart), tallied apart so
+	 * that their oldest is at hand too (the age bound's walk). */
+	struct dlq_letter_tally unpoliced;
 	/* Borrowed: the letter the last list page ended at
 	 * (engine/letter_store.c), so that the next page starts there instead
 	 * of walking to its cursor; NULL once it leaves the store. */
@@ -98,6 +105,12 @@ int letters__retable(struct dlq_letters *s, const struct dlq_policy_table *table
 
 /* The oldest letter of the policy with index i, or NULL. */
 struct dlq_letter *letters__oldest_of(const struct dlq_letters *s, size_t i);
+
+/* The oldest letter of no policy of the current table, or NULL. */
+static inline struct dlq_letter *letters__oldest_unpoliced(const struct dlq_letters *s)
+{
+	return s->unpoliced.oldest;
+}
 
 /* The tally of the policy with index i (zero when out of range). */
 struct dlq_letter_tally letters__tally(const struct dlq_letters *s, size_t i);
