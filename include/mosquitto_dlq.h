@@ -145,6 +145,13 @@
 #define DLQ_ACK_TIMEOUT_MIN_MS 100
 #define DLQ_ACK_TIMEOUT_MAX_MS (7ull * 24 * 3600 * 1000)
 
+/* The age bound of kept dead letters (plugin_opt_dead_letter_keep_for, a
+ * policy's dead_letter_keep_for=): from 1 s to 3650 days, or "forever"
+ * (no age bound, the default). */
+#define DLQ_KEEP_FOR_MIN_MS 1000
+#define DLQ_KEEP_FOR_MAX_MS (3650ull * 24 * 3600 * 1000)
+#define DLQ_KEEP_FOR_FOREVER "forever"
+
 /* Retry delays. */
 #define DLQ_RETRY_BACKOFF_MAX 100.0
 #define DLQ_DEFAULT_RETRY_MAX_DELAY_MS (3600 * 1000)

@@ -27,6 +27,8 @@ static bool add_policy_fields(cJSON *o, const struct dlq_policy *p)
 			&& add_num(o, "retryJitter", p->retry_jitter)
 			&& cJSON_AddStringToObject(o, "source", p->source ? p->source : "")
 			&& (p->dead_letter_keep == DLQ_KEEP_UNSET || add_num(o, "deadLetterKeepBytes", (double)p->dead_letter_keep))
+			&& (p->dead_letter_keep_for_ms == DLQ_KEEP_FOR_UNSET
+					|| add_num(o, "deadLetterKeepForMs", (double)p->dead_letter_keep_for_ms))
 			&& (p->ack_timeout_ms == 0 || (add_num(o, "ackTimeoutMs", (double)p->ack_timeout_ms)
 					&& cJSON_AddStringToObject(o, "ackTimeout", p->ack_timeout)));
 }
@@ -60,6 +62,7 @@ static bool add_counters(cJSON *o, const struct dlq_counters *c)
 			&& add_num(o, "subscribersWithoutNack", (double)c->subscribers_without_nack)
 			&& add_num(o, "redriven", (double)c->redriven)
 			&& add_num(o, "deadLettersDropped", (double)c->dead_letters_dropped)
+			&& add_num(o, "deadLettersExpired", (double)c->dead_letters_expired)
 			&& add_num(o, "sentWithoutStamp", (double)c->sent_without_stamp)
 			&& add_num(o, "acks", (double)c->acks)
 			&& add_num(o, "acksRefused", (double)c->acks_refused)
@@ -112,6 +115,7 @@ cJSON *status__report(const struct dlq *d)
 			&& add_kept(totals, f.kept)
 			&& add_num(root, "maxPendingBytes", (double)cfg->max_pending_bytes)
 			&& add_num(root, "deadLetterKeepBytes", (double)cfg->dead_letter_keep)
+			&& add_num(root, "deadLetterKeepForMs", (double)cfg->dead_letter_keep_for_ms)
 			&& add_num(root, "nackWindowMs", (double)cfg->nack_window_ms)
 			&& cJSON_AddBoolToObject(root, "stateFile", cfg->state_file != NULL);
 	for(size_t i = 0; ok && i < cfg->policies.count; i++){

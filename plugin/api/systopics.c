@@ -11,7 +11,7 @@
  * (sapcc/mosquitto-exporter) make a metric name of the topic by dropping
  * "$SYS/" and turning each '/' into '_', and a '-' would make an invalid
  * one; "_by_cause" keeps those of the causes apart from the other names
- * (dead_letters_dropped).
+ * (dead_letters_dropped, dead_letters_expired).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,7 +32,7 @@ static const char *const names[] = {
 	"publish_failures", "expired", "evicted", "untracked_full", "redeliveries", "diverted",
 	"subscribers_without_nack", "subscribers_of_dead_letters", "sent_without_stamp",
 	"records", "ledger_bytes", "pending", "delayed", "owed_bytes",
-	"redriven", "dead_letters_dropped", "kept_dead_letters", "kept_dead_letter_bytes",
+	"redriven", "dead_letters_dropped", "dead_letters_expired", "kept_dead_letters", "kept_dead_letter_bytes",
 	"acks", "acks_refused", "progress", "ack_timeouts", "final_nacks", "awaiting_ack",
 };
 #define FIXED_COUNT (sizeof(names) / sizeof(names[0]))
@@ -59,7 +59,7 @@ static void values_of(const struct dlq_figures *f, uint64_t v[NAME_COUNT])
 		c->publish_failures, c->expired, c->evicted, c->untracked_full, c->redeliveries, c->diverted,
 		c->subscribers_without_nack, c->subscribers_of_dead_letters, c->sent_without_stamp,
 		g->records, g->ledger_bytes, g->pending, g->delayed, g->owed_bytes,
-		c->redriven, c->dead_letters_dropped, kept.count, kept.bytes,
+		c->redriven, c->dead_letters_dropped, c->dead_letters_expired, kept.count, kept.bytes,
 		c->acks, c->acks_refused, c->progress, c->ack_timeouts, c->final_nacks, g->awaiting,
 	};
 	memcpy(v, all, sizeof(all));

@@ -192,6 +192,11 @@ static int set_dead_letter_keep(struct dlq_config *c, const char *v, char *err, 
 	return parse_size("dead_letter_keep", v, MAX_PENDING_BYTES_MIN, true, &c->dead_letter_keep, err, errlen);
 }
 
+static int set_dead_letter_keep_for(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	return policy_parse__keep_for("plugin_opt_dead_letter_keep_for", v, &c->dead_letter_keep_for_ms, err, errlen);
+}
+
 static int set_dead_letter_access(struct dlq_config *c, const char *v, char *err, size_t errlen)
 {
 	if(!strcmp(v, "check")){
@@ -366,6 +371,7 @@ static const struct {
 	{"redelivery_tracking", set_redelivery},
 	{"delivery_count", set_delivery_count},
 	{"dead_letter_keep", set_dead_letter_keep},
+	{"dead_letter_keep_for", set_dead_letter_keep_for},
 	{"dead_letter_access", set_dead_letter_access},
 };
 #define SINGLE_COUNT (sizeof(single_options) / sizeof(single_options[0]))

@@ -74,6 +74,7 @@ struct dlq_config {
 	enum dlq_delivery_count delivery_count; /* plugin_opt_delivery_count (default on): stamp delivery-count (2.1) */
 	bool delivery_count_given;        /* plugin_opt_delivery_count was in the configuration */
 	uint64_t dead_letter_keep;        /* plugin_opt_dead_letter_keep: the dead-letter store's bound; 0: off */
+	uint64_t dead_letter_keep_for_ms; /* plugin_opt_dead_letter_keep_for: kept letters' age bound; 0: none */
 	enum dlq_letter_access dead_letter_access; /* plugin_opt_dead_letter_access */
 };
 

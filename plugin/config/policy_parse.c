@@ -89,14 +89,14 @@ static int set_max_attempts(struct dlq_policy *p, const char *v, char *err, size
 
 enum policy_key {
 	K_MAX_ATTEMPTS, K_DEAD_LETTER, K_RETRY_TO, K_RETRY_DELAY, K_RETRY_BACKOFF, K_RETRY_MAX_DELAY, K_RETRY_JITTER,
-	K_DEAD_LETTER_KEEP, K_ACK_TIMEOUT, K_COUNT
+	K_DEAD_LETTER_KEEP, K_DEAD_LETTER_KEEP_FOR, K_ACK_TIMEOUT, K_COUNT
 };
 static const char *const policy_keys[K_COUNT] = {
 	"max_attempts", "dead_letter", "retry_to", "retry_delay", "retry_backoff", "retry_max_delay", "retry_jitter",
-	"dead_letter_keep", "ack_timeout",
+	"dead_letter_keep", "dead_letter_keep_for", "ack_timeout",
 };
 #define KNOWN_KEYS "max_attempts, dead_letter, retry_to, retry_delay, retry_backoff, retry_max_delay, retry_jitter, " \
-	"dead_letter_keep, ack_timeout"
+	"dead_letter_keep, dead_letter_keep_for, ack_timeout"
 
 static bool all_digits(const char *v)
 {
@@ -197,6 +197,41 @@ static int set_keep(uint64_t *dst, const char *key, const char *v, char *err, si
 	return EINVAL;
 }
 
+int policy_parse__keep_for(const char *name, const char *v, uint64_t *ms, char *err, size_t errlen)
+{
+	if(!strcmp(v, DLQ_KEEP_FOR_FOREVER)){
+		*ms = 0;
+		return 0;
+	}
+	uint64_t age = 0;
+	const char *unit;
+	enum units_problem rc = units__duration(v, &age, &unit);
+	if(all_digits(v)) rc = strspn(v, "0") == strlen(v) ? UNITS_ZERO : UNITS_NO_UNIT;
+	if(rc == UNITS_OK && (age < DLQ_KEEP_FOR_MIN_MS || age > DLQ_KEEP_FOR_MAX_MS)) rc = UNITS_OVERFLOW;
+	switch(rc){
+		case UNITS_OK:
+			*ms = age;
+			return 0;
+		case UNITS_NO_UNIT:
+			errtext__set(err, errlen, "%s " QFMT ": a unit is required, e.g. \"%.*sd\" (units: ms, s, m, h, d)",
+					name, Q(v), (int)strspn(v, "0123456789"), v);
+			break;
+		case UNITS_ZERO:
+			errtext__set(err, errlen, "%s " QFMT ": an age of zero would keep nothing: give " DLQ_KEEP_FOR_FOREVER
+					" for no age bound, or a dead_letter_keep of 0 to keep no letters", name, Q(v));
+			break;
+		case UNITS_OVERFLOW:
+			errtext__set(err, errlen, "%s " QFMT ": out of range: from 1s to %llud, or " DLQ_KEEP_FOR_FOREVER, name, Q(v),
+					DLQ_KEEP_FOR_MAX_MS / (24 * 3600 * 1000ull));
+			break;
+		default:
+			errtext__set(err, errlen, "%s " QFMT ": expected a duration with a unit (ms, s, m, h, d) such as \"14d\", "
+					"or " DLQ_KEEP_FOR_FOREVER, name, Q(v));
+			break;
+	}
+	return EINVAL;
+}
+
 /* One key=value of a policy line, or a string value of the JSON file. */
 static int set_key(struct dlq_policy *p, size_t k, const char *v, char *err, size_t errlen)
 {
@@ -217,6 +252,8 @@ static int set_key(struct dlq_policy *p, size_t k, const char *v, char *err, siz
 			return set_decimal(&p->retry_jitter, policy_keys[k], parse_decimal(v), 0.0, 1.0, v, err, errlen);
 		case K_DEAD_LETTER_KEEP:
 			return set_keep(&p->dead_letter_keep, policy_keys[k], v, err, errlen);
+		case K_DEAD_LETTER_KEEP_FOR:
+			return policy_parse__keep_for(policy_keys[k], v, &p->dead_letter_keep_for_ms, err, errlen);
 		case K_ACK_TIMEOUT:
 			return set_ack_timeout(p, policy_keys[k], v, err, errlen);
 	}
@@ -408,7 +445,8 @@ static int json_policy(const cJSON *obj, struct dlq_policy *p, char *err, size_t
 					? set_decimal(&p->retry_backoff, policy_keys[k], v->valuedouble, 1.0, DLQ_RETRY_BACKOFF_MAX, NULL, err, errlen)
 					: set_decimal(&p->retry_jitter, policy_keys[k], v->valuedouble, 0.0, 1.0, NULL, err, errlen);
 		}else if(!cJSON_IsString(v)){
-			if(cJSON_IsNumber(v) && (k == K_RETRY_DELAY || k == K_RETRY_MAX_DELAY || k == K_ACK_TIMEOUT)){
+			if(cJSON_IsNumber(v) && (k == K_RETRY_DELAY || k == K_RETRY_MAX_DELAY || k == K_ACK_TIMEOUT
+					|| k == K_DEAD_LETTER_KEEP_FOR)){
 				errtext__set(err, errlen, "%s must be a string with a unit, e.g. \"30s\", got the number %g", policy_keys[k], v->valuedouble);
 			}else{
 				errtext__set(err, errlen, "%s must be a string, got %s", policy_keys[k], json_type(v));

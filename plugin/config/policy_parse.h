@@ -8,6 +8,7 @@
 #define DLQ_POLICY_PARSE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model/policy.h"
 
@@ -21,5 +22,13 @@ int policy_parse__line(const char *line, struct dlq_policy *out, char *err, size
  * finished). source names the document in messages. Returns 0 or
  * EINVAL/ENOMEM with a message in err. */
 int policy_parse__json(const char *text, size_t len, const char *source, struct dlq_policy_table *t, char *err, size_t errlen);
+
+/* An age bound of kept dead letters, as plugin_opt_dead_letter_keep_for
+ * and a policy's dead_letter_keep_for= take it: a duration with its unit
+ * from DLQ_KEEP_FOR_MIN_MS to DLQ_KEEP_FOR_MAX_MS, or "forever" (*ms 0: no
+ * age bound). Zero is refused: "keep for no time" would read as "keep
+ * none", which dead_letter_keep 0 says. Returns 0, or EINVAL with a message
+ * that starts with name and the value. */
+int policy_parse__keep_for(const char *name, const char *v, uint64_t *ms, char *err, size_t errlen);
 
 #endif

@@ -81,6 +81,11 @@ struct dlq {
 	 * engine/letter_store.c's. */
 	struct dlq_letters letters;
 	uint64_t last_letter_drop_log_ms; /* rate limit of the "store full" warning */
+	uint64_t last_letter_expire_log_ms; /* rate limit of the "past their age" notice */
+	/* The tick (port__now_ms) from which the next pass of the age bound
+	 * is due (letter_store__expire); UINT64_MAX when no kept letter has
+	 * an age bound. */
+	uint64_t letters_due_ms;
 	/* Deliveries awaiting settlement within their policy's ack_timeout
 	 * (deadlines.h; engine/settle.c), and whether any policy has one. */
 	struct dlq_deadlines deadlines;

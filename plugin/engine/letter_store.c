@@ -15,8 +15,12 @@
 #include "util/errtext.h"
 #include "util/port.h"
 
-/* At most one "store full" warning per this many milliseconds. */
+/* At most one "store full" warning, and one "past their age" notice, per
+ * this many milliseconds. */
 #define DROP_LOG_INTERVAL_MS 60000
+/* The age bound is looked at again at least this often while a kept
+ * letter has one: a wall clock set forward is followed within it. */
+#define AGE_RECHECK_MS 60000
 
 void letter_store__name(struct dlq *d, struct dlq_envelope *e)
 {
@@ -88,6 +92,87 @@ unsigned letter_store__room(struct dlq *d, size_t bytes, long policy)
 	return dropped;
 }
 
+/* ---- the age bound ---- */
+
+uint64_t letter_store__keep_for(const struct dlq *d, long policy)
+{
+	if(policy >= 0 && (size_t)policy < d->cfg.policies.count){
+		uint64_t own = d->cfg.policies.items[policy].dead_letter_keep_for_ms;
+		if(own != DLQ_KEEP_FOR_UNSET) return own;
+	}
+	return d->cfg.dead_letter_keep_for_ms;
+}
+
+/* The tick (now's clock) at which a letter of wall-clock time due_wall is
+ * due, the wall clock reading wall: at once when it is past, and in
+ * AGE_RECHECK_MS at the latest. */
+static uint64_t due_tick(uint64_t now, int64_t wall, int64_t due_wall)
+{
+	if(due_wall <= wall) return now;
+	uint64_t wait = (uint64_t)(due_wall - wall);
+	return now + (wait < AGE_RECHECK_MS ? wait : AGE_RECHECK_MS);
+}
+
+/* The oldest kept letter of the policy with index i (-1: of none). */
+static struct dlq_letter *oldest_of(const struct dlq *d, long i)
+{
+	return i < 0 ? letters__oldest_unpoliced(&d->letters) : letters__oldest_of(&d->letters, (size_t)i);
+}
+
+/* Notes when l, just kept, is due for its age bound: a pass may be due
+ * sooner than d->letters_due_ms said (a first letter, or one whose time
+ * is long past: published again after a restart). */
+static void note_due(struct dlq *d, const struct dlq_letter *l)
+{
+	uint64_t age = letter_store__keep_for(d, l->policy);
+	if(age == 0) return;
+	uint64_t due = due_tick(port__now_ms(), port__wall_ms(), l->env->time_ms + (int64_t)age);
+	if(due < d->letters_due_ms){
+		d->letters_due_ms = due;
+		/* The tick has work from then on, whatever else it has. */
+		d->tick_quiet = false;
+	}
+}
+
+/* Counts a kept letter dropped for its age, in the totals and in the
+ * counters of the policy with index i (-1: none). */
+static void count_expired(struct dlq *d, long i)
+{
+	d->counters.dead_letters_expired++;
+	if(i >= 0 && (size_t)i < d->cfg.policies.count && d->policy_counters) d->policy_counters[i].dead_letters_expired++;
+}
+
+unsigned letter_store__expire(struct dlq *d, uint64_t now)
+{
+	int64_t wall = port__wall_ms();
+	int64_t next = INT64_MAX; /* the wall-clock time the next letter is due */
+	unsigned expired = 0;
+	/* The letters of no policy, then each policy's, from their oldest on:
+	 * kept in the order the broker accepted them (their time order, but
+	 * for one it refused for a while), the first one not past its age
+	 * ends the walk. */
+	for(long i = -1; i < (long)d->cfg.policies.count; i++){
+		uint64_t age = letter_store__keep_for(d, i);
+		if(age == 0) continue;
+		struct dlq_letter *l;
+		while((l = oldest_of(d, i)) != NULL && l->env->time_ms + (int64_t)age <= wall){
+			count_expired(d, i);
+			letter_store__delete(d, l);
+			expired++;
+		}
+		if(l && l->env->time_ms + (int64_t)age < next) next = l->env->time_ms + (int64_t)age;
+	}
+	d->letters_due_ms = next == INT64_MAX ? UINT64_MAX : due_tick(now, wall, next);
+	if(expired && (d->last_letter_expire_log_ms == 0 || now - d->last_letter_expire_log_ms >= DROP_LOG_INTERVAL_MS)){
+		d->last_letter_expire_log_ms = now;
+		port__log(DLQ_LOG_NOTICE, "dropped kept dead letters past their age (plugin_opt_dead_letter_keep_for or a "
+				"policy's dead_letter_keep_for): %" PRIu64 " so far", d->counters.dead_letters_expired);
+	}
+	return expired;
+}
+
+/* ---- keeping ---- */
+
 void letter_store__keep(struct dlq *d, const struct dlq_envelope *e)
 {
 	if(d->letters.max_bytes == 0) return;
@@ -117,6 +202,7 @@ void letter_store__keep(struct dlq *d, const struct dlq_envelope *e)
 	}
 	store_port__letter(&d->store, l);
 	d->changes++;
+	note_due(d, l);
 }
 
 /* ---- access ---- */

@@ -3,7 +3,9 @@
  * The dead-letter store's operations (letter_store.c), over the container
  * of model/letters.h: a dead letter named when it is made, kept once the
  * broker accepted it, the bounds (the store's, a policy's) held by dropping
- * the oldest (counted, and warned of at most once a minute), a letter found
+ * the oldest (counted, and warned of at most once a minute), the age bound
+ * (the store's, a policy's) held by dropping those past it (counted
+ * apart), a letter found
  * by id, a page of letters listed with filters and a cursor, a letter
  * deleted, a policy's letters purged, and who may read or redrive a letter.
  * The outbound path keeps letters through it, start-up bounds the restored
@@ -85,6 +87,22 @@ void letter_store__keep(struct dlq *d, const struct dlq_envelope *e);
  * most once a minute. Returns how many were counted. With bytes 0 and
  * policy -1: the store brought within its bound (a smaller one at start). */
 unsigned letter_store__room(struct dlq *d, size_t bytes, long policy);
+
+/* The age bound of the kept letters of the policy with index policy (-1:
+ * none): its own dead_letter_keep_for=, else plugin_opt_dead_letter_keep_for;
+ * 0: none. */
+uint64_t letter_store__keep_for(const struct dlq *d, long policy);
+
+/* Drops every kept letter whose dead-letter time (the wall clock) is
+ * further back than its age bound (letter_store__keep_for): from each
+ * policy's oldest on, so that a pass looks at the letters it drops and one
+ * more per policy. Each is counted in dead_letters_expired (not
+ * dead_letters_dropped); logged at most once a minute. Sets when the next
+ * pass is due (d->letters_due_ms: the first letter's time, or in a minute
+ * at the latest, so that a wall clock set forward is followed). now is
+ * port__now_ms(). Returns how many were dropped. The tick calls it when
+ * due (a reload makes it due at once), and start-up after the restore. */
+unsigned letter_store__expire(struct dlq *d, uint64_t now);
 
 /* The kept letter with id, or NULL (borrowed). */
 struct dlq_letter *letter_store__find(const struct dlq *d, const struct dlq_id *id);

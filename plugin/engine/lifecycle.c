@@ -132,6 +132,10 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 	/* A smaller plugin_opt_dead_letter_keep than the saved letters take:
 	 * the oldest go, counted, before the new snapshot. */
 	if(d->letters.bytes > d->letters.max_bytes) letter_store__room(d, 0, -1);
+	/* Saved letters that aged past their bound while the broker was down
+	 * go now, counted, before the new snapshot; the pass also says when
+	 * the tick's next one is due. */
+	letter_store__expire(d, port__now_ms());
 	rc = persist__start(&d->persist, err, errlen);
 	if(rc) return rc;
 	d->store = persist__port(&d->persist);

@@ -165,6 +165,9 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 	if(letters__retable(&d->letters, &d->cfg.policies)){
 		port__log(DLQ_LOG_ERR, "out of memory: kept dead letters are not counted per policy until the next reload");
 	}
+	/* Their age bounds may have changed with their policies: the next
+	 * tick looks (letter_store__expire). */
+	d->letters_due_ms = 0;
 	free(map);
 	free_unused_retired(d);
 	d->any_deadlines = config__has_deadlines(&d->cfg);

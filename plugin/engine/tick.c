@@ -2,7 +2,8 @@
 /*
  * The engine's tick (see dlq.h, dlq__tick), once per pass of the broker's
  * main loop: what the broker took, records past their NACK window,
- * deliveries whose ack_timeout ran out (attempts.c), delayed copies that are
+ * deliveries whose ack_timeout ran out (attempts.c), kept dead letters past
+ * their age (letter_store.c), delayed copies that are
  * due, what is owed, clients to disconnect, and the state
  * file ($SYS topics are the adapter's, after this). Under load the broker ticks about once per message,
  * so a tick with nothing to do returns in a few loads.
@@ -12,6 +13,7 @@
 
 #include "engine/dlq.h"
 #include "engine/engine.h"
+#include "engine/letter_store.h"
 #include "engine/outbound.h"
 #include "model/envelope.h"
 #include "util/errtext.h"
@@ -36,7 +38,8 @@ static void kick_clients(struct dlq *d)
 
 /* Whether this tick has nothing to do before the state file and $SYS
  * topics: nothing the broker took or may have taken, no record past its
- * window, no delayed copy due, nothing owed, no client to disconnect. The
+ * window, no delayed copy due, nothing owed, no client to disconnect, no
+ * pass of the dead letters' age bound due. The
  * broker ticks about once per message under load, so this is checked in a
  * few loads instead of walking each part's own early return. */
 static bool tick_idle(const struct dlq *d, uint64_t now)
@@ -46,17 +49,19 @@ static bool tick_idle(const struct dlq *d, uint64_t now)
 			&& d->outbox.owed.count == 0 && d->redelivery.kicks == NULL
 			&& (d->delayed.count == 0 || d->delayed.heap[0]->due_ms > now)
 			&& (oldest == NULL || now - oldest->created_ms <= d->cfg.nack_window_ms)
-			&& (d->deadlines.running == 0 || deadlines__next_due(&d->deadlines) > now);
+			&& (d->deadlines.running == 0 || deadlines__next_due(&d->deadlines) > now)
+			&& d->letters_due_ms > now;
 }
 
 /* Whether no tick could have anything to do, whatever the time: nothing
- * tracked, delayed, owed or taken, no state file. Then a
+ * tracked, delayed, owed or taken, no state file, no kept letter with an
+ * age bound. Then a
  * tick need not even read the clock. */
 static bool tick_timeless(const struct dlq *d)
 {
 	return d->ledger.oldest == NULL && d->delayed.count == 0 && d->unsaved.list.count == 0
 			&& d->outbox.settling.count == 0 && d->outbox.sent.count == 0 && d->outbox.owed.count == 0
-			&& d->redelivery.kicks == NULL && d->cfg.state_file == NULL;
+			&& d->redelivery.kicks == NULL && d->cfg.state_file == NULL && d->letters_due_ms == UINT64_MAX;
 }
 
 static __attribute__((noinline)) uint64_t tick_work(struct dlq *d)
@@ -70,6 +75,8 @@ static __attribute__((noinline)) uint64_t tick_work(struct dlq *d)
 	/* Deliveries whose ack_timeout ran out: retry copies or dead letters,
 	 * sent below with the rest. */
 	if(d->deadlines.running && deadlines__next_due(&d->deadlines) <= now) engine__deadlines_tick(d, now);
+	/* Kept dead letters past their age (dead_letter_keep_for). */
+	if(d->letters_due_ms <= now) letter_store__expire(d, now);
 
 	struct dlq_envelope *e;
 	while((e = schedule__peek(&d->delayed)) != NULL && e->due_ms <= now){

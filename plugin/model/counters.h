@@ -30,6 +30,7 @@ struct dlq_counters {
 	uint64_t subscribers_of_dead_letters; /* subscriptions taking in dead letters and tracked messages (totals only) */
 	uint64_t redriven;         /* kept dead letters republished by redriveDeadLetters */
 	uint64_t dead_letters_dropped; /* kept dead letters dropped for the store's bound */
+	uint64_t dead_letters_expired; /* kept dead letters dropped for their age (dead_letter_keep_for) */
 	uint64_t sent_without_stamp; /* 2.1: sends stripped of the plugin's properties to fit a Maximum Packet Size */
 	uint64_t acks;             /* ACKs accepted */
 	uint64_t acks_refused;     /* ACKs and progress reports refused (unknown id, settled before, ...) */

@@ -310,6 +310,7 @@ void policy__set_defaults(struct dlq_policy *p)
 	p->retry_backoff = 1.0;
 	p->retry_jitter = 0.0;
 	p->dead_letter_keep = DLQ_KEEP_UNSET;
+	p->dead_letter_keep_for_ms = DLQ_KEEP_FOR_UNSET;
 }
 
 uint64_t policy__retry_delay_ms(const struct dlq_policy *p, unsigned attempt, int64_t requested_ms, double random)

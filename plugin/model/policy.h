@@ -15,6 +15,9 @@
 
 /* dead_letter_keep not given: only plugin_opt_dead_letter_keep bounds the policy. */
 #define DLQ_KEEP_UNSET UINT64_MAX
+/* dead_letter_keep_for not given: plugin_opt_dead_letter_keep_for ages the
+ * policy's letters. */
+#define DLQ_KEEP_FOR_UNSET UINT64_MAX
 
 struct dlq_policy {
 	char *filter;         /* owned; a valid subscription filter */
@@ -26,6 +29,7 @@ struct dlq_policy {
 	double retry_backoff;        /* multiplier per further retry, 1..DLQ_RETRY_BACKOFF_MAX */
 	double retry_jitter;         /* 0..1: a delay d is drawn from [d*(1-jitter), d] */
 	uint64_t dead_letter_keep;   /* its own bound of kept dead letters (bytes); DLQ_KEEP_UNSET: the global one alone */
+	uint64_t dead_letter_keep_for_ms; /* its kept dead letters' age bound; 0: none ("forever"); DLQ_KEEP_FOR_UNSET: the store's */
 	uint64_t ack_timeout_ms;     /* how long a delivery may go unsettled (deadlines.h); 0: no deadline */
 	char *ack_timeout;           /* owned: ack_timeout as configured ("30s"), for dead letters' reasons; NULL when 0 */
 	unsigned index;       /* position in declaration order, set by policy__table_add */
@@ -74,7 +78,8 @@ static inline long policy__index_in(const struct dlq_policy_table *t, const stru
 void policy__table_free(struct dlq_policy_table *t);
 
 /* Sets the defaults of the optional fields (no delay, backoff 1, jitter 0,
- * retry_max_delay DLQ_DEFAULT_RETRY_MAX_DELAY_MS) and nothing else. */
+ * retry_max_delay DLQ_DEFAULT_RETRY_MAX_DELAY_MS, the store's bounds
+ * unset: DLQ_KEEP_UNSET, DLQ_KEEP_FOR_UNSET) and nothing else. */
 void policy__set_defaults(struct dlq_policy *p);
 
 /* The delay before the retry copy of delivery attempt (1 = the first):

@@ -8,8 +8,18 @@
 #define DLQ_TEST_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <time.h>
 
 /* The number of elements of array a (an array, not a pointer to one). */
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The monotonic clock in nanoseconds, for figures a test prints. */
+static inline uint64_t test_clock_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 #endif

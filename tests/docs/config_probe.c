@@ -48,18 +48,27 @@ static void print_config(const struct dlq_config *c)
 	printf("option redelivery_tracking %s\n", config__redelivery_mode_name(c->redelivery));
 	printf("option delivery_count %s\n", yes_no(c->delivery_count, "on", "off"));
 	printf("option dead_letter_keep %llu\n", (unsigned long long)c->dead_letter_keep);
+	if(c->dead_letter_keep_for_ms) printf("option dead_letter_keep_for %llu\n", (unsigned long long)c->dead_letter_keep_for_ms);
+	else printf("option dead_letter_keep_for forever\n");
 	printf("option dead_letter_access %s\n", c->dead_letter_access == DLQ_LETTER_ACCESS_CONTROL ? "control" : "check");
 	for(size_t i = 0; i < c->policies.count; i++){
 		const struct dlq_policy *p = &c->policies.items[i];
 		char keep[24] = "none";
 		if(p->dead_letter_keep != DLQ_KEEP_UNSET) snprintf(keep, sizeof(keep), "%llu", (unsigned long long)p->dead_letter_keep);
+		char keep_for[24] = "none";
+		if(p->dead_letter_keep_for_ms == 0){
+			snprintf(keep_for, sizeof(keep_for), "forever");
+		}else if(p->dead_letter_keep_for_ms != DLQ_KEEP_FOR_UNSET){
+			snprintf(keep_for, sizeof(keep_for), "%llu", (unsigned long long)p->dead_letter_keep_for_ms);
+		}
 		char ack[24] = "none";
 		if(p->ack_timeout_ms) snprintf(ack, sizeof(ack), "%llu", (unsigned long long)p->ack_timeout_ms);
 		printf("policy filter=%s\tmax_attempts=%u\tdead_letter=%s\tretry_to=%s\tretry_delay=%llu\t"
-				"retry_backoff=%.17g\tretry_max_delay=%llu\tretry_jitter=%.17g\tdead_letter_keep=%s\tack_timeout=%s\n",
+				"retry_backoff=%.17g\tretry_max_delay=%llu\tretry_jitter=%.17g\tdead_letter_keep=%s\t"
+				"dead_letter_keep_for=%s\tack_timeout=%s\n",
 				p->filter, p->max_attempts, p->dead_letter, p->retry_to ? p->retry_to : "delivery",
 				(unsigned long long)p->retry_delay_ms, p->retry_backoff,
-				(unsigned long long)p->retry_max_delay_ms, p->retry_jitter, keep, ack);
+				(unsigned long long)p->retry_max_delay_ms, p->retry_jitter, keep, keep_for, ack);
 	}
 }
 

@@ -361,6 +361,34 @@ START_TEST(test_ack_timeout_needs_redelivery_tracking_on_20)
 }
 END_TEST
 
+/* A bad age bound of the dead-letter store, store-wide or a policy's, stops
+ * the broker with the option (or key), the value and the reason. */
+START_TEST(test_refuse_bad_dead_letter_keep_for)
+{
+	static const struct {
+		const char *opt;
+		const char *shown;
+		const char *why;
+	} bad[] = {
+		{"dead_letter_keep_for 0", "plugin_opt_dead_letter_keep_for \"0\"", "an age of zero would keep nothing"},
+		{"dead_letter_keep_for 14", "plugin_opt_dead_letter_keep_for \"14\"", "a unit is required"},
+		{"dead_letter_keep_for 500ms", "plugin_opt_dead_letter_keep_for \"500ms\"", "out of range: from 1s to 3650d"},
+		{"policy jobs/# max_attempts=3 dead_letter=dlq/jobs dead_letter_keep_for=3651d", "dead_letter_keep_for \"3651d\"",
+			"out of range: from 1s to 3650d, or forever"},
+		{"policy jobs/# max_attempts=3 dead_letter=dlq/jobs dead_letter_keep_for=never", "dead_letter_keep_for \"never\"",
+			"expected a duration with a unit"},
+	};
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
+		char label[64];
+		snprintf(label, sizeof(label), "keep-for-%zu", i);
+		bool policy = !strncmp(bad[i].opt, "policy ", 7);
+		struct broker *b = policy ? with_options(label, OPTS(bad[i].opt))
+				: with_options(label, OPTS("policy jobs/# max_attempts=3 dead_letter=dlq/jobs", bad[i].opt));
+		expect_refused(b, bad[i].shown, bad[i].why);
+	}
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -381,6 +409,7 @@ static Suite *config_suite(void)
 	tcase_add_test(refused, test_refuse_dead_letter_inside_filter_in_file);
 	tcase_add_test(refused, test_refuse_bad_ack_timeouts);
 	tcase_add_test(refused, test_ack_timeout_needs_redelivery_tracking_on_20);
+	tcase_add_test(refused, test_refuse_bad_dead_letter_keep_for);
 	suite_add_tcase(s, refused);
 	TCase *accepted = harness_tcase("accepted");
 	tcase_add_test(accepted, test_global_options_accepted);

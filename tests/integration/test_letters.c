@@ -7,7 +7,9 @@
  * restart (SIGTERM, and SIGKILL with plugin_opt_state_save_on_change); the
  * store's bound (the oldest dropped and counted); paging and filters;
  * garbage and oversized commands; access by the broker's acl_file; and
- * the store turned off; a payload cut in a reply; the $SYS topics.
+ * the store turned off; a payload cut in a reply; the $SYS topics; the
+ * age bound (plugin_opt_dead_letter_keep_for, a policy's
+ * dead_letter_keep_for), at a tick and across a restart.
  *
  * The same file runs on every broker line. Where the broker does not
  * export mosquitto_acl_check (Debian 13's 2.0.21), the store's default
@@ -1296,6 +1298,128 @@ START_TEST(test_sys_topics)
 }
 END_TEST
 
+/* ---- (9) the age bound (issue 38, part 2) ---- */
+
+#define LOG_EXPIRED "dropped kept dead letters past their age"
+
+/* Waits until c has received payload on topic (a $SYS value). */
+static void wait_sys_value(struct client *c, const char *topic, const char *payload)
+{
+	uint64_t deadline = it_now_ms() + (uint64_t)HARNESS_WAIT_MS;
+	while(client_find_payload(c, topic, payload, 0) == NULL){
+		if(it_now_ms() >= deadline){
+			client_dump(c, DLQ_SYS_TOPIC_PREFIX "#");
+			ck_abort_msg("no %s %s on $SYS", topic, payload);
+		}
+		client_wait(c, topic, client_count(c, topic) + 1, 100);
+	}
+}
+
+/* plugin_opt_dead_letter_keep_for 2s: the jobs/# letters are kept, and
+ * gone 2 s after their dead-letter time (at a tick: seen by polling
+ * getStatus), not before, counted in deadLettersExpired (in total and for
+ * jobs/#) and on $SYS beside dead_letters_dropped, which stays 0;
+ * mail/#'s own dead_letter_keep_for=forever keeps its letter. */
+START_TEST(test_age_bound)
+{
+	struct broker *b = STORE_BROKER("dead_letter_keep_for 2s", JOBS, MAIL " dead_letter_keep_for=forever",
+			"sys_interval 1s");
+	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *ops = ops_client(b, "ops");
+	struct client *sys = ops_client(b, "sys");
+	client_subscribe(sys, DLQ_SYS_TOPIC_PREFIX "#", 1);
+	client_subscribe(worker, "jobs/#", 1);
+	client_subscribe(worker, "mail/#", 1);
+	char orig[ID_BUF];
+	uint64_t first = it_now_ms();
+	for(int i = 0; i < 3; i++) make_letter(pub, worker, "jobs/x", "job", 3, NULL, "r", orig);
+	make_letter(pub, worker, "mail/x", "mail", 4, NULL, "r", orig);
+	wait_kept(ops, 4);
+	uint64_t made = it_now_ms();
+	/* Not before their age: a reply given less than 2 s after the first
+	 * letter was made counts all three (a slow machine skips this). */
+	double kept = status_num(ops, "jobs/#", "keptDeadLetters");
+	if(it_now_ms() < first + 1900){
+		ck_assert_msg(kept == 3, "jobs/# keeps %g letters %llu ms after the first was made", kept,
+				(unsigned long long)(it_now_ms() - first));
+	}
+	uint64_t deadline = made + 2000 + (uint64_t)HARNESS_WAIT_MS;
+	while((kept = status_num(ops, "jobs/#", "keptDeadLetters")) != 0){
+		ck_assert_msg(it_now_ms() < deadline, "jobs/# still keeps %g letters %llu ms after they were made", kept,
+				(unsigned long long)(it_now_ms() - made));
+		it_sleep_ms(20);
+	}
+	uint64_t gone = it_now_ms();
+	ck_assert_msg(gone >= first + 2000, "the letters went %llu ms after the first was made, before their age of 2 s",
+			(unsigned long long)(gone - first));
+	fprintf(stderr, "letters: dead_letter_keep_for 2s: the letters made in %llu ms were gone %llu ms after the "
+			"last (seen by polling every 20 ms)\n", (unsigned long long)(made - first), (unsigned long long)(gone - made));
+	ck_assert_msg(status_num(ops, NULL, "deadLettersExpired") == 3, "deadLettersExpired is not 3");
+	ck_assert_msg(status_num(ops, "jobs/#", "deadLettersExpired") == 3, "jobs/# deadLettersExpired is not 3");
+	ck_assert_msg(status_num(ops, "mail/#", "deadLettersExpired") == 0, "mail/# deadLettersExpired is not 0");
+	ck_assert_msg(status_num(ops, "mail/#", "keptDeadLetters") == 1, "mail/# lost its letter kept forever");
+	ck_assert_msg(status_num(ops, NULL, "deadLettersDropped") == 0, "deadLettersDropped is not 0");
+	char topic[192];
+	cJSON *sdoc;
+	const cJSON *sdata = status_get(ops, reply_topic(ops, topic, sizeof(topic)), &sdoc);
+	ck_assert_msg(json_num(sdata, "deadLetterKeepForMs") == 2000, "deadLetterKeepForMs %g, expected 2000",
+			json_num(sdata, "deadLetterKeepForMs"));
+	cJSON_Delete(sdoc);
+	ck_assert_msg(log_has(b, LOG_EXPIRED), "no \"%s\" in the log", LOG_EXPIRED);
+	wait_sys_value(sys, DLQ_SYS_TOPIC_PREFIX "dead_letters_expired", "3");
+	wait_sys_value(sys, DLQ_SYS_TOPIC_PREFIX "policies/0/dead_letters_expired", "3");
+	wait_sys_value(sys, DLQ_SYS_TOPIC_PREFIX "policies/1/dead_letters_expired", "0");
+	wait_sys_value(sys, DLQ_SYS_TOPIC_PREFIX "dead_letters_dropped", "0");
+}
+END_TEST
+
+/* With a state file: jobs/#'s letters (its own dead_letter_keep_for=4s)
+ * pass their age while the broker is down, and the plugin drops them as it
+ * starts, counted in deadLettersExpired from the first getStatus on;
+ * mail/#'s letter, of no age bound, comes back. */
+START_TEST(test_age_bound_across_restart)
+{
+	struct broker *b = broker_new(__func__);
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_state_file %s", broker_path(b, STATE_NAME));
+	broker_conf(b, "plugin_opt_%s dead_letter_keep_for=4s", JOBS);
+	broker_conf(b, "plugin_opt_%s", MAIL);
+	start_store(b);
+	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *ops = ops_client(b, "ops");
+	client_subscribe(worker, "jobs/#", 1);
+	client_subscribe(worker, "mail/#", 1);
+	char orig[ID_BUF];
+	make_letter(pub, worker, "jobs/a", "a", 1, NULL, "r", orig);
+	make_letter(pub, worker, "jobs/b", "b", 1, NULL, "r", orig);
+	make_letter(pub, worker, "mail/c", "c", 1, NULL, "r", orig);
+	wait_kept(ops, 3);
+	uint64_t made = it_now_ms();
+	ck_assert_msg(status_num(ops, "jobs/#", "keptDeadLetters") == 2, "jobs/# keptDeadLetters before the restart");
+	client_free(pub);
+	client_free(worker);
+	client_free(ops);
+	broker_shutdown(b);
+	/* Down until the jobs letters are past their age. */
+	uint64_t now = it_now_ms();
+	if(now < made + 4300) it_sleep_ms((unsigned)(made + 4300 - now));
+	broker_start(b);
+	ops = ops_client(b, "ops");
+	ck_assert_msg(status_num(ops, NULL, "deadLettersExpired") == 2, "deadLettersExpired is not 2 after the restart");
+	ck_assert_msg(status_num(ops, "jobs/#", "deadLettersExpired") == 2, "jobs/# deadLettersExpired after the restart");
+	ck_assert_msg(status_num(ops, "jobs/#", "keptDeadLetters") == 0, "jobs/# keeps letters past their age");
+	ck_assert_msg(status_num(ops, "mail/#", "keptDeadLetters") == 1, "mail/# lost its letter at the restart");
+	ck_assert_msg(status_num(ops, NULL, "deadLettersDropped") == 0, "deadLettersDropped is not 0");
+	ck_assert_msg(log_has(b, LOG_EXPIRED), "no \"%s\" in the log", LOG_EXPIRED);
+	struct page p = list_page(ops, NULL, 0, false, 0);
+	ck_assert_msg(p.count == 1 && p.matched == 1, "after the restart: %d letters listed, matched %g", p.count, p.matched);
+	expect_str_member(cJSON_GetArrayItem(p.letters, 0), "originTopic", "mail/c");
+	cJSON_Delete(p.doc);
+}
+END_TEST
+
 static Suite *letters_suite(void)
 {
 	Suite *s = suite_create("letters");
@@ -1317,6 +1441,8 @@ static Suite *letters_suite(void)
 	tcase_add_test(tc, test_policy_bound);
 	tcase_add_test(tc, test_large_payload_cut);
 	tcase_add_test(tc, test_sys_topics);
+	tcase_add_test(tc, test_age_bound);
+	tcase_add_test(tc, test_age_bound_across_restart);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -390,6 +390,11 @@ START_TEST(test_parse_bad_values)
 		{"dead_letter_keep", "1023", {"plugin_opt_dead_letter_keep \"1023\"", "at least 1KiB", "or 0"}},
 		{"dead_letter_keep", "lots", {"plugin_opt_dead_letter_keep \"lots\"", "whole number of bytes"}},
 		{"dead_letter_keep", "5XB", {"\"5XB\"", "unknown unit \"XB\""}},
+		{"dead_letter_keep_for", "0", {"plugin_opt_dead_letter_keep_for \"0\"", "an age of zero would keep nothing"}},
+		{"dead_letter_keep_for", "30", {"plugin_opt_dead_letter_keep_for \"30\"", "a unit is required"}},
+		{"dead_letter_keep_for", "500ms", {"plugin_opt_dead_letter_keep_for \"500ms\"", "from 1s to 3650d"}},
+		{"dead_letter_keep_for", "Forever", {"plugin_opt_dead_letter_keep_for \"Forever\"", "expected a duration"}},
+		{"dead_letter_keep_for", "", {"plugin_opt_dead_letter_keep_for \"\"", "expected a duration"}},
 		{"dead_letter_access", "open", {"plugin_opt_dead_letter_access \"open\"", "expected check or control"}},
 		{"dead_letter_access", "", {"plugin_opt_dead_letter_access \"\"", "expected check or control"}},
 		{"policy", "", {"plugin_opt_policy #2 \"\"", "missing filter"}},
@@ -733,7 +738,8 @@ START_TEST(test_line_delays_bad)
 		{"a max_attempts=3 dead_letter=d retry_jitter=0 retry_jitter=0", {"retry_jitter given twice"}},
 		{"a max_attempts=3 dead_letter=d retry_delay=", {"retry_delay has an empty value"}},
 		{"a max_attempts=3 dead_letter=d delay=1s", {"unknown key \"delay\" (known: max_attempts, dead_letter, retry_to, "
-			"retry_delay, retry_backoff, retry_max_delay, retry_jitter, dead_letter_keep, ack_timeout)"}},
+			"retry_delay, retry_backoff, retry_max_delay, retry_jitter, dead_letter_keep, dead_letter_keep_for, "
+			"ack_timeout)"}},
 		{"a max_attempts=3 dead_letter=d dead_letter_keep=lots", {"dead_letter_keep must be a size such as \"16MiB\""}},
 		{"a max_attempts=3 dead_letter=d retry_delay_ms=1000", {"unknown key \"retry_delay_ms\"", "retry_delay, retry_backoff"}},
 	};
@@ -797,7 +803,8 @@ START_TEST(test_json_delays_bad)
 		{JPOL("\"retry_delay\":\"10s\",\"retry_max_delay\":\"5s\""), {"retry_delay (10000 ms) exceeds retry_max_delay (5000 ms)"}},
 		{JPOL("\"retry_delay\":\"1s\",\"retry_delay\":\"2s\""), {"retry_delay given twice"}},
 		{JPOL("\"retryDelay\":\"1s\""), {"unknown key \"retryDelay\" (known: filter, max_attempts, dead_letter, retry_to, "
-			"retry_delay, retry_backoff, retry_max_delay, retry_jitter, dead_letter_keep, ack_timeout)"}},
+			"retry_delay, retry_backoff, retry_max_delay, retry_jitter, dead_letter_keep, dead_letter_keep_for, "
+			"ack_timeout)"}},
 		{JPOL("\"dead_letter_keep\":true"), {"dead_letter_keep must be a string, got"}},
 	};
 
@@ -1091,6 +1098,91 @@ START_TEST(test_ack_timeout_needs_a_send_signal)
 }
 END_TEST
 
+/* ---- the dead letters' age bound ---- */
+
+/* plugin_opt_dead_letter_keep_for and a policy's dead_letter_keep_for=: a
+ * duration from 1s to 3650d, or forever; absent, the store's is forever
+ * and a policy's unset (the store's applies). */
+START_TEST(test_keep_for_good)
+{
+	static const struct {
+		const char *value;
+		uint64_t ms;
+	} good[] = { {"1s", 1000}, {"1000ms", 1000}, {"90m", 5400000}, {"14d", 14ull * 86400000},
+		{"3650d", 3650ull * 86400000}, {"forever", 0} };
+	for(size_t i = 0; i < ARRAY_LEN(good); i++){
+		const struct dlq_option opts[] = {
+			{"policy", "a max_attempts=3 dead_letter=d"},
+			{"dead_letter_keep_for", good[i].value},
+		};
+		struct dlq_config c;
+		ck_assert_msg(config__parse(opts, 2, &c, err, sizeof(err)) == 0, "refused %s: %s", good[i].value, err);
+		ck_assert_uint_eq(c.dead_letter_keep_for_ms, good[i].ms);
+		ck_assert_uint_eq(c.policies.items[0].dead_letter_keep_for_ms, DLQ_KEEP_FOR_UNSET);
+		config__free(&c);
+		char line[128];
+		snprintf(line, sizeof(line), "a max_attempts=3 dead_letter=d dead_letter_keep_for=%s", good[i].value);
+		struct dlq_policy p;
+		ck_assert_msg(policy_parse__line(line, &p, err, sizeof(err)) == 0, "refused %s: %s", line, err);
+		ck_assert_uint_eq(p.dead_letter_keep_for_ms, good[i].ms);
+		policy__free(&p);
+	}
+	const struct dlq_option none[] = {{"policy", "a max_attempts=3 dead_letter=d"}};
+	struct dlq_config c;
+	ck_assert_int_eq(config__parse(none, 1, &c, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.dead_letter_keep_for_ms, 0);
+	config__free(&c);
+	static const char doc[] = "{\"policies\":[{\"filter\":\"a\",\"max_attempts\":3,\"dead_letter\":\"d\","
+			"\"dead_letter_keep_for\":\"14d\"},{\"filter\":\"b\",\"max_attempts\":3,\"dead_letter\":\"e\","
+			"\"dead_letter_keep_for\":\"forever\"}]}";
+	struct dlq_policy_table t = {0};
+	ck_assert_int_eq(policy_parse__json(doc, strlen(doc), "p.json", &t, err, sizeof(err)), 0);
+	ck_assert_uint_eq(t.items[0].dead_letter_keep_for_ms, 14ull * 86400000);
+	ck_assert_uint_eq(t.items[1].dead_letter_keep_for_ms, 0);
+	policy__table_free(&t);
+}
+END_TEST
+
+/* Bad ages are refused with the key, the value and the reason, in the
+ * line and the JSON file (the store-wide option's in
+ * test_parse_bad_values). */
+START_TEST(test_keep_for_bad)
+{
+	static const struct bad_line lines[] = {
+		{"a max_attempts=3 dead_letter=d dead_letter_keep_for=0", {"dead_letter_keep_for \"0\"",
+			"an age of zero would keep nothing", "forever"}},
+		{"a max_attempts=3 dead_letter=d dead_letter_keep_for=0s", {"dead_letter_keep_for \"0s\"", "zero"}},
+		{"a max_attempts=3 dead_letter=d dead_letter_keep_for=14", {"dead_letter_keep_for \"14\"",
+			"a unit is required", "\"14d\""}},
+		{"a max_attempts=3 dead_letter=d dead_letter_keep_for=999ms", {"dead_letter_keep_for \"999ms\"",
+			"out of range: from 1s to 3650d, or forever"}},
+		{"a max_attempts=3 dead_letter=d dead_letter_keep_for=3651d", {"\"3651d\"", "out of range"}},
+		{"a max_attempts=3 dead_letter=d dead_letter_keep_for=2w", {"dead_letter_keep_for \"2w\"",
+			"expected a duration with a unit", "or forever"}},
+		{"a max_attempts=3 dead_letter=d dead_letter_keep_for=never", {"\"never\"", "expected a duration"}},
+		{"a max_attempts=3 dead_letter=d dead_letter_keep_for=99999999999999999999d", {"out of range"}},
+		{"a max_attempts=3 dead_letter=d dead_letter_keep_for=1d dead_letter_keep_for=2d",
+			{"dead_letter_keep_for given twice"}},
+		{"a max_attempts=3 dead_letter=d dead_letter_keep_for=", {"dead_letter_keep_for has an empty value"}},
+	};
+	for(size_t i = 0; i < ARRAY_LEN(lines); i++){
+		expect_line_refused(&lines[i]);
+	}
+	static const struct bad_json docs[] = {
+		{JPOL("\"dead_letter_keep_for\":14"), {"policies[0]: dead_letter_keep_for must be a string with a unit, "
+			"e.g. \"30s\", got the number 14"}},
+		{JPOL("\"dead_letter_keep_for\":\"0s\""), {"policies[0]: dead_letter_keep_for \"0s\": an age of zero"}},
+	};
+	for(size_t i = 0; i < ARRAY_LEN(docs); i++){
+		struct dlq_policy_table t = {0};
+		err[0] = '\0';
+		ck_assert_int_eq(policy_parse__json(docs[i].doc, strlen(docs[i].doc), "p.json", &t, err, sizeof(err)), EINVAL);
+		ck_assert_uint_eq(t.count, 0);
+		expect_json_message(&docs[i]);
+	}
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1129,6 +1221,11 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_ack_timeout_good);
 	tcase_add_test(tc, test_ack_timeout_bad);
 	tcase_add_test(tc, test_ack_timeout_needs_a_send_signal);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("age bound");
+	tcase_add_test(tc, test_keep_for_good);
+	tcase_add_test(tc, test_keep_for_bad);
 	suite_add_tcase(s, tc);
 	return s;
 }

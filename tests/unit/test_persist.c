@@ -1115,6 +1115,48 @@ START_TEST(kept_dead_letters_survive_a_crash_and_a_restart)
 }
 END_TEST
 
+/* Kept dead letters that aged past plugin_opt_dead_letter_keep_for while
+ * the broker was down are dropped at the start, counted as expired (not
+ * as dropped for the bound) and left out of the snapshot the start
+ * writes; a younger one stays, until a later start finds it old too. */
+START_TEST(letters_past_their_age_at_a_restart_go_at_the_start)
+{
+	start();
+	fake.wall_ms = 1790000000000LL;
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("once", "old", a);
+	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_DEAD_LETTERED);
+	fake.wall_ms += 20000;
+	track("once", "young", b);
+	ck_assert_int_eq(nack(b, "sub2", false), DLQ_NACK_DEAD_LETTERED);
+	dlq__tick(&d);
+	dlq__tick(&d); /* the broker took both */
+	ck_assert_uint_eq(d.letters.count, 2);
+
+	/* Down 50 s: the first is 70 s old at the start, the second 50 s. */
+	static const struct extra minute[] = {{"dead_letter_keep_for", "1m"}};
+	restart_with(minute, 1, true, 50000);
+	ck_assert_uint_eq(d.letters.count, 1);
+	ck_assert_ptr_nonnull(letter_with(&d, "young"));
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_expired, 1);
+	ck_assert_uint_eq(d.policy_counters[3].dead_letters_expired, 1);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_dropped, 0);
+	ck_assert(fake_logged("dropped kept dead letters past their age"));
+
+	/* Gone from the state file: a start without the age bound finds the
+	 * young one only. */
+	restart_with(NULL, 0, true, 0);
+	ck_assert_uint_eq(d.letters.count, 1);
+	ck_assert_ptr_nonnull(letter_with(&d, "young"));
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_expired, 0);
+
+	/* 10 s more: it is 60 s old at the next start with the bound. */
+	restart_with(minute, 1, true, 10000);
+	ck_assert_uint_eq(d.letters.count, 0);
+	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_expired, 1);
+}
+END_TEST
+
 /* ---- the interval -------------------------------------------------------- */
 
 START_TEST(a_snapshot_is_saved_after_the_interval_when_something_changed)
@@ -1502,6 +1544,7 @@ static Suite *persist_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, the_journal_gets_an_entry_per_change);
 	tcase_add_test(tc, kept_dead_letters_survive_a_crash_and_a_restart);
+	tcase_add_test(tc, letters_past_their_age_at_a_restart_go_at_the_start);
 	tcase_add_test(tc, after_a_crash_snapshot_and_journal_restore_every_envelope);
 	tcase_add_test(tc, with_save_on_change_a_crash_loses_no_nackable_delivery);
 	tcase_add_test(tc, with_a_journal_sync_interval_changes_are_written_at_once_and_synced_by_the_tick);
