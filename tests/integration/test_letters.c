@@ -7,9 +7,7 @@
  * restart (SIGTERM, and SIGKILL with plugin_opt_state_save_on_change); the
  * store's bound (the oldest dropped and counted); paging and filters;
  * garbage and oversized commands; access by the broker's acl_file; and
- * the store turned off; a payload cut in a reply; the $SYS topics; the
- * age bound (plugin_opt_dead_letter_keep_for, a policy's
- * dead_letter_keep_for), at a tick and across a restart.
+ * the store turned off; a payload cut in a reply; the $SYS topics.
  *
  * The same file runs on every broker line. Where the broker does not
  * export mosquitto_acl_check (Debian 13's 2.0.21), the store's default
@@ -23,6 +21,10 @@
  * ("replies/<client id>"), so that each reply is the sender's. Letters are
  * made one after the other (each NACK acknowledged before the next message
  * is published), so the order they are kept in is the order of the NACKs.
+ *
+ * The age bound (issue 38, part 2: plugin_opt_dead_letter_keep_for, a
+ * policy's dead_letter_keep_for) is tested last, at a tick and across a
+ * restart.
  */
 #include <errno.h>
 #include <stdio.h>
