@@ -19,6 +19,7 @@
 #include "api/letter_commands.h"
 #include "api/letter_view.h"
 #include "engine/letter_store.h"
+#include "model/cause.h"
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
 #include "util/id.h"
@@ -102,6 +103,24 @@ static int string_member(const cJSON *cmd, const char *name, const char **out, c
 	return 0;
 }
 
+/* The "cause" member: absent (*given false), or one word of the
+ * dead-letter causes; an unknown word is refused with every known one. */
+static int cause_member(const cJSON *cmd, bool *given, enum dlq_cause *out, char *err, size_t errlen)
+{
+	const char *word;
+	*given = false;
+	if(string_member(cmd, "cause", &word, err, errlen)) return EINVAL;
+	if(word == NULL) return 0;
+	if(!cause__parse(word, out)){
+		char words[DLQ_CAUSE_WORDS_LEN];
+		cause__words(words, sizeof(words));
+		errtext__set(err, errlen, "\"cause\" " QFMT " is not a dead-letter cause: it must be one of %s", Q(word), words);
+		return EINVAL;
+	}
+	*given = true;
+	return 0;
+}
+
 /* The letter an id names, or NULL (also for text that is no id). */
 static struct dlq_letter *letter_by_text(const struct dlq *d, const char *s)
 {
@@ -165,6 +184,7 @@ static int run_list(struct dlq *d, const struct letter_store_asker *who, const c
 	}
 	if(string_member(cmd, "filter", &q.filter, err, errlen) || string_member(cmd, "deadLetter", &q.dead_letter, err, errlen)
 			|| string_member(cmd, "reason", &q.reason, err, errlen)
+			|| cause_member(cmd, &q.cause_given, &q.cause, err, errlen)
 			|| time_member(cmd, "since", &q.since_given, &q.since, err, errlen)
 			|| time_member(cmd, "until", &q.until_given, &q.until, err, errlen)){
 		return EINVAL;

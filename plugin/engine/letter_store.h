@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "engine/dlq.h"
+#include "model/cause.h"
 #include "model/envelope.h"
 #include "model/letters.h"
 #include "mosquitto_dlq.h"
@@ -48,6 +49,8 @@ struct letter_store_query {
 	const char *filter;      /* borrowed; NULL: any, else the letter's policy filter exactly */
 	const char *dead_letter; /* NULL: any, else the dead-letter topic exactly */
 	const char *reason;      /* NULL: any, else a part of the reason */
+	bool cause_given;        /* only the letters of cause (their dead-letter-cause) */
+	enum dlq_cause cause;
 	bool since_given, until_given;
 	int64_t since, until;    /* ms since the epoch, both inclusive */
 	bool newest_first;

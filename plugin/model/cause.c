@@ -4,6 +4,7 @@
  * order of enum dlq_cause, read by the envelope's property, the status
  * reports and the $SYS topics alike.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "model/cause.h"
@@ -35,4 +36,17 @@ bool cause__parse(const char *name, enum dlq_cause *out)
 		}
 	}
 	return false;
+}
+
+void cause__words(char *buf, size_t size)
+{
+	size_t used = 0;
+	if(size == 0) return;
+	buf[0] = '\0';
+	/* The documented order: nack ... restart, then unknown (number 0). */
+	for(unsigned i = 1; i <= DLQ_DEAD_CAUSES && used < size; i++){
+		int n = snprintf(buf + used, size - used, "%s%s", i > 1 ? ", " : "", words[i % DLQ_DEAD_CAUSES]);
+		if(n < 0) break;
+		used += (size_t)n;
+	}
 }

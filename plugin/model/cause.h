@@ -10,6 +10,7 @@
 #define DLQ_CAUSE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum dlq_cause {
 	DLQ_DEAD_UNKNOWN = 0,        /* read from a state file written before causes */
@@ -30,5 +31,12 @@ const char *cause__name(unsigned c);
 
 /* The cause whose word is name, in *out; false when name is none. */
 bool cause__parse(const char *name, enum dlq_cause *out);
+
+/* Every cause's word, in the documented order (nack first, unknown last),
+ * joined by ", " into buf (size bytes, always NUL-terminated, cut when too
+ * small; DLQ_CAUSE_WORDS_LEN is enough): for an error that says what a
+ * command may ask for. */
+#define DLQ_CAUSE_WORDS_LEN 128
+void cause__words(char *buf, size_t size);
 
 #endif

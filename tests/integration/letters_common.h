@@ -25,6 +25,9 @@
 #define ERR_ID_NOT_STRING "each of \"ids\" must be a string"
 #define ERR_TOPIC_WILDCARD "\"topic\" must be a topic name without wildcards, not starting with $"
 #define ERR_NO_FILTER "missing \"filter\" (a policy filter) or \"all\": true"
+/* listDeadLetters' "cause" (issue 38): a word none of the causes has. */
+#define ERR_UNKNOWN_CAUSE(word) "\"cause\" \"" word "\" is not a dead-letter cause: it must be one of nack, final, " \
+	"ack_timeout, redelivery_limit, subscriber_gone, no_session, offline_qos0, restart, unknown"
 /* What the plugin logs: at startup on a broker without mosquitto_acl_check,
  * and when the store's bound drops letters. */
 #define LOG_NO_ACL_CHECK "does not export mosquitto_acl_check"

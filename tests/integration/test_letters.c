@@ -5,9 +5,10 @@
  * before anyone looked is listed, read in full, redriven once to a worker
  * that NACKs it again, and a second redrive is refused); letters across a
  * restart (SIGTERM, and SIGKILL with plugin_opt_state_save_on_change); the
- * store's bound (the oldest dropped and counted); paging and filters;
- * garbage and oversized commands; access by the broker's acl_file; and
- * the store turned off; a payload cut in a reply; the $SYS topics.
+ * store's bound (the oldest dropped and counted); paging and filters, the
+ * dead-letter cause among them; garbage and oversized commands; access by
+ * the broker's acl_file; and the store turned off; a payload cut in a
+ * reply; the $SYS topics.
  *
  * The same file runs on every broker line. Where the broker does not
  * export mosquitto_acl_check (Debian 13's 2.0.21), the store's default
@@ -530,13 +531,13 @@ static bool paged_timeout(int i)
 	return i % 4 == 0;
 }
 
-/* The indexes of the letters in ids (n), by their letter ids in letter;
- * fails on an id that is none of them. */
-static void indexes_of(char (*ids)[ID_BUF], size_t n, char (*letter)[ID_BUF], int *out)
+/* The indexes of the letters in ids (n), by their letter ids in letter
+ * (total); fails on an id that is none of them. */
+static void indexes_of(char (*ids)[ID_BUF], size_t n, char (*letter)[ID_BUF], int total, int *out)
 {
 	for(size_t k = 0; k < n; k++){
 		out[k] = -1;
-		for(int i = 0; i < PAGED_N; i++){
+		for(int i = 0; i < total; i++){
 			if(!strcmp(ids[k], letter[i])){
 				out[k] = i;
 			}
@@ -545,20 +546,21 @@ static void indexes_of(char (*ids)[ID_BUF], size_t n, char (*letter)[ID_BUF], in
 	}
 }
 
-/* Lists with tmpl (limit 10, all pages) and fails unless exactly the
- * letters i with want(i) come, newest first (or oldest first when tmpl
- * says so). */
-static void expect_listing(struct client *c, cJSON *tmpl, char (*letter)[ID_BUF], bool (*want)(int, const void *),
-		const void *arg, bool oldest, const char *what)
+/* Lists with tmpl (limit letters a page, all pages) and fails unless
+ * exactly the letters i of letter (total, at most PAGED_N) with want(i)
+ * come, newest first (or oldest first when tmpl says so). */
+static void expect_listing_of(struct client *c, int total, int limit, cJSON *tmpl, char (*letter)[ID_BUF],
+		bool (*want)(int, const void *), const void *arg, bool oldest, const char *what)
 {
 	char ids[PAGED_N + 1][ID_BUF];
 	size_t pages;
-	size_t n = list_all(c, tmpl, 10, ids, PAGED_N + 1, &pages);
+	ck_assert_int_le(total, PAGED_N);
+	size_t n = list_all(c, tmpl, limit, ids, PAGED_N + 1, &pages);
 	int got[PAGED_N + 1];
-	indexes_of(ids, n, letter, got);
+	indexes_of(ids, n, letter, total, got);
 	int expected[PAGED_N], m = 0;
-	for(int k = 0; k < PAGED_N; k++){
-		int i = oldest ? k : PAGED_N - 1 - k;
+	for(int k = 0; k < total; k++){
+		int i = oldest ? k : total - 1 - k;
 		if(want(i, arg)){
 			expected[m++] = i;
 		}
@@ -571,8 +573,15 @@ static void expect_listing(struct client *c, cJSON *tmpl, char (*letter)[ID_BUF]
 	for(int k = 0; k < m; k++){
 		ck_assert_msg(got[k] == expected[k], "%s: letter %d listed in place %d (%s)", what, got[k], k, list);
 	}
-	ck_assert_msg(pages == (size_t)(m == 0 ? 1 : (m + 9) / 10), "%s: %zu pages for %d letters", what, pages, m);
+	ck_assert_msg(pages == (size_t)(m == 0 ? 1 : (m + limit - 1) / limit), "%s: %zu pages for %d letters", what, pages, m);
 	cJSON_Delete(tmpl);
+}
+
+/* The PAGED_N letters of test_paging_and_filters, 10 a page. */
+static void expect_listing(struct client *c, cJSON *tmpl, char (*letter)[ID_BUF], bool (*want)(int, const void *),
+		const void *arg, bool oldest, const char *what)
+{
+	expect_listing_of(c, PAGED_N, 10, tmpl, letter, want, arg, oldest, what);
 }
 
 static bool want_all(int i, const void *arg)
@@ -763,6 +772,88 @@ START_TEST(test_paging_and_filters)
 }
 END_TEST
 
+/* Letters of two causes, nack (the last attempt NACKed) and final (a
+ * final NACK), across two policies: "cause" lists one cause's, newest
+ * first, page after page, also with a policy's filter; each summary says
+ * its cause; a cause no letter has lists none. */
+#define CAUSED_N 12
+
+static bool caused_final(int i, const void *arg)
+{
+	(void)arg;
+	return i % 3 == 0;
+}
+
+static bool caused_nack(int i, const void *arg)
+{
+	return !caused_final(i, arg);
+}
+
+static bool caused_final_mail(int i, const void *arg)
+{
+	return caused_final(i, arg) && i % 2 == 1;
+}
+
+START_TEST(test_cause_filter)
+{
+	struct broker *b = STORE_BROKER(JOBS, MAIL);
+	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
+	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *insp = ops_client(b, "inspector");
+	client_subscribe(worker, "jobs/#", 1);
+	client_subscribe(worker, "mail/#", 1);
+	char letter[CAUSED_N][ID_BUF];
+	for(int i = 0; i < CAUSED_N; i++){
+		char topic[32], payload[32];
+		snprintf(topic, sizeof(topic), "%s/%02d", i % 2 ? "mail" : "jobs", i);
+		snprintf(payload, sizeof(payload), "caused-%02d", i);
+		char id[ID_BUF];
+		if(!caused_final(i, NULL)){
+			make_letter(pub, worker, topic, payload, (int)strlen(payload), NULL, "nacked", id);
+			continue;
+		}
+		size_t n = client_count(worker, topic) + 1;
+		ck_assert_int_lt(client_publish(pub, topic, payload, (int)strlen(payload), 1, NULL), 0x80);
+		snprintf(id, sizeof(id), "%s", expect_original(client_expect(worker, topic, n)));
+		mosquitto_property *p = NULL;
+		ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, DLQ_PROP_NACK_FINAL, "true"), 0);
+		ck_assert_int_lt(client_publish(worker, DLQ_NACK_TOPIC, id, DLQ_ID_LEN, 1, p), 0x80);
+		mosquitto_property_free_all(&p);
+	}
+	wait_kept(insp, CAUSED_N);
+	/* The letters' ids, oldest first, and each summary's cause. */
+	cJSON *t = tmpl_str("order", "oldest");
+	struct page p = list_page(insp, t, DLQ_MAX_LIST_LIMIT, false, 0);
+	cJSON_Delete(t);
+	ck_assert_msg(p.count == CAUSED_N, "%d letters listed, expected %d", p.count, CAUSED_N);
+	for(int i = 0; i < CAUSED_N; i++){
+		const cJSON *s = cJSON_GetArrayItem(p.letters, i);
+		snprintf(letter[i], sizeof(letter[i]), "%s", json_str(s, "id"));
+		expect_str_member(s, "cause", caused_final(i, NULL) ? DLQ_CAUSE_FINAL : DLQ_CAUSE_NACK);
+	}
+	cJSON_Delete(p.doc);
+
+	expect_listing_of(insp, CAUSED_N, 3, tmpl_str("cause", DLQ_CAUSE_FINAL), letter, caused_final, NULL, false, "cause final");
+	expect_listing_of(insp, CAUSED_N, 3, tmpl_str("cause", DLQ_CAUSE_NACK), letter, caused_nack, NULL, false, "cause nack");
+	t = tmpl_str("cause", DLQ_CAUSE_FINAL);
+	cJSON_AddStringToObject(t, "filter", "mail/#");
+	cJSON_AddStringToObject(t, "order", "oldest");
+	expect_listing_of(insp, CAUSED_N, 3, t, letter, caused_final_mail, NULL, true, "cause final and filter mail/#");
+	expect_listing_of(insp, CAUSED_N, 3, tmpl_str("cause", DLQ_CAUSE_ACK_TIMEOUT), letter, want_none, NULL, false,
+			"cause ack_timeout");
+	/* Each cause's letters in a page of their own, every summary of it. */
+	t = tmpl_str("cause", DLQ_CAUSE_NACK);
+	p = list_page(insp, t, DLQ_MAX_LIST_LIMIT, false, 0);
+	cJSON_Delete(t);
+	ck_assert_msg(p.count == 8 && p.matched == 8, "cause nack: %d letters, matched %g", p.count, p.matched);
+	const cJSON *s;
+	cJSON_ArrayForEach(s, p.letters){
+		expect_str_member(s, "cause", DLQ_CAUSE_NACK);
+	}
+	cJSON_Delete(p.doc);
+}
+END_TEST
+
 /* ---- (5) bad input ---- */
 
 /* One bad command and what its error says: exact text, or text the error
@@ -785,6 +876,9 @@ static const struct bad bad_commands[] = {
 	{ "{\"command\":\"listDeadLetters\",\"until\":[1]}", "until", false },
 	{ "{\"command\":\"listDeadLetters\",\"filter\":7}", "filter", false },
 	{ "{\"command\":\"listDeadLetters\",\"reason\":true}", "reason", false },
+	{ "{\"command\":\"listDeadLetters\",\"cause\":\"ack-timeout\"}", ERR_UNKNOWN_CAUSE("ack-timeout"), true },
+	{ "{\"command\":\"listDeadLetters\",\"cause\":\"\"}", ERR_UNKNOWN_CAUSE(""), true },
+	{ "{\"command\":\"listDeadLetters\",\"cause\":7}", "\"cause\" must be a string", true },
 	{ "{\"command\":\"getDeadLetter\"}", ERR_NO_ID, true },
 	{ "{\"command\":\"getDeadLetter\",\"id\":42}", ERR_NO_ID, true },
 	{ "{\"command\":\"getDeadLetter\",\"id\":\"" UNKNOWN_ID "\"}", ERR_UNKNOWN, true },
@@ -1436,6 +1530,7 @@ static Suite *letters_suite(void)
 	tcase_add_test(tc, test_restart_sigkill_save_on_change);
 	tcase_add_test(tc, test_bound_drops_oldest);
 	tcase_add_test(tc, test_paging_and_filters);
+	tcase_add_test(tc, test_cause_filter);
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_oversized_command);
 	tcase_add_test(tc, test_access);

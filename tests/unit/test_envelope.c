@@ -534,6 +534,15 @@ START_TEST(every_cause_has_its_own_word)
 	ck_assert(!cause__parse("ack-timeout", &none));
 	ck_assert(!cause__parse("", &none));
 	ck_assert(!cause__parse(NULL, &none));
+	/* Every word once, in the documented order, for an error to list;
+	 * cut to what a buffer holds. */
+	char all[DLQ_CAUSE_WORDS_LEN];
+	cause__words(all, sizeof(all));
+	ck_assert_str_eq(all, "nack, final, ack_timeout, redelivery_limit, subscriber_gone, no_session, offline_qos0, "
+			"restart, unknown");
+	char cut[12];
+	cause__words(cut, sizeof(cut));
+	ck_assert_str_eq(cut, "nack, final");
 }
 END_TEST
 

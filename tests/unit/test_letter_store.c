@@ -385,6 +385,32 @@ START_TEST(a_page_goes_on_after_its_last_letter_left)
 }
 END_TEST
 
+/* A query, how many letters it matches, and the newest it shows. */
+struct filter_case {
+	struct letter_store_query q;
+	size_t matched;
+	const char *first;
+};
+
+/* Lists each case newest first in one page: all it matches, the newest
+ * first, and only letters of its cause when it names one. */
+static void expect_cases(struct filter_case *cases, size_t n)
+{
+	for(size_t i = 0; i < n; i++){
+		cases[i].q.newest_first = true;
+		cases[i].q.limit = DLQ_MAX_LIST_LIMIT;
+		struct letter_store_page page = list(&cases[i].q);
+		ck_assert_msg(page.matched == cases[i].matched, "case %zu: %zu matched, expected %zu", i, page.matched,
+				cases[i].matched);
+		ck_assert_uint_eq(page.count, cases[i].matched);
+		ck_assert(!page.more);
+		for(size_t k = 0; k < page.count && cases[i].q.cause_given; k++){
+			ck_assert_uint_eq(page.letters[k]->env->cause, cases[i].q.cause);
+		}
+		if(cases[i].first) ck_assert_str_eq(page.letters[0]->env->origin_topic, cases[i].first);
+	}
+}
+
 START_TEST(each_filter_narrows_the_page_and_its_count)
 {
 	start("64MB");
@@ -393,11 +419,7 @@ START_TEST(each_filter_narrows_the_page_and_its_count)
 	dead_letter_at("mail/b", t0 + 1000);
 	dead_letter_at("jobs/c", t0 + 2000);
 	dead_letter_at("mail/d", t0 + 3000);
-	struct {
-		struct letter_store_query q;
-		size_t matched;
-		const char *first; /* the newest it shows */
-	} cases[] = {
+	struct filter_case cases[] = {
 		{ { .filter = "jobs/#" }, 2, "jobs/c" },
 		{ { .filter = "mail/+" }, 0, NULL },
 		{ { .dead_letter = "dead/mail" }, 2, "mail/d" },
@@ -409,15 +431,54 @@ START_TEST(each_filter_narrows_the_page_and_its_count)
 		{ { .since_given = true, .since = t0 + 1000, .until_given = true, .until = t0 + 2000 }, 2, "jobs/c" },
 		{ { .filter = "jobs/#", .since_given = true, .since = t0 + 1 }, 1, "jobs/c" },
 	};
-	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
-		cases[i].q.newest_first = true;
-		cases[i].q.limit = DLQ_MAX_LIST_LIMIT;
-		struct letter_store_page page = list(&cases[i].q);
-		ck_assert_msg(page.matched == cases[i].matched, "case %zu: %zu matched, expected %zu", i, page.matched,
-				cases[i].matched);
-		ck_assert_uint_eq(page.count, cases[i].matched);
-		ck_assert(!page.more);
-		if(cases[i].first) ck_assert_str_eq(page.letters[0]->env->origin_topic, cases[i].first);
+	expect_cases(cases, ARRAY_LEN(cases));
+	stop();
+}
+END_TEST
+
+/* A final NACK of a message on topic by "worker": a dead letter of cause
+ * final. */
+static void final_dead_letter(const char *topic)
+{
+	char id[DLQ_ID_LEN + 1];
+	engine_track(&d, topic, "p", 1, NULL, id);
+	struct dlq_nack n = { .id = id, .id_len = strlen(id), .client = "worker", .final = true };
+	struct dlq_nack_result res;
+	dlq__nack(&d, &n, &res);
+	ck_assert_int_eq(res.status, DLQ_NACK_DEAD_LETTERED);
+}
+
+/* The cause filter lists the letters of one dead-letter-cause, alone, with
+ * another filter, and page after page. */
+START_TEST(the_cause_filter_lists_one_cause)
+{
+	start("64MB");
+	dead_letter("jobs/a", "p");
+	final_dead_letter("mail/b");
+	final_dead_letter("jobs/c");
+	dead_letter("mail/d", "p");
+	final_dead_letter("jobs/e");
+	struct filter_case cases[] = {
+		{ { .cause_given = true, .cause = DLQ_DEAD_FINAL }, 3, "jobs/e" },
+		{ { .cause_given = true, .cause = DLQ_DEAD_NACK }, 2, "mail/d" },
+		{ { .cause_given = true, .cause = DLQ_DEAD_ACK_TIMEOUT }, 0, NULL },
+		{ { .cause_given = true, .cause = DLQ_DEAD_UNKNOWN }, 0, NULL },
+		{ { .cause_given = true, .cause = DLQ_DEAD_FINAL, .filter = "mail/#" }, 1, "mail/b" },
+		{ { .cause_given = true, .cause = DLQ_DEAD_NACK, .dead_letter = "dead/jobs" }, 1, "jobs/a" },
+		{ { .cause_given = false, .cause = DLQ_DEAD_ACK_TIMEOUT }, 5, "jobs/e" },
+	};
+	expect_cases(cases, ARRAY_LEN(cases));
+	/* Oldest first, one a page: the final letters in their order, each
+	 * page after the last, and no letter of another cause between. */
+	struct letter_store_query q = { .cause_given = true, .cause = DLQ_DEAD_FINAL, .limit = 1 };
+	const char *want[] = { "mail/b", "jobs/c", "jobs/e" };
+	for(size_t n = 0; n < ARRAY_LEN(want); n++){
+		struct letter_store_page page = list(&q);
+		ck_assert_uint_eq(page.count, 1);
+		ck_assert_str_eq(page.letters[0]->env->origin_topic, want[n]);
+		ck_assert(page.more == (n + 1 < ARRAY_LEN(want)));
+		q.cursor_given = true;
+		q.cursor = page.next;
 	}
 	stop();
 }
@@ -801,6 +862,7 @@ static Suite *letter_store_suite(void)
 	tcase_add_test(tc, pages_follow_their_cursor_in_either_order);
 	tcase_add_test(tc, a_page_goes_on_after_its_last_letter_left);
 	tcase_add_test(tc, each_filter_narrows_the_page_and_its_count);
+	tcase_add_test(tc, the_cause_filter_lists_one_cause);
 	tcase_add_test(tc, a_page_ends_early_near_the_reply_bound);
 	tcase_add_test(tc, what_the_asker_may_not_read_is_left_out);
 	tcase_add_test(tc, a_purge_takes_one_policys_letters);
