@@ -63,6 +63,10 @@
 /* A dead letter made by a version of the plugin without causes, read
  * from its state file (one made by a final NACK reads as "final"). */
 #define DLQ_CAUSE_UNKNOWN "unknown"
+/* Every cause's word, in the order above: an initializer, for a client
+ * that checks a word before it asks for it (listDeadLetters' "cause"). */
+#define DLQ_CAUSE_WORDS DLQ_CAUSE_NACK, DLQ_CAUSE_FINAL, DLQ_CAUSE_ACK_TIMEOUT, DLQ_CAUSE_REDELIVERY_LIMIT, \
+	DLQ_CAUSE_SUBSCRIBER_GONE, DLQ_CAUSE_NO_SESSION, DLQ_CAUSE_OFFLINE_QOS0, DLQ_CAUSE_RESTART, DLQ_CAUSE_UNKNOWN
 /* Carried by a retry copy that was delayed: when its chain was first NACKed
  * (RFC 3339 UTC), so a consumer sees how long the message has been failing. */
 #define DLQ_PROP_FIRST_NACK_TIME "first-nack-time"

@@ -40,7 +40,7 @@ enum {
 	OPT_SESSION = 1 << 9,      /* --session-expiry */
 	OPT_ORDER = 1 << 10,
 	OPT_LIMIT = 1 << 11,
-	OPT_SELECT = 1 << 12,      /* --dead-letter, --reason, --since, --until */
+	OPT_SELECT = 1 << 12,      /* --dead-letter, --reason, --cause, --since, --until */
 	OPT_FILTER = 1 << 13,
 	OPT_ALL = 1 << 14,
 	OPT_TO = 1 << 15,
@@ -140,6 +140,9 @@ static void usage(FILE *f)
 		"  --filter FILTER        list, purge: the letters of the policy whose filter is exactly FILTER\n"
 		"  --dead-letter TOPIC    list: only the letters of this dead-letter topic\n"
 		"  --reason TEXT          list: only the letters whose reason contains TEXT (case-sensitive)\n"
+		"  --cause CAUSE          list: only the letters of this dead-letter cause, one of nack, final,\n"
+		"                         ack_timeout, redelivery_limit, subscriber_gone, no_session,\n"
+		"                         offline_qos0, restart, unknown\n"
 		"  --since TIME, --until TIME  list: only the letters made from or until TIME: milliseconds\n"
 		"                         since the epoch or RFC 3339 UTC (2026-12-02T10:00:00Z)\n"
 		"  --to TOPIC             redrive ID...: republish to TOPIC instead of each origin topic\n"
@@ -205,6 +208,22 @@ static int parse_time(const char *name, const char *v, int64_t *out)
 	return 0;
 }
 
+/* The dead-letter causes list --cause may ask for. */
+static const char *const causes[] = { DLQ_CAUSE_WORDS };
+
+/* Whether s is one of causes; when not, words gets them all, joined by
+ * ", ", for the message. */
+static bool is_cause(const char *s, char *words, size_t size)
+{
+	size_t used = 0;
+	for(size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++){
+		if(!strcmp(s, causes[i])) return true;
+		int n = snprintf(words + used, size - used, "%s%s", i ? ", " : "", causes[i]);
+		if(n > 0 && (size_t)n < size - used) used += (size_t)n;
+	}
+	return false;
+}
+
 /* A dead-letter id: DLQ_ID_LEN characters of base64url. */
 static bool is_id(const char *s)
 {
@@ -232,13 +251,13 @@ static int pick(const char *name, char *const *args, int nargs, bool from_topic)
 
 static const char *const option_names[] = {
 	"--json", "--follow", "--max", "--idle", "-c", "--rate", "--reason-contains/--origin", "--dry-run",
-	"--to-prefix", "--session-expiry", "--order", "--limit", "--dead-letter/--reason/--since/--until",
+	"--to-prefix", "--session-expiry", "--order", "--limit", "--dead-letter/--reason/--cause/--since/--until",
 	"--filter", "--all", "--to", "--yes", "--from-topic",
 };
 
 enum { L_UNIX = 256, L_JSON, L_FOLLOW, L_DRY_RUN, L_MAX, L_RATE, L_IDLE, L_REASON, L_ORIGIN,
 	L_TO_PREFIX, L_TIMEOUT, L_SESSION_EXPIRY, L_HELP, L_ORDER, L_LIMIT, L_ALL, L_FILTER, L_DEAD_LETTER,
-	L_LIST_REASON, L_SINCE, L_UNTIL, L_TO, L_YES, L_FROM_TOPIC };
+	L_LIST_REASON, L_CAUSE, L_SINCE, L_UNTIL, L_TO, L_YES, L_FROM_TOPIC };
 static const struct option longopts[] = {
 	{"unix", required_argument, NULL, L_UNIX},
 	{"json", no_argument, NULL, L_JSON},
@@ -259,6 +278,7 @@ static const struct option longopts[] = {
 	{"filter", required_argument, NULL, L_FILTER},
 	{"dead-letter", required_argument, NULL, L_DEAD_LETTER},
 	{"reason", required_argument, NULL, L_LIST_REASON},
+	{"cause", required_argument, NULL, L_CAUSE},
 	{"since", required_argument, NULL, L_SINCE},
 	{"until", required_argument, NULL, L_UNTIL},
 	{"to", required_argument, NULL, L_TO},
@@ -388,6 +408,7 @@ static int parse(int argc, char **argv, struct dlqctl_opts *o, int *which)
 			case L_FILTER: o->policy_filter = optarg; used |= OPT_FILTER; break;
 			case L_DEAD_LETTER: o->dead_letter = optarg; used |= OPT_SELECT; break;
 			case L_LIST_REASON: o->reason = optarg; used |= OPT_SELECT; break;
+			case L_CAUSE: o->cause = optarg; used |= OPT_SELECT; break;
 			case L_SINCE: rc = parse_time("--since", optarg, &o->since_ms); o->has_since = true; used |= OPT_SELECT; break;
 			case L_UNTIL: rc = parse_time("--until", optarg, &o->until_ms); o->has_until = true; used |= OPT_SELECT; break;
 			case L_TO: o->to = optarg; used |= OPT_TO; break;
@@ -470,6 +491,10 @@ static int parse(int argc, char **argv, struct dlqctl_opts *o, int *which)
 	}
 	if(o->dead_letter && mosquitto_pub_topic_check(o->dead_letter) != MOSQ_ERR_SUCCESS){
 		return bad("--dead-letter \"%s\" is not a topic name (no + or #)%s", o->dead_letter, "");
+	}
+	char words[160] = "";
+	if(o->cause && !is_cause(o->cause, words, sizeof(words))){
+		return bad("--cause \"%s\": expected one of %s", o->cause, words);
 	}
 	if(o->to && mosquitto_pub_topic_check(o->to) != MOSQ_ERR_SUCCESS){
 		return bad("--to \"%s\" is not a topic name (no + or #)%s", o->to, "");

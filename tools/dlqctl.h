@@ -77,6 +77,7 @@ struct dlqctl_opts {
 	const char *policy_filter; /* list, purge --filter: a policy's filter */
 	const char *dead_letter;   /* list --dead-letter */
 	const char *reason;        /* list --reason */
+	const char *cause;         /* list --cause: a word of DLQ_CAUSE_WORDS */
 	bool has_since, has_until;
 	int64_t since_ms, until_ms; /* list --since, --until: ms since the epoch */
 	const char *to;            /* redrive ID... --to */

@@ -65,7 +65,7 @@ UNKNOWN_OPTION = 'plugin_opt_man_check_no_such_option 1'
 # A socket that is not there: dlqctl gets past its parser, then fails.
 NO_BROKER = ['--unix', '/nonexistent/dlq-man-check.sock', '--timeout', '0.1']
 # A value for each placeholder of dlqctl's usage text.
-SAMPLE_VALUES = {'ORDER': 'newest', 'TIME': '1', 'TOPIC': 'man-check/topic', 'SECONDS': '10', 'N': '1', 'TEXT': 'x', 'FILTER': 'a/#', 'PREFIX': 'p/',
+SAMPLE_VALUES = {'ORDER': 'newest', 'CAUSE': 'nack', 'TIME': '1', 'TOPIC': 'man-check/topic', 'SECONDS': '10', 'N': '1', 'TEXT': 'x', 'FILTER': 'a/#', 'PREFIX': 'p/',
                  'ID': 'man-check', 'PATH': '/nonexistent', 'HOST': 'localhost', 'PORT': '1883',
                  'USER': 'u', 'PASSWORD': 'p'}
 

@@ -10,7 +10,7 @@
  * republish into a topic nobody subscribes to, and garbage on the
  * dead-letter topic; and the plugin's dead-letter store: list, show,
  * redrive ID (once only), delete and purge of a letter made before anyone
- * subscribed to its dead-letter topic. Bridged brokers are in
+ * subscribed to its dead-letter topic, and list --cause. Bridged brokers are in
  * test_bridge.c.
  */
 #include <signal.h>
@@ -72,6 +72,25 @@ static size_t rows(const char *text, const char *word)
 		p = p ? p + 1 : NULL;
 	}
 	return n;
+}
+
+/* Field n (0-based, space-separated) of line, in a static buffer (one at a
+ * time); "" when it has fewer. */
+static const char *field(const char *line, size_t n)
+{
+	static char out[256];
+	const char *p = line;
+	for(size_t i = 0; ; i++){
+		p += strspn(p, " ");
+		size_t len = strcspn(p, " \n");
+		if(len == 0) break;
+		if(i == n){
+			snprintf(out, sizeof(out), "%.*s", (int)len, p);
+			return out;
+		}
+		p += len;
+	}
+	return "";
 }
 
 /* Fails the test unless the first line of p's output that starts with
@@ -172,6 +191,8 @@ START_TEST(test_errors)
 		{ "redrive", "dlq/x", "--to", "a/b" },
 		{ "list", "--order", "sideways", NULL },
 		{ "list", "--since", "yesterday", NULL },
+		{ "list", "--cause", "ack-timeout", NULL },
+		{ "status", "--cause", "nack", NULL },
 	};
 	for(size_t i = 0; i < ARRAY_LEN(usage); i++){
 		struct proc *p = dlqctl_run(plain, usage[i][0], usage[i][1], usage[i][2], usage[i][3], NULL);
@@ -180,7 +201,11 @@ START_TEST(test_errors)
 			ck_abort_msg("case %zu: expected exit status 2 and a message", i);
 		}
 	}
-	struct proc *p = dlqctl_expect(1, plain, "status", "--timeout", "1");
+	/* A cause that is none names the option, the word and every cause. */
+	struct proc *p = dlqctl_expect(2, plain, "list", "--cause", "ack-timeout");
+	ck_assert_msg(strstr(proc_err(p), "--cause \"ack-timeout\": expected one of nack, final, ack_timeout, redelivery_limit, "
+			"subscriber_gone, no_session, offline_qos0, restart, unknown"), "stderr: %s", proc_err(p));
+	p = dlqctl_expect(1, plain, "status", "--timeout", "1");
 	ck_assert_msg(strstr(proc_err(p), "no reply"), "stderr: %s", proc_err(p));
 	p = dlqctl_expect(0, plain, "--help");
 	ck_assert_msg(strstr(proc_out(p), "Usage: dlqctl"), "no usage");
@@ -543,12 +568,15 @@ START_TEST(test_store)
 	kept_id(b, "jobs/#", 1, id, sizeof(id));
 
 	struct proc *p = dlqctl_expect(0, b, "list");
-	expect_row(p, "ID", (const char *[]){ "ID", "TIME", "DEAD-LETTER", "ORIGIN-TOPIC", "RETRY-COUNT", NULL });
+	expect_row(p, "ID", (const char *[]){ "ID", "TIME", "DEAD-LETTER", "ORIGIN-TOPIC", "RETRY-COUNT", "CAUSE", "CLIENT",
+		"REASON", NULL });
 	ck_assert_msg(it_count(proc_out(p), "\n") == 2, "expected a header and one row:\n%s", proc_out(p));
 	char line[1024];
 	ck_assert_msg(it_lines_with(proc_out(p), id, line, sizeof(line)) == 1, "no row of %s:\n%s", id, proc_out(p));
 	ck_assert_msg(strstr(line, " dlq/jobs ") && strstr(line, " jobs/x ") && strstr(line, client_id(worker))
 			&& strstr(line, "db down"), "row: %s", line);
+	expect_row(p, id, (const char *[]){ id, field(line, 1), "dlq/jobs", "jobs/x", "1", DLQ_CAUSE_NACK, client_id(worker),
+		"db", "down", NULL });
 
 	p = dlqctl_expect(0, b, "show", id);
 	const char *reason = strstr(proc_out(p), "\nreason:");
@@ -615,6 +643,61 @@ START_TEST(test_store)
 }
 END_TEST
 
+/* list --cause shows the kept letters of one dead-letter-cause: a final
+ * NACK's (final) apart from a NACK of the last attempt (nack), the cause
+ * in its column; a cause no letter has shows none. */
+START_TEST(test_list_by_cause)
+{
+	struct broker *b = dlq_broker("policy jobs/# max_attempts=1 dead_letter=dlq/jobs", "dead_letter_access control");
+	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	client_subscribe(worker, "jobs/#", 1);
+	char id[64], fin[64], non[64];
+
+	client_publish_str(worker, "jobs/f", "fin", 1);
+	const char *first = dlq_id_of(delivery(worker, "jobs/f", "fin", 0));
+	mosquitto_property *props = NULL;
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&props, MQTT_PROP_USER_PROPERTY, DLQ_PROP_NACK_FINAL, "true"), 0);
+	ck_assert_int_lt(client_publish(worker, DLQ_NACK_TOPIC, first, DLQ_ID_LEN, 1, props), 0x80);
+	mosquitto_property_free_all(&props);
+	kept_id(b, "jobs/#", 1, fin, sizeof(fin));
+	client_publish_str(worker, "jobs/n", "non", 1);
+	client_nack(worker, dlq_id_of(delivery(worker, "jobs/n", "non", 0)), "no");
+	kept_id(b, "jobs/#", 2, non, sizeof(non));
+
+	static const struct {
+		const char *cause;
+		const char *id_of;     /* "f": the final letter's row, "n": the other's, NULL: none */
+	} cases[] = {
+		{ DLQ_CAUSE_FINAL, "f" }, { DLQ_CAUSE_NACK, "n" }, { DLQ_CAUSE_ACK_TIMEOUT, NULL },
+	};
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
+		struct proc *p = dlqctl_expect(0, b, "list", "--cause", cases[i].cause);
+		if(cases[i].id_of == NULL){
+			ck_assert_msg(it_count(proc_out(p), "\n") == 1, "--cause %s: expected the header only:\n%s", cases[i].cause,
+					proc_out(p));
+			ck_assert_msg(strstr(proc_err(p), "0 dead letters"), "--cause %s: stderr %s", cases[i].cause, proc_err(p));
+			continue;
+		}
+		snprintf(id, sizeof(id), "%s", cases[i].id_of[0] == 'f' ? fin : non);
+		ck_assert_msg(it_count(proc_out(p), "\n") == 2, "--cause %s: expected a header and one row:\n%s", cases[i].cause,
+				proc_out(p));
+		char line[1024];
+		ck_assert_msg(it_lines_with(proc_out(p), id, line, sizeof(line)) == 1, "--cause %s: no row of %s:\n%s",
+				cases[i].cause, id, proc_out(p));
+		expect_row(p, id, (const char *[]){ id, field(line, 1), "dlq/jobs", cases[i].id_of[0] == 'f' ? "jobs/f" : "jobs/n",
+			"1", cases[i].cause, NULL });
+	}
+	/* With --json, the plugin's data: each summary's cause. */
+	struct proc *p = dlqctl_expect(0, b, "list", "--json", "--cause", DLQ_CAUSE_FINAL);
+	cJSON *doc = cJSON_Parse(proc_out(p));
+	const cJSON *letters = cJSON_GetObjectItemCaseSensitive(doc, "letters");
+	ck_assert_msg(cJSON_GetArraySize(letters) == 1 && json_str(cJSON_GetArrayItem(letters, 0), "cause")
+			&& !strcmp(json_str(cJSON_GetArrayItem(letters, 0), "cause"), DLQ_CAUSE_FINAL), "list --json --cause final: %s",
+			proc_out(p));
+	cJSON_Delete(doc);
+}
+END_TEST
+
 static Suite *dlqctl_suite(void)
 {
 	Suite *s = suite_create("dlqctl");
@@ -636,6 +719,7 @@ static Suite *dlqctl_suite(void)
 	suite_add_tcase(s, tc);
 	tc = harness_tcase("store");
 	tcase_add_test(tc, test_store);
+	tcase_add_test(tc, test_list_by_cause);
 	suite_add_tcase(s, tc);
 	return s;
 }
