@@ -7,8 +7,9 @@
 // (DLQ_C_WORKER, logged in) fails the odd numbers of 1..6, so three dead
 // letters are kept before the page opens; Debian's chromium (CHROMIUM),
 // headless, driven by puppeteer-core, logs in with the keyboard and the
-// test reads the page as an operator would: the policies with their
-// ack_timeout, the counters, the letters with their reasons and payloads,
+// test reads the page as an operator would: every listener bound to
+// 127.0.0.1 alone, the policies with their ack_timeout, the counters, the
+// letters with their reasons and payloads,
 // a redrive the worker receives again, a delete behind its confirmation,
 // an ACK, a final NACK and an ack timeout on a second policy, and the
 // errors said in words (a wrong password, a broker without the plugin, no
@@ -97,6 +98,38 @@ function portOpen(port) {
   });
 }
 
+// The addresses the sockets listening on TCP port are bound to, as
+// `ss -ltn` shows them, from /proc/net/tcp and /proc/net/tcp6 (state 0A,
+// LISTEN; each address as hex of 32-bit words in the host's order):
+// "127.0.0.1", "0.0.0.0", "::", "::ffff:127.0.0.1", ...
+function listeningOn(port) {
+  const v4 = (hex) => hex.match(/../g).reverse().map((b) => parseInt(b, 16)).join('.');
+  const v6 = (hex) => {
+    const bytes = hex.match(/.{8}/g).flatMap((w) => w.match(/../g).reverse()).map((b) => parseInt(b, 16));
+    if (bytes.every((b) => b === 0)) return '::';
+    if (bytes.slice(0, 10).every((b) => b === 0) && bytes[10] === 255 && bytes[11] === 255) return '::ffff:' + bytes.slice(12).join('.');
+    const groups = [];
+    for (let i = 0; i < 16; i += 2) groups.push(((bytes[i] << 8) | bytes[i + 1]).toString(16));
+    return groups.join(':');
+  };
+  const out = [];
+  for (const [file, addr] of [['/proc/net/tcp', v4], ['/proc/net/tcp6', v6]]) {
+    let table = '';
+    try {
+      table = fs.readFileSync(file, 'utf8');
+    } catch (e) {
+      continue; // no IPv6 in this kernel
+    }
+    for (const line of table.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 4 || f[3] !== '0A') continue;
+      const [host, p] = f[1].split(':');
+      if (parseInt(p, 16) === port) out.push(addr(host));
+    }
+  }
+  return out.sort();
+}
+
 function httpGet(port, urlPath, auth) {
   return new Promise((resolve, reject) => {
     const req = http.get({ host: '127.0.0.1', port, path: urlPath, auth }, (res) => {
@@ -143,10 +176,14 @@ class Broker {
       'log_type all',
       process.getuid && process.getuid() === 0 ? 'user root' : '',
       `listener ${this.mqttPort} 127.0.0.1`,
+      // As docs/console.md says: without socket_domain ipv4, Debian 12's
+      // 2.0.11 (libwebsockets 4.1) listens on every address for a
+      // websockets listener of 127.0.0.1.
       `listener ${this.wsPort} 127.0.0.1`,
+      'socket_domain ipv4',
       'protocol websockets',
     ];
-    if (this.v21) lines.push(`listener ${this.httpPort} 127.0.0.1`, 'protocol http_api', `http_dir ${WWW}`);
+    if (this.v21) lines.push(`listener ${this.httpPort} 127.0.0.1`, 'socket_domain ipv4', 'protocol http_api', `http_dir ${WWW}`);
     else lines.push(`http_dir ${WWW}`);
     if (this.withPlugin) {
       lines.push(`plugin ${PLUGIN}`,
@@ -378,8 +415,14 @@ async function main() {
   const ids = {}; // payload -> letter id
   let expected;
 
-  t.step('the broker with the plugin starts with the console in http_dir', async () => {
+  t.step('the broker with the plugin starts with the console in http_dir, every listener on 127.0.0.1 only', async () => {
     await broker.start();
+    // Issue 38, part 5: the console's listeners bind where the
+    // configuration says, on every broker line.
+    for (const [what, port] of [['mqtt', broker.mqttPort], ['websockets', broker.wsPort], ['http_api', broker.httpPort]]) {
+      const on = listeningOn(port);
+      assert(JSON.stringify(on) === JSON.stringify(['127.0.0.1']), `the ${what} listener on port ${port} listens on ${on.join(', ') || 'nothing'}, not 127.0.0.1 alone`);
+    }
     const r = await httpGet(broker.httpPort, '/', v21 ? `operator:${USERS.operator}` : undefined);
     assert(r.status === 200 && r.body.includes('<title>mosquitto-dlq console</title>'), `GET / gave ${r.status}: ${r.body.slice(0, 120)}`);
     const lib = await httpGet(broker.httpPort, '/vendor/mqtt.min.js', v21 ? `operator:${USERS.operator}` : undefined);
