@@ -7,9 +7,10 @@
 // (DLQ_C_WORKER, logged in) fails the odd numbers of 1..6, so three dead
 // letters are kept before the page opens; Debian's chromium (CHROMIUM),
 // headless, driven by puppeteer-core, logs in with the keyboard and the
-// test reads the page as an operator would: every listener bound to
-// 127.0.0.1 alone, the policies with their ack_timeout, the counters, the
-// letters with their reasons and payloads,
+// test reads the page as an operator would: the policies with their
+// ack_timeout, the counters (dead letters by cause among them), the
+// letters with their reasons, causes and payloads, the cause filter, the
+// charts split by cause, every listener bound to 127.0.0.1 alone,
 // a redrive the worker receives again, a delete behind its confirmation,
 // an ACK, a final NACK and an ack timeout on a second policy, and the
 // errors said in words (a wrong password, a broker without the plugin, no
@@ -516,6 +517,10 @@ async function main() {
       assert(shown === String(expected[k]), `${k}: the page shows ${shown}, the plugin ${expected[k]}`);
     }
     assert((await counter(page, 'keptDeadLetters')) === '3', 'not 3 kept');
+    // Dead letters by cause: the plugin's deadLettersByCause, the causes it counted.
+    assert(expected.deadLettersByCause && expected.deadLettersByCause.nack === 3, `deadLettersByCause: ${JSON.stringify(expected.deadLettersByCause)}`);
+    assert((await counter(page, 'deadLettersByCause')) === 'nack 3', `numbers by cause: ${await counter(page, 'deadLettersByCause')}`);
+    assert((await counter(page, 'deadLettersByCause', 'slow/#')) === 'none', `slow/# by cause: ${await counter(page, 'deadLettersByCause', 'slow/#')}`);
     assert(expected.nacks === 9 && expected.retryCopies === 6, `the plugin counted ${expected.nacks} NACKs, ${expected.retryCopies} retry copies`);
     // The worker settles nothing but by NACKs, and 1h runs out of nothing.
     assert(expected.acks === 0 && expected.ackTimeouts === 0 && expected.finalNacks === 0,
@@ -541,8 +546,10 @@ async function main() {
     for (const r of rows) {
       assert(r.cells[2] === 'dead/numbers' && r.cells[3] === 'numbers', `row ${r.id}: topics ${r.cells[2]}, ${r.cells[3]}`);
       assert(r.cells[4] === REASON, `row ${r.id}: reason "${r.cells[4]}"`);
-      assert(r.cells[5] === retries.get(r.id) && Number(r.cells[5]) >= 2, `row ${r.id}: retry count ${r.cells[5]}, the plugin's ${retries.get(r.id)}`);
-      assert(r.cells[6] === 'console-test-worker', `row ${r.id}: client ${r.cells[6]}`);
+      // The worker NACKed the last of its three attempts: cause nack.
+      assert(r.cells[5] === 'nack', `row ${r.id}: cause "${r.cells[5]}"`);
+      assert(r.cells[6] === retries.get(r.id) && Number(r.cells[6]) >= 2, `row ${r.id}: retry count ${r.cells[6]}, the plugin's ${retries.get(r.id)}`);
+      assert(r.cells[7] === 'console-test-worker', `row ${r.id}: client ${r.cells[7]}`);
     }
     assert((await text(page, '#letters-count')).includes('of 3'), `count line: ${await text(page, '#letters-count')}`);
     for (let i = 0; i < rows.length; i++) {
@@ -558,7 +565,7 @@ async function main() {
       ids[payload] = rows[i].id;
       const props = await page.$$eval('#properties tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent).join(' = ')));
       for (const want of ['content-type = text/plain', 'user property “source” = console-test', 'user property “retry-count” = ' + retries.get(rows[i].id),
-        'user property “dead-letter-reason” = ' + REASON]) {
+        'user property “dead-letter-reason” = ' + REASON, 'user property “dead-letter-cause” = nack']) {
         assert(props.includes(want), `letter ${payload}: no property "${want}" among ${props.join('; ')}`);
       }
       assert((await text(page, '#payload-note')).startsWith('UTF-8 text'), 'the payload is not shown as text');
@@ -654,7 +661,8 @@ async function main() {
     assert(JSON.stringify(got) === JSON.stringify(['slow/ack-me', 'slow/give-up', 'slow/ignore-me']), `the sleeper got ${got.join(', ')}`);
     await waitFor('the row to show the ack timeout', async () => (await counter(page, 'ackTimeouts', 'slow/#')) === '1');
     await waitFor('the slow/# row as the plugin has it', async () => !(await rowDiffers(page, control, 'slow/#')));
-    for (const [k, v] of [['acks', '1'], ['nacks', '1'], ['finalNacks', '1'], ['ackTimeouts', '1'], ['awaitingAck', '0'], ['deadLetters', '2']]) {
+    for (const [k, v] of [['acks', '1'], ['nacks', '1'], ['finalNacks', '1'], ['ackTimeouts', '1'], ['awaitingAck', '0'], ['deadLetters', '2'],
+      ['deadLettersByCause', 'final 1, ack_timeout 1']]) {
       assert((await counter(page, k, 'slow/#')) === v, `slow/# ${k}: the page shows ${await counter(page, k, 'slow/#')}, not ${v}`);
     }
     assert(!(await rowDiffers(page, control, 'numbers')), `numbers: ${await rowDiffers(page, control, 'numbers')}`);
@@ -666,18 +674,61 @@ async function main() {
       `; ${totals.acks} ACK${totals.acks === 1 ? '' : 's'}, 1 ack timeout, 1 final NACK, ${totals.awaitingAck} awaiting ACK now.`));
     // The two dead letters, newest first: the reasons the plugin gave.
     await waitFor('4 rows', async () => (await page.$$('#letters tbody tr.letter')).length === 4);
-    const rows = await page.$$eval('#letters tbody tr.letter', (trs) => trs.slice(0, 2).map((tr) => [...tr.cells].slice(2, 7).map((c) => c.textContent)));
+    const rows = await page.$$eval('#letters tbody tr.letter', (trs) => trs.slice(0, 2).map((tr) => [...tr.cells].slice(2, 8).map((c) => c.textContent)));
     const late = `subscriber "${SLEEPER}" did not acknowledge it within ${SLOW_ACK_TIMEOUT}`;
     const listed = (await control.run({ command: 'listDeadLetters', order: 'newest', filter: 'slow/#' })).letters;
-    const want = [['slow/ignore-me', late], ['slow/give-up', FINAL_REASON]].map(([topic, reason], i) =>
-      ['dead/slow', topic, reason, String(listed[i] && listed[i].retryCount), SLEEPER]);
+    const want = [['slow/ignore-me', late, 'ack_timeout'], ['slow/give-up', FINAL_REASON, 'final']].map(([topic, reason, cause], i) =>
+      ['dead/slow', topic, reason, cause, String(listed[i] && listed[i].retryCount), SLEEPER]);
     assert(JSON.stringify(rows) === JSON.stringify(want), `the newest rows: ${JSON.stringify(rows)}, not ${JSON.stringify(want)}`);
     const c = await lowContrast(page);
     assert(c.out.length === 0, `contrast: ${c.out.join('; ')}`);
-    // Seventeen columns, yet no sideways scrolling at 1280 px.
-    const wider = await page.evaluate(() => [document.documentElement.scrollWidth, document.getElementById('policies').offsetWidth, window.innerWidth]);
-    assert(wider[0] <= wider[2] && wider[1] <= wider[2], `the page is ${wider[0]} px wide, the policies ${wider[1]} px, the window ${wider[2]} px`);
+    // Eighteen columns, yet no sideways scrolling at 1280 px, of the page
+    // or of the policies' own region.
+    const wider = await page.evaluate(() => [document.documentElement.scrollWidth, document.getElementById('policies').offsetWidth, window.innerWidth,
+      document.getElementById('policies').parentElement.clientWidth]);
+    assert(wider[0] <= wider[2] && wider[1] <= wider[2] && wider[1] <= wider[3],
+      `the page is ${wider[0]} px wide, the policies ${wider[1]} px, their region ${wider[3]} px, the window ${wider[2]} px`);
     await shot(page, '07-ack-timeout.png');
+  });
+
+  t.step('the letters of one cause: the filter offers the plugin\'s causes and lists only the final NACK\'s', async () => {
+    const words = Object.keys((await control.run({ command: 'getStatus' })).totals.deadLettersByCause);
+    const offered = await page.$$eval('#filter-cause option', (os) => os.map((o) => o.value));
+    assert(JSON.stringify(offered) === JSON.stringify(['', ...words]), `cause choices: ${offered.join(', ')}; the plugin's: ${words.join(', ')}`);
+    await page.select('#filter-cause', 'final');
+    await page.click('#apply-filter');
+    await waitFor('one row, the final NACK\'s', async () => {
+      const r = await page.$$eval('#letters tbody tr.letter', (trs) => trs.map((tr) => [tr.cells[3].textContent, tr.cells[5].textContent]));
+      return JSON.stringify(r) === JSON.stringify([['slow/give-up', 'final']]);
+    });
+    assert((await text(page, '#letters-count')).includes('of 1'), `count line: ${await text(page, '#letters-count')}`);
+    const listed = (await control.run({ command: 'listDeadLetters', cause: 'final' })).letters;
+    assert(listed.length === 1 && listed[0].cause === 'final', `the plugin lists ${JSON.stringify(listed)}`);
+    await page.select('#filter-cause', 'offline_qos0');
+    await page.click('#apply-filter');
+    await waitFor('no rows', async () => (await text(page, '#letters-count')) === 'No dead letters kept that match the filter.');
+    await page.select('#filter-cause', '');
+    await page.click('#apply-filter');
+    await waitFor('4 rows again', async () => (await page.$$('#letters tbody tr.letter')).length === 4);
+  });
+
+  t.step('the charts split by cause: a line per cause with dead letters in the hour, and the words by cause', async () => {
+    await page.click('#chart-by-cause');
+    await waitFor('slow/#\'s chart by cause', async () => (await text(page, '#chart-words-1')).includes(
+      'last hour: 1 NACK, 2 dead letters (final 1, ack_timeout 1), 1 ack timeout.'));
+    const lines = await page.$$eval('#charts svg', (svgs) => svgs.map((svg) => [...svg.querySelectorAll('polyline')].map((l) => l.getAttribute('class'))));
+    assert(JSON.stringify(lines) === JSON.stringify([['series-nacks', 'series-cause-nack', 'series-ackTimeouts'],
+      ['series-nacks', 'series-cause-final', 'series-cause-ack_timeout', 'series-ackTimeouts']]), `chart lines by cause: ${JSON.stringify(lines)}`);
+    const keys = await page.$$eval('#charts .legend', (ps) => ps.map((p) => [...p.children].map((e) => e.textContent)));
+    assert(JSON.stringify(keys) === JSON.stringify([['nack dead letters'], ['final dead letters', 'ack_timeout dead letters']]), `the charts' keys: ${JSON.stringify(keys)}`);
+    const name = await page.$eval('#chart-0', (e) => e.getAttribute('aria-label'));
+    assert(name.endsWith('last hour: 3 NACKs, 1 dead letter (nack 1), 0 ack timeouts.'), `numbers' chart by cause: ${name}`);
+    const c = await lowContrast(page);
+    assert(c.out.length === 0, `contrast: ${c.out.join('; ')}`);
+    await shot(page, '07b-by-cause.png');
+    await page.click('#chart-by-cause');
+    await waitFor('the chart back to three lines', async () => (await page.$$('#chart-1 polyline')).length === 3);
+    assert((await text(page, '#chart-words-1')).includes('last hour: 1 NACK, 2 dead letters, 1 ack timeout.'), `words: ${await text(page, '#chart-words-1')}`);
   });
 
   t.step('a broker without the plugin: the page says so', async () => {

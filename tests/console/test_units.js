@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause
 //
 // The console's broker-independent parts in node, without a browser:
-// format.js (sizes, counters, ack_timeout, the totals, payload as text or
-// hex, properties, login errors), rates.js (per-minute growth of NACKs,
-// dead letters and ack timeouts from successive getStatus replies, resets,
-// the hour's window), chart.js's words and key, and letters.js's paging.
+// format.js (sizes, counters, ack_timeout, the totals, dead letters by
+// cause, payload as text or hex, properties, login errors), rates.js
+// (per-minute growth of NACKs, dead letters, also by cause, and ack timeouts
+// from successive getStatus replies, resets, the hour's window), chart.js's
+// words, lines (split by cause) and key, and letters.js's paging and filters.
 'use strict';
 
 const path = require('path');
@@ -51,6 +52,12 @@ t.step('format: a counter, a policy\'s ack_timeout, and the totals of all polici
   // A plugin older than the page: dashes, not "undefined".
   eq(format.totals({ deadLetters: 0, keptDeadLetters: 0, keptDeadLetterBytes: 0, redriven: 0, pending: 0 }),
     'All policies: 0 dead letters, 0 kept (0 B), 0 redriven, 0 pending; — ACKs, — ack timeouts, — final NACKs, — awaiting ACK now.', 'older plugin');
+});
+
+t.step('format: dead letters by cause in words, the causes with any in the plugin\'s order', () => {
+  eq(format.byCause({ nack: 2, final: 0, ack_timeout: 1, unknown: 0 }), 'nack 2, ack_timeout 1', 'some');
+  eq(format.byCause({ nack: 0, final: 0 }), 'none', 'none');
+  eq([format.byCause(undefined), format.byCause(7)], ['—', '—'], 'a plugin older than the page');
 });
 
 t.step('format: properties as name and value', () => {
@@ -113,6 +120,33 @@ t.step('chart: the lines are rates.js\'s series; the key, the heading and the ac
   eq(chart.summary([]), 'This minute: 0 NACKs, 0 dead letters, 0 ack timeouts; last hour: 0 NACKs, 0 dead letters, 0 ack timeouts.', 'no minutes');
 });
 
+t.step('rates and chart: dead letters by cause per minute; split, a line per cause with any in the hour', () => {
+  const r = new Rates(60);
+  const t0 = 4000 * MIN;
+  const by = (deadLetters, causes) => ({ policies: [{ filter: 'a/#', nacks: 0, deadLetters, ackTimeouts: 0,
+    deadLettersByCause: Object.assign({ nack: 0, final: 0, ack_timeout: 0, restart: 0 }, causes) }] });
+  r.add(by(5, { nack: 5 }), t0);                     // the base
+  r.add(by(7, { nack: 6, final: 1 }), t0 + 1);       // minute 0: nack +1, final +1
+  r.add(by(8, { nack: 6, final: 1, ack_timeout: 1 }), t0 + MIN); // minute 1: ack_timeout +1
+  r.add(by(1, { final: 1 }), t0 + MIN + 1);          // reset: final +1
+  eq(r.causes, ['nack', 'final', 'ack_timeout', 'restart'], 'the causes, in the plugin\'s order');
+  const s = r.series('a/#', t0 + MIN + 2);
+  eq(s.slice(-2).map((m) => m.deadLettersByCause), [{ nack: 1, final: 1, ack_timeout: 0, restart: 0 },
+    { nack: 0, final: 1, ack_timeout: 1, restart: 0 }], 'by cause, last two minutes (a reset counts all of final)');
+  eq(s.slice(-2).map((m) => m.deadLetters), [2, 2], 'dead letters');
+  eq(chart.summary(s), 'This minute: 0 NACKs, 2 dead letters, 0 ack timeouts; last hour: 0 NACKs, 4 dead letters, 0 ack timeouts.', 'words');
+  eq(chart.summary(s, true), 'This minute: 0 NACKs, 2 dead letters (final 1, ack_timeout 1), 0 ack timeouts; ' +
+    'last hour: 0 NACKs, 4 dead letters (nack 1, final 2, ack_timeout 1), 0 ack timeouts.', 'words by cause');
+  const lines = chart.linesFor(s, r.causes);
+  eq(lines.map((l) => l.key), ['nacks', 'cause-nack', 'cause-final', 'cause-ack_timeout', 'ackTimeouts'], 'lines by cause: none for restart');
+  eq(lines.filter((l) => l.cause).map((l) => l.label), ['nack dead letters', 'final dead letters', 'ack_timeout dead letters'], 'their key');
+  eq(new Set(lines.map((l) => l.color)).size, lines.length, 'each line its own colour');
+  eq(new Set(lines.map((l) => l.dash)).size, lines.length, 'each line its own dashes');
+  eq(chart.linesFor(s, null), chart.LINES, 'not split');
+  eq(new Set(chart.CAUSE_LOOKS.map((l) => l.color)).size, chart.CAUSE_LOOKS.length, 'the cause looks differ');
+  eq(chart.CAUSE_LOOKS.length >= 9, true, 'a look for each of the nine causes');
+});
+
 t.step('rates: minutes older than the hour are dropped', () => {
   const r = new Rates(60);
   const t0 = 2000 * MIN;
@@ -146,6 +180,10 @@ t.step('letters: paging by the plugin\'s cursor, filters, and the count line', (
   eq(p.selected.size, 0, 'a new filter clears the selection');
   p.took({ letters: [], matched: 0 });
   eq(p.describe(), 'No dead letters kept that match the filter.', 'empty words');
+  p.setFilter('', '', 'ack_timeout');
+  eq(p.command(), { command: 'listDeadLetters', order: 'newest', limit: letters.PAGE, cause: 'ack_timeout' }, 'one cause');
+  p.took({ letters: [], matched: 0 });
+  eq(p.describe(), 'No dead letters kept that match the filter.', 'empty words for a cause');
 });
 
 t.run().then((ok) => process.exit(ok ? 0 : 1));

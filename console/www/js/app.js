@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The console's page: login, then every 2 s a getStatus that refreshes the
- * policies' counters and the charts, and the letters' page when the store
+ * policies' counters (dead letters by cause among them) and the charts
+ * (split by cause on demand), and the letters' page when the store
  * changed; one letter's details on click; redrive and delete of the ticked
  * letters after a confirmation. Every failure is said in #alert.
  */
@@ -14,7 +15,7 @@
 	const cell = D.letters.cell;
 	/* A policy's getStatus counters, in the columns' order. */
 	const COUNTERS = ['tracked', 'acks', 'nacks', 'finalNacks', 'ackTimeouts', 'awaitingAck', 'retryCopies', 'delayed',
-		'deadLetters', 'keptDeadLetters', 'keptDeadLetterBytes', 'subscribersWithoutNack'];
+		'deadLetters', 'deadLettersByCause', 'keptDeadLetters', 'keptDeadLetterBytes', 'subscribersWithoutNack'];
 
 	const state = {
 		control: null,
@@ -25,6 +26,8 @@
 		polling: false,
 		storeMark: null, /* what the store looked like when the letters were last read */
 		detailsId: null,
+		lastStatus: null,
+		byCause: false,  /* the charts split the dead letters by cause */
 	};
 
 	function say(text) { $('alert').textContent = text || ''; }
@@ -101,6 +104,7 @@
 		state.control = null;
 		state.rates = new D.Rates(60);
 		state.pages = new D.letters.LetterPages();
+		state.lastStatus = null;
 		$('console').hidden = true;
 		$('login').hidden = false;
 		$('disconnect').hidden = true;
@@ -122,6 +126,20 @@
 		}
 	}
 
+	/* The cause filter's choices: the words of getStatus's
+	 * deadLettersByCause, in the plugin's order, once. */
+	function fillCauseFilter(status) {
+		const sel = $('filter-cause');
+		const by = status.totals && status.totals.deadLettersByCause;
+		if (sel.length > 1 || !by || typeof by !== 'object') return;
+		for (const w of Object.keys(by)) {
+			const o = document.createElement('option');
+			o.value = w;
+			o.textContent = w;
+			sel.appendChild(o);
+		}
+	}
+
 	function buildCharts() {
 		const box = $('charts');
 		box.textContent = '';
@@ -131,11 +149,17 @@
 			cap.textContent = p.filter + ' → ' + p.deadLetter;
 			const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
 			svg.id = 'chart-' + i;
+			/* Split by cause: the key of this chart's cause lines. */
+			const key = document.createElement('p');
+			key.className = 'legend';
+			key.id = 'chart-key-' + i;
+			key.setAttribute('aria-hidden', 'true');
 			const words = document.createElement('p');
 			words.className = 'hint';
 			words.id = 'chart-words-' + i;
 			fig.appendChild(cap);
 			fig.appendChild(svg);
+			fig.appendChild(key);
 			fig.appendChild(words);
 			box.appendChild(fig);
 		});
@@ -160,13 +184,20 @@
 			ack.dataset.field = 'ackTimeout';
 			tr.appendChild(ack);
 			for (const k of COUNTERS) {
-				const c = cell(k === 'keptDeadLetterBytes' ? D.format.bytes(s[k]) : D.format.counter(s[k]), 'num');
+				const c = k === 'deadLettersByCause' ? cell(D.format.byCause(s[k]), 'by-cause')
+					: cell(k === 'keptDeadLetterBytes' ? D.format.bytes(s[k]) : D.format.counter(s[k]), 'num');
 				c.dataset.counter = k;
 				tr.appendChild(c);
 			}
 			tbody.appendChild(tr);
 			const svg = $('chart-' + i);
-			if (svg) $('chart-words-' + i).textContent = D.chart.render(svg, state.rates.series(p.filter, Date.now()), p.filter);
+			if (svg) {
+				const series = state.rates.series(p.filter, Date.now());
+				const causes = state.byCause ? state.rates.causes : null;
+				$('chart-words-' + i).textContent = D.chart.render(svg, series, p.filter, causes);
+				const lines = causes ? D.chart.linesFor(series, causes).filter((l) => l.cause) : [];
+				D.chart.legend($('chart-key-' + i), lines);
+			}
 		});
 		$('updated').textContent = 'Live: updated ' + D.format.time(Date.now()) + ' every ' + POLL_MS / 1000 + ' s. ' +
 			D.format.totals(status.totals);
@@ -178,6 +209,8 @@
 		try {
 			const status = await state.control.run({ command: 'getStatus' });
 			state.rates.add(status, Date.now());
+			state.lastStatus = status;
+			fillCauseFilter(status);
 			renderStatus(status);
 			const t = status.totals || {};
 			const mark = t.keptDeadLetters + '/' + t.deadLetters + '/' + t.redriven + '/' + t.keptDeadLetterBytes;
@@ -291,8 +324,12 @@
 		$('disconnect').addEventListener('click', disconnect);
 		$('letter-filter').addEventListener('submit', (ev) => {
 			ev.preventDefault();
-			state.pages.setFilter($('filter-policy').value, $('filter-reason').value.trim());
+			state.pages.setFilter($('filter-policy').value, $('filter-reason').value.trim(), $('filter-cause').value);
 			loadLetters();
+		});
+		$('chart-by-cause').addEventListener('change', () => {
+			state.byCause = $('chart-by-cause').checked;
+			if (state.lastStatus) renderStatus(state.lastStatus);
 		});
 		$('page-older').addEventListener('click', () => { if (state.pages.older()) loadLetters(); });
 		$('page-newer').addEventListener('click', () => { if (state.pages.newer()) loadLetters(); });

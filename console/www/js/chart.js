@@ -3,7 +3,9 @@
  * One policy's chart: NACKs, dead letters and ack timeouts per minute over
  * the last hour (rates.js's series), as an SVG of a line each (LINES) and
  * their key, with the figures also in words (the chart's accessible name
- * and the caption under it) for those who do not see it.
+ * and the caption under it) for those who do not see it. Split by cause,
+ * the dead letters are drawn as a line per dead-letter cause that had any
+ * in the hour (CAUSE_LOOKS), and the words say each cause's count.
  */
 (function (root) {
 	'use strict';
@@ -19,6 +21,20 @@
 		{ key: 'deadLetters', one: 'dead letter', label: 'dead letters', color: '#a4161a', dash: '6 3', style: 'dashed' },
 		{ key: 'ackTimeouts', one: 'ack timeout', label: 'ack timeouts', color: '#a65e00', dash: '2 3', style: 'dotted' },
 	];
+	/* The looks of the cause lines, given out in the order of the causes
+	 * (the plugin's): colours of 3:1 and more against the white, none the
+	 * NACKs' or ack timeouts', and dashes of their own. */
+	const CAUSE_LOOKS = [
+		{ color: '#a4161a', dash: '6 3', style: 'dashed' },
+		{ color: '#6a1b9a', dash: '10 3', style: 'dashed' },
+		{ color: '#00695c', dash: '1 3', style: 'dotted' },
+		{ color: '#ad1457', dash: '8 3 2 3', style: 'dashed' },
+		{ color: '#37474f', dash: '4 4', style: 'dashed' },
+		{ color: '#2e7d32', dash: '12 2', style: 'dashed' },
+		{ color: '#4527a0', dash: '3 6', style: 'dotted' },
+		{ color: '#6d4c41', dash: '6 2 1 2', style: 'dashed' },
+		{ color: '#c2185b', dash: '2 2', style: 'dotted' },
+	];
 
 	function el(name, attrs, text) {
 		const e = document.createElementNS(NS, name);
@@ -28,19 +44,51 @@
 	}
 
 	const count = (n, one, many) => n + ' ' + (n === 1 ? one : many);
-	/* "3 NACKs, 1 dead letter, 0 ack timeouts" for m's figures. */
-	const words = (m) => LINES.map((l) => count(m[l.key] || 0, l.one, l.label)).join(', ');
+	/* A minute's (or the hour's) figure for one line. */
+	const value = (m, line) => (line.cause ? (m.deadLettersByCause || {})[line.cause] : m[line.key]) || 0;
+	/* "nack 2, final 1": the causes with dead letters in m. */
+	const causeWords = (m) => Object.keys(m.deadLettersByCause || {}).filter((w) => m.deadLettersByCause[w] > 0)
+		.map((w) => w + ' ' + m.deadLettersByCause[w]).join(', ');
+	/* "3 NACKs, 1 dead letter, 0 ack timeouts" for m's figures; split by
+	 * cause, "3 NACKs, 2 dead letters (nack 1, final 1), 0 ack timeouts". */
+	const words = (m, split) => LINES.map((l) => {
+		const said = count(value(m, l), l.one, l.label);
+		const by = split && l.key === 'deadLetters' ? causeWords(m) : '';
+		return by ? said + ' (' + by + ')' : said;
+	}).join(', ');
 	/* "NACKs, dead letters and ack timeouts": what the chart draws. */
 	const what = () => {
 		const names = LINES.map((l) => l.label);
 		return names.slice(0, -1).join(', ') + ' and ' + names[names.length - 1];
 	};
 
-	function summary(series) {
-		const last = series[series.length - 1] || {};
-		const hour = {};
+	/* The hour's sums of series: each line's, and each cause's. */
+	function hourOf(series) {
+		const hour = { deadLettersByCause: {} };
 		for (const l of LINES) hour[l.key] = series.reduce((a, m) => a + (m[l.key] || 0), 0);
-		return 'This minute: ' + words(last) + '; last hour: ' + words(hour) + '.';
+		for (const m of series) {
+			for (const w of Object.keys(m.deadLettersByCause || {})) {
+				hour.deadLettersByCause[w] = (hour.deadLettersByCause[w] || 0) + m.deadLettersByCause[w];
+			}
+		}
+		return hour;
+	}
+
+	/* split: the dead letters said by cause too. */
+	function summary(series, split) {
+		const last = series[series.length - 1] || {};
+		return 'This minute: ' + words(last, split) + '; last hour: ' + words(hourOf(series), split) + '.';
+	}
+
+	/* The lines drawn: LINES, or split by cause (causes: the words, in the
+	 * plugin's order), the dead letters' line replaced by a line per cause
+	 * with dead letters in the hour. */
+	function linesFor(series, causes) {
+		if (!causes) return LINES;
+		const hour = hourOf(series).deadLettersByCause;
+		const byCause = causes.map((w, i) => Object.assign({ key: 'cause-' + w, cause: w, one: w + ' dead letter', label: w + ' dead letters' },
+			CAUSE_LOOKS[i % CAUSE_LOOKS.length])).filter((l) => hour[l.cause] > 0);
+		return [LINES[0], ...byCause, LINES[2]];
 	}
 
 	/* The chart's accessible name: what it draws, for whom, and the figures. */
@@ -48,15 +96,17 @@
 		return what() + ' per minute for ' + filter + ', last hour. ' + said;
 	}
 
-	/* Draws series into svg (emptied first); returns the summary text. */
-	function render(svg, series, filter) {
+	/* Draws series into svg (emptied first), split by cause when causes
+	 * (the cause words) is given; returns the summary text. */
+	function render(svg, series, filter, causes) {
 		while (svg.firstChild) svg.removeChild(svg.firstChild);
 		svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
 		svg.setAttribute('role', 'img');
-		const said = summary(series);
+		const said = summary(series, !!causes);
 		svg.setAttribute('aria-label', label(filter, said));
+		const lines = linesFor(series, causes);
 		let max = 1;
-		for (const m of series) for (const l of LINES) max = Math.max(max, m[l.key] || 0);
+		for (const m of series) for (const l of lines) max = Math.max(max, value(m, l));
 		const x = (i) => L + (i * (W - L - R)) / Math.max(1, series.length - 1);
 		const y = (v) => T + (H - T - B) * (1 - v / max);
 		svg.appendChild(el('line', { x1: L, y1: y(0), x2: W - R, y2: y(0), stroke: '#595959' }));
@@ -65,8 +115,8 @@
 		svg.appendChild(el('text', { x: L - 4, y: y(0), 'text-anchor': 'end', 'font-size': 12, fill: '#333' }, '0'));
 		svg.appendChild(el('text', { x: L, y: H - 6, 'font-size': 12, fill: '#333' }, '60 min ago'));
 		svg.appendChild(el('text', { x: W - R, y: H - 6, 'text-anchor': 'end', 'font-size': 12, fill: '#333' }, 'now (per minute)'));
-		for (const line of LINES) {
-			const pts = series.map((m, i) => x(i).toFixed(1) + ',' + y(m[line.key] || 0).toFixed(1)).join(' ');
+		for (const line of lines) {
+			const pts = series.map((m, i) => x(i).toFixed(1) + ',' + y(value(m, line)).toFixed(1)).join(' ');
 			const attrs = { points: pts, fill: 'none', stroke: line.color, 'stroke-width': 2, 'class': 'series-' + line.key };
 			if (line.dash) attrs['stroke-dasharray'] = line.dash;
 			svg.appendChild(el('polyline', attrs));
@@ -74,10 +124,11 @@
 		return said;
 	}
 
-	/* The lines' key (box emptied first), in the colours render draws. */
-	function legend(box) {
+	/* The lines' key (box emptied first), in the colours render draws:
+	 * LINES, or the lines given (a chart's cause lines). */
+	function legend(box, lines) {
 		box.textContent = '';
-		for (const line of LINES) {
+		for (const line of lines || LINES) {
 			const item = document.createElement('span');
 			const swatch = document.createElement('span');
 			swatch.className = 'swatch';
@@ -94,5 +145,5 @@
 		return what() + ' per minute, last hour';
 	}
 
-	root.chart = { LINES, render, summary, label, legend, title };
+	root.chart = { LINES, CAUSE_LOOKS, render, summary, label, legend, title, linesFor };
 })(typeof module !== 'undefined' ? module.exports : (window.DlqConsole = window.DlqConsole || {}));

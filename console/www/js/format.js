@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Turning what the plugin answers into words and text for the page: sizes,
- * times, a counter, a policy's ack_timeout, the totals of all policies, a
- * payload as text or hex, a property as one line, and an error (from the
- * connection, a publish or a command) as a sentence an operator can act
- * on. No DOM here: tests/console/test_units.js checks it in node.
+ * times, a counter, a policy's ack_timeout, the totals of all policies,
+ * dead letters by cause, a payload as text or hex, a property as one line,
+ * and an error (from the connection, a publish or a command) as a sentence
+ * an operator can act on. No DOM here: tests/console/test_units.js checks it in node.
  */
 (function (root) {
 	'use strict';
@@ -41,6 +41,16 @@
 			' kept (' + bytes(t.keptDeadLetterBytes) + '), ' + counter(t.redriven) + ' redriven, ' + counter(t.pending) + ' pending; ' +
 			count(t.acks, 'ACK', 'ACKs') + ', ' + count(t.ackTimeouts, 'ack timeout', 'ack timeouts') + ', ' +
 			count(t.finalNacks, 'final NACK', 'final NACKs') + ', ' + counter(t.awaitingAck) + ' awaiting ACK now.';
+	}
+
+	/* getStatus's deadLettersByCause (a policy's or the totals') in words,
+	 * the causes with dead letters in the plugin's order: "nack 2, final 1";
+	 * "none" when every one is 0; a dash when the reply has none (a plugin
+	 * older than the page). */
+	function byCause(by) {
+		if (!by || typeof by !== 'object') return '—';
+		const some = Object.keys(by).filter((w) => typeof by[w] === 'number' && by[w] > 0);
+		return some.length ? some.map((w) => w + ' ' + by[w]).join(', ') : 'none';
 	}
 
 	/* "2026-12-03 07:04:05" in the browser's own time zone. */
@@ -133,5 +143,5 @@
 		return null;
 	}
 
-	root.format = { bytes, counter, ackTimeout, totals, time, base64ToBytes, hexDump, payloadView, property, connectError, brokerUrlError };
+	root.format = { bytes, counter, ackTimeout, totals, byCause, time, base64ToBytes, hexDump, payloadView, property, connectError, brokerUrlError };
 })(typeof module !== 'undefined' ? module.exports : (window.DlqConsole = window.DlqConsole || {}));

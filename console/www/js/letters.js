@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The kept dead letters: the page being shown (listDeadLetters, newest
- * first, paged by the plugin's cursor), which letters are ticked, and the
+ * first, paged by the plugin's cursor, filtered by policy, reason and
+ * dead-letter cause), which letters are ticked, and the
  * DOM of the table, of one letter's details and of an action's results.
  * Everything a client controls (topics, reasons, payloads, properties)
  * goes into the page as text (textContent), never as markup.
@@ -19,7 +20,7 @@
 			this.index = 0;
 			this.next = null;       /* the current page's "next", or null: last page */
 			this.matched = null;    /* from the first page */
-			this.filter = { policy: '', reason: '' };
+			this.filter = { policy: '', reason: '', cause: '' };
 			this.selected = new Set();
 		}
 
@@ -28,6 +29,7 @@
 			if (this.cursors[this.index] !== null) c.cursor = this.cursors[this.index];
 			if (this.filter.policy) c.filter = this.filter.policy;
 			if (this.filter.reason) c.reason = this.filter.reason;
+			if (this.filter.cause) c.cause = this.filter.cause;
 			return c;
 		}
 
@@ -51,8 +53,9 @@
 			return true;
 		}
 
-		setFilter(policy, reason) {
-			this.filter = { policy, reason };
+		/* cause: a dead-letter cause's word, or '' for any. */
+		setFilter(policy, reason, cause) {
+			this.filter = { policy, reason, cause: cause || '' };
 			this.cursors = [null];
 			this.index = 0;
 			this.selected.clear();
@@ -62,7 +65,8 @@
 		describe() {
 			const n = (this.letters || []).length;
 			const from = this.index * PAGE + 1;
-			if (this.matched === 0) return 'No dead letters kept' + (this.filter.policy || this.filter.reason ? ' that match the filter.' : '.');
+			const filtered = this.filter.policy || this.filter.reason || this.filter.cause;
+			if (this.matched === 0) return 'No dead letters kept' + (filtered ? ' that match the filter.' : '.');
 			if (n === 0) return 'No letters on this page.';
 			return 'Letters ' + from + '–' + (from + n - 1) + ' of ' + this.matched + ', newest first.';
 		}
@@ -97,6 +101,7 @@
 			tr.appendChild(td(l.deadLetter));
 			tr.appendChild(td(l.originTopic));
 			tr.appendChild(td(l.reason || '(none given)', 'reason'));
+			tr.appendChild(td(l.cause || '—', 'cause'));
 			tr.appendChild(td(String(l.retryCount), 'num'));
 			tr.appendChild(td(l.client || '—'));
 			const open = document.createElement('td');
@@ -119,7 +124,7 @@
 		els.fields.textContent = '';
 		const rows = [
 			['Dead-letter topic', l.deadLetter], ['Origin topic', l.originTopic], ['Policy', l.filter],
-			['Reason', l.reason || '(none given)'], ['Retry count', String(l.retryCount)], ['Client', l.client || '—'],
+			['Reason', l.reason || '(none given)'], ['Cause', l.cause || '—'], ['Retry count', String(l.retryCount)], ['Client', l.client || '—'],
 			['Time', format.time(l.timeMs) + ' (' + l.time + ')'], ['QoS', String(l.qos)],
 			['Origin dlq-id', l.originId], ['Letter id', l.id],
 		];

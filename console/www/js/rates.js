@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * NACKs, dead letters and ack timeouts per minute, per policy, over the
- * last hour, from the counters of successive getStatus replies. The page
- * keeps them (the plugin keeps totals only): each reply's growth since the
- * one before is added to the minute it arrived in. A counter that went down
- * (reset with resetCounters, or a broker restart) starts again from zero:
- * its whole value is that sample's growth. The first reply only sets the
- * base, so what happened before the page was opened is not drawn as one
- * spike. A counter a reply lacks (a plugin older than it) counts as 0.
+ * NACKs, dead letters (also by cause) and ack timeouts per minute, per
+ * policy, over the last hour, from the counters of successive getStatus
+ * replies. The page keeps them (the plugin keeps totals only): each reply's
+ * growth since the one before is added to the minute it arrived in. A
+ * counter that went down (reset with resetCounters, or a broker restart)
+ * starts again from zero: its whole value is that sample's growth. The
+ * first reply only sets the base, so what happened before the page was
+ * opened is not drawn as one spike. A counter a reply lacks (a plugin older
+ * than it) counts as 0. Dead letters by cause come from a policy's
+ * deadLettersByCause, one counter per cause word, in the plugin's order;
+ * they are reset with the dead letters they add up to.
  */
 (function (root) {
 	'use strict';
@@ -19,14 +22,19 @@
 	const zero = () => {
 		const m = {};
 		for (const s of SERIES) m[s] = 0;
+		m.deadLettersByCause = {};
 		return m;
 	};
+
+	/* A counter's growth from prev to cur (a reset: cur is all of it). */
+	const growth = (cur, prev) => (cur >= prev ? cur - prev : cur);
 
 	class Rates {
 		constructor(minutes) {
 			this.minutes = minutes || 60;
-			this.last = new Map();    /* filter -> the SERIES counters of the last reply */
-			this.buckets = new Map(); /* filter -> Map(minute index -> growth of each of SERIES) */
+			this.last = new Map();    /* filter -> the SERIES counters (and by cause) of the last reply */
+			this.buckets = new Map(); /* filter -> Map(minute index -> growth of each of SERIES, and by cause) */
+			this.causes = [];         /* every cause word a reply named, in the plugin's order */
 		}
 
 		/* status: a getStatus reply's data; nowMs: when it arrived. */
@@ -36,13 +44,28 @@
 				const prev = this.last.get(p.filter);
 				const cur = zero();
 				for (const s of SERIES) cur[s] = typeof p[s] === 'number' ? p[s] : 0;
+				const by = p.deadLettersByCause && typeof p.deadLettersByCause === 'object' ? p.deadLettersByCause : {};
+				for (const w of Object.keys(by)) {
+					if (typeof by[w] !== 'number') continue;
+					cur.deadLettersByCause[w] = by[w];
+					if (!this.causes.includes(w)) this.causes.push(w);
+				}
 				this.last.set(p.filter, cur);
 				if (!prev) continue;
 				let b = this.buckets.get(p.filter);
 				if (!b) this.buckets.set(p.filter, (b = new Map()));
 				let m = b.get(minute);
 				if (!m) b.set(minute, (m = zero()));
-				for (const s of SERIES) m[s] += cur[s] >= prev[s] ? cur[s] - prev[s] : cur[s];
+				for (const s of SERIES) m[s] += growth(cur[s], prev[s]);
+				/* The causes reset together with the dead letters they add up
+				 * to: a cause that stayed level across a reset grew by all. */
+				const words = Object.keys(cur.deadLettersByCause);
+				const reset = cur.deadLetters < prev.deadLetters ||
+					words.some((w) => cur.deadLettersByCause[w] < (prev.deadLettersByCause[w] || 0));
+				for (const w of words) {
+					const g = reset ? cur.deadLettersByCause[w] : cur.deadLettersByCause[w] - (prev.deadLettersByCause[w] || 0);
+					if (g) m.deadLettersByCause[w] = (m.deadLettersByCause[w] || 0) + g;
+				}
 			}
 			for (const b of this.buckets.values()) {
 				for (const k of b.keys()) if (k <= minute - this.minutes) b.delete(k);
@@ -50,12 +73,19 @@
 		}
 
 		/* The last hour for one policy, oldest minute first, the current
-		 * (unfinished) minute last: [{minute, nacks, deadLetters, ackTimeouts}]. */
+		 * (unfinished) minute last: [{minute, nacks, deadLetters,
+		 * ackTimeouts, deadLettersByCause: {word: n}}], every cause a reply
+		 * named in each deadLettersByCause, in the plugin's order. */
 		series(filter, nowMs) {
 			const now = Math.floor(nowMs / MINUTE);
 			const b = this.buckets.get(filter) || new Map();
 			const out = [];
-			for (let k = now - this.minutes + 1; k <= now; k++) out.push(Object.assign({ minute: k }, b.get(k) || zero()));
+			for (let k = now - this.minutes + 1; k <= now; k++) {
+				const m = b.get(k) || zero();
+				const by = {};
+				for (const w of this.causes) by[w] = m.deadLettersByCause[w] || 0;
+				out.push(Object.assign({ minute: k }, m, { deadLettersByCause: by }));
+			}
 			return out;
 		}
 	}
