@@ -121,8 +121,15 @@ START_TEST(test_operator_story)
 	ck_assert_msg(msg_user_count(again, "origin") == 1 && !strcmp(msg_user(again, "origin"), "pub-1"),
 			"the redriven message lost the publisher's user property");
 	ck_assert_msg(again->content_type && !strcmp(again->content_type, "text/plain"), "the redriven message's content type");
+	/* A new chain's first delivery (docs/properties.md): retry-count 0,
+	 * where a fresh publish has none, and where it came from. */
+	ck_assert_msg(msg_user(again, DLQ_PROP_RETRY_COUNT) && !strcmp(msg_user(again, DLQ_PROP_RETRY_COUNT), "0"),
+			"the redriven message's retry-count is %s, expected 0", msg_user(again, DLQ_PROP_RETRY_COUNT));
+	ck_assert_msg(msg_user(again, DLQ_PROP_ORIGIN_TOPIC) && !strcmp(msg_user(again, DLQ_PROP_ORIGIN_TOPIC), "jobs/x"),
+			"the redriven message's origin-topic");
 	static const char *const dl_only[] = { DLQ_PROP_DEAD_LETTER_ID, DLQ_PROP_DEAD_LETTER_REASON,
-		DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME };
+		DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME,
+		DLQ_PROP_DEAD_LETTER_CAUSE };
 	for(size_t i = 0; i < ARRAY_LEN(dl_only); i++){
 		ck_assert_msg(msg_user(again, dl_only[i]) == NULL, "the redriven message carries %s", dl_only[i]);
 	}
