@@ -69,6 +69,23 @@ static enum dlq_nack_status nack_full(const char *id, const char *client, const 
 	return res->status;
 }
 
+/* A NACK with the session flag and, when requested_ms is not negative, a
+ * delay of its own. */
+static enum dlq_nack_status nack_with(const char *id, const char *client, bool persists, int64_t requested_ms,
+		struct dlq_nack_result *res)
+{
+	struct dlq_nack n = {
+		.id = id,
+		.id_len = strlen(id),
+		.client = client,
+		.client_persists = persists,
+		.delay_requested = requested_ms >= 0,
+		.delay_ms = requested_ms >= 0 ? (uint64_t)requested_ms : 0,
+	};
+	dlq__nack(&d, &n, res);
+	return res->status;
+}
+
 static enum dlq_nack_status nack(const char *id, const char *client)
 {
 	struct dlq_nack_result res;
@@ -141,6 +158,13 @@ static const char *const dead_letter_names[] = {
 	DLQ_PROP_DEAD_LETTER_ID,
 };
 
+/* A dead letter's names when its publisher set a "trace" property. */
+static const char *const traced_dead_letter_names[] = {
+	"trace", DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID, DLQ_PROP_DEAD_LETTER_REASON,
+	DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME, DLQ_PROP_DEAD_LETTER_CAUSE,
+	DLQ_PROP_DEAD_LETTER_ID,
+};
+
 /* The dlq-id a retry copy was stamped with, copied out. */
 static void copy_id(size_t i, char out[DLQ_ID_LEN + 1])
 {
@@ -148,6 +172,47 @@ static void copy_id(size_t i, char out[DLQ_ID_LEN + 1])
 	ck_assert_ptr_nonnull(v);
 	ck_assert_uint_eq(strlen(v), DLQ_ID_LEN);
 	memcpy(out, v, DLQ_ID_LEN + 1);
+}
+
+/* What publish i must be: its target client (to NULL: none), topic, QoS
+ * and payload; its user property names in order (names NULL: not
+ * checked); and the value of every property below that is not NULL. */
+struct want {
+	const char *to, *topic;
+	uint8_t qos;
+	const char *payload;
+	const char *const *names;
+	size_t names_count;
+	const char *retry_count, *origin_topic, *origin_id, *first_nack_time;
+	const char *dl_reason, *dl_client, *dl_filter, *dl_time, *dl_cause;
+};
+
+/* The names every dead letter of a message published without user
+ * properties carries. */
+#define DEAD_LETTER_NAMES .names = dead_letter_names, .names_count = ARRAY_LEN(dead_letter_names)
+
+#define expect(i, ...) expect_message((i), &(const struct want){__VA_ARGS__})
+static void expect_message(size_t i, const struct want *w)
+{
+	const struct {
+		const char *name, *value;
+	} props[] = {
+		{DLQ_PROP_RETRY_COUNT, w->retry_count},
+		{DLQ_PROP_ORIGIN_TOPIC, w->origin_topic},
+		{DLQ_PROP_ORIGIN_ID, w->origin_id},
+		{DLQ_PROP_FIRST_NACK_TIME, w->first_nack_time},
+		{DLQ_PROP_DEAD_LETTER_REASON, w->dl_reason},
+		{DLQ_PROP_DEAD_LETTER_CLIENT, w->dl_client},
+		{DLQ_PROP_DEAD_LETTER_FILTER, w->dl_filter},
+		{DLQ_PROP_DEAD_LETTER_TIME, w->dl_time},
+		{DLQ_PROP_DEAD_LETTER_CAUSE, w->dl_cause},
+	};
+
+	expect_publish(i, w->to, w->topic, w->qos, w->payload);
+	if(w->names) expect_user_names(i, w->names, w->names_count);
+	for(size_t k = 0; k < ARRAY_LEN(props); k++){
+		if(props[k].value) expect_hdr(i, props[k].name, props[k].value);
+	}
 }
 
 static size_t logs_containing(const char *text)
@@ -254,13 +319,10 @@ START_TEST(a_delivery_chain_ends_in_a_dead_letter_after_max_attempts)
 	ck_assert_uint_eq(res.attempt, 1);
 	ck_assert_uint_eq(res.max_attempts, 3);
 	ck_assert_uint_eq(fake.publish_count, 1);
-	expect_publish(0, "sub1", "numbers", 1, "42");
 	ck_assert_str_eq(hdr(0, "trace"), "t-1");
 	const char *const names0[] = {"trace", DLQ_PROP_ID, DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID};
-	expect_user_names(0, names0, ARRAY_LEN(names0));
-	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
-	expect_hdr(0, DLQ_PROP_ORIGIN_TOPIC, "numbers");
-	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
+	expect(0, .to = "sub1", .topic = "numbers", .qos = 1, .payload = "42", .names = names0,
+			.names_count = ARRAY_LEN(names0), .retry_count = "1", .origin_topic = "numbers", .origin_id = id0);
 	copy_id(0, id1);
 	ck_assert_str_ne(id1, id0);
 
@@ -269,10 +331,8 @@ START_TEST(a_delivery_chain_ends_in_a_dead_letter_after_max_attempts)
 	ck_assert_int_eq(nack_full(id1, "sub1", NULL, &res), DLQ_NACK_RETRIED);
 	ck_assert_uint_eq(res.attempt, 2);
 	ck_assert_uint_eq(fake.publish_count, 2);
-	expect_publish(1, "sub1", "numbers", 1, "42");
-	expect_hdr(1, DLQ_PROP_RETRY_COUNT, "2");
-	expect_hdr(1, DLQ_PROP_ORIGIN_TOPIC, "numbers");
-	expect_hdr(1, DLQ_PROP_ORIGIN_ID, id0);
+	expect(1, .to = "sub1", .topic = "numbers", .qos = 1, .payload = "42", .retry_count = "2",
+			.origin_topic = "numbers", .origin_id = id0);
 	copy_id(1, id2);
 	ck_assert_str_ne(id2, id0);
 	ck_assert_str_ne(id2, id1);
@@ -284,20 +344,11 @@ START_TEST(a_delivery_chain_ends_in_a_dead_letter_after_max_attempts)
 	ck_assert_uint_eq(res.attempt, 3);
 	ck_assert_uint_eq(res.max_attempts, 3);
 	ck_assert_uint_eq(fake.publish_count, 3);
-	expect_publish(2, NULL, "dead/numbers", 1, "42");
-	const char *const names2[] = {"trace", DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID,
-		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME,
-		DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_PROP_DEAD_LETTER_ID};
-	expect_user_names(2, names2, ARRAY_LEN(names2));
+	expect(2, .topic = "dead/numbers", .qos = 1, .payload = "42", .names = traced_dead_letter_names,
+			.names_count = ARRAY_LEN(traced_dead_letter_names), .retry_count = "3", .origin_topic = "numbers",
+			.origin_id = id0, .dl_reason = "cannot parse 42", .dl_client = "sub1", .dl_filter = "numbers",
+			.dl_time = "2026-09-21T14:13:20.123Z", .dl_cause = DLQ_CAUSE_NACK);
 	expect_hdr(2, "trace", "t-1");
-	expect_hdr(2, DLQ_PROP_RETRY_COUNT, "3");
-	expect_hdr(2, DLQ_PROP_ORIGIN_TOPIC, "numbers");
-	expect_hdr(2, DLQ_PROP_ORIGIN_ID, id0);
-	expect_hdr(2, DLQ_PROP_DEAD_LETTER_REASON, "cannot parse 42");
-	expect_hdr(2, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
-	expect_hdr(2, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
-	expect_hdr(2, DLQ_PROP_DEAD_LETTER_TIME, "2026-09-21T14:13:20.123Z");
-	expect_hdr(2, DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_CAUSE_NACK);
 	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NACK], 1);
 	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
 
@@ -334,13 +385,11 @@ START_TEST(a_fixed_chain_goes_through_retry_to)
 		ck_assert_uint_eq(res.attempt, n);
 		ck_assert_uint_eq(res.max_attempts, 5);
 		ck_assert_uint_eq(fake.publish_count, n);
-		expect_publish(n - 1, NULL, "devices/retry/telemetry", 0, "t=21");
-		expect_user_names(n - 1, copy_names, ARRAY_LEN(copy_names));
 		char count[8];
 		snprintf(count, sizeof(count), "%u", n);
-		expect_hdr(n - 1, DLQ_PROP_RETRY_COUNT, count);
-		expect_hdr(n - 1, DLQ_PROP_ORIGIN_TOPIC, "devices/7/telemetry");
-		expect_hdr(n - 1, DLQ_PROP_ORIGIN_ID, id0);
+		expect(n - 1, .topic = "devices/retry/telemetry", .qos = 0, .payload = "t=21", .names = copy_names,
+				.names_count = ARRAY_LEN(copy_names), .retry_count = count, .origin_topic = "devices/7/telemetry",
+				.origin_id = id0);
 		copy_id(n - 1, id);
 		dlq__tick(&d);
 	}
@@ -350,14 +399,9 @@ START_TEST(a_fixed_chain_goes_through_retry_to)
 	ck_assert_int_eq(nack_full(id, "sub9", NULL, &res), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_uint_eq(res.attempt, 5);
 	ck_assert_uint_eq(fake.publish_count, 5);
-	expect_publish(4, NULL, "dead/telemetry", 1, "t=21");
-	expect_user_names(4, dead_letter_names, ARRAY_LEN(dead_letter_names));
-	expect_hdr(4, DLQ_PROP_RETRY_COUNT, "5");
-	expect_hdr(4, DLQ_PROP_ORIGIN_TOPIC, "devices/7/telemetry");
-	expect_hdr(4, DLQ_PROP_ORIGIN_ID, id0);
-	expect_hdr(4, DLQ_PROP_DEAD_LETTER_CLIENT, "sub9");
-	expect_hdr(4, DLQ_PROP_DEAD_LETTER_FILTER, "devices/+/telemetry");
-	expect_hdr(4, DLQ_PROP_DEAD_LETTER_TIME, when);
+	expect(4, .topic = "dead/telemetry", .qos = 1, .payload = "t=21", DEAD_LETTER_NAMES, .retry_count = "5",
+			.origin_topic = "devices/7/telemetry", .origin_id = id0, .dl_client = "sub9",
+			.dl_filter = "devices/+/telemetry", .dl_time = when);
 	ck_assert_msg(strstr(hdr(4, DLQ_PROP_DEAD_LETTER_REASON), "max_attempts") != NULL,
 			"reason \"%s\" does not say attempts ran out", hdr(4, DLQ_PROP_DEAD_LETTER_REASON));
 	dlq__tick(&d);
@@ -375,14 +419,8 @@ START_TEST(max_attempts_1_dead_letters_at_once)
 	ck_assert_uint_eq(res.attempt, 1);
 	ck_assert_uint_eq(res.max_attempts, 1);
 	ck_assert_uint_eq(fake.publish_count, 1);
-	expect_publish(0, NULL, "dead/once", 1, "only");
-	expect_user_names(0, dead_letter_names, ARRAY_LEN(dead_letter_names));
-	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
-	expect_hdr(0, DLQ_PROP_ORIGIN_TOPIC, "once");
-	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
-	expect_hdr(0, DLQ_PROP_DEAD_LETTER_REASON, "no handler");
-	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
-	expect_hdr(0, DLQ_PROP_DEAD_LETTER_FILTER, "once");
+	expect(0, .topic = "dead/once", .qos = 1, .payload = "only", DEAD_LETTER_NAMES, .retry_count = "1",
+			.origin_topic = "once", .origin_id = id0, .dl_reason = "no handler", .dl_client = "sub1", .dl_filter = "once");
 	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
 	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 0);
 }
@@ -671,11 +709,8 @@ START_TEST(a_topic_of_65535_bytes_goes_through_its_chain)
 	copy_id(0, id1);
 	dlq__tick(&d);
 	ck_assert_int_eq(nack(id1, "sub1"), DLQ_NACK_DEAD_LETTERED);
-	expect_publish(1, NULL, "dead/long", 1, "p");
-	expect_hdr(1, DLQ_PROP_ORIGIN_TOPIC, topic);
-	expect_hdr(1, DLQ_PROP_ORIGIN_ID, id0);
-	expect_hdr(1, DLQ_PROP_DEAD_LETTER_FILTER, "long/#");
-	expect_user_names(1, dead_letter_names, ARRAY_LEN(dead_letter_names));
+	expect(1, .topic = "dead/long", .qos = 1, .payload = "p", DEAD_LETTER_NAMES, .origin_topic = topic,
+			.origin_id = id0, .dl_filter = "long/#");
 	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 0);
 }
 END_TEST
@@ -710,6 +745,20 @@ START_TEST(ten_thousand_unknown_nacks_leave_nothing_behind)
 }
 END_TEST
 
+/* Tracks empty messages of "once" (max_attempts=1: a NACK dead-letters
+ * them) until the first eviction, or n of them: the ledger filled up to the
+ * bound. Returns how many were tracked, their ids in ids. */
+static int fill_to_the_bound(char (*ids)[DLQ_ID_LEN + 1], int n)
+{
+	int tracked = 0;
+
+	while(tracked < n && dlq__totals(&d)->evicted == 0){
+		track("once", "", 0, ids[tracked]);
+		tracked++;
+	}
+	return tracked;
+}
+
 START_TEST(owed_envelopes_count_against_the_bound_with_the_records)
 {
 	/* design.md: records stay NACKable "within max_pending_bytes counted
@@ -719,11 +768,7 @@ START_TEST(owed_envelopes_count_against_the_bound_with_the_records)
 	start(small, ARRAY_LEN(small));
 	enum { N = 40 };
 	char ids[N][DLQ_ID_LEN + 1];
-	int tracked = 0;
-	while(tracked < N && dlq__totals(&d)->evicted == 0){
-		track("once", "", 0, ids[tracked]);
-		tracked++;
-	}
+	int tracked = fill_to_the_bound(ids, N);
 	fake.fail_publishes = 1000000;
 	for(int i = tracked - 1; i >= 0; i--){
 		if(!known(ids[i])) continue;
@@ -758,11 +803,8 @@ START_TEST(a_dead_letter_the_broker_refuses_is_published_on_a_later_tick)
 
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 1);
-	expect_publish(0, NULL, "dead/once", 1, "keep me");
-	expect_user_names(0, dead_letter_names, ARRAY_LEN(dead_letter_names));
-	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
-	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
-	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	expect(0, .topic = "dead/once", .qos = 1, .payload = "keep me", DEAD_LETTER_NAMES, .retry_count = "1",
+			.origin_id = id0, .dl_client = "sub1");
 	ck_assert_uint_eq(d.outbox.owed.count, 0);
 	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
 	/* Accepted, it stays accounted until the broker has taken it: the
@@ -813,12 +855,7 @@ START_TEST(owed_envelopes_filling_the_bound_refuse_nacks)
 	start(small, ARRAY_LEN(small));
 	enum { N = 40 };
 	char ids[N][DLQ_ID_LEN + 1];
-	int tracked = 0;
-	/* Fill the ledger up to the bound with small records. */
-	while(tracked < N && dlq__totals(&d)->evicted == 0){
-		track("once", "", 0, ids[tracked]);
-		tracked++;
-	}
+	int tracked = fill_to_the_bound(ids, N);
 	ck_assert_int_gt(tracked, 3);
 
 	fake.fail_publishes = 1000000;
@@ -878,18 +915,10 @@ START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 	fake.wall_ms = 1790000000999LL;
 	dlq__client_gone(&d, "sub1");
 	ck_assert_uint_eq(fake.publish_count, 2);
-	expect_publish(1, NULL, "dead/numbers", 1, "42");
-	const char *const names[] = {"trace", DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID,
-		DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME,
-		DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_PROP_DEAD_LETTER_ID};
-	expect_user_names(1, names, ARRAY_LEN(names));
-	expect_hdr(1, DLQ_PROP_RETRY_COUNT, "1");
-	expect_hdr(1, DLQ_PROP_ORIGIN_TOPIC, "numbers");
-	expect_hdr(1, DLQ_PROP_ORIGIN_ID, id0);
-	expect_hdr(1, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
-	expect_hdr(1, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
-	expect_hdr(1, DLQ_PROP_DEAD_LETTER_TIME, "2026-09-21T14:13:20.999Z");
-	expect_hdr(1, DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_CAUSE_SUBSCRIBER_GONE);
+	expect(1, .topic = "dead/numbers", .qos = 1, .payload = "42", .names = traced_dead_letter_names,
+			.names_count = ARRAY_LEN(traced_dead_letter_names), .retry_count = "1", .origin_topic = "numbers",
+			.origin_id = id0, .dl_client = "sub1", .dl_filter = "numbers", .dl_time = "2026-09-21T14:13:20.999Z",
+			.dl_cause = DLQ_CAUSE_SUBSCRIBER_GONE);
 	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_SUBSCRIBER_GONE], 1);
 	const char *reason = hdr(1, DLQ_PROP_DEAD_LETTER_REASON);
 	ck_assert_msg(strstr(reason, "subscriber") && strstr(reason, "sub1")
@@ -946,7 +975,7 @@ START_TEST(a_copy_taken_by_the_broker_is_held_until_its_client_leaves)
 	track("numbers", "42", 1, id0);
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	char copy[DLQ_ID_LEN + 1];
-	snprintf(copy, sizeof(copy), "%s", hdr(0, DLQ_PROP_ID));
+	copy_id(0, copy);
 	dlq__tick(&d);
 	dlq__tick(&d);
 	ck_assert_uint_eq(dlq__owed_count(&d), 0);
@@ -956,16 +985,11 @@ START_TEST(a_copy_taken_by_the_broker_is_held_until_its_client_leaves)
 	ck_assert_uint_eq(fake.publish_count, 1);
 	dlq__client_gone(&d, "sub1");
 	ck_assert_uint_eq(fake.publish_count, 2);
-	expect_publish(1, NULL, "dead/numbers", 1, "42");
-	expect_user_names(1, dead_letter_names, ARRAY_LEN(dead_letter_names));
-	expect_hdr(1, DLQ_PROP_RETRY_COUNT, "1");
-	expect_hdr(1, DLQ_PROP_ORIGIN_TOPIC, "numbers");
-	expect_hdr(1, DLQ_PROP_ORIGIN_ID, id0);
-	expect_hdr(1, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	expect(1, .topic = "dead/numbers", .qos = 1, .payload = "42", DEAD_LETTER_NAMES, .retry_count = "1",
+			.origin_topic = "numbers", .origin_id = id0, .dl_client = "sub1", .dl_cause = DLQ_CAUSE_SUBSCRIBER_GONE);
 	const char *reason = hdr(1, DLQ_PROP_DEAD_LETTER_REASON);
 	ck_assert_msg(strstr(reason, "\"sub1\" left without a session before confirming its retry copy"),
 			"reason \"%s\"", reason);
-	expect_hdr(1, DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_CAUSE_SUBSCRIBER_GONE);
 	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
 	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_SUBSCRIBER_GONE], 1);
 	ck_assert_uint_eq(d.holds.records, 0);
@@ -991,7 +1015,7 @@ START_TEST(a_held_copy_nacked_by_its_client_is_settled)
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	dlq__tick(&d);
 	char copy[DLQ_ID_LEN + 1];
-	snprintf(copy, sizeof(copy), "%s", hdr(0, DLQ_PROP_ID));
+	copy_id(0, copy);
 	ck_assert_int_eq(nack(copy, "sub1"), DLQ_NACK_RETRIED);
 	ck_assert_uint_eq(d.holds.records, 1);
 	dlq__tick(&d);
@@ -1007,10 +1031,10 @@ START_TEST(a_held_copy_nacked_by_its_client_is_settled)
 	char id1[DLQ_ID_LEN + 1];
 	track("numbers", "43", 1, id1);
 	ck_assert_int_eq(nack(id1, "sub3"), DLQ_NACK_RETRIED);
-	snprintf(copy, sizeof(copy), "%s", hdr(3, DLQ_PROP_ID));
+	copy_id(3, copy);
 	dlq__tick(&d);
 	ck_assert_int_eq(nack(copy, "sub3"), DLQ_NACK_RETRIED);
-	snprintf(copy, sizeof(copy), "%s", hdr(4, DLQ_PROP_ID));
+	copy_id(4, copy);
 	dlq__tick(&d);
 	ck_assert_int_eq(nack(copy, "sub3"), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_uint_eq(d.holds.records, 0);
@@ -1045,10 +1069,8 @@ START_TEST(a_copy_for_a_persistent_session_goes_out_at_qos_1)
 	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
 	track("numbers", "a", 0, a);
 	track("numbers", "b", 0, b);
-	struct dlq_nack n = {.id = a, .id_len = strlen(a), .client = "sub1", .client_persists = true};
 	struct dlq_nack_result res;
-	dlq__nack(&d, &n, &res);
-	ck_assert_int_eq(res.status, DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack_with(a, "sub1", true, -1, &res), DLQ_NACK_RETRIED);
 	ck_assert_int_eq(nack(b, "sub2"), DLQ_NACK_RETRIED);
 	expect_publish(0, "sub1", "numbers", 1, "a");
 	expect_publish(1, "sub2", "numbers", 0, "b");
@@ -1061,10 +1083,8 @@ START_TEST(a_persisting_session_keeps_its_copy)
 	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
 	track("numbers", "42", 1, id0);
-	struct dlq_nack n = {.id = id0, .id_len = strlen(id0), .client = "sub1", .client_persists = true};
 	struct dlq_nack_result res;
-	dlq__nack(&d, &n, &res);
-	ck_assert_int_eq(res.status, DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack_with(id0, "sub1", true, -1, &res), DLQ_NACK_RETRIED);
 	/* Whatever the broker says at disconnect (a takeover marks even a
 	 * persistent session clean), the copy stays: its session persists. */
 	dlq__client_gone(&d, "sub1");
@@ -1107,11 +1127,8 @@ START_TEST(an_owed_copy_whose_client_left_becomes_a_dead_letter)
 
 	dlq__client_gone(&d, "sub1");
 	ck_assert_uint_eq(fake.publish_count, 1);
-	expect_publish(0, NULL, "dead/numbers", 1, "42");
-	expect_user_names(0, dead_letter_names, ARRAY_LEN(dead_letter_names));
-	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
-	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
-	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	expect(0, .topic = "dead/numbers", .qos = 1, .payload = "42", DEAD_LETTER_NAMES, .retry_count = "1",
+			.origin_id = id0, .dl_client = "sub1");
 	ck_assert_uint_eq(d.outbox.owed.count, 0);
 	dlq__tick(&d);
 	dlq__tick(&d);
@@ -1174,23 +1191,6 @@ static const struct dlq_option delayed[] = {
 	{"policy", "jitter max_attempts=3 dead_letter=dead/jitter retry_delay=10s retry_jitter=0.5"},
 };
 
-/* A NACK with the session flag and, when requested_ms is not negative, a
- * delay of its own. */
-static enum dlq_nack_status nack_with(const char *id, const char *client, bool persists, int64_t requested_ms,
-		struct dlq_nack_result *res)
-{
-	struct dlq_nack n = {
-		.id = id,
-		.id_len = strlen(id),
-		.client = client,
-		.client_persists = persists,
-		.delay_requested = requested_ms >= 0,
-		.delay_ms = requested_ms >= 0 ? (uint64_t)requested_ms : 0,
-	};
-	dlq__nack(&d, &n, res);
-	return res->status;
-}
-
 /* Ticks at t - 1 (nothing new may go out) and at t (exactly one). */
 static void expect_due_at(uint64_t t, size_t published_before)
 {
@@ -1228,14 +1228,11 @@ START_TEST(a_delayed_copy_goes_out_when_due_and_not_before)
 
 	fake.wall_ms += 1999;
 	expect_due_at(t0 + 2000, 0);
-	expect_publish(0, "sub1", "slow", 1, "42");
-	expect_user_names(0, delayed_copy_names, ARRAY_LEN(delayed_copy_names));
-	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
-	expect_hdr(0, DLQ_PROP_ORIGIN_TOPIC, "slow");
-	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
-	/* When the message was first NACKed (RFC 3339, UTC, milliseconds), not
-	 * when the copy went out. */
-	expect_hdr(0, DLQ_PROP_FIRST_NACK_TIME, "2026-09-21T14:13:20.042Z");
+	/* first-nack-time: when the message was first NACKed (RFC 3339, UTC,
+	 * milliseconds), not when the copy went out. */
+	expect(0, .to = "sub1", .topic = "slow", .qos = 1, .payload = "42", .names = delayed_copy_names,
+			.names_count = ARRAY_LEN(delayed_copy_names), .retry_count = "1", .origin_topic = "slow",
+			.origin_id = id0, .first_nack_time = "2026-09-21T14:13:20.042Z");
 	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 1);
 	ck_assert_uint_eq(d.delayed.count, 0);
 
@@ -1262,21 +1259,17 @@ START_TEST(backoff_doubles_the_delay_along_the_chain)
 		ck_assert_uint_eq(res.delay_ms, 1000ull << (k - 1));
 		fake.wall_ms += 60000; /* the first NACK's time stays */
 		expect_due_at(t + (1000ull << (k - 1)), k - 1);
-		expect_publish(k - 1, "sub1", "backoff", 1, "b");
 		char count[8];
 		snprintf(count, sizeof(count), "%u", k);
-		expect_hdr(k - 1, DLQ_PROP_RETRY_COUNT, count);
-		expect_hdr(k - 1, DLQ_PROP_ORIGIN_ID, id0);
-		expect_hdr(k - 1, DLQ_PROP_FIRST_NACK_TIME, first);
+		expect(k - 1, .to = "sub1", .topic = "backoff", .qos = 1, .payload = "b", .retry_count = count,
+				.origin_id = id0, .first_nack_time = first);
 		copy_id(k - 1, id);
 		dlq__tick(&d);
 	}
 	/* The fifth delivery's NACK ends the chain, at once. */
 	ck_assert_int_eq(nack_with(id, "sub1", false, -1, &res), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_uint_eq(fake.publish_count, 5);
-	expect_publish(4, NULL, "dead/backoff", 1, "b");
-	expect_hdr(4, DLQ_PROP_RETRY_COUNT, "5");
-	expect_hdr(4, DLQ_PROP_ORIGIN_ID, id0);
+	expect(4, .topic = "dead/backoff", .qos = 1, .payload = "b", .retry_count = "5", .origin_id = id0);
 }
 END_TEST
 
@@ -1390,10 +1383,7 @@ START_TEST(a_delayed_copy_whose_client_left_without_a_session_is_dead_lettered_a
 	ck_assert_uint_eq(d.delayed.count, 1);
 	dlq__client_gone(&d, "sub1");
 	ck_assert_uint_eq(fake.publish_count, 1);
-	expect_publish(0, NULL, "dead/slow", 1, "42");
-	expect_hdr(0, DLQ_PROP_RETRY_COUNT, "1");
-	expect_hdr(0, DLQ_PROP_ORIGIN_ID, id0);
-	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT, "sub1");
+	expect(0, .topic = "dead/slow", .qos = 1, .payload = "42", .retry_count = "1", .origin_id = id0, .dl_client = "sub1");
 	expect_hdr(0, "trace", "t-1");
 	const char *reason = hdr(0, DLQ_PROP_DEAD_LETTER_REASON);
 	ck_assert_msg(strstr(reason, "sub1") && strstr(reason, "left without a session before its retry copy was delivered"),
