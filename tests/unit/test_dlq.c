@@ -237,6 +237,15 @@ static void now_time(char out[32])
 	envelope__format_time(fake.wall_ms, out);
 }
 
+/* The standard policies started, "42" tracked on "numbers" at QoS 1 (its
+ * dlq-id in id0) and NACKed once by sub1: a retry copy is made for sub1. */
+static void start_with_a_copy_for_sub1(char id0[DLQ_ID_LEN + 1])
+{
+	start(standard, ARRAY_LEN(standard));
+	track("numbers", "42", 1, id0);
+	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+}
+
 /* ------------------------------------------------------------------ */
 
 /* The broker's access check, played: only "reader" may read "numbers". */
@@ -970,10 +979,8 @@ END_TEST
  * dead letter, once. */
 START_TEST(a_copy_taken_by_the_broker_is_held_until_its_client_leaves)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
-	track("numbers", "42", 1, id0);
-	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	start_with_a_copy_for_sub1(id0);
 	char copy[DLQ_ID_LEN + 1];
 	copy_id(0, copy);
 	dlq__tick(&d);
@@ -1009,10 +1016,8 @@ END_TEST
  * one, itself held); only the newest is dead-lettered when it leaves. */
 START_TEST(a_held_copy_nacked_by_its_client_is_settled)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
-	track("numbers", "42", 1, id0);
-	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	start_with_a_copy_for_sub1(id0);
 	dlq__tick(&d);
 	char copy[DLQ_ID_LEN + 1];
 	copy_id(0, copy);
@@ -1047,10 +1052,8 @@ END_TEST
  * let go with its record, as an original delivery is. */
 START_TEST(a_held_copy_is_let_go_when_its_window_ends)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
-	track("numbers", "42", 1, id0);
-	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
+	start_with_a_copy_for_sub1(id0);
 	dlq__tick(&d);
 	fake.now_ms += DLQ_DEFAULT_NACK_WINDOW_MS + 1;
 	dlq__tick(&d);
