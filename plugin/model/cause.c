@@ -38,14 +38,16 @@ bool cause__parse(const char *name, enum dlq_cause *out)
 	return false;
 }
 
+/* The words in the documented order, as the public header lists them. */
+static const char *const documented[] = { DLQ_CAUSE_WORDS };
+
 void cause__words(char *buf, size_t size)
 {
 	size_t used = 0;
 	if(size == 0) return;
 	buf[0] = '\0';
-	/* The documented order: nack ... restart, then unknown (number 0). */
-	for(unsigned i = 1; i <= DLQ_DEAD_CAUSES && used < size; i++){
-		int n = snprintf(buf + used, size - used, "%s%s", i > 1 ? ", " : "", words[i % DLQ_DEAD_CAUSES]);
+	for(size_t i = 0; i < sizeof(documented) / sizeof(documented[0]) && used < size; i++){
+		int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", documented[i]);
 		if(n < 0) break;
 		used += (size_t)n;
 	}
