@@ -119,20 +119,32 @@ static int set_delay(uint64_t *dst, const char *key, const char *v, bool zero_ok
 	return EINVAL;
 }
 
+/* A duration that must have its unit, as ack_timeout and
+ * dead_letter_keep_for take it: units__duration's answer, but a bare
+ * number is UNITS_NO_UNIT (UNITS_ZERO when it is all zeros), and for that
+ * one err says so under key, with the number and example_unit as the
+ * example. */
+static enum units_problem unit_duration(const char *key, const char *v, char example_unit, uint64_t *ms, char *err,
+		size_t errlen)
+{
+	const char *unit;
+	enum units_problem rc = units__duration(v, ms, &unit);
+	if(all_digits(v)) rc = strspn(v, "0") == strlen(v) ? UNITS_ZERO : UNITS_NO_UNIT;
+	if(rc == UNITS_NO_UNIT){
+		errtext__set(err, errlen, "%s " QFMT ": a unit is required, e.g. \"%.*s%c\" (units: ms, s, m, h, d)",
+				key, Q(v), (int)strspn(v, "0123456789"), v, example_unit);
+	}
+	return rc;
+}
+
 /* ack_timeout: a duration with its unit, from DLQ_ACK_TIMEOUT_MIN_MS to
  * DLQ_ACK_TIMEOUT_MAX_MS; the text is kept as given, for the reason of the
  * dead letters it makes. No deadline is no ack_timeout, not a zero one. */
 static int set_ack_timeout(struct dlq_policy *p, const char *key, const char *v, char *err, size_t errlen)
 {
 	uint64_t ms = 0;
-	const char *unit;
-	enum units_problem rc = units__duration(v, &ms, &unit);
-	if(all_digits(v)) rc = strspn(v, "0") == strlen(v) ? UNITS_ZERO : UNITS_NO_UNIT;
-	if(rc == UNITS_NO_UNIT){
-		errtext__set(err, errlen, "%s " QFMT ": a unit is required, e.g. \"%.*ss\" (units: ms, s, m, h, d)",
-				key, Q(v), (int)strspn(v, "0123456789"), v);
-		return EINVAL;
-	}
+	enum units_problem rc = unit_duration(key, v, 's', &ms, err, errlen);
+	if(rc == UNITS_NO_UNIT) return EINVAL;
 	if(rc == UNITS_ZERO){
 		errtext__set(err, errlen, "%s " QFMT ": a deadline must be longer than zero (leave %s out for none)",
 				key, Q(v), key);
@@ -204,17 +216,13 @@ int policy_parse__keep_for(const char *name, const char *v, uint64_t *ms, char *
 		return 0;
 	}
 	uint64_t age = 0;
-	const char *unit;
-	enum units_problem rc = units__duration(v, &age, &unit);
-	if(all_digits(v)) rc = strspn(v, "0") == strlen(v) ? UNITS_ZERO : UNITS_NO_UNIT;
+	enum units_problem rc = unit_duration(name, v, 'd', &age, err, errlen);
 	if(rc == UNITS_OK && (age < DLQ_KEEP_FOR_MIN_MS || age > DLQ_KEEP_FOR_MAX_MS)) rc = UNITS_OVERFLOW;
 	switch(rc){
 		case UNITS_OK:
 			*ms = age;
 			return 0;
-		case UNITS_NO_UNIT:
-			errtext__set(err, errlen, "%s " QFMT ": a unit is required, e.g. \"%.*sd\" (units: ms, s, m, h, d)",
-					name, Q(v), (int)strspn(v, "0123456789"), v);
+		case UNITS_NO_UNIT: /* said by unit_duration */
 			break;
 		case UNITS_ZERO:
 			errtext__set(err, errlen, "%s " QFMT ": an age of zero would keep nothing: give " DLQ_KEEP_FOR_FOREVER
