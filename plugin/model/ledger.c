@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,7 +96,7 @@ static struct dlq_record **chain_of(const struct dlq_ledger *l, const struct dlq
 static void move_chains(struct dlq_ledger *l, size_t chains)
 {
 	if(l->old == NULL) return;
-	size_t end = l->moved + chains < l->nold ? l->moved + chains : l->nold;
+	size_t end = chains < l->nold - l->moved ? l->moved + chains : l->nold;
 	for(size_t i = l->moved; i < end; i++){
 		struct dlq_record *r = l->old[i];
 		while(r){
@@ -116,6 +117,20 @@ static void move_chains(struct dlq_ledger *l, size_t chains)
 	}
 }
 
+/* Makes the table one of n buckets, the current one the table before,
+ * none of it moved yet. Returns 0 or ENOMEM (nothing changed). */
+static int start_doubling(struct dlq_ledger *l, size_t n)
+{
+	struct dlq_record **b = calloc(n, sizeof(*b));
+	if(b == NULL) return ENOMEM;
+	l->old = l->buckets;
+	l->nold = l->nbuckets;
+	l->moved = 0;
+	l->buckets = b;
+	l->nbuckets = n;
+	return 0;
+}
+
 /* Doubles the table when it holds twice as many records as buckets: chains
  * of one or two (ids are random), and 4 to 8 bytes of table per record
  * instead of 8 to 16. The records move over the following inserts,
@@ -130,15 +145,18 @@ static void maybe_grow(struct dlq_ledger *l)
 		return;
 	}
 	if(l->count < 2 * l->nbuckets) return;
-	size_t n = l->nbuckets * 2;
-	struct dlq_record **b = calloc(n, sizeof(*b));
-	if(b == NULL) return;
-	l->old = l->buckets;
-	l->nold = l->nbuckets;
-	l->moved = 0;
-	l->buckets = b;
-	l->nbuckets = n;
-	move_chains(l, LEDGER_MOVE_PER_INSERT);
+	if(start_doubling(l, l->nbuckets * 2) == 0) move_chains(l, LEDGER_MOVE_PER_INSERT);
+}
+
+int ledger__reserve(struct dlq_ledger *l, size_t n)
+{
+	size_t want = l->nbuckets;
+	while(want < n / 2) want *= 2;
+	if(want == l->nbuckets) return 0;
+	move_chains(l, SIZE_MAX);
+	if(start_doubling(l, want)) return ENOMEM;
+	move_chains(l, SIZE_MAX);
+	return 0;
 }
 
 int ledger__insert(struct dlq_ledger *l, struct dlq_record *r)

@@ -80,6 +80,11 @@ int ledger__insert(struct dlq_ledger *l, struct dlq_record *r);
 /* ledger__insert with r's record__bytes, which the caller has. */
 int ledger__insert_sized(struct dlq_ledger *l, struct dlq_record *r, size_t bytes);
 
+/* Sizes the table for n records at once (a restore that knows how many
+ * come), so that they go in without a doubling; a doubling under way is
+ * finished. Returns 0 or ENOMEM (then the table works as it was). */
+int ledger__reserve(struct dlq_ledger *l, size_t n);
+
 /* Borrowed pointer to the record with this id, or NULL. */
 struct dlq_record *ledger__find(const struct dlq_ledger *l, const struct dlq_id *id);
 

@@ -125,3 +125,29 @@ bool id__decode(const char *s, size_t len, struct dlq_id *out)
 	}
 	return bad >= 0;
 }
+
+bool id__hashes_distinct(uint64_t *hashes, uint64_t *scratch, size_t n)
+{
+	/* Eight passes of a byte, least significant first. */
+	size_t count[256];
+	uint64_t *from = hashes, *to = scratch;
+	for(unsigned shift = 0; shift < 64; shift += 8){
+		memset(count, 0, sizeof(count));
+		for(size_t i = 0; i < n; i++) count[(from[i] >> shift) & 0xFF]++;
+		size_t at = 0;
+		for(size_t d = 0; d < 256; d++){
+			size_t c = count[d];
+			count[d] = at;
+			at += c;
+		}
+		for(size_t i = 0; i < n; i++) to[count[(from[i] >> shift) & 0xFF]++] = from[i];
+		uint64_t *t = from;
+		from = to;
+		to = t;
+	}
+	/* An even number of passes: sorted back into hashes. */
+	for(size_t i = 1; i < n; i++){
+		if(hashes[i] == hashes[i - 1]) return false;
+	}
+	return true;
+}

@@ -95,4 +95,9 @@ static inline bool id__equal(const struct dlq_id *a, const struct dlq_id *b)
 	return a0 == b0 && a1 == b1;
 }
 
+/* Whether the n hashes (id__hash) are all distinct, so ids that have them
+ * are: sorts hashes (a radix sort, in n more of scratch). For a restore
+ * that looks no id up when every one is new. */
+bool id__hashes_distinct(uint64_t *hashes, uint64_t *scratch, size_t n);
+
 #endif

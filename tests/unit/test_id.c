@@ -232,6 +232,37 @@ static void teardown(void)
 	fake_reset();
 }
 
+/* id__hashes_distinct sorts (least significant byte first, an even
+ * number of passes: the sorted order ends in hashes) and says whether any
+ * two are equal, wherever they are and whichever bytes they differ in. */
+START_TEST(hashes_are_distinct_unless_two_are_equal)
+{
+	enum { N = 3000 };
+	uint64_t *h = malloc(2 * N * sizeof(*h));
+	ck_assert_ptr_nonnull(h);
+	uint64_t x = 88172645463325252u;
+	for(size_t i = 0; i < N; i++){
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		h[i] = x;
+	}
+	uint64_t keep[N];
+	memcpy(keep, h, sizeof(keep));
+	ck_assert(id__hashes_distinct(h, h + N, N));
+	for(size_t i = 1; i < N; i++) ck_assert_uint_lt(h[i - 1], h[i]);
+	/* Two equal that differ from their neighbours only in the top byte,
+	 * far apart. */
+	memcpy(h, keep, sizeof(keep));
+	h[N - 1] = h[5] = 0xAB00000000000000u;
+	h[6] = 0xAC00000000000000u;
+	ck_assert(!id__hashes_distinct(h, h + N, N));
+	ck_assert(id__hashes_distinct(h, h + N, 1));
+	ck_assert(id__hashes_distinct(h, h + N, 0));
+	free(h);
+}
+END_TEST
+
 static Suite *id_suite(void)
 {
 	Suite *s = suite_create("id");
@@ -251,6 +282,7 @@ static Suite *id_suite(void)
 	tcase_add_test(tc, ids_are_the_random_sources_bytes);
 	tcase_add_test(tc, a_failing_random_source_makes_no_id);
 	tcase_add_test(tc, a_failure_when_the_pool_runs_out_makes_no_id);
+	tcase_add_test(tc, hashes_are_distinct_unless_two_are_equal);
 	suite_add_tcase(s, tc);
 	return s;
 }

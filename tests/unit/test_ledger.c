@@ -549,6 +549,43 @@ START_TEST(a_doubling_moves_records_over_the_following_calls)
 }
 END_TEST
 
+/* A restore sizes the table once: reserving for n records gives the table
+ * a doubling would reach at n (a power of two, at least n / 2 buckets),
+ * finishes a doubling under way, keeps every record found, and the n
+ * records then go in with no doubling; a smaller reserve changes nothing. */
+START_TEST(a_reserve_sizes_the_table_at_once)
+{
+	enum { N = 50000 };
+	struct dlq_ledger l;
+	ck_assert_int_eq(ledger__init(&l), 0);
+	size_t before = 0;
+	struct dlq_id first[4000];
+	while(l.old == NULL){
+		ck_assert_uint_lt(before, sizeof(first) / sizeof(first[0]));
+		struct dlq_record *r = make_record("x", 1000);
+		first[before++] = r->id;
+		ck_assert_int_eq(ledger__insert(&l, r), 0);
+	}
+	ck_assert_int_eq(ledger__reserve(&l, before + N), 0);
+	ck_assert_ptr_null(l.old);
+	ck_assert_uint_eq(l.nbuckets & (l.nbuckets - 1), 0);
+	ck_assert_uint_ge(l.nbuckets * 2, before + N);
+	ck_assert_uint_lt(l.nbuckets, before + N);
+	size_t sized = l.nbuckets;
+	for(size_t i = 0; i < before; i++) ck_assert_ptr_nonnull(ledger__find(&l, &first[i]));
+	check_consistent(&l);
+	for(int i = 0; i < N; i++){
+		ck_assert_int_eq(ledger__insert(&l, make_record("y", 2000)), 0);
+		ck_assert_ptr_null(l.old);
+	}
+	ck_assert_uint_eq(l.nbuckets, sized);
+	ck_assert_int_eq(ledger__reserve(&l, 10), 0);
+	ck_assert_uint_eq(l.nbuckets, sized);
+	check_consistent(&l);
+	ledger__cleanup(&l);
+}
+END_TEST
+
 /* Cleanup in the middle of a doubling frees both tables (LeakSanitizer). */
 START_TEST(cleanup_in_a_doubling_frees_both_tables)
 {
@@ -626,6 +663,7 @@ static Suite *ledger_suite(void)
 	tcase_set_timeout(tc, 120); /* valgrind */
 	tcase_add_test(tc, a_hundred_thousand_records_grow_the_table);
 	tcase_add_test(tc, a_doubling_moves_records_over_the_following_calls);
+	tcase_add_test(tc, a_reserve_sizes_the_table_at_once);
 	tcase_add_test(tc, cleanup_in_a_doubling_frees_both_tables);
 	suite_add_tcase(s, tc);
 	return s;
