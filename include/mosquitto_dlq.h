@@ -105,6 +105,9 @@
 #define DLQ_COMMAND_LIST_POLICIES "listPolicies"
 #define DLQ_COMMAND_GET_STATUS "getStatus"
 #define DLQ_COMMAND_RESET_COUNTERS "resetCounters"
+/* Each policy's NACKs, ack timeouts, dead letters (by cause) and redrives
+ * in each minute of the last hour. */
+#define DLQ_COMMAND_GET_HISTORY "getHistory"
 /* The dead-letter store's commands. */
 #define DLQ_COMMAND_LIST_DEAD_LETTERS "listDeadLetters"
 #define DLQ_COMMAND_GET_DEAD_LETTER "getDeadLetter"
@@ -132,7 +135,7 @@
  * document takes up to about 40 times its size in memory. */
 #define DLQ_MAX_CONTROL_BYTES (1024 * 1024)
 /* Policy entries the status commands (getStatus, listPolicies,
- * resetCounters) of one JSON message may return together, each costing one
+ * resetCounters, getHistory) of one JSON message may return together, each costing one
  * per policy plus one; a repeated command beyond that is answered with an
  * error (the first of each always runs). */
 #define DLQ_MAX_STATUS_ENTRIES 100

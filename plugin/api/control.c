@@ -14,6 +14,7 @@
 
 #include "api/control.h"
 #include "api/control_input.h"
+#include "api/history_report.h"
 #include "api/letter_commands.h"
 #include "api/status.h"
 #include "config/config.h"
@@ -339,6 +340,26 @@ static int command_reset_counters(struct dlq *d, const struct dlq_control_reques
 	return data_response(responses, DLQ_COMMAND_RESET_COUNTERS, correlation, NULL);
 }
 
+/* getHistory, with an optional "policy" (a filter): each policy's minutes
+ * of the last hour that hold anything (api/history_report.h). */
+static int command_get_history(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd,
+		const cJSON *correlation, cJSON *responses, unsigned *errors)
+{
+	(void)req;
+	const cJSON *policy = cJSON_GetObjectItemCaseSensitive(cmd, "policy");
+	if(policy && !cJSON_IsString(policy) && !cJSON_IsNull(policy)){
+		return command_error(responses, DLQ_COMMAND_GET_HISTORY, correlation, "\"policy\" must be a policy's filter",
+				errors);
+	}
+	char err[160];
+	cJSON *data = NULL;
+	int rc = history_report__json(d, cJSON_IsString(policy) ? policy->valuestring : NULL, port__wall_ms(), &data,
+			err, sizeof(err));
+	if(rc == EINVAL) return command_error(responses, DLQ_COMMAND_GET_HISTORY, correlation, err, errors);
+	if(rc) return rc;
+	return data_response(responses, DLQ_COMMAND_GET_HISTORY, correlation, data);
+}
+
 typedef int (*command_fn)(struct dlq *d, const struct dlq_control_request *req, const cJSON *cmd,
 		const cJSON *correlation, cJSON *responses, unsigned *errors);
 
@@ -359,6 +380,7 @@ static const struct {
 	{ DLQ_COMMAND_LIST_POLICIES, command_list_policies, true },
 	{ DLQ_COMMAND_GET_STATUS, command_get_status, true },
 	{ DLQ_COMMAND_RESET_COUNTERS, command_reset_counters, true },
+	{ DLQ_COMMAND_GET_HISTORY, command_get_history, true },
 };
 
 /* At most this many of the dead-letter store's commands in one message:
@@ -425,7 +447,7 @@ static int handle_command(struct dlq *d, const struct dlq_control_request *req, 
 	bool cut = errtext__clean(name->valuestring, len, shown, ECHO_MAX_BYTES) < len;
 	char msg[ECHO_MAX_BYTES + 320];
 	snprintf(msg, sizeof(msg), "unknown command \"%s%s\" (known: nack, ack, progress, listPolicies, getStatus, resetCounters, "
-			"listDeadLetters, getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters)",
+			"getHistory, listDeadLetters, getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters)",
 			shown, cut ? "..." : "");
 	return command_error(responses, shown, correlation, msg, errors);
 }

@@ -209,6 +209,7 @@ static bool timed_out(struct dlq *d, struct dlq_deadline *e)
 	bool done = res.status == DLQ_NACK_RETRIED || res.status == DLQ_NACK_DEAD_LETTERED;
 	if(done){
 		COUNT(d, p, ack_timeouts, 1);
+		engine__note_minute(d, p, DLQ_HISTORY_ACK_TIMEOUT, 0);
 	}else{
 		uint64_t now = port__now_ms();
 		if(d->last_timeout_log_ms == 0 || now - d->last_timeout_log_ms >= TIMEOUT_LOG_INTERVAL_MS){

@@ -19,6 +19,7 @@
 #include "model/counters.h"
 #include "model/deadlines.h"
 #include "model/gauges.h"
+#include "model/history.h"
 #include "model/letters.h"
 #include "model/record.h"
 #include "model/redelivery.h"
@@ -153,8 +154,14 @@ struct dlq_figures {
 /* The figures of policy (its index in dlq__config's table), or the totals
  * for a policy < 0 or past the table. */
 void dlq__figures(const struct dlq *d, long policy, struct dlq_figures *out);
-/* Every counter, totals and per policy, back to 0 (resetCounters). */
+/* Every counter, totals and per policy, back to 0 (resetCounters). The
+ * rate history is left as it is: it says what happened in each minute. */
 void dlq__reset_counters(struct dlq *d);
+/* The minutes of policy's rate history (its index in dlq__config's table;
+ * model/history.h) in the hour up to wall_ms that hold anything, oldest
+ * first, into out; returns how many (0 for a policy past the table). */
+size_t dlq__history(const struct dlq *d, size_t policy, int64_t wall_ms,
+		struct dlq_history_minute out[DLQ_HISTORY_MINUTES]);
 
 /* Tracks an inbound publish that matched policy: records it in the ledger
  * and writes the dlq-id to stamp it with into id_out. headers are the

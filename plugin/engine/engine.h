@@ -21,6 +21,7 @@
 #include "model/deadlines.h"
 #include "model/deadsubs.h"
 #include "model/gauges.h"
+#include "model/history.h"
 #include "model/holds.h"
 #include "model/letters.h"
 #include "model/ledger.h"
@@ -35,6 +36,7 @@
 #include "store/persist.h"
 #include "store/store_port.h"
 #include "util/id.h"
+#include "util/port.h"
 
 struct dlq {
 	struct dlq_config cfg;    /* owned */
@@ -56,6 +58,7 @@ struct dlq {
 	struct dlq_match_cache matches;   /* owned: policy matches by topic, of cfg.policies */
 	struct dlq_counters counters;          /* totals */
 	struct dlq_counters *policy_counters;  /* owned: one per policy of cfg.policies, by index */
+	struct dlq_history *policy_history;    /* owned: each policy's last hour by minute, by index (history.h) */
 	struct dlq_gauge_book gauges;          /* owned: running gauges of ledger, outbox and schedule */
 	uint64_t last_evict_log_ms; /* rate limit of the eviction warning */
 	bool evict_held;            /* a failed attempt is under way: room is made when it is done
@@ -154,6 +157,16 @@ static inline uint64_t dlq__owed_bytes(const struct dlq *d)
 		(d)->counters.field += (n); \
 		if(pc_) pc_->field += (n); \
 	}while(0)
+
+/* Counts an event in the minute it happened, in the rate history of its
+ * policy (history.h); a policy no longer in the table has none. */
+static inline void engine__note_minute(struct dlq *d, const struct dlq_policy *policy, enum dlq_history_what what,
+		unsigned cause)
+{
+	long i = policy__index_in(&d->cfg.policies, policy);
+	if(i < 0 || d->policy_history == NULL) return;
+	history__count(&d->policy_history[i], port__wall_ms(), what, cause);
+}
 
 /* Owed envelopes are never evicted, so a new one is taken only while what
  * is owed, with it, stays within the bound. */

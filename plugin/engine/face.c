@@ -93,6 +93,13 @@ void dlq__figures(const struct dlq *d, long policy, struct dlq_figures *out)
 	out->kept = letters__tally(&d->letters, i);
 }
 
+size_t dlq__history(const struct dlq *d, size_t policy, int64_t wall_ms,
+		struct dlq_history_minute out[DLQ_HISTORY_MINUTES])
+{
+	if(policy >= d->cfg.policies.count || d->policy_history == NULL) return 0;
+	return history__minutes(&d->policy_history[policy], wall_ms, out);
+}
+
 void dlq__reset_counters(struct dlq *d)
 {
 	memset(&d->counters, 0, sizeof(d->counters));

@@ -77,7 +77,8 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 	d->persist.journal_fd = -1;
 	sessions__init(&d->sessions);
 	d->policy_counters = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*d->policy_counters));
-	if(d->policy_counters == NULL || ledger__init(&d->ledger) || redelivery__init(&d->redelivery)
+	d->policy_history = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*d->policy_history));
+	if(d->policy_counters == NULL || d->policy_history == NULL || ledger__init(&d->ledger) || redelivery__init(&d->redelivery)
 			|| holds__init(&d->holds) || letters__init(&d->letters, &d->cfg.policies, d->cfg.dead_letter_keep)){
 		snprintf(err, errlen, "out of memory");
 		return ENOMEM;
@@ -114,6 +115,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 		.record_new = engine__record_new_fn(d),
 		.letters = d->cfg.dead_letter_keep ? &d->letters : NULL,
 		.deadlines = &d->deadlines,
+		.history = &d->policy_history,
 	};
 	struct persist_options po = {
 		.state_file = d->cfg.state_file,
@@ -167,6 +169,8 @@ void dlq__cleanup(struct dlq *d)
 	gauges__cleanup(&d->gauges);
 	free(d->policy_counters);
 	d->policy_counters = NULL;
+	free(d->policy_history);
+	d->policy_history = NULL;
 	nonack__free(&d->nonack);
 	deadsubs__free(&d->deadsubs);
 	sessions__cleanup(&d->sessions);

@@ -33,6 +33,7 @@ void dlq__nack(struct dlq *d, const struct dlq_nack *n, struct dlq_nack_result *
 	engine__attempt_failed(d, r, &f, res);
 	if(res->status != DLQ_NACK_RETRIED && res->status != DLQ_NACK_DEAD_LETTERED) goto refused;
 	COUNT(d, policy, nacks, 1);
+	engine__note_minute(d, policy, DLQ_HISTORY_NACK, 0);
 	if(n->final) COUNT(d, policy, final_nacks, 1);
 	return;
 

@@ -243,11 +243,16 @@ int engine__publish(struct dlq *d, struct dlq_envelope *e)
 			unsigned cause = e->cause < DLQ_DEAD_CAUSES ? e->cause : DLQ_DEAD_UNKNOWN;
 			COUNT(d, e->policy, dead_letters, 1);
 			COUNT(d, e->policy, dead_letters_by_cause[cause], 1);
+			engine__note_minute(d, e->policy, DLQ_HISTORY_DEAD_LETTER, cause);
 			port__log_dead_letter(e->origin_topic, props.origin_id, e->topic, (unsigned)e->retry_count, e->reason);
 			letter_store__keep(d, e);
 		}else{
-			if(e->redriven) COUNT(d, e->policy, redriven, 1);
-			else COUNT(d, e->policy, retry_copies, 1);
+			if(e->redriven){
+				COUNT(d, e->policy, redriven, 1);
+				engine__note_minute(d, e->policy, DLQ_HISTORY_REDRIVE, 0);
+			}else{
+				COUNT(d, e->policy, retry_copies, 1);
+			}
 			if(copy) record_copy(d, e, copy);
 			else e->recorded = true;
 		}

@@ -110,11 +110,13 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 	size_t n = fresh.policies.count;
 	struct filter_map *map = calloc(old->count ? old->count : 1, sizeof(*map));
 	struct dlq_counters *counters = calloc(n ? n : 1, sizeof(*counters));
+	struct dlq_history *history = calloc(n ? n : 1, sizeof(*history));
 	struct dlq_gauges *gauges = calloc(n ? n : 1, sizeof(*gauges));
 	struct dlq_policy_table *retired = realloc(d->retired, (d->retired_count + 1) * sizeof(*retired));
-	if(map == NULL || counters == NULL || gauges == NULL || retired == NULL){
+	if(map == NULL || counters == NULL || history == NULL || gauges == NULL || retired == NULL){
 		free(map);
 		free(counters);
+		free(history);
 		free(gauges);
 		if(retired) d->retired = retired;
 		config__free(&fresh);
@@ -123,13 +125,15 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 	}
 	d->retired = retired;
 
-	/* Old filter -> new policy, by name; counters follow their filter. */
+	/* Old filter -> new policy, by name; counters and rate history follow
+	 * their filter. */
 	for(size_t i = 0; i < old->count; i++){
 		map[i].filter = old->items[i].filter;
 		for(size_t k = 0; k < n; k++){
 			if(!strcmp(fresh.policies.items[k].filter, old->items[i].filter)){
 				map[i].to = &fresh.policies.items[k];
 				counters[k] = d->policy_counters[i];
+				history[k] = d->policy_history[i];
 				break;
 			}
 		}
@@ -156,6 +160,8 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 	config__free(&fresh);
 	free(d->policy_counters);
 	d->policy_counters = counters;
+	free(d->policy_history);
+	d->policy_history = history;
 	/* Records and envelopes now belong to other policies: the running
 	 * gauges are counted afresh, once per reload (which walks them all
 	 * anyway). */

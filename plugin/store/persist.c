@@ -35,7 +35,8 @@ static bool enabled(const struct dlq_persist *p)
 static uint64_t marker(const struct dlq_persist *p)
 {
 	return *p->opt.changes + p->opt.totals->tracked + p->opt.totals->nacks + p->opt.totals->expired
-			+ p->opt.totals->evicted;
+			+ p->opt.totals->evicted + p->opt.totals->dead_letters + p->opt.totals->ack_timeouts
+			+ p->opt.totals->redriven;
 }
 
 /* Envelopes not yet taken by the broker: those a snapshot must hold. */

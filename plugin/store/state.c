@@ -10,6 +10,7 @@
 
 #include "model/deadlines.h"
 #include "model/deliveries.h"
+#include "model/history.h"
 #include "model/holds.h"
 #include "model/ledger.h"
 #include "model/letters.h"
@@ -185,6 +186,24 @@ int state__encode_letter(const struct dlq_letter *l, uint64_t mono_now, int64_t 
 	return encode_envelope(ENTRY_LETTER, l->env, mono_now, wall_now, b);
 }
 
+int state__encode_history(const struct dlq_history *h, const char *filter, int64_t wall_now, struct dlq_headers *b)
+{
+	struct dlq_history_minute m[DLQ_HISTORY_MINUTES];
+	size_t n = history__minutes(h, wall_now, m);
+	if(n == 0) return 0;
+	int rc;
+	size_t at = entry_begin(b, ENTRY_HISTORY, &rc);
+	if(rc == 0) rc = put_str(b, filter) || put_u(b, DLQ_DEAD_CAUSES, 1) || put_u(b, n, 1) ? ENOMEM : 0;
+	for(size_t i = 0; rc == 0 && i < n; i++){
+		rc = put_u(b, (uint64_t)m[i].minute, 8) || put_u(b, m[i].nacks, 4) || put_u(b, m[i].ack_timeouts, 4)
+				|| put_u(b, m[i].redrives, 4) ? ENOMEM : 0;
+		for(size_t c = 0; rc == 0 && c < DLQ_DEAD_CAUSES; c++){
+			rc = put_u(b, m[i].dead_letters[c], 4);
+		}
+	}
+	return entry_end(b, at, rc);
+}
+
 int state__encode_letter_gone(const struct dlq_id *id, struct dlq_headers *b)
 {
 	int rc;
@@ -356,9 +375,18 @@ static int encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_
 		if((rc = spill_maybe(sp))) return rc;
 		letters++;
 	}
+	/* Each policy's last hour, as it is at the save (a snapshot only: a
+	 * SIGKILL loses what came after the last one). */
+	uint64_t histories = 0;
+	for(size_t i = 0; v->history && *v->history && i < v->policies->count; i++){
+		size_t before = out->len;
+		if(state__encode_history(&(*v->history)[i], v->policies->items[i].filter, wall_now, out)) return ENOMEM;
+		if(out->len != before) histories++;
+		if((rc = spill_maybe(sp))) return rc;
+	}
 	uint64_t owed = v->outbox->owed.count + v->outbox->sent.count + v->outbox->settling.count + v->delayed->count;
 	uint64_t entries = v->ledger->count + v->holds->records + owed + v->unsaved->count + sink.written + letters
-			+ (uint64_t)deadlines + (v->journal_covers ? 1 : 0);
+			+ (uint64_t)deadlines + histories + (v->journal_covers ? 1 : 0);
 	size_t at = entry_begin(out, ENTRY_END, &rc);
 	if(rc == 0) rc = put_u(out, entries, 8);
 	rc = entry_end(out, at, rc);

@@ -23,6 +23,7 @@ struct dlq_deadline;
 struct dlq_deadlines;
 struct dlq_envelope;
 struct dlq_envelope_list;
+struct dlq_history;
 struct dlq_holds;
 struct dlq_delivery_saved;
 struct dlq_id;
@@ -43,6 +44,8 @@ struct state_view {
 	struct dlq_redelivery *redelivery;  /* the deliveries' counts; NULL: none are kept */
 	struct dlq_letters *letters;        /* the kept dead letters; NULL: none are kept (read, checked, dropped) */
 	struct dlq_deadlines *deadlines;    /* deliveries awaiting settlement; NULL: none are kept (read, checked) */
+	struct dlq_history **history;       /* the owner's array of each policy's rate history, by index of policies
+	                                       (a reload replaces the array); NULL: none kept (read, checked) */
 	uint64_t *next_seq;                 /* envelope sequence numbers: restored ones are not reused */
 	const struct dlq_policy_table *policies; /* a restored entry finds its policy here, by filter */
 	uint64_t nack_window_ms;            /* records older than this are not restored */
@@ -115,6 +118,10 @@ int state__encode_deadline(const struct dlq_deadline *e, uint64_t mono_now, int6
 /* A kept dead letter (model/letters.h): its envelope, written as
  * state__encode_add writes one; in a snapshot, after the envelopes. */
 int state__encode_letter(const struct dlq_letter *l, uint64_t mono_now, int64_t wall_now, struct dlq_headers *out);
+/* The rate history h of the policy filter (model/history.h): its minutes
+ * in the hour up to wall_now that hold anything; nothing when none do.
+ * In a snapshot, after the kept dead letters. Returns 0 or ENOMEM. */
+int state__encode_history(const struct dlq_history *h, const char *filter, int64_t wall_now, struct dlq_headers *out);
 /* The kept dead letter with id left the store (journal only). */
 int state__encode_letter_gone(const struct dlq_id *id, struct dlq_headers *out);
 

@@ -39,6 +39,12 @@
  * header) the last generation it holds; a journal of that generation or
  * older is not applied over it. Files written before generations have
  * none: such a journal is always applied, such a snapshot holds none.
+ * A policy's rate history (type 13, model/history.h: its filter, how many
+ * causes a minute counts, how many minutes, then each minute that holds
+ * anything, oldest first: its start in Unix seconds (8), NACKs, ack
+ * timeouts, redrives and the dead letters of each cause (4 each)) follows
+ * the kept dead letters in a snapshot, one per policy with any; it is
+ * never journaled. Files written before it have none.
  */
 #ifndef DLQ_STATE_FORMAT_H
 #define DLQ_STATE_FORMAT_H
@@ -48,6 +54,7 @@
 #define MAGIC_LEN 8
 
 enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_SETTLER = 5, ENTRY_HOLD = 6,
-	ENTRY_DELIVERY = 7, ENTRY_LETTER = 8, ENTRY_LETTER_GONE = 9, ENTRY_DEADLINE = 10, ENTRY_GENERATION = 11 };
+	ENTRY_DELIVERY = 7, ENTRY_LETTER = 8, ENTRY_LETTER_GONE = 9, ENTRY_DEADLINE = 10, ENTRY_GENERATION = 11,
+	ENTRY_HISTORY = 13 };
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "model/deadlines.h"
 #include "model/deliveries.h"
+#include "model/history.h"
 #include "model/holds.h"
 #include "model/ledger.h"
 #include "model/letters.h"
@@ -541,6 +542,59 @@ static void decode_deadline(struct state_view *v, struct reader *r, uint64_t mon
 	free(client);
 }
 
+/* A policy's rate history (a snapshot's): each minute within the hour up
+ * to wall_now is added to the policy's, found by its filter; a policy no
+ * longer configured, or none kept (v->history NULL), is nothing to do.
+ * Causes past those this build knows (a later build's) count as unknown. */
+static void decode_history(struct state_view *v, struct reader *r, int64_t wall_now)
+{
+	size_t flen = (size_t)get_u(r, 2);
+	const char *filter = (const char *)get_raw(r, flen);
+	unsigned causes = (unsigned)get_u(r, 1);
+	unsigned n = (unsigned)get_u(r, 1);
+	if(r->bad) return;
+	const char *bad = state_check__text(filter, flen);
+	if(bad){
+		refuse(r, "a filter", bad);
+		return;
+	}
+	if(causes == 0){
+		refuse(r, "no dead-letter causes", NULL);
+		return;
+	}
+	if(n == 0 || n > DLQ_HISTORY_MINUTES){
+		refuse(r, "a number of minutes the plugin never writes", NULL);
+		return;
+	}
+	long policy = -1;
+	for(size_t i = 0; i < v->policies->count && policy < 0; i++){
+		const char *f = v->policies->items[i].filter;
+		if(strlen(f) == flen && !memcmp(f, filter, flen)) policy = (long)i;
+	}
+	struct dlq_history *h = policy >= 0 && v->history && *v->history ? &(*v->history)[policy] : NULL;
+	int64_t last = -1;
+	for(unsigned k = 0; k < n && !r->bad; k++){
+		struct dlq_history_minute m = {0};
+		uint64_t minute = get_u(r, 8);
+		m.nacks = (uint32_t)get_u(r, 4);
+		m.ack_timeouts = (uint32_t)get_u(r, 4);
+		m.redrives = (uint32_t)get_u(r, 4);
+		for(unsigned c = 0; c < causes; c++){
+			uint32_t count = (uint32_t)get_u(r, 4);
+			unsigned into = c < DLQ_DEAD_CAUSES ? c : DLQ_DEAD_UNKNOWN;
+			m.dead_letters[into] = m.dead_letters[into] > UINT32_MAX - count ? UINT32_MAX : m.dead_letters[into] + count;
+		}
+		if(r->bad) return;
+		if(minute > INT64_MAX || minute % 60 || (int64_t)minute <= last){
+			refuse(r, "minutes the plugin never writes (not on the minute, or out of order)", NULL);
+			return;
+		}
+		last = (int64_t)minute;
+		m.minute = last;
+		if(h) (void)history__merge(h, &m, wall_now);
+	}
+}
+
 /* What an entry of type is, for the damage report. */
 static const char *entry_name(uint8_t type)
 {
@@ -554,6 +608,7 @@ static const char *entry_name(uint8_t type)
 		case ENTRY_LETTER_GONE: return "a kept dead letter's removal";
 		case ENTRY_DEADLINE: return "a delivery awaiting settlement";
 		case ENTRY_GENERATION: return "a journal generation";
+		case ENTRY_HISTORY: return "a policy's rate history";
 		default: return "an entry";
 	}
 }
@@ -678,6 +733,9 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 			ok = !r.bad;
 		}else if(type == ENTRY_LETTER){
 			decode_letter(v, &r, rep);
+			ok = !r.bad;
+		}else if(type == ENTRY_HISTORY && !journal){
+			decode_history(v, &r, wall_now);
 			ok = !r.bad;
 		}else if(type == ENTRY_LETTER_GONE && journal){
 			decode_letter_gone(v, &r);

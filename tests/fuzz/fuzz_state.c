@@ -56,6 +56,13 @@ static void check_round_trip(struct dlq *d)
 	FUZZ_CHECK(e.deadlines.count == d->deadlines.count && e.deadlines.running == d->deadlines.running,
 			"round trip: %zu deliveries awaiting settlement (%zu running), before %zu (%zu)", e.deadlines.count,
 			e.deadlines.running, d->deadlines.count, d->deadlines.running);
+	/* Each policy's rate history: the same minutes, the same counts. */
+	for(size_t i = 0; i < dlq__config(d)->policies.count; i++){
+		struct dlq_history_minute a[DLQ_HISTORY_MINUTES], b[DLQ_HISTORY_MINUTES];
+		size_t n = dlq__history(d, i, wall, a);
+		FUZZ_CHECK(dlq__history(&e, i, wall, b) == n && (n == 0 || !memcmp(a, b, n * sizeof(a[0]))),
+				"round trip: the rate history of policy %zu", i);
+	}
 	dlq__cleanup(&e);
 	fuzz_port_clear();
 	headers__free(&buf);

@@ -3,7 +3,8 @@
  * Writes the binary seeds of the state-file targets from a real engine, so
  * that they follow the format when it changes:
  *   fuzz_gen_seeds <corpus dir>   (tests/fuzz/corpus)
- * writes state_snapshot/{full,header-only,truncated} and
+ * writes state_snapshot/{full,header-only,truncated} (full-before-causes and
+ * full-before-history are older files' fulls, kept as they were) and
  * state_journal/{full,header-only,remove-only}, and the binary scripts of
  * the sessions, sends, packet_size, message_out and delivery_model targets (their formats
  * are in fuzz_<target>.c). Not run by the

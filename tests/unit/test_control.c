@@ -795,6 +795,66 @@ START_TEST(json_acks_need_an_id)
 }
 END_TEST
 
+/* getHistory: each policy's minutes that hold anything, oldest first, with
+ * the dead letters by cause; "policy" picks one. */
+START_TEST(get_history_reports_each_policys_minutes)
+{
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1], c[DLQ_ID_LEN + 1];
+	track("numbers", "1", a);
+	track("numbers", "2", b);
+	track("once", "3", c);
+	fake.wall_ms = 1790000040000LL + 5000; /* 5 s into a minute */
+	expect_result(entry(compact(a, "w", NULL), 0), a, "retried", 1, 3);
+	expect_result(entry(compact(c, "w", NULL), 0), c, "dead-lettered", 1, 1);
+	fake.wall_ms += 2 * 60000;
+	expect_result(entry(compact(b, "w", NULL), 0), b, "retried", 1, 3);
+	const cJSON *r = json("{\"commands\":[{\"command\":\"getHistory\",\"correlationData\":1},"
+			"{\"command\":\"getHistory\",\"policy\":\"once\"},{\"command\":\"getHistory\",\"policy\":\"nope\"},"
+			"{\"command\":\"getHistory\",\"policy\":5}]}", "ops");
+	ck_assert_int_eq(cJSON_GetArraySize(r), 4);
+	expect_str(entry(r, 0), "command", DLQ_COMMAND_GET_HISTORY);
+	const cJSON *data = cJSON_GetObjectItemCaseSensitive(entry(r, 0), "data");
+	expect_num(data, "minute", 1790000040 + 120);
+	expect_num(data, "minutes", 60);
+	const cJSON *policies = cJSON_GetObjectItemCaseSensitive(data, "policies");
+	ck_assert_int_eq(cJSON_GetArraySize(policies), 3);
+	const cJSON *numbers = cJSON_GetArrayItem(policies, 0);
+	expect_str(numbers, "filter", "numbers");
+	const cJSON *minutes = cJSON_GetObjectItemCaseSensitive(numbers, "minutes");
+	ck_assert_int_eq(cJSON_GetArraySize(minutes), 2);
+	expect_num(cJSON_GetArrayItem(minutes, 0), "minute", 1790000040);
+	expect_num(cJSON_GetArrayItem(minutes, 0), "nacks", 1);
+	expect_num(cJSON_GetArrayItem(minutes, 0), "deadLetters", 0);
+	expect_num(cJSON_GetArrayItem(minutes, 0), "redrives", 0);
+	expect_num(cJSON_GetArrayItem(minutes, 0), "ackTimeouts", 0);
+	expect_num(cJSON_GetArrayItem(minutes, 1), "minute", 1790000040 + 120);
+	expect_num(cJSON_GetArrayItem(minutes, 1), "nacks", 1);
+	const cJSON *once = cJSON_GetArrayItem(policies, 1);
+	minutes = cJSON_GetObjectItemCaseSensitive(once, "minutes");
+	ck_assert_int_eq(cJSON_GetArraySize(minutes), 1);
+	expect_num(cJSON_GetArrayItem(minutes, 0), "deadLetters", 1);
+	const cJSON *by = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(minutes, 0), "byCause");
+	ck_assert_int_eq(cJSON_GetArraySize(by), 1);
+	expect_num(by, "nack", 1);
+	minutes = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(policies, 2), "minutes");
+	ck_assert(cJSON_IsArray(minutes));
+	ck_assert_int_eq(cJSON_GetArraySize(minutes), 0);
+	/* One policy, by its filter. */
+	policies = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(entry(r, 1), "data"), "policies");
+	ck_assert_int_eq(cJSON_GetArraySize(policies), 1);
+	expect_str(cJSON_GetArrayItem(policies, 0), "filter", "once");
+	expect_error(entry(r, 2), DLQ_COMMAND_GET_HISTORY, NULL, "no policy has the filter \"nope\"");
+	expect_error(entry(r, 3), DLQ_COMMAND_GET_HISTORY, NULL, "\"policy\" must be");
+	/* An hour later nothing is left. */
+	fake.wall_ms += 60 * 60000;
+	r = json("{\"commands\":[{\"command\":\"getHistory\"}]}", "ops");
+	policies = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(entry(r, 0), "data"), "policies");
+	for(int i = 0; i < 3; i++){
+		ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(policies, i), "minutes")), 0);
+	}
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 
 static void setup(void)
@@ -839,6 +899,7 @@ static Suite *control_suite(void)
 	tcase_add_test(tc, the_most_commands_allowed_are_all_answered);
 	tcase_add_test(tc, an_oversized_document_is_refused_before_parsing);
 	tcase_add_test(tc, the_sender_is_the_nacking_client);
+	tcase_add_test(tc, get_history_reports_each_policys_minutes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reasons");

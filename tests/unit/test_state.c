@@ -42,6 +42,7 @@
 #define ENTRY_ENVELOPE 2
 #define ENTRY_END 4   /* the last entry of a snapshot: how many came before */
 #define ENTRY_LETTER 8 /* a kept dead letter */
+#define ENTRY_HISTORY 13 /* a policy's rate history */
 
 static const struct dlq_option standard[] = {
 	{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
@@ -661,7 +662,7 @@ static void expect_restored(const uint8_t *data, size_t len, const struct entry_
 	size_t records = 0, envelopes = 0;
 	for(size_t i = 0; i < n; i++){
 		bool kept = ent[i].end <= good_end;
-		if(ent[i].type == ENTRY_END) continue;
+		if(ent[i].type == ENTRY_END || ent[i].type == ENTRY_HISTORY) continue;
 		if(ent[i].type == ENTRY_RECORD){
 			ck_assert_msg((find_raw(&fresh, ent[i].id) != NULL) == kept, "%s: record entry %zu %s", what, i,
 					kept ? "lost" : "restored from damaged data");
@@ -687,7 +688,7 @@ START_TEST(a_file_cut_at_any_byte_restores_what_precedes_the_cut)
 	populate_small();
 	struct entry_info ent[16];
 	size_t n = entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent));
-	ck_assert_uint_eq(n, 6); /* 3 records, 2 envelopes, the end */
+	ck_assert_uint_eq(n, 8); /* 3 records, 2 envelopes, the rate histories of the 2 policies NACKed, the end */
 	ck_assert_uint_eq(ent[n - 1].type, ENTRY_END);
 	char what[128];
 
@@ -814,7 +815,10 @@ START_TEST(an_entry_of_the_wrong_kind_is_damage)
 	populate_small();
 	struct entry_info ent[16];
 	size_t n = entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent));
-	uint64_t delayed_seq = ent[n - 2].seq;
+	uint64_t delayed_seq = 0;
+	for(size_t i = 0; i < n; i++){
+		if(ent[i].type == ENTRY_ENVELOPE) delayed_seq = ent[i].seq; /* the last one: the delayed copy */
+	}
 	struct dlq_headers remove = {0}, bad = {0};
 	ck_assert_int_eq(state__encode_remove(delayed_seq, &remove), 0);
 	splice_into(&bad, ent[n - 1].at, &remove);
@@ -1237,8 +1241,8 @@ START_TEST(a_snapshot_restores_kept_letters_in_order)
 	populate_letters();
 	struct entry_info ent[16];
 	size_t n = entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent));
-	/* 3 records, 2 envelopes, the letters after them, the end. */
-	ck_assert_uint_eq(n, 9);
+	/* 3 records, 2 envelopes, the letters after them, 2 rate histories, the end. */
+	ck_assert_uint_eq(n, 11);
 	for(size_t i = 0; i < n; i++){
 		ck_assert_msg((ent[i].type == ENTRY_LETTER) == (i >= 5 && i < 8), "entry %zu is of type %u", i, ent[i].type);
 	}
@@ -2020,6 +2024,181 @@ static void teardown(void)
 	fake_reset();
 }
 
+/* ---- rate history (type 13) ---------------------------------------- */
+
+/* A history entry as the plugin writes one (state.c), built by hand so
+ * that it can hold what the plugin never writes: n minutes from minute0,
+ * step seconds apart, each with 1 NACK and 2 dead letters of cause restart. */
+static void history_entry(struct dlq_headers *out, const char *filter, unsigned n, int64_t minute0, int64_t step)
+{
+	struct dlq_headers body = {0};
+	uint8_t b8[8];
+	size_t flen = strlen(filter);
+	uint8_t head[2] = { (uint8_t)(flen >> 8), (uint8_t)flen };
+	ck_assert_int_eq(headers__append_raw(&body, head, 2), 0);
+	ck_assert_int_eq(headers__append_raw(&body, (const uint8_t *)filter, flen), 0);
+	uint8_t counts[2] = { DLQ_DEAD_CAUSES, (uint8_t)n };
+	ck_assert_int_eq(headers__append_raw(&body, counts, 2), 0);
+	for(unsigned k = 0; k < n; k++){
+		uint64_t m = (uint64_t)(minute0 + (int64_t)k * step);
+		for(int i = 0; i < 8; i++) b8[i] = (uint8_t)(m >> (56 - 8 * i));
+		ck_assert_int_eq(headers__append_raw(&body, b8, 8), 0);
+		for(unsigned c = 0; c < 3 + DLQ_DEAD_CAUSES; c++){
+			uint8_t v[4] = { 0, 0, 0, c == 0 ? 1 : c == 3 + DLQ_DEAD_RESTART ? 2 : 0 };
+			ck_assert_int_eq(headers__append_raw(&body, v, 4), 0);
+		}
+	}
+	uint8_t hdr[5] = { ENTRY_HISTORY, (uint8_t)(body.len >> 24), (uint8_t)(body.len >> 16), (uint8_t)(body.len >> 8),
+		(uint8_t)body.len };
+	size_t at = out->len;
+	ck_assert_int_eq(headers__append_raw(out, hdr, 5), 0);
+	ck_assert_int_eq(headers__append_raw(out, body.data, body.len), 0);
+	uint32_t crc = state__crc32(out->data + at, out->len - at);
+	uint8_t c4[4] = { (uint8_t)(crc >> 24), (uint8_t)(crc >> 16), (uint8_t)(crc >> 8), (uint8_t)crc };
+	ck_assert_int_eq(headers__append_raw(out, c4, 4), 0);
+	headers__free(&body);
+}
+
+/* buf with entry spliced in before its end, whose count is raised by one. */
+static void with_entry_before_end(struct dlq_headers *out, const struct dlq_headers *entry)
+{
+	struct entry_info ent[16];
+	size_t n = entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent));
+	ck_assert_uint_eq(ent[n - 1].type, ENTRY_END);
+	ck_assert_int_eq(headers__append_raw(out, buf.data, ent[n - 1].at), 0);
+	ck_assert_int_eq(headers__append_raw(out, entry->data, entry->len), 0);
+	/* The end entry: how many entries came before it. */
+	uint8_t end[5 + 8 + 4] = { ENTRY_END, 0, 0, 0, 8 };
+	uint64_t count = n;
+	for(int i = 0; i < 8; i++) end[5 + i] = (uint8_t)(count >> (56 - 8 * i));
+	uint32_t crc = state__crc32(end, 13);
+	for(int i = 0; i < 4; i++) end[13 + i] = (uint8_t)(crc >> (24 - 8 * i));
+	ck_assert_int_eq(headers__append_raw(out, end, sizeof(end)), 0);
+}
+
+/* The history of policy (an index of standard) in d, at the fake clock. */
+static size_t history_of(struct dlq *d, size_t policy, struct dlq_history_minute *out)
+{
+	return dlq__history(d, policy, fake.wall_ms, out);
+}
+
+START_TEST(a_snapshot_keeps_each_policys_last_hour)
+{
+	populate_small(); /* NACKs of once (3) and slow (1) */
+	struct dlq_history_minute before[DLQ_HISTORY_MINUTES], after[DLQ_HISTORY_MINUTES];
+	ck_assert_uint_eq(history_of(&a, 3, before), 1);
+	ck_assert_uint_eq(before[0].nacks, 1);
+	ck_assert_uint_eq(history_of(&a, 1, before), 1);
+	/* Down for half an hour: the minutes are still in the hour. */
+	move_clocks(30 * 60 * 1000, 5000);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	struct state_report rep;
+	decode(&b, buf.data, buf.len, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	for(size_t p = 0; p < ARRAY_LEN(standard); p++){
+		size_t n = history_of(&a, p, before);
+		ck_assert_uint_eq(history_of(&b, p, after), n);
+		for(size_t k = 0; k < n; k++){
+			ck_assert_mem_eq(&before[k], &after[k], sizeof(before[k]));
+		}
+	}
+	ck_assert_uint_eq(history_of(&b, 3, after), 1);
+	engine_stop(&b, &b_live);
+	/* Down for an hour: nothing of it is restored, and that is no damage. */
+	move_clocks(31 * 60 * 1000, 6000);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	decode(&b, buf.data, buf.len, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	for(size_t p = 0; p < ARRAY_LEN(standard); p++){
+		ck_assert_uint_eq(history_of(&b, p, after), 0);
+	}
+}
+END_TEST
+
+START_TEST(a_history_entry_is_restored_by_its_filter)
+{
+	populate_small();
+	int64_t now_minute = fake.wall_ms / 60000 * 60;
+	struct dlq_headers entries = {0}, file = {0};
+	/* Three minutes of numbers (0), the first of them an hour old; a policy
+	 * no longer configured: read, checked and dropped. */
+	history_entry(&entries, "numbers", 3, now_minute - 3600, 1800);
+	history_entry(&entries, "gone/#", 2, now_minute - 120, 60);
+	with_entry_before_end(&file, &entries);
+	/* Two entries more than with_entry_before_end counted. */
+	file.len -= 17;
+	struct entry_info ent[16];
+	size_t n = entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent));
+	uint8_t end[17] = { ENTRY_END, 0, 0, 0, 8 };
+	end[12] = (uint8_t)(n + 1);
+	uint32_t crc = state__crc32(end, 13);
+	for(int i = 0; i < 4; i++) end[13 + i] = (uint8_t)(crc >> (24 - 8 * i));
+	ck_assert_int_eq(headers__append_raw(&file, end, sizeof(end)), 0);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	struct state_report rep;
+	decode(&b, file.data, file.len, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	struct dlq_history_minute m[DLQ_HISTORY_MINUTES];
+	ck_assert_uint_eq(history_of(&b, 0, m), 2);
+	ck_assert_int_eq(m[0].minute, now_minute - 1800);
+	ck_assert_int_eq(m[1].minute, now_minute);
+	ck_assert_uint_eq(m[1].nacks, 1);
+	ck_assert_uint_eq(m[1].dead_letters[DLQ_DEAD_RESTART], 2);
+	ck_assert_uint_eq(history__dead_letters(&m[1]), 2);
+	headers__free(&entries);
+	headers__free(&file);
+}
+END_TEST
+
+/* An entry the plugin never writes is damage, reported where it is, and
+ * what came before it stays restored. */
+START_TEST(a_damaged_history_entry_is_reported)
+{
+	populate_small();
+	int64_t now_minute = fake.wall_ms / 60000 * 60;
+	static const struct {
+		unsigned n;
+		int64_t first, step;
+		const char *problem;
+	} bad[] = {
+		{ 2, 0, 61, "not on the minute" },   /* relative to now_minute below */
+		{ 2, 0, -60, "out of order" },
+		{ 2, 0, 0, "out of order" },
+		{ 0, 0, 60, "a number of minutes" },
+		{ 61, -3600, 60, "a number of minutes" },
+	};
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
+		struct dlq_headers entry = {0}, file = {0};
+		history_entry(&entry, "numbers", bad[i].n, now_minute + bad[i].first, bad[i].step);
+		with_entry_before_end(&file, &entry);
+		struct entry_info ent[16];
+		size_t n = entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent));
+		engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+		struct state_report rep;
+		decode(&b, file.data, file.len, &rep);
+		ck_assert_msg(rep.damaged, "case %zu: damage not reported", i);
+		ck_assert_uint_eq(rep.damaged_at, ent[n - 1].at);
+		ck_assert_msg(strstr(rep.problem, "rate history") && strstr(rep.problem, bad[i].problem),
+				"case %zu: problem \"%s\"", i, rep.problem);
+		ck_assert_uint_eq(rep.records, 3);
+		ck_assert_uint_eq(rep.envelopes, 2);
+		engine_stop(&b, &b_live);
+		headers__free(&entry);
+		headers__free(&file);
+	}
+	/* A filter that is not text. */
+	struct dlq_headers entry = {0}, file = {0};
+	history_entry(&entry, "bad\x01", 1, now_minute, 60);
+	with_entry_before_end(&file, &entry);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	struct state_report rep;
+	decode(&b, file.data, file.len, &rep);
+	ck_assert_msg(rep.damaged && strstr(rep.problem, "a filter holding a control character"), "problem \"%s\"", rep.problem);
+	headers__free(&entry);
+	headers__free(&file);
+}
+END_TEST
+
 static Suite *state_suite(void)
 {
 	Suite *s = suite_create("state");
@@ -2075,6 +2254,13 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, a_journal_keeps_and_removes_letters);
 	tcase_add_test(tc, a_damaged_kept_letter_is_damage);
 	tcase_add_test(tc, a_letter_from_a_file_before_causes_has_a_default_cause);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("history");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, a_snapshot_keeps_each_policys_last_hour);
+	tcase_add_test(tc, a_history_entry_is_restored_by_its_filter);
+	tcase_add_test(tc, a_damaged_history_entry_is_reported);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("files");
