@@ -10,7 +10,8 @@
 // test reads the page as an operator would: the policies with their
 // ack_timeout, the counters (dead letters by cause among them), the
 // letters with their reasons, causes and payloads, the cause filter, the
-// charts split by cause, every listener bound to 127.0.0.1 alone,
+// charts full on first paint with the NACKs and dead letters made before the
+// page opened (the plugin's getHistory), the charts split by cause, every listener bound to 127.0.0.1 alone,
 // a redrive the worker receives again, a delete behind its confirmation,
 // an ACK, a final NACK and an ack timeout on a second policy, and the
 // errors said in words (a wrong password, a broker without the plugin, no
@@ -502,6 +503,29 @@ async function main() {
     await page.keyboard.press('Enter');
     await waitFor('the console', () => visible(page, '#policies tr[data-filter="numbers"]'));
     assert((await text(page, '#alert')) === '', `an error after logging in: ${await text(page, '#alert')}`);
+    // The first paint: the chart already holds the quick start's 9 NACKs and
+    // 3 dead letters, made before the page opened, in the minutes the
+    // plugin counted them in (its getHistory), the current one included.
+    const drawn = JSON.parse(await page.$eval('#chart-0', (e) => e.getAttribute('data-series')));
+    const history = await control.run({ command: 'getHistory', policy: 'numbers' });
+    const minutes = history.policies[0].minutes;
+    const sum = (list, k) => list.reduce((a, m) => a + m[k], 0);
+    assert(sum(minutes, 'nacks') === 9 && sum(minutes, 'deadLetters') === 3, `the plugin's history: ${JSON.stringify(minutes)}`);
+    assert(drawn.length === 60 && sum(drawn, 'nacks') === 9 && sum(drawn, 'deadLetters') === 3,
+      `the chart on first paint: ${JSON.stringify(drawn.filter((m) => m.nacks || m.deadLetters))}`);
+    for (const m of minutes) {
+      const at = drawn.find((d) => d.minute === m.minute);
+      assert(at && at.nacks === m.nacks && at.deadLetters === m.deadLetters,
+        `minute ${m.minute}: the plugin ${JSON.stringify(m)}, the chart ${JSON.stringify(at)}`);
+    }
+    const newest = minutes[minutes.length - 1];
+    if (newest.minute === history.minute) {
+      // NACKed in the minute still running: the chart's last point.
+      const now = drawn[drawn.length - 1];
+      assert(now.minute === history.minute && now.nacks === newest.nacks && now.nacks > 0, `the current minute: ${JSON.stringify(now)}`);
+    }
+    assert((await text(page, '#chart-words-0')).includes('last hour: 9 NACKs, 3 dead letters, 0 ack timeouts.'),
+      `the chart's words: ${await text(page, '#chart-words-0')}`);
     const row = await cells(page, 'numbers');
     assert(row[0] === 'numbers' && row[1] === '3' && row[2] === 'dead/numbers' && row[4] === NUMBERS_ACK_TIMEOUT, `policy row: ${row.join(' | ')}`);
     const slow = await cells(page, 'slow/#');
@@ -606,10 +630,11 @@ async function main() {
       return r.length === 3 && !r.includes(ids['3']);
     });
     assert(worker.failures(3) === before + 3, `the worker failed 3 ${worker.failures(3) - before} more times, not 3`);
-    await waitFor('the chart to count them', async () => (await text(page, '#chart-words-0')).includes('last hour: 3 NACKs, 1 dead letter, 0 ack timeouts.'));
+    // On top of the quick start's, which the chart had from the plugin.
+    await waitFor('the chart to count them', async () => (await text(page, '#chart-words-0')).includes('last hour: 12 NACKs, 4 dead letters, 0 ack timeouts.'));
     const name = await page.$eval('#chart-0', (e) => e.getAttribute('aria-label'));
     assert(name.startsWith('NACKs, dead letters and ack timeouts per minute for numbers, last hour. ') &&
-      name.endsWith('last hour: 3 NACKs, 1 dead letter, 0 ack timeouts.'), `the chart's accessible name: ${name}`);
+      name.endsWith('last hour: 12 NACKs, 4 dead letters, 0 ack timeouts.'), `the chart's accessible name: ${name}`);
     const s = policyStatus(await control.run({ command: 'getStatus' }));
     assert(s.redriven === 1 && s.keptDeadLetters === 3, `plugin: redriven ${s.redriven}, kept ${s.keptDeadLetters}`);
     await shot(page, '06-after-redrive.png');
@@ -722,7 +747,7 @@ async function main() {
     const keys = await page.$$eval('#charts .legend', (ps) => ps.map((p) => [...p.children].map((e) => e.textContent)));
     assert(JSON.stringify(keys) === JSON.stringify([['nack dead letters'], ['final dead letters', 'ack_timeout dead letters']]), `the charts' keys: ${JSON.stringify(keys)}`);
     const name = await page.$eval('#chart-0', (e) => e.getAttribute('aria-label'));
-    assert(name.endsWith('last hour: 3 NACKs, 1 dead letter (nack 1), 0 ack timeouts.'), `numbers' chart by cause: ${name}`);
+    assert(name.endsWith('last hour: 12 NACKs, 4 dead letters (nack 4), 0 ack timeouts.'), `numbers' chart by cause: ${name}`);
     const c = await lowContrast(page);
     assert(c.out.length === 0, `contrast: ${c.out.join('; ')}`);
     await shot(page, '07b-by-cause.png');

@@ -4,7 +4,8 @@
 // format.js (sizes, counters, ack_timeout, the totals, dead letters by
 // cause, payload as text or hex, properties, login errors), rates.js
 // (per-minute growth of NACKs, dead letters, also by cause, and ack timeouts
-// from successive getStatus replies, resets, the hour's window), chart.js's
+// from successive getStatus replies, resets, the hour's window, the
+// plugin's minutes from getHistory as the start), chart.js's
 // words, lines (split by cause) and key, and letters.js's paging and filters.
 'use strict';
 
@@ -145,6 +146,51 @@ t.step('rates and chart: dead letters by cause per minute; split, a line per cau
   eq(chart.linesFor(s, null), chart.LINES, 'not split');
   eq(new Set(chart.CAUSE_LOOKS.map((l) => l.color)).size, chart.CAUSE_LOOKS.length, 'the cause looks differ');
   eq(chart.CAUSE_LOOKS.length >= 9, true, 'a look for each of the nine causes');
+});
+
+t.step('rates: the plugin\'s minutes (getHistory) fill the hour at once; the polls add on top', () => {
+  const r = new Rates(60);
+  const t0 = 5000 * MIN + 30000;      // half a minute into page minute 5000
+  const broker = 5000 * 60 + 120;     // the broker's clock two minutes ahead of the page's
+  r.add(status(12, 3, 1), t0);        // the base, taken with the history
+  r.seed({ minute: broker, minutes: 60, policies: [
+    { filter: 'a/#', minutes: [
+      { minute: broker - 61 * 60, nacks: 9, deadLetters: 9, ackTimeouts: 9, byCause: { nack: 9 }, redrives: 0 }, // past the hour
+      { minute: broker - 3 * 60, nacks: 4, deadLetters: 1, ackTimeouts: 0, byCause: { restart: 1 }, redrives: 0 },
+      { minute: broker, nacks: 8, deadLetters: 2, ackTimeouts: 1, byCause: { nack: 1, final: 1 }, redrives: 1 },
+      { minute: broker + 60, nacks: 5 },  // after now: not drawn
+    ] },
+    { filter: 'b/+', minutes: [] },
+  ] }, t0);
+  let s = r.series('a/#', t0);
+  eq(s.slice(-4).map((m) => [m.minute, m.nacks, m.deadLetters, m.ackTimeouts]),
+    [[4997, 4, 1, 0], [4998, 0, 0, 0], [4999, 0, 0, 0], [5000, 8, 2, 1]], 'the plugin\'s minutes, on the page\'s clock');
+  eq(s.slice(-4)[0].deadLettersByCause, { restart: 1, nack: 0, final: 0 }, 'by cause');
+  eq(r.causes, ['restart', 'nack', 'final'], 'the causes the history named');
+  eq(chart.summary(s), 'This minute: 8 NACKs, 2 dead letters, 1 ack timeout; last hour: 12 NACKs, 3 dead letters, 1 ack timeout.', 'words at once');
+  r.add(status(14, 3, 1), t0 + 1000); // +2 NACKs since the history
+  s = r.series('a/#', t0 + 1000);
+  eq(s[59].nacks, 10, 'the poll adds on top of the plugin\'s minute');
+  eq(r.series('b/+', t0).every((m) => m.nacks === 0), true, 'a policy with nothing in the hour');
+  // An answer that is not a history changes nothing.
+  r.seed({}, t0);
+  r.seed({ policies: [{ filter: 'a/#' }] }, t0);
+  eq(r.series('a/#', t0 + 1000)[59].nacks, 10, 'kept');
+});
+
+t.step('chart: the figures drawn are in the svg\'s data-series too', () => {
+  const attrs = {};
+  const fakeSvg = {
+    firstChild: null, setAttribute: (k, v) => { attrs[k] = v; }, appendChild: () => {}, removeChild: () => {},
+  };
+  global.document = { createElementNS: () => ({ setAttribute: () => {} }) };
+  const s = Array.from({ length: 60 }, (_, i) => ({ minute: 100 + i, nacks: i === 59 ? 9 : 0, deadLetters: i === 58 ? 3 : 0, ackTimeouts: 0 }));
+  chart.render(fakeSvg, s, 'a/#', null);
+  delete global.document;
+  const data = JSON.parse(attrs['data-series']);
+  eq(data.length, 60, 'every minute');
+  eq(data.slice(-2), [{ minute: 158 * 60, nacks: 0, deadLetters: 3, ackTimeouts: 0 }, { minute: 159 * 60, nacks: 9, deadLetters: 0, ackTimeouts: 0 }],
+    'the last two');
 });
 
 t.step('rates: minutes older than the hour are dropped', () => {

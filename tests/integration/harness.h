@@ -387,6 +387,11 @@ const char *json_str(const cJSON *e, const char *name);
 /* The number member name of o; fails the test if there is none. */
 double json_num(const cJSON *o, const char *name);
 
+/* The data of command (one command's JSON object), asked for by the v5
+ * client c with reply_topic as its response topic; *doc is the reply, for
+ * the caller to free with cJSON_Delete. Fails the test on an error. */
+const cJSON *command_data(struct client *c, const char *reply_topic, const char *command, cJSON **doc);
+
 /* getStatus's data, asked for by the v5 client c (subscribed to
  * reply_topic) with reply_topic as its response topic; *doc is the reply,
  * for the caller to free with cJSON_Delete. Fails the test on an error. */

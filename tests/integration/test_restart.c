@@ -4,7 +4,8 @@
  * restarts: a held-back retry copy and a dead letter the broker had refused
  * survive a SIGTERM and come out once (also to an inspector connected when
  * the broker stops, and for a message diverted in the broker's last loop
- * pass); a delivery made before a restart can be NACKed after it;
+ * pass); a delivery made before a restart can be NACKed after it, and the
+ * rate history (getHistory) reports the same minutes after it;
  * Mosquitto 2.0.11 saves no session that started with clean_start=1 (which
  * docs/durable-state.md tells dead-letter readers); with plugin_opt_state_save_on_change
  * a SIGKILL loses no NACK, without it a SIGKILL loses what changed since the
@@ -344,6 +345,96 @@ START_TEST(test_ledger_survives_sigterm)
 	client_expect_exactly(w, "jobs", 1);
 	client_expect_exactly(w, NULL, 2);
 	client_expect_exactly(insp, NULL, 1);
+}
+END_TEST
+
+/* The sum of the number member name over the minutes of getHistory's
+ * policy entry p. */
+static double minutes_sum(const cJSON *p, const char *name)
+{
+	double n = 0;
+	const cJSON *m;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(p, "minutes")){
+		n += json_num(m, name);
+	}
+	return n;
+}
+
+/* getHistory's entry of the policy jobs, as c sees it; *doc to free. */
+static const cJSON *jobs_history(struct client *c, cJSON **doc)
+{
+	const cJSON *data = command_data(c, "history/r", "{\"command\":\"" DLQ_COMMAND_GET_HISTORY "\",\"policy\":\"jobs\"}",
+			doc);
+	const cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(data, "policies"), 0);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_str_eq(json_str(p, "filter"), "jobs");
+	return p;
+}
+
+/* (2a') The rate history: three NACKs and a dead letter are counted in
+ * the minutes they happened in (getHistory), a dead letter of another
+ * cause when the worker leaves, and after a SIGTERM the restarted plugin
+ * reports the same minutes, by cause, from its state file. */
+START_TEST(test_rate_history_survives_sigterm)
+{
+	struct durable d = durable_broker(__func__, false, false, "policy jobs max_attempts=2 dead_letter=dlq/jobs",
+			(const char *)NULL);
+	broker_start(d.b);
+	struct client *w = client_new(d.b, WORKER, MQTT_PROTOCOL_V5);
+	struct client *insp = client_new(d.b, INSPECTOR, MQTT_PROTOCOL_V5);
+	client_subscribe(w, "jobs", 1);
+	client_subscribe(insp, "dlq/#", 1);
+	int64_t first = it_wall_ms() / 60000 * 60;
+	client_publish_str(insp, "jobs", "m1", 1);
+	client_publish_str(insp, "jobs", "m2", 1);
+	char id1[32], id2[32];
+	keep(id1, sizeof(id1), expect_original(client_expect(w, "jobs", 1)));
+	keep(id2, sizeof(id2), expect_original(client_expect(w, "jobs", 2)));
+	client_nack(w, id1, NULL);
+	client_nack(w, id2, NULL);
+	char copy[32];
+	keep(copy, sizeof(copy), dlq_id_of(client_expect(w, "jobs", 4)));
+	client_nack(w, copy, "for good");
+	client_expect(insp, "dlq/jobs", 1);
+	clients_settle(w, insp);
+	int64_t last = it_wall_ms() / 60000 * 60;
+
+	cJSON *doc;
+	const cJSON *p = jobs_history(insp, &doc);
+	ck_assert_int_eq((int)minutes_sum(p, "nacks"), 3);
+	ck_assert_int_eq((int)minutes_sum(p, "deadLetters"), 1);
+	ck_assert_int_eq((int)minutes_sum(p, "redrives"), 0);
+	const cJSON *m;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(p, "minutes")){
+		double at = json_num(m, "minute");
+		ck_assert_msg(at >= (double)first && at <= (double)last, "minute %.0f outside %lld..%lld", at,
+				(long long)first, (long long)last);
+		const cJSON *by = cJSON_GetObjectItemCaseSensitive(m, "byCause");
+		ck_assert_int_eq((int)json_num(m, "deadLetters"), by->child ? (int)json_num(by, DLQ_CAUSE_NACK) : 0);
+	}
+	cJSON_Delete(doc);
+	/* The worker leaves without a lasting session: m1's copy becomes a
+	 * dead letter of cause subscriber_gone, counted too. */
+	client_free(w);
+	client_expect(insp, "dlq/jobs", 2);
+	p = jobs_history(insp, &doc);
+	ck_assert_int_eq((int)minutes_sum(p, "nacks"), 3);
+	ck_assert_int_eq((int)minutes_sum(p, "deadLetters"), 2);
+	char *before = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(p, "minutes"));
+	ck_assert_msg(strstr(before, "\"" DLQ_CAUSE_SUBSCRIBER_GONE "\":1"), "%s", before);
+	cJSON_Delete(doc);
+	client_free(insp);
+
+	broker_shutdown(d.b);
+	broker_start(d.b);
+	insp = client_new(d.b, INSPECTOR, MQTT_PROTOCOL_V5);
+	p = jobs_history(insp, &doc);
+	char *after = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(p, "minutes"));
+	ck_assert_str_eq(after, before);
+	cJSON_free(before);
+	cJSON_free(after);
+	cJSON_Delete(doc);
+	client_free(insp);
 }
 END_TEST
 
@@ -1076,6 +1167,7 @@ static Suite *restart_suite(void)
 	tcase_add_test(tc, test_delayed_copy_survives_sigterm);
 	tcase_add_test(tc, test_lasting_session_known_across_sigterm);
 	tcase_add_test(tc, test_ledger_survives_sigterm);
+	tcase_add_test(tc, test_rate_history_survives_sigterm);
 	tcase_add_test(tc, test_held_copy_of_a_session_restored_by_the_broker);
 	tcase_add_test(tc, test_unpublished_dead_letter_survives_sigterm);
 	tcase_add_test(tc, test_saved_dead_letter_reaches_a_session_connected_at_sigterm);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * The console's page: login, then every 2 s a getStatus that refreshes the
- * policies' counters (dead letters by cause among them) and the charts
+ * The console's page: login, then the plugin's last hour per minute
+ * (getHistory, with the first getStatus) so that the charts are full at
+ * once, then every 2 s a getStatus that refreshes the policies' counters (dead letters by cause among them) and the charts
  * (split by cause on demand), and the letters' page when the store
  * changed; one letter's details on click; redrive and delete of the ticked
  * letters after a confirmation. Every failure is said in #alert.
@@ -93,7 +94,7 @@
 		fillPolicyFilter();
 		buildCharts();
 		state.storeMark = null;
-		await poll();
+		await poll(true);
 		state.timer = setInterval(poll, POLL_MS);
 	}
 
@@ -203,12 +204,26 @@
 			D.format.totals(status.totals);
 	}
 
-	async function poll() {
+	/* first: the charts start from the plugin's minutes (getHistory, in
+	 * the same message as the getStatus that sets the counters' base); a
+	 * plugin without getHistory (older than the page) leaves them to the
+	 * polls, as before. */
+	async function poll(first) {
 		if (state.polling || !state.control) return;
 		state.polling = true;
 		try {
-			const status = await state.control.run({ command: 'getStatus' });
+			const cmds = first ? [{ command: 'getStatus' }, { command: 'getHistory' }] : [{ command: 'getStatus' }];
+			const [asked, history] = state.control.runAll(cmds);
+			if (history) history.catch(() => {}); /* awaited below, after the status */
+			const status = await asked;
 			state.rates.add(status, Date.now());
+			if (history) {
+				try {
+					state.rates.seed(await history, Date.now());
+				} catch (e) {
+					if (!(e instanceof D.ControlError && e.kind === 'command')) throw e;
+				}
+			}
 			state.lastStatus = status;
 			fillCauseFilter(status);
 			renderStatus(status);

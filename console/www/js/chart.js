@@ -104,6 +104,13 @@
 		svg.setAttribute('role', 'img');
 		const said = summary(series, !!causes);
 		svg.setAttribute('aria-label', label(filter, said));
+		/* The figures drawn, for scripts and tests: each minute's start
+		 * (Unix seconds) and its count of each line of LINES. */
+		svg.setAttribute('data-series', JSON.stringify(series.map((m) => {
+			const o = { minute: m.minute * 60 };
+			for (const l of LINES) o[l.key] = m[l.key] || 0;
+			return o;
+		})));
 		const lines = linesFor(series, causes);
 		let max = 1;
 		for (const m of series) for (const l of lines) max = Math.max(max, value(m, l));

@@ -112,29 +112,39 @@
 
 		/* Runs one command ({command:…, …}); resolves with its data. */
 		run(cmd) {
+			return this.runAll([cmd])[0];
+		}
+
+		/* Runs commands in one message, which the plugin carries out
+		 * together (nothing else happens between them); returns a promise
+		 * of each one's data, in their order. */
+		runAll(cmds) {
 			const c = this.client;
-			if (!c || !c.connected) return Promise.reject(new ControlError('Not connected to the broker.', 'lost'));
-			const corr = 'console-' + (++this.seq);
-			return new Promise((resolve, reject) => {
+			if (!c || !c.connected) return cmds.map(() => Promise.reject(new ControlError('Not connected to the broker.', 'lost')));
+			const corrs = cmds.map(() => 'console-' + (++this.seq));
+			const promises = cmds.map((cmd, i) => new Promise((resolve, reject) => {
 				const timer = setTimeout(() => {
-					this.waiting.delete(corr);
+					this.waiting.delete(corrs[i]);
 					reject(new ControlError('No answer from mosquitto-dlq to ' + cmd.command + ' within ' +
 						this.replyTimeoutMs / 1000 + ' s on ' + REQUEST + ': is the plugin loaded in this broker?', 'timeout'));
 				}, this.replyTimeoutMs);
-				this.waiting.set(corr, { resolve, reject, timer });
-				const body = JSON.stringify({ commands: [Object.assign({}, cmd, { correlationData: corr })] });
-				c.publish(REQUEST, body, { qos: 1 }, (err) => {
-					if (!err) return;
+				this.waiting.set(corrs[i], { resolve, reject, timer });
+			}));
+			const body = JSON.stringify({ commands: cmds.map((cmd, i) => Object.assign({}, cmd, { correlationData: corrs[i] })) });
+			c.publish(REQUEST, body, { qos: 1 }, (err) => {
+				if (!err) return;
+				const code = err.code;
+				for (const corr of corrs) {
 					const w = this.waiting.get(corr);
-					if (!w) return;
+					if (!w) continue;
 					this.waiting.delete(corr);
-					clearTimeout(timer);
-					const code = err.code;
-					reject(new ControlError(code === 135
+					clearTimeout(w.timer);
+					w.reject(new ControlError(code === 135
 						? 'Not authorised: the broker does not let this user publish to ' + REQUEST + '.'
 						: 'The broker refused the command on ' + REQUEST + ': ' + err.message, 'publish'));
-				});
+				}
 			});
+			return promises;
 		}
 	}
 

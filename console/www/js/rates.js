@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * NACKs, dead letters (also by cause) and ack timeouts per minute, per
- * policy, over the last hour, from the counters of successive getStatus
- * replies. The page keeps them (the plugin keeps totals only): each reply's
- * growth since the one before is added to the minute it arrived in. A
+ * policy, over the last hour: the plugin's own minutes (a getHistory reply,
+ * taken when the page connects, seed), then the growth of the counters of
+ * successive getStatus replies, each reply's growth since the one before
+ * added to the minute it arrived in. The plugin's minutes are the truth:
+ * a seed replaces the whole hour the page counted for each policy it has. A
  * counter that went down (reset with resetCounters, or a broker restart)
  * starts again from zero: its whole value is that sample's growth. The
  * first reply only sets the base, so what happened before the page was
@@ -69,6 +71,38 @@
 			}
 			for (const b of this.buckets.values()) {
 				for (const k of b.keys()) if (k <= minute - this.minutes) b.delete(k);
+			}
+		}
+
+		/* history: a getHistory reply's data, taken with the getStatus
+		 * reply last given to add (one message: the same instant), so
+		 * that the growth counted from there on comes on top; nowMs: when
+		 * it arrived. The plugin's minutes (Unix seconds, on the broker's
+		 * clock) are moved by the difference between its current minute
+		 * and the page's, so that a clock set apart from the broker's
+		 * still draws the broker's current minute as now. A policy the
+		 * reply lacks keeps what the page counted. */
+		seed(history, nowMs) {
+			const now = Math.floor(nowMs / MINUTE);
+			const shift = typeof history.minute === 'number' ? now - Math.floor(history.minute / 60) : 0;
+			for (const p of history.policies || []) {
+				if (!Array.isArray(p.minutes)) continue;
+				const b = new Map();
+				for (const m of p.minutes) {
+					if (typeof m.minute !== 'number') continue;
+					const k = Math.floor(m.minute / 60) + shift;
+					if (k <= now - this.minutes || k > now) continue;
+					const z = zero();
+					for (const s of SERIES) z[s] = typeof m[s] === 'number' ? m[s] : 0;
+					const by = m.byCause && typeof m.byCause === 'object' ? m.byCause : {};
+					for (const w of Object.keys(by)) {
+						if (typeof by[w] !== 'number') continue;
+						z.deadLettersByCause[w] = by[w];
+						if (!this.causes.includes(w)) this.causes.push(w);
+					}
+					b.set(k, z);
+				}
+				this.buckets.set(p.filter, b);
 			}
 		}
 
