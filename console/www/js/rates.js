@@ -39,19 +39,28 @@
 			this.causes = [];         /* every cause word a reply named, in the plugin's order */
 		}
 
+		/* The SERIES figures of o (a getStatus policy or a getHistory
+		 * minute) and its dead letters by cause (by: {word: n}), a figure
+		 * it lacks (a plugin older than the page) as 0; every cause word
+		 * named joins this.causes. */
+		figures(o, by) {
+			const f = zero();
+			for (const s of SERIES) f[s] = typeof o[s] === 'number' ? o[s] : 0;
+			const words = by && typeof by === 'object' ? by : {};
+			for (const w of Object.keys(words)) {
+				if (typeof words[w] !== 'number') continue;
+				f.deadLettersByCause[w] = words[w];
+				if (!this.causes.includes(w)) this.causes.push(w);
+			}
+			return f;
+		}
+
 		/* status: a getStatus reply's data; nowMs: when it arrived. */
 		add(status, nowMs) {
 			const minute = Math.floor(nowMs / MINUTE);
 			for (const p of status.policies || []) {
 				const prev = this.last.get(p.filter);
-				const cur = zero();
-				for (const s of SERIES) cur[s] = typeof p[s] === 'number' ? p[s] : 0;
-				const by = p.deadLettersByCause && typeof p.deadLettersByCause === 'object' ? p.deadLettersByCause : {};
-				for (const w of Object.keys(by)) {
-					if (typeof by[w] !== 'number') continue;
-					cur.deadLettersByCause[w] = by[w];
-					if (!this.causes.includes(w)) this.causes.push(w);
-				}
+				const cur = this.figures(p, p.deadLettersByCause);
 				this.last.set(p.filter, cur);
 				if (!prev) continue;
 				let b = this.buckets.get(p.filter);
@@ -92,15 +101,7 @@
 					if (typeof m.minute !== 'number') continue;
 					const k = Math.floor(m.minute / 60) + shift;
 					if (k <= now - this.minutes || k > now) continue;
-					const z = zero();
-					for (const s of SERIES) z[s] = typeof m[s] === 'number' ? m[s] : 0;
-					const by = m.byCause && typeof m.byCause === 'object' ? m.byCause : {};
-					for (const w of Object.keys(by)) {
-						if (typeof by[w] !== 'number') continue;
-						z.deadLettersByCause[w] = by[w];
-						if (!this.causes.includes(w)) this.causes.push(w);
-					}
-					b.set(k, z);
+					b.set(k, this.figures(m, m.byCause));
 				}
 				this.buckets.set(p.filter, b);
 			}
