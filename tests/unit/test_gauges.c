@@ -274,6 +274,32 @@ START_TEST(a_reload_recounts_records_that_change_policy)
 }
 END_TEST
 
+/* The rate history (model/history.h) follows its filter through a reload,
+ * as the counters do: a new policy starts with none, a removed one's goes. */
+START_TEST(a_reload_keeps_each_filters_rate_history)
+{
+	start_with("64MiB", false, NULL);
+	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
+	track("files/x", "f", a);
+	track("gone/y", "g", b);
+	ck_assert_int_eq(nack(a, "w", false), DLQ_NACK_RETRIED);
+	ck_assert_int_eq(nack(b, "w", false), DLQ_NACK_RETRIED);
+	struct dlq_history_minute m[DLQ_HISTORY_MINUTES];
+	ck_assert_str_eq(d.cfg.policies.items[3].filter, "files/+");
+	ck_assert_uint_eq(dlq__history(&d, 3, fake.wall_ms, m), 1);
+	ck_assert_uint_eq(dlq__history(&d, 4, fake.wall_ms, m), 1);
+	write_policies(second_file);
+	char err[256];
+	ck_assert_int_eq(dlq__reload(&d, opts, n_opts, err, sizeof(err)), 0);
+	ck_assert_str_eq(d.cfg.policies.items[3].filter, "new/#");
+	ck_assert_uint_eq(dlq__history(&d, 3, fake.wall_ms, m), 0);
+	ck_assert_str_eq(d.cfg.policies.items[4].filter, "files/+");
+	ck_assert_uint_eq(dlq__history(&d, 4, fake.wall_ms, m), 1);
+	ck_assert_uint_eq(m[0].nacks, 1);
+	ck_assert_uint_eq(dlq__history(&d, 5, fake.wall_ms, m), 0); /* past the table */
+}
+END_TEST
+
 START_TEST(a_restore_from_the_state_file_counts_what_it_restores)
 {
 	start_with("64MiB", true, NULL);
@@ -330,6 +356,7 @@ static Suite *gauges_suite(void)
 	tcase_add_test(tc, tracking_nacks_ticks_and_refusals_keep_the_gauges_exact);
 	tcase_add_test(tc, clients_leaving_keep_the_gauges_exact);
 	tcase_add_test(tc, expiry_and_eviction_keep_the_gauges_exact);
+	tcase_add_test(tc, a_reload_keeps_each_filters_rate_history);
 	tcase_add_test(tc, a_reload_recounts_records_that_change_policy);
 	tcase_add_test(tc, a_restore_from_the_state_file_counts_what_it_restores);
 	tcase_add_test(tc, redelivery_tracking_bytes_keep_the_gauges_exact);

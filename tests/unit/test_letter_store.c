@@ -207,6 +207,12 @@ START_TEST(a_redrive_republishes_tracks_and_then_lets_go)
 	ck_assert(res.tracked);
 	ck_assert_ptr_null(find(lid));
 	ck_assert_uint_eq(d.counters.redriven, 1);
+	/* Counted in its policy's minute too (getHistory). */
+	struct dlq_history_minute m[DLQ_HISTORY_MINUTES];
+	const struct dlq_policy *jobs = dlq__policy_for(&d, "jobs/a");
+	ck_assert_uint_eq(dlq__history(&d, jobs->index, fake.wall_ms, m), 1);
+	ck_assert_uint_eq(m[0].redrives, 1);
+	ck_assert_uint_eq(history__dead_letters(&m[0]), 1);
 	ck_assert_uint_eq(fake.publish_count, before + 1);
 	const struct fake_publish *p = &fake.publishes[before];
 	ck_assert_str_eq(p->topic, "jobs/a");
