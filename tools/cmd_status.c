@@ -100,13 +100,16 @@ int cmd__status(const struct dlqctl_opts *o)
 	}
 	ok = ok && status_row(t, "TOTAL", totals) == 0;
 	if(ok){
-		char b1[32], b2[32], b3[32], b4[32];
+		char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], b7[32];
 		const cJSON *state = cJSON_GetObjectItemCaseSensitive(data, "stateFile");
 		table__print(t, stdout);
 		printf("\nunknown or expired ids NACKed: %s; NACKs refused: %s; nack_window: %s; max_pending_bytes: %s; state file: %s\n",
 				num(totals, "unknownIds", b1, sizeof(b1)), num(totals, "nacksRefused", b2, sizeof(b2)),
 				duration(data, "nackWindowMs", b3, sizeof(b3)), num(data, "maxPendingBytes", b4, sizeof(b4)),
 				cJSON_IsTrue(state) ? "yes" : "no");
+		printf("dead letters kept: %s; dropped for the store's size: %s; dropped for their age: %s\n",
+				num(totals, "keptDeadLetters", b5, sizeof(b5)), num(totals, "deadLettersDropped", b6, sizeof(b6)),
+				num(totals, "deadLettersExpired", b7, sizeof(b7)));
 	}else{
 		fprintf(stderr, "dlqctl: out of memory\n");
 	}

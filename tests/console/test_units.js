@@ -44,15 +44,15 @@ t.step('format: a counter, a policy\'s ack_timeout, and the totals of all polici
   eq(format.ackTimeout({ filter: 'a/#', ackTimeoutMs: 1500, ackTimeout: '1500ms' }), '1500ms', 'in ms');
   eq(format.ackTimeout({ filter: 'a/#', ackTimeoutMs: 2000 }), '2000ms', 'the ms alone');
   eq([format.ackTimeout({ filter: 'a/#', maxAttempts: 3 }), format.ackTimeout(undefined)], ['none', 'none'], 'none');
-  eq(format.totals({ deadLetters: 4, keptDeadLetters: 3, keptDeadLetterBytes: 1229, redriven: 1, pending: 0,
-    acks: 2, ackTimeouts: 1, finalNacks: 0, awaitingAck: 3 }),
-  'All policies: 4 dead letters, 3 kept (1.2 KiB), 1 redriven, 0 pending; 2 ACKs, 1 ack timeout, 0 final NACKs, 3 awaiting ACK now.', 'totals');
-  eq(format.totals({ deadLetters: 1, keptDeadLetters: 1, keptDeadLetterBytes: 10, redriven: 0, pending: 2,
-    acks: 1, ackTimeouts: 2, finalNacks: 1, awaitingAck: 0 }),
-  'All policies: 1 dead letter, 1 kept (10 B), 0 redriven, 2 pending; 1 ACK, 2 ack timeouts, 1 final NACK, 0 awaiting ACK now.', 'one of each');
+  eq(format.totals({ deadLetters: 4, keptDeadLetters: 3, keptDeadLetterBytes: 1229, deadLettersDropped: 0,
+    deadLettersExpired: 1, redriven: 1, pending: 0, acks: 2, ackTimeouts: 1, finalNacks: 0, awaitingAck: 3 }),
+  'All policies: 4 dead letters, 3 kept (1.2 KiB), 0 dropped for size, 1 for age, 1 redriven, 0 pending; 2 ACKs, 1 ack timeout, 0 final NACKs, 3 awaiting ACK now.', 'totals');
+  eq(format.totals({ deadLetters: 1, keptDeadLetters: 1, keptDeadLetterBytes: 10, deadLettersDropped: 7,
+    deadLettersExpired: 0, redriven: 0, pending: 2, acks: 1, ackTimeouts: 2, finalNacks: 1, awaitingAck: 0 }),
+  'All policies: 1 dead letter, 1 kept (10 B), 7 dropped for size, 0 for age, 0 redriven, 2 pending; 1 ACK, 2 ack timeouts, 1 final NACK, 0 awaiting ACK now.', 'one of each');
   // A plugin older than the page: dashes, not "undefined".
   eq(format.totals({ deadLetters: 0, keptDeadLetters: 0, keptDeadLetterBytes: 0, redriven: 0, pending: 0 }),
-    'All policies: 0 dead letters, 0 kept (0 B), 0 redriven, 0 pending; — ACKs, — ack timeouts, — final NACKs, — awaiting ACK now.', 'older plugin');
+    'All policies: 0 dead letters, 0 kept (0 B), — dropped for size, — for age, 0 redriven, 0 pending; — ACKs, — ack timeouts, — final NACKs, — awaiting ACK now.', 'older plugin');
 });
 
 t.step('format: dead letters by cause in words, the causes with any in the plugin\'s order', () => {

@@ -34,6 +34,7 @@
 
 #include "harness.h"
 #include "letters_common.h"
+#include "proc.h"
 #include "raw.h"
 #include "test_util.h"
 
@@ -1463,6 +1464,9 @@ START_TEST(test_age_bound)
 	ck_assert_msg(status_num(ops, "mail/#", "deadLettersExpired") == 0, "mail/# deadLettersExpired is not 0");
 	ck_assert_msg(status_num(ops, "mail/#", "keptDeadLetters") == 1, "mail/# lost its letter kept forever");
 	ck_assert_msg(status_num(ops, NULL, "deadLettersDropped") == 0, "deadLettersDropped is not 0");
+	struct proc *st = dlqctl_expect(0, b, "status");
+	ck_assert_msg(strstr(proc_out(st), "dead letters kept: 1; dropped for the store's size: 0; dropped for their age: 3\n"),
+			"dlqctl status does not show the letters dropped for their age:\n%s", proc_out(st));
 	char topic[192];
 	cJSON *sdoc;
 	const cJSON *sdata = status_get(ops, reply_topic(ops, topic, sizeof(topic)), &sdoc);

@@ -33,12 +33,13 @@
 	const count = (n, one, many) => counter(n) + ' ' + (n === 1 ? one : many);
 
 	/* getStatus's totals in words: "All policies: 4 dead letters, 3 kept
-	 * (1.2 KiB), 1 redriven, 0 pending; 2 ACKs, 1 ack timeout, 0 final
+	 * (1.2 KiB), 0 dropped for size, 1 for age, 1 redriven, 0 pending; 2 ACKs, 1 ack timeout, 0 final
 	 * NACKs, 3 awaiting ACK now." */
 	function totals(t) {
 		t = t || {};
 		return 'All policies: ' + count(t.deadLetters, 'dead letter', 'dead letters') + ', ' + counter(t.keptDeadLetters) +
-			' kept (' + bytes(t.keptDeadLetterBytes) + '), ' + counter(t.redriven) + ' redriven, ' + counter(t.pending) + ' pending; ' +
+			' kept (' + bytes(t.keptDeadLetterBytes) + '), ' + counter(t.deadLettersDropped) + ' dropped for size, ' +
+			counter(t.deadLettersExpired) + ' for age, ' + counter(t.redriven) + ' redriven, ' + counter(t.pending) + ' pending; ' +
 			count(t.acks, 'ACK', 'ACKs') + ', ' + count(t.ackTimeouts, 'ack timeout', 'ack timeouts') + ', ' +
 			count(t.finalNacks, 'final NACK', 'final NACKs') + ', ' + counter(t.awaitingAck) + ' awaiting ACK now.';
 	}
