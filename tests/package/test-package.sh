@@ -296,6 +296,8 @@ run_suite() {
 		-f "$root/usr/share/man/man1/dlqctl.1.gz" -a -f "$root/usr/share/man/man7/mosquitto-dlq.7.gz"
 	check "the docs and the console screenshot the README shows are installed" test -f "$root/usr/share/doc/mosquitto-dlq/docs/console.png" -a \
 		-d "$root/usr/share/doc/mosquitto-dlq/docs" -a -n "$(ls "$root"/usr/share/doc/mosquitto-dlq/README.md* 2>/dev/null)"
+	check "README.md and the docs it links to are not compressed (the links work)" test -f "$root/usr/share/doc/mosquitto-dlq/README.md" -a \
+		-f "$root/usr/share/doc/mosquitto-dlq/docs/durable-state.md" -a -f "$root/usr/share/doc/mosquitto-dlq/docs/operations.md"
 	install -m 755 build/examples/dlq_numbers_worker build/examples/dlq_inspector "$root/usr/local/bin/"
 
 	ns=dlq-pkg-$$
