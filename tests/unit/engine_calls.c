@@ -31,3 +31,10 @@ enum dlq_nack_status engine_nack(struct dlq *d, const char *id, const char *clie
 	dlq__nack(d, &n, &res);
 	return res.status;
 }
+
+void engine_dead_letter(struct dlq *d, const char *topic, const char *payload)
+{
+	char id[DLQ_ID_LEN + 1];
+	engine_track(d, topic, payload, 1, NULL, id);
+	ck_assert_int_eq(engine_nack(d, id, "worker", false), DLQ_NACK_DEAD_LETTERED);
+}

@@ -27,4 +27,9 @@ void engine_track(struct dlq *d, const char *topic, const char *payload, uint8_t
 /* NACKs id for client (whose session persists or not); the status. */
 enum dlq_nack_status engine_nack(struct dlq *d, const char *id, const char *client, bool persists);
 
+/* A message of payload on topic (at QoS 1), NACKed once by "worker": its
+ * dead letter, under a policy of max_attempts=1; fails the test unless it
+ * is dead-lettered. */
+void engine_dead_letter(struct dlq *d, const char *topic, const char *payload);
+
 #endif
