@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "flood.h"
 #include "harness.h"
 #include "letters_common.h"
+#include "proc.h"
 #include "test_util.h"
 
 #define MAX_LETTERS 2000
@@ -41,6 +43,7 @@ struct mill {
 	size_t got;                     /* distinct copies */
 	size_t resent;                  /* the broker's resends (the same dlq-id again: QoS 1's DUP) */
 	size_t odd;                     /* payloads not of the form n-<i> */
+	bool subscribed;                /* its SUBACK came */
 };
 
 static void mill_connected(struct mosquitto *mosq, void *obj, int rc, int flags, const mosquitto_property *props)
@@ -49,6 +52,20 @@ static void mill_connected(struct mosquitto *mosq, void *obj, int rc, int flags,
 	(void)flags;
 	(void)props;
 	if(rc == 0) mosquitto_subscribe_v5(mosq, NULL, "jobs/#", 1, 0, NULL);
+}
+
+static void mill_subscribed(struct mosquitto *mosq, void *obj, int mid, int n, const int *qos,
+		const mosquitto_property *props)
+{
+	(void)mosq;
+	(void)mid;
+	(void)n;
+	(void)qos;
+	(void)props;
+	struct mill *w = obj;
+	pthread_mutex_lock(&w->lock);
+	w->subscribed = true;
+	pthread_mutex_unlock(&w->lock);
 }
 
 static void mill_message(struct mosquitto *mosq, void *obj, const struct mosquitto_message *m,
@@ -100,12 +117,23 @@ static struct mill *mill_new(struct broker *b, const char *id, bool nack, bool p
 	mosquitto_int_option(w->mosq, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
 	mosquitto_connect_v5_callback_set(w->mosq, mill_connected);
 	mosquitto_message_v5_callback_set(w->mosq, mill_message);
+	mosquitto_subscribe_v5_callback_set(w->mosq, mill_subscribed);
 	mosquitto_reconnect_delay_set(w->mosq, 1, 1, false);
 	mosquitto_property *props = NULL;
 	if(persistent) ck_assert_int_eq(mosquitto_property_add_int32(&props, MQTT_PROP_SESSION_EXPIRY_INTERVAL, 3600), 0);
 	ck_assert_int_eq(mosquitto_connect_bind_v5(w->mosq, broker_socket(b), 0, 60, NULL, props), 0);
 	mosquitto_property_free_all(&props);
 	ck_assert_int_eq(mosquitto_loop_start(w->mosq), 0);
+	/* Subscribed before anything is published for it. */
+	uint64_t deadline = it_now_ms() + (uint64_t)HARNESS_WAIT_MS;
+	for(;;){
+		pthread_mutex_lock(&w->lock);
+		bool done = w->subscribed;
+		pthread_mutex_unlock(&w->lock);
+		if(done) break;
+		ck_assert_msg(it_now_ms() < deadline, "%s did not subscribe", id);
+		it_sleep_ms(10);
+	}
 	return w;
 }
 
@@ -164,18 +192,12 @@ static void mill_expect_each_once(struct mill *w, int n)
 static void make_letters(struct broker *b, struct client *insp, int n)
 {
 	struct mill *m = mill_new(b, "mill", true, false);
-	/* The mill's subscription is in place once it answers a NACK: the
-	 * first letter is made alone. */
 	struct flood *f = flood_new(b, "pub");
 	for(int i = 0; i < n; i++){
 		char topic[32], payload[32];
 		snprintf(topic, sizeof(topic), "jobs/%d", i % 10);
 		snprintf(payload, sizeof(payload), "n-%d", i);
 		flood_publish(f, topic, payload, (int)strlen(payload), 1);
-		if(i == 0){
-			flood_drain(f, HARNESS_WAIT_MS);
-			wait_kept(insp, 1);
-		}
 	}
 	flood_drain(f, HARNESS_WAIT_MS);
 	flood_free(f);
@@ -337,16 +359,6 @@ START_TEST(test_task_at_rate)
 	struct client *insp;
 	struct broker *b = broker_with_letters(__func__, false, false, MAX_LETTERS, &insp);
 	struct mill *worker = mill_new(b, "worker", false, false);
-	/* The worker's subscription is in place once it counts a message of
-	 * its own topic. */
-	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	client_publish(pub, "jobs/sync", "n-0", 3, 1, NULL);
-	mill_wait(worker, 1);
-	pthread_mutex_lock(&worker->lock);
-	worker->seen[0] = 0;
-	worker->ids[0][0] = '\0';
-	worker->got = 0;
-	pthread_mutex_unlock(&worker->lock);
 
 	const cJSON *e;
 	cJSON *reply = start_task(insp, "\"filter\":\"jobs/#\",\"rate\":200", &e);
@@ -382,7 +394,6 @@ START_TEST(test_task_at_rate)
 	ck_assert_msg(took >= 9000 && took <= harness_deadline_ms(30000), "the task took %g ms", took);
 	cJSON_Delete(doc);
 	mill_free(worker);
-	client_free(pub);
 	client_free(insp);
 }
 END_TEST
@@ -395,7 +406,6 @@ START_TEST(test_one_task_per_policy_and_cancel)
 	struct client *insp;
 	struct broker *b = broker_with_letters(__func__, false, false, N, &insp);
 	struct mill *worker = mill_new(b, "worker", false, false);
-	it_sleep_ms(200);
 
 	double id = start_id(insp, "\"filter\":\"jobs/#\",\"rate\":50");
 	const cJSON *e;
@@ -519,7 +529,6 @@ static void resume_case(const char *label, bool journal)
 	struct client *insp;
 	struct broker *b = broker_with_letters(label, true, journal, N, &insp);
 	struct mill *worker = mill_new(b, "worker", false, true);
-	it_sleep_ms(300);
 
 	double id = start_id(insp, "\"filter\":\"jobs/#\",\"rate\":100");
 	const cJSON *e;
@@ -565,6 +574,59 @@ START_TEST(test_sigterm_resumes_with_journal)
 }
 END_TEST
 
+/* ---- (5) dlqctl redrive --all ---- */
+
+/* dlqctl redrive --all starts a task and follows it to its end (plain
+ * lines: its output is a pipe); Ctrl-C leaves a task running and says so;
+ * redrive --cancel stops it; a second task on a policy is refused in the
+ * plugin's words; a bad rate is a usage error. */
+START_TEST(test_dlqctl_redrive_all)
+{
+	enum { N = 150 };
+	struct client *insp;
+	struct broker *b = broker_with_letters(__func__, false, false, N, &insp);
+	struct mill *worker = mill_new(b, "worker", false, false);
+
+	struct proc *p = dlqctl_expect(2, b, "redrive", "--all", "--rate", "2.5");
+	ck_assert_msg(strstr(proc_err(p), "--rate for redrive --all: a whole number of letters a second from 1 to 10000"),
+			"stderr: %s", proc_err(p));
+	/* A task of jobs/#, slow enough to be interrupted. */
+	p = dlqctl_spawn(b, "redrive", "--all", "--filter", "jobs/#", "--rate", "60");
+	ck_assert_msg(proc_wait_output(p, "redrive task 1: running", 1, HARNESS_WAIT_MS), "no progress line");
+	struct proc *second = dlqctl_expect(1, b, "redrive", "--all", "--filter", "jobs/#");
+	ck_assert_msg(strstr(proc_err(second), "a redrive task (1) is already running for this policy"), "stderr: %s",
+			proc_err(second));
+	/* Ctrl-C: dlqctl stops following; the task goes on. */
+	proc_kill(p, SIGINT);
+	ck_assert_int_eq(proc_wait(p, HARNESS_WAIT_MS), 1);
+	ck_assert_msg(strstr(proc_err(p), "stopped following redrive task 1; it goes on in the broker "
+			"(dlqctl redrive --cancel --task 1 stops it)"), "stderr: %s", proc_err(p));
+	ck_assert_msg(strstr(proc_out(p), "redrive task 1 started: 150 letters to their origin topics at 60 a second "
+			"(bursts of 7)"), "stdout: %s", proc_out(p));
+	struct sample running = task_sample(insp, 1);
+	it_sleep_ms(300);
+	struct sample later = task_sample(insp, 1);
+	ck_assert_msg(!strcmp(later.state, "running") && later.moved > running.moved, "the task stopped with dlqctl");
+	p = dlqctl_expect(0, b, "redrive", "--cancel", "--task", "1");
+	ck_assert_msg(strstr(proc_out(p), "redrive task 1 cancelled: "), "stdout: %s", proc_out(p));
+	struct sample cancelled = task_sample(insp, 1);
+	ck_assert_msg(!strcmp(cancelled.state, "cancelled") && cancelled.left > 0, "the task is %s, %g left", cancelled.state,
+			cancelled.left);
+	/* The rest, followed to the end. */
+	p = dlqctl_expect(0, b, "redrive", "--all", "--rate", "1000");
+	char want[128];
+	snprintf(want, sizeof(want), "redrive task 2 done: %.0f moved, 0 failed, 0 left, in ", cancelled.left);
+	ck_assert_msg(strstr(proc_out(p), want), "stdout: %s", proc_out(p));
+	mill_wait(worker, N);
+	it_sleep_ms(200);
+	mill_expect_each_once(worker, N);
+	p = dlqctl_expect(1, b, "redrive", "--cancel", "--filter", "jobs/#");
+	ck_assert_msg(strstr(proc_err(p), "no redrive task is running for the policy \"jobs/#\""), "stderr: %s", proc_err(p));
+	mill_free(worker);
+	client_free(insp);
+}
+END_TEST
+
 static Suite *redrive_task_suite(void)
 {
 	Suite *s = suite_create("redrive_task");
@@ -576,6 +638,7 @@ static Suite *redrive_task_suite(void)
 	tcase_add_test(tc, test_task_at_rate);
 	tcase_add_test(tc, test_sigterm_resumes);
 	tcase_add_test(tc, test_sigterm_resumes_with_journal);
+	tcase_add_test(tc, test_dlqctl_redrive_all);
 	suite_add_tcase(s, tc);
 	return s;
 }
