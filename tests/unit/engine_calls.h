@@ -32,4 +32,10 @@ enum dlq_nack_status engine_nack(struct dlq *d, const char *id, const char *clie
  * is dead-lettered. */
 void engine_dead_letter(struct dlq *d, const char *topic, const char *payload);
 
+/* Keeps letters from, up to n, in the store of d, copies of the oldest
+ * kept letter, but every tenth (by number) a copy of the newest, each
+ * under a new id; with t0 not 0 letter i is of time t0 + i. For the cost
+ * of walks over many letters. */
+void engine_keep_letters(struct dlq *d, int from, int n, int64_t t0);
+
 #endif

@@ -794,19 +794,9 @@ START_TEST(the_tick_cost_with_100000_letters_kept)
 	fake.wall_ms = T0;
 	engine_dead_letter(&d, "jobs/a", payload_of(100, 'x'));
 	engine_dead_letter(&d, "mail/b", payload_of(100, 'y'));
-	struct dlq_envelope *jobs = envelope__copy(d.letters.oldest->env);
-	struct dlq_envelope *mail = envelope__copy(d.letters.newest->env);
-	ck_assert(jobs && mail);
 	/* Letters a millisecond apart, every tenth of the mail policy (kept
 	 * forever), the others of jobs: a jobs letter's walk passes them. */
-	for(int i = 2; i < N; i++){
-		struct dlq_envelope *e = i % 10 ? jobs : mail;
-		memset(e->id.raw, 0, sizeof(e->id.raw));
-		e->time_ms = T0 + i;
-		letter_store__keep(&d, e);
-	}
-	envelope__free(jobs);
-	envelope__free(mail);
+	engine_keep_letters(&d, 2, N, T0);
 	ck_assert_uint_eq(d.letters.count, N);
 	fake.now_ms += 1000;
 	fake.wall_ms += 1000;

@@ -166,17 +166,25 @@ END_TEST
 static struct dlq d;
 static bool d_live;
 
-static void start(void)
+/* The engine with jobs/# and mail/#, every NACK a dead letter, and a
+ * store of keep bytes. */
+static void start_keeping(const char *keep)
 {
 	struct dlq_option opts[] = {
 		{"policy", "jobs/# max_attempts=1 dead_letter=dead/jobs"},
 		{"policy", "mail/# max_attempts=1 dead_letter=dead/mail"},
 		{"dead_letter_access", "control"},
+		{"dead_letter_keep", keep},
 	};
 	fake_reset();
 	fake.now_ms = 1000;
 	fake.wall_ms = 1790000000000LL;
 	engine_start(&d, &d_live, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
+}
+
+static void start(void)
+{
+	start_keeping("64MB");
 }
 
 static void stop(void)
@@ -314,29 +322,11 @@ static void forget_publishes(void)
 START_TEST(the_tick_cost_with_a_task_and_100000_letters_kept)
 {
 	enum { N = 100000, ROUNDS = 1000000, BURSTS = 100 };
-	struct dlq_option opts[] = {
-		{"policy", "jobs/# max_attempts=1 dead_letter=dead/jobs"},
-		{"policy", "mail/# max_attempts=1 dead_letter=dead/mail"},
-		{"dead_letter_access", "control"},
-		{"dead_letter_keep", "4GB"},
-	};
-	fake_reset();
-	fake.now_ms = 1000;
-	fake.wall_ms = 1790000000000LL;
-	engine_start(&d, &d_live, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
+	start_keeping("4GB");
 	engine_dead_letter(&d, "jobs/a", "p");
 	engine_dead_letter(&d, "mail/b", "p");
-	struct dlq_envelope *jobs = envelope__copy(d.letters.oldest->env);
-	struct dlq_envelope *mail = envelope__copy(d.letters.newest->env);
-	ck_assert(jobs && mail);
 	/* Every tenth letter of mail/#, the others of jobs/#. */
-	for(int i = 2; i < N; i++){
-		struct dlq_envelope *e = i % 10 ? jobs : mail;
-		memset(e->id.raw, 0, sizeof(e->id.raw));
-		letter_store__keep(&d, e);
-	}
-	envelope__free(jobs);
-	envelope__free(mail);
+	engine_keep_letters(&d, 2, N, 0);
 	ck_assert_uint_eq(d.letters.count, N);
 	forget_publishes();
 	fake.wall_ms += 1000;
