@@ -225,7 +225,7 @@ static int run_by_ids(struct dlq *d, const struct letter_store_asker *who, const
 			/* The target is copied: the letter, where it may point, goes. */
 			char *target = errtext__dup_range(to, strlen(to));
 			struct dlq_redrive_result res;
-			int rc = target ? dlq__redrive_letter(d, l, target, who->client, &res) : ENOMEM;
+			int rc = target ? dlq__redrive_letter(d, l, target, who->client, false, &res) : ENOMEM;
 			if(rc){
 				errtext__set(msg, sizeof(msg), "publish failed: %s; the letter is kept",
 						rc == EIO ? "the random source failed (no dlq-id)" : strerror(rc));

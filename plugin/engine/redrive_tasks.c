@@ -144,7 +144,7 @@ static void step(struct dlq *d, struct dlq_redrive_task *t, uint64_t now)
 		if(!task_takes(t, l)) continue;
 		(void)pacer__take(&t->pacer);
 		struct dlq_redrive_result res;
-		int rc = dlq__redrive_letter(d, l, t->to, t->client, &res);
+		int rc = dlq__redrive_letter(d, l, t->to, t->client, true, &res);
 		if(rc) t->failed++;
 		else t->moved++;
 		moved = true;

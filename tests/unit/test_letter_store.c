@@ -195,7 +195,7 @@ START_TEST(a_redrive_republishes_tracks_and_then_lets_go)
 	struct dlq_letter *l = find(lid);
 	size_t before = fake.publish_count;
 	struct dlq_redrive_result res;
-	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", &res), 0);
+	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", false, &res), 0);
 	ck_assert(res.tracked);
 	ck_assert_ptr_null(find(lid));
 	ck_assert_uint_eq(d.counters.redriven, 1);
@@ -213,7 +213,7 @@ START_TEST(a_redrive_republishes_tracks_and_then_lets_go)
 
 	/* To a topic no policy takes: published, not tracked. */
 	l = d.letters.newest;
-	ck_assert_int_eq(dlq__redrive_letter(&d, l, "elsewhere/x", "operator", &res), 0);
+	ck_assert_int_eq(dlq__redrive_letter(&d, l, "elsewhere/x", "operator", false, &res), 0);
 	ck_assert(!res.tracked);
 	ck_assert_str_eq(fake.publishes[fake.publish_count - 1].topic, "elsewhere/x");
 	ck_assert_ptr_null(fake_header_value(&fake.publishes[fake.publish_count - 1], DLQ_PROP_ID));
@@ -230,7 +230,7 @@ START_TEST(a_refused_redrive_keeps_the_letter)
 	size_t owed = dlq__owed_count(&d); /* the dead letter itself, not yet taken */
 	fake.fail_publishes = 1;
 	struct dlq_redrive_result res;
-	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", &res), EIO);
+	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", false, &res), EIO);
 	ck_assert_ptr_eq(d.letters.newest, l);
 	ck_assert_uint_eq(d.letters.count, 1);
 	ck_assert_uint_eq(d.counters.redriven, 0);
