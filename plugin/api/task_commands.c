@@ -37,7 +37,7 @@ static bool add_num(cJSON *o, const char *name, double v)
 }
 
 /* The task as getStatus and the commands show it. */
-static cJSON *task_json(const struct dlq *d, const struct dlq_redrive_task *t)
+static cJSON *task_json(const struct dlq *d, struct dlq_redrive_task *t)
 {
 	const struct dlq_letter_match *m = &t->match;
 	cJSON *o = cJSON_CreateObject();
@@ -67,7 +67,7 @@ static cJSON *task_json(const struct dlq *d, const struct dlq_redrive_task *t)
 cJSON *task_commands__status(const struct dlq *d)
 {
 	cJSON *a = cJSON_CreateArray();
-	for(const struct dlq_redrive_task *t = a ? redrive_tasks__list(d)->head : NULL; t; t = t->next){
+	for(struct dlq_redrive_task *t = a ? redrive_tasks__list(d)->head : NULL; t; t = t->next){
 		cJSON *o = task_json(d, t);
 		if(o == NULL || !cJSON_AddItemToArray(a, o)){
 			cJSON_Delete(o);

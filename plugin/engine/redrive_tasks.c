@@ -115,13 +115,18 @@ int redrive_tasks__cancel(struct dlq *d, uint64_t id, const char *filter, const 
 	return 0;
 }
 
-uint64_t redrive_tasks__left(const struct dlq *d, const struct dlq_redrive_task *t)
+uint64_t redrive_tasks__left(const struct dlq *d, struct dlq_redrive_task *t)
 {
 	if(t->state != DLQ_TASK_RUNNING) return t->left;
+	const struct dlq_letter *from = t->tracked ? t->cursor.at : d->letters.oldest;
+	if(t->left_stamp == d->changes + 1 && t->left_from == from) return t->left_count;
 	uint64_t n = 0;
-	for(const struct dlq_letter *l = t->tracked ? t->cursor.at : d->letters.oldest; l; l = l->newer){
+	for(const struct dlq_letter *l = from; l; l = l->newer){
 		if(task_takes(t, l)) n++;
 	}
+	t->left_stamp = d->changes + 1;
+	t->left_from = from;
+	t->left_count = n;
 	return n;
 }
 

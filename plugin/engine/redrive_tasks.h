@@ -35,9 +35,10 @@ int redrive_tasks__start(struct dlq *d, const struct letter_store_asker *who, co
 int redrive_tasks__cancel(struct dlq *d, uint64_t id, const char *filter, const char *client,
 		struct dlq_redrive_task **out, char *err, size_t errlen);
 
-/* The letters a running task has still to try (a walk from where it is);
+/* The letters a running task has still to try (a walk from where it is,
+ * done again only when the store or the task moved since the last);
  * an ended task's left as it ended. */
-uint64_t redrive_tasks__left(const struct dlq *d, const struct dlq_redrive_task *t);
+uint64_t redrive_tasks__left(const struct dlq *d, struct dlq_redrive_task *t);
 
 /* The tick: each running task moves the letters its bucket allows
  * (now: port__now_ms), and ends when it has tried every one. */

@@ -47,6 +47,13 @@ struct dlq_redrive_task {
 	bool tracked;                  /* cursor is registered with the store */
 	struct dlq_pacer pacer;
 	uint64_t noted_ms;             /* when its progress was last noted to the store port */
+	/* The last count of its letters left (redrive_tasks__left), valid
+	 * while the store is as it was (the engine's change count, plus 1;
+	 * 0: none) and the task where it was: getStatus repeated in one
+	 * message walks the store once. */
+	uint64_t left_stamp;
+	const struct dlq_letter *left_from;
+	uint64_t left_count;
 };
 
 struct dlq_redrive_tasks {
