@@ -114,6 +114,11 @@
 #define DLQ_COMMAND_REDRIVE_DEAD_LETTERS "redriveDeadLetters"
 #define DLQ_COMMAND_DELETE_DEAD_LETTERS "deleteDeadLetters"
 #define DLQ_COMMAND_PURGE_DEAD_LETTERS "purgeDeadLetters"
+/* Redrive tasks: every kept letter a filter matches, published again at a
+ * paced rate (docs/dead-letter-store.md); their progress is getStatus'
+ * "redriveTasks". */
+#define DLQ_COMMAND_START_REDRIVE_TASK "startRedriveTask"
+#define DLQ_COMMAND_CANCEL_REDRIVE_TASK "cancelRedriveTask"
 
 /* A dlq-id is 16 characters of base64url (RFC 4648 section 5, no padding)
  * encoding 96 bits from the operating system's random source. */
@@ -147,6 +152,15 @@
 #define DLQ_MAX_LETTER_IDS 100
 #define DLQ_MAX_LIST_REPLY_BYTES (256 * 1024)
 #define DLQ_MAX_LETTER_PAYLOAD_REPLY (256 * 1024)
+/* A redrive task's rate, in letters a second: 100 unless its "rate" says
+ * otherwise, at most 10,000. It moves at most one burst at once, a tenth of
+ * a second's worth and one more (rate / 10 rounded up, plus 1: 21 at 200
+ * a second), so that no second moves more than rate plus one burst.
+ * getStatus keeps the ended tasks until there are more than this many
+ * tasks. */
+#define DLQ_REDRIVE_RATE_DEFAULT 100
+#define DLQ_REDRIVE_RATE_MAX 10000
+#define DLQ_MAX_REDRIVE_TASKS_KEPT 16
 
 /* A policy's ack_timeout: from 100 ms to 7 days. */
 #define DLQ_ACK_TIMEOUT_MIN_MS 100

@@ -55,6 +55,17 @@ static int add_printable_row(struct table *t, const char *const *cells, size_t n
 
 /* ---- list ---- */
 
+int store__add_selection(cJSON *cmd, const struct dlqctl_opts *o)
+{
+	bool ok = (!o->policy_filter || cJSON_AddStringToObject(cmd, "filter", o->policy_filter))
+			&& (!o->dead_letter || cJSON_AddStringToObject(cmd, "deadLetter", o->dead_letter))
+			&& (!o->reason || cJSON_AddStringToObject(cmd, "reason", o->reason))
+			&& (!o->cause || cJSON_AddStringToObject(cmd, "cause", o->cause))
+			&& (!o->has_since || cJSON_AddNumberToObject(cmd, "since", (double)o->since_ms))
+			&& (!o->has_until || cJSON_AddNumberToObject(cmd, "until", (double)o->until_ms));
+	return ok ? 0 : 1;
+}
+
 static cJSON *list_command(const struct dlqctl_opts *o, long limit, bool has_cursor, double cursor)
 {
 	cJSON *cmd = control__command(CMD_LIST);
@@ -62,12 +73,7 @@ static cJSON *list_command(const struct dlqctl_opts *o, long limit, bool has_cur
 			&& (!o->oldest || cJSON_AddStringToObject(cmd, "order", "oldest"))
 			&& (limit == 0 || cJSON_AddNumberToObject(cmd, "limit", (double)limit))
 			&& (!has_cursor || cJSON_AddNumberToObject(cmd, "cursor", cursor))
-			&& (!o->policy_filter || cJSON_AddStringToObject(cmd, "filter", o->policy_filter))
-			&& (!o->dead_letter || cJSON_AddStringToObject(cmd, "deadLetter", o->dead_letter))
-			&& (!o->reason || cJSON_AddStringToObject(cmd, "reason", o->reason))
-			&& (!o->cause || cJSON_AddStringToObject(cmd, "cause", o->cause))
-			&& (!o->has_since || cJSON_AddNumberToObject(cmd, "since", (double)o->since_ms))
-			&& (!o->has_until || cJSON_AddNumberToObject(cmd, "until", (double)o->until_ms));
+			&& store__add_selection(cmd, o) == 0;
 	if(!ok){
 		cJSON_Delete(cmd);
 		cmd = NULL;

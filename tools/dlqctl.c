@@ -7,8 +7,9 @@
  * (the plugin's $CONTROL API, cmd_status.c), inspect (cmd_inspect.c),
  * redrive TOPIC (a session on a dead-letter topic, cmd_redrive.c), and
  * list, show, redrive ID..., delete and purge (the plugin's dead-letter
- * store, cmd_store.c). redrive is both: the store's when every argument is
- * a dead-letter id, the session's otherwise or with --from-topic. Exit
+ * store, cmd_store.c; redrive --all, a redrive task, cmd_task.c). redrive
+ * is all three: the store's when every argument is a dead-letter id, a task
+ * without arguments, the session's otherwise or with --from-topic. Exit
  * status: 0 done, 1 the broker, the plugin or the network did not do what
  * was asked, 2 a wrong command line.
  */
@@ -46,6 +47,7 @@ enum {
 	OPT_TO = 1 << 15,
 	OPT_YES = 1 << 16,
 	OPT_FROM_TOPIC = 1 << 17,
+	OPT_CANCEL = 1 << 18,      /* --cancel, --task */
 };
 
 /* The arguments a command takes after its options. */
@@ -71,6 +73,8 @@ static const struct {
 	{ "list", "list", ARGS_NONE, OPT_JSON | OPT_ORDER | OPT_LIMIT | OPT_SELECT | OPT_FILTER | OPT_ALL, cmd__list },
 	{ "show", "show", ARGS_ID, OPT_JSON, cmd__show },
 	{ "redrive", "redrive ID...", ARGS_IDS, OPT_JSON | OPT_TO, cmd__store_redrive },
+	{ "redrive", "redrive --all", ARGS_NONE, OPT_JSON | OPT_ALL | OPT_SELECT | OPT_FILTER | OPT_RATE | OPT_TO | OPT_CANCEL,
+		cmd__redrive_task },
 	{ "delete", "delete", ARGS_IDS, OPT_JSON, cmd__delete },
 	{ "purge", "purge", ARGS_NONE, OPT_JSON | OPT_FILTER | OPT_ALL | OPT_YES, cmd__purge },
 	{ "inspect", "inspect", ARGS_TOPIC, OPT_JSON | OPT_FOLLOW | OPT_MAX | OPT_IDLE | OPT_PERSISTENT | OPT_SESSION,
@@ -96,6 +100,13 @@ static void usage(FILE *f)
 		"                         (or --to TOPIC) and takes them from its store (redriveDeadLetters);\n"
 		"                         this form when every argument is a dead-letter id (16 characters of\n"
 		"                         base64url, as in the dead-letter-id user property)\n"
+		"  redrive --all          a redrive task: the plugin moves every kept letter the selection\n"
+		"                         options (those of list) match to its origin topic (or --to TOPIC)\n"
+		"                         at --rate letters a second (startRedriveTask); dlqctl follows it\n"
+		"                         to its end (a progress bar on a terminal, a line a second\n"
+		"                         otherwise); Ctrl-C stops following, not the task\n"
+		"  redrive --cancel       cancel the redrive task of --filter FILTER's policy, or --task N\n"
+		"                         (cancelRedriveTask)\n"
 		"  delete ID...           take these kept dead letters from the store (deleteDeadLetters)\n"
 		"  purge                  take every kept dead letter of --filter FILTER's policy, or --all,\n"
 		"                         from the store; without --yes only count them (purgeDeadLetters)\n"
@@ -115,7 +126,8 @@ static void usage(FILE *f)
 		"\n"
 		"Options:\n"
 		"  --json                 status, policies, reset-counters, list, show, redrive ID..., delete,\n"
-		"                         purge: print the plugin's data as JSON (list --all: each page's);\n"
+		"                         purge: print the plugin's data as JSON (list --all: each page's;\n"
+		"                         redrive --all: the task when it ends);\n"
 		"                         inspect: one JSON object per dead letter and line\n"
 		"  --follow               inspect: keep printing until interrupted\n"
 		"  --idle SECONDS         inspect, redrive: stop when nothing came for this long (default 1)\n"
@@ -125,7 +137,8 @@ static void usage(FILE *f)
 		"                         the letters printed are consumed from it\n"
 		"  --session-expiry SECONDS  inspect -c, redrive: how long the broker keeps the session\n"
 		"                         while no one is connected (default 86400)\n"
-		"  --rate N               redrive: at most N redriven messages per second\n"
+		"  --rate N               redrive: at most N redriven messages per second; redrive --all:\n"
+		"                         the task's rate, a whole number from 1 to 10000 (default 100)\n"
 		"  --reason-contains TEXT redrive: only letters whose dead-letter-reason contains TEXT\n"
 		"  --origin FILTER        redrive: only letters whose origin-topic matches FILTER\n"
 		"                         (letters passed over are put back into their dead-letter topic)\n"
@@ -136,16 +149,23 @@ static void usage(FILE *f)
 		"  --order ORDER          list: newest (the default) or oldest first\n"
 		"  --limit N              list: at most N letters, 1 to 100 (default 20; with --all, a page)\n"
 		"  --all                  list: every matching letter, page after page;\n"
-		"                         purge: every kept letter\n"
-		"  --filter FILTER        list, purge: the letters of the policy whose filter is exactly FILTER\n"
-		"  --dead-letter TOPIC    list: only the letters of this dead-letter topic\n"
-		"  --reason TEXT          list: only the letters whose reason contains TEXT (case-sensitive)\n"
-		"  --cause CAUSE          list: only the letters of this dead-letter cause, one of nack, final,\n"
+		"                         purge: every kept letter; redrive: every matching letter (a task)\n"
+		"  --filter FILTER        list, purge, redrive --all, redrive --cancel: the letters of the\n"
+		"                         policy whose filter is exactly FILTER\n"
+		"  --dead-letter TOPIC    list, redrive --all: only the letters of this dead-letter topic\n"
+		"  --reason TEXT          list, redrive --all: only the letters whose reason contains TEXT\n"
+		"                         (case-sensitive)\n"
+		"  --cause CAUSE          list, redrive --all: only the letters of this dead-letter cause,\n"
+		"                         one of nack, final,\n"
 		"                         ack_timeout, redelivery_limit, subscriber_gone, no_session,\n"
 		"                         offline_qos0, restart, unknown\n"
-		"  --since TIME, --until TIME  list: only the letters made from or until TIME: milliseconds\n"
+		"  --since TIME, --until TIME  list, redrive --all: only the letters made from or until TIME:\n"
+		"                         milliseconds\n"
 		"                         since the epoch or RFC 3339 UTC (2026-12-02T10:00:00Z)\n"
-		"  --to TOPIC             redrive ID...: republish to TOPIC instead of each origin topic\n"
+		"  --to TOPIC             redrive ID..., redrive --all: republish to TOPIC instead of each\n"
+		"                         origin topic\n"
+		"  --cancel               redrive: cancel a redrive task (of --filter FILTER, or --task N)\n"
+		"  --task N               redrive --cancel: the id of the task to cancel\n"
 		"  --yes                  purge: purge them (without it purge only counts)\n"
 		"  -v                     say more on stderr\n"
 		"\n"
@@ -232,8 +252,9 @@ static bool is_id(const char *s)
 }
 
 /* The entry of the command named name for these arguments: of a name with
- * two forms (redrive), the one taking ids when every argument is one (and
- * --from-topic was not given), else the other. -1: no such command. */
+ * several forms (redrive), the one without arguments when there are none,
+ * the one taking ids when every argument is one (and --from-topic was not
+ * given), else the other. -1: no such command. */
 static int pick(const char *name, char *const *args, int nargs, bool from_topic)
 {
 	int found = -1;
@@ -244,7 +265,9 @@ static int pick(const char *name, char *const *args, int nargs, bool from_topic)
 	for(size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++){
 		if(strcmp(name, commands[i].name)) continue;
 		if(found < 0) found = (int)i;
-		if(ids == (commands[i].args == ARGS_IDS)) return (int)i;
+		if(nargs == 0 ? commands[i].args == ARGS_NONE : commands[i].args != ARGS_NONE && ids == (commands[i].args == ARGS_IDS)){
+			return (int)i;
+		}
 	}
 	return found;
 }
@@ -252,12 +275,12 @@ static int pick(const char *name, char *const *args, int nargs, bool from_topic)
 static const char *const option_names[] = {
 	"--json", "--follow", "--max", "--idle", "-c", "--rate", "--reason-contains/--origin", "--dry-run",
 	"--to-prefix", "--session-expiry", "--order", "--limit", "--dead-letter/--reason/--cause/--since/--until",
-	"--filter", "--all", "--to", "--yes", "--from-topic",
+	"--filter", "--all", "--to", "--yes", "--from-topic", "--cancel/--task",
 };
 
 enum { L_UNIX = 256, L_JSON, L_FOLLOW, L_DRY_RUN, L_MAX, L_RATE, L_IDLE, L_REASON, L_ORIGIN,
 	L_TO_PREFIX, L_TIMEOUT, L_SESSION_EXPIRY, L_HELP, L_ORDER, L_LIMIT, L_ALL, L_FILTER, L_DEAD_LETTER,
-	L_LIST_REASON, L_CAUSE, L_SINCE, L_UNTIL, L_TO, L_YES, L_FROM_TOPIC };
+	L_LIST_REASON, L_CAUSE, L_SINCE, L_UNTIL, L_TO, L_YES, L_FROM_TOPIC, L_CANCEL, L_TASK };
 static const struct option longopts[] = {
 	{"unix", required_argument, NULL, L_UNIX},
 	{"json", no_argument, NULL, L_JSON},
@@ -284,6 +307,8 @@ static const struct option longopts[] = {
 	{"to", required_argument, NULL, L_TO},
 	{"yes", no_argument, NULL, L_YES},
 	{"from-topic", no_argument, NULL, L_FROM_TOPIC},
+	{"cancel", no_argument, NULL, L_CANCEL},
+	{"task", required_argument, NULL, L_TASK},
 	{NULL, 0, NULL, 0},
 };
 
@@ -364,6 +389,33 @@ static char **ids_last(int argc, char **argv, int *nargc)
 	return out;
 }
 
+/* What redrive --all and redrive --cancel need (used: the option bits
+ * given). Returns 0 or DLQCTL_EXIT_USAGE. */
+static int check_task(const struct dlqctl_opts *o, unsigned used)
+{
+	if(!o->all && !o->cancel){
+		return bad("redrive needs a TOPIC, the ids of kept dead letters, or --all (a redrive task of every letter "
+				"the selection options match)%s%s", "", "");
+	}
+	if(o->cancel){
+		if(o->all || (used & (OPT_SELECT | OPT_RATE | OPT_TO))){
+			return bad("redrive --cancel takes --filter FILTER or --task N, and no other selection%s%s", "", "");
+		}
+		if(!o->policy_filter == !o->task_id){
+			return bad("redrive --cancel takes --filter FILTER (the policy of the running task) or --task N, "
+					"one of them%s%s", "", "");
+		}
+	}else if(o->task_id){
+		return bad("--task goes with --cancel%s%s", "", "");
+	}
+	if((used & OPT_RATE) && (o->rate != floor(o->rate) || o->rate < 1 || o->rate > DLQ_REDRIVE_RATE_MAX)){
+		char range[64];
+		snprintf(range, sizeof(range), "from 1 to %d (default %d)", DLQ_REDRIVE_RATE_MAX, DLQ_REDRIVE_RATE_DEFAULT);
+		return bad("--rate for redrive --all: a whole number of letters a second %s%s", range, "");
+	}
+	return 0;
+}
+
 /* Parses argv into o and picks the command (*which). Returns 0 or an exit
  * status (help: DLQCTL_EXIT_OK with *which -1). */
 static int parse(int argc, char **argv, struct dlqctl_opts *o, int *which)
@@ -414,6 +466,8 @@ static int parse(int argc, char **argv, struct dlqctl_opts *o, int *which)
 			case L_TO: o->to = optarg; used |= OPT_TO; break;
 			case L_YES: o->yes = true; used |= OPT_YES; break;
 			case L_FROM_TOPIC: o->from_topic = true; used |= OPT_FROM_TOPIC; break;
+			case L_CANCEL: o->cancel = true; used |= OPT_CANCEL; break;
+			case L_TASK: rc = parse_long("--task", optarg, 1, LONG_MAX, &o->task_id); used |= OPT_CANCEL; break;
 			case L_HELP:
 				usage(stdout);
 				return DLQCTL_EXIT_OK;
@@ -501,6 +555,10 @@ static int parse(int argc, char **argv, struct dlqctl_opts *o, int *which)
 	}
 	if(o->has_since && o->has_until && o->since_ms > o->until_ms){
 		return bad("--since is later than --until%s%s", "", "");
+	}
+	if(commands[*which].run == cmd__redrive_task){
+		int trc = check_task(o, used);
+		if(trc) return trc;
 	}
 	if(!strcmp(o->command, "purge") && !o->policy_filter == !o->all){
 		return bad("purge takes --filter FILTER (a policy's filter) or --all, one of them%s%s", "", "");

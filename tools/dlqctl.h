@@ -74,6 +74,8 @@ struct dlqctl_opts {
 	long limit;                /* list --limit; 0: not given */
 	bool all;                  /* list: every page; purge: every letter */
 	bool yes;                  /* purge: purge, not only count */
+	bool cancel;               /* redrive --cancel: cancel a redrive task (--filter or --task) */
+	long task_id;              /* redrive --cancel --task: the task's id; 0: not given */
 	const char *policy_filter; /* list, purge --filter: a policy's filter */
 	const char *dead_letter;   /* list --dead-letter */
 	const char *reason;        /* list --reason */
@@ -311,5 +313,13 @@ int cmd__show(const struct dlqctl_opts *o);
 int cmd__store_redrive(const struct dlqctl_opts *o);
 int cmd__delete(const struct dlqctl_opts *o);
 int cmd__purge(const struct dlqctl_opts *o);
+/* redrive --all and redrive --cancel: a redrive task (cmd_task.c). */
+int cmd__redrive_task(const struct dlqctl_opts *o);
+
+/* Adds list's selection options (--filter, --dead-letter, --reason,
+ * --cause, --since, --until) to cmd as the plugin's filter members
+ * (cmd_store.c; list and redrive --all send them). Returns 0, or 1 when
+ * out of memory. */
+int store__add_selection(struct cJSON *cmd, const struct dlqctl_opts *o);
 
 #endif

@@ -447,7 +447,8 @@ static int handle_command(struct dlq *d, const struct dlq_control_request *req, 
 	bool cut = errtext__clean(name->valuestring, len, shown, ECHO_MAX_BYTES) < len;
 	char msg[ECHO_MAX_BYTES + 320];
 	snprintf(msg, sizeof(msg), "unknown command \"%s%s\" (known: nack, ack, progress, listPolicies, getStatus, resetCounters, "
-			"getHistory, listDeadLetters, getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters)",
+			"getHistory, listDeadLetters, getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters, "
+			"startRedriveTask, cancelRedriveTask)",
 			shown, cut ? "..." : "");
 	return command_error(responses, shown, correlation, msg, errors);
 }

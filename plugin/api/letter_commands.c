@@ -14,12 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
 
 #include "api/letter_commands.h"
+#include "api/letter_filter.h"
 #include "api/letter_view.h"
+#include "api/task_commands.h"
 #include "engine/letter_store.h"
-#include "model/cause.h"
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
 #include "util/id.h"
@@ -29,7 +30,8 @@
 
 static const char *const names[] = {
 	DLQ_COMMAND_LIST_DEAD_LETTERS, DLQ_COMMAND_GET_DEAD_LETTER, DLQ_COMMAND_REDRIVE_DEAD_LETTERS,
-	DLQ_COMMAND_DELETE_DEAD_LETTERS, DLQ_COMMAND_PURGE_DEAD_LETTERS,
+	DLQ_COMMAND_DELETE_DEAD_LETTERS, DLQ_COMMAND_PURGE_DEAD_LETTERS, DLQ_COMMAND_START_REDRIVE_TASK,
+	DLQ_COMMAND_CANCEL_REDRIVE_TASK,
 };
 
 bool letter_commands__is(const char *name)
@@ -38,87 +40,6 @@ bool letter_commands__is(const char *name)
 		if(!strcmp(name, names[i])) return true;
 	}
 	return false;
-}
-
-/* ---- members ---- */
-
-/* RFC 3339 UTC ("2026-12-02T10:00:00Z", fraction optional) into ms since
- * the epoch. */
-static bool parse_time_text(const char *s, int64_t *out)
-{
-	struct tm tm;
-	memset(&tm, 0, sizeof(tm));
-	int y, mo, da, h, mi, se, used = 0;
-	if(sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &da, &h, &mi, &se, &used) != 6 || used != 19) return false;
-	const char *p = s + used;
-	int64_t ms = 0;
-	if(*p == '.'){
-		int digits = 0;
-		for(p++; *p >= '0' && *p <= '9'; p++, digits++){
-			if(digits < 3) ms = ms * 10 + (*p - '0');
-		}
-		if(digits == 0) return false;
-		for(; digits < 3; digits++) ms *= 10;
-	}
-	if(strcmp(p, "Z") || mo < 1 || mo > 12 || da < 1 || da > 31 || h > 23 || mi > 59 || se > 60) return false;
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = da;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = se;
-	time_t t = timegm(&tm);
-	*out = (int64_t)t * 1000 + ms;
-	return true;
-}
-
-/* A time member: absent (*given false), ms since the epoch or RFC 3339 text. */
-static int time_member(const cJSON *cmd, const char *name, bool *given, int64_t *out, char *err, size_t errlen)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cmd, name);
-	*given = false;
-	if(v == NULL || cJSON_IsNull(v)) return 0;
-	if(cJSON_IsNumber(v) && isfinite(v->valuedouble) && fabs(v->valuedouble) < 9.0e15){
-		*out = (int64_t)v->valuedouble;
-	}else if(!cJSON_IsString(v) || !parse_time_text(v->valuestring, out)){
-		errtext__set(err, errlen, "\"%s\" must be milliseconds since the epoch or RFC 3339 UTC text, "
-				"e.g. \"2026-12-02T10:00:00Z\"", name);
-		return EINVAL;
-	}
-	*given = true;
-	return 0;
-}
-
-/* A string member: absent gives NULL. */
-static int string_member(const cJSON *cmd, const char *name, const char **out, char *err, size_t errlen)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cmd, name);
-	*out = NULL;
-	if(v == NULL || cJSON_IsNull(v)) return 0;
-	if(!cJSON_IsString(v)){
-		errtext__set(err, errlen, "\"%s\" must be a string", name);
-		return EINVAL;
-	}
-	*out = v->valuestring;
-	return 0;
-}
-
-/* The "cause" member: absent (*given false), or one word of the
- * dead-letter causes; an unknown word is refused with every known one. */
-static int cause_member(const cJSON *cmd, bool *given, enum dlq_cause *out, char *err, size_t errlen)
-{
-	const char *word;
-	*given = false;
-	if(string_member(cmd, "cause", &word, err, errlen)) return EINVAL;
-	if(word == NULL) return 0;
-	if(!cause__parse(word, out)){
-		char words[DLQ_CAUSE_WORDS_LEN];
-		cause__words(words, sizeof(words));
-		errtext__set(err, errlen, "\"cause\" " QFMT " is not a dead-letter cause: it must be one of %s", Q(word), words);
-		return EINVAL;
-	}
-	*given = true;
-	return 0;
 }
 
 /* The letter an id names, or NULL (also for text that is no id). */
@@ -158,7 +79,7 @@ static int run_list(struct dlq *d, const struct letter_store_asker *who, const c
 {
 	struct letter_store_query q = { .newest_first = true, .limit = DLQ_LIST_DEFAULT_LIMIT };
 	const char *order;
-	if(string_member(cmd, "order", &order, err, errlen)) return EINVAL;
+	if(letter_filter__string(cmd, "order", &order, err, errlen)) return EINVAL;
 	if(order && !strcmp(order, "oldest")) q.newest_first = false;
 	else if(order && strcmp(order, "newest")){
 		errtext__set(err, errlen, "\"order\" must be \"newest\" or \"oldest\"");
@@ -182,13 +103,7 @@ static int run_list(struct dlq *d, const struct letter_store_asker *who, const c
 		q.cursor_given = true;
 		q.cursor = (uint64_t)v->valuedouble;
 	}
-	if(string_member(cmd, "filter", &q.filter, err, errlen) || string_member(cmd, "deadLetter", &q.dead_letter, err, errlen)
-			|| string_member(cmd, "reason", &q.reason, err, errlen)
-			|| cause_member(cmd, &q.cause_given, &q.cause, err, errlen)
-			|| time_member(cmd, "since", &q.since_given, &q.since, err, errlen)
-			|| time_member(cmd, "until", &q.until_given, &q.until, err, errlen)){
-		return EINVAL;
-	}
+	if(letter_filter__parse(cmd, &q.match, err, errlen)) return EINVAL;
 
 	struct letter_store_page page;
 	letter_store__list(d, &q, who, &page);
@@ -282,7 +197,7 @@ static int run_by_ids(struct dlq *d, const struct letter_store_asker *who, const
 	if(ids_member(cmd, &ids, err, errlen)) return EINVAL;
 	const char *topic = NULL;
 	if(redrive){
-		if(string_member(cmd, "topic", &topic, err, errlen)) return EINVAL;
+		if(letter_filter__string(cmd, "topic", &topic, err, errlen)) return EINVAL;
 		if(topic && (!topic__valid_publish(topic) || topic[0] == '$')){
 			errtext__set(err, errlen, "\"topic\" must be a topic name without wildcards, not starting with $");
 			return EINVAL;
@@ -310,7 +225,7 @@ static int run_by_ids(struct dlq *d, const struct letter_store_asker *who, const
 			/* The target is copied: the letter, where it may point, goes. */
 			char *target = errtext__dup_range(to, strlen(to));
 			struct dlq_redrive_result res;
-			int rc = target ? dlq__redrive_letter(d, l, target, who->client, &res) : ENOMEM;
+			int rc = target ? dlq__redrive_letter(d, l, target, who->client, false, &res) : ENOMEM;
 			if(rc){
 				errtext__set(msg, sizeof(msg), "publish failed: %s; the letter is kept",
 						rc == EIO ? "the random source failed (no dlq-id)" : strerror(rc));
@@ -338,7 +253,7 @@ static int run_purge(struct dlq *d, const struct letter_store_asker *who, const 
 		char *err, size_t errlen)
 {
 	const char *filter;
-	if(string_member(cmd, "filter", &filter, err, errlen)) return EINVAL;
+	if(letter_filter__string(cmd, "filter", &filter, err, errlen)) return EINVAL;
 	const cJSON *all = cJSON_GetObjectItemCaseSensitive(cmd, "all");
 	if(filter == NULL && !cJSON_IsTrue(all)){
 		errtext__set(err, errlen, "missing \"filter\" (a policy filter) or \"all\": true");
@@ -370,6 +285,7 @@ int letter_commands__run(struct dlq *d, const struct letter_store_asker *who, co
 	case LETTER_STORE_OPEN:
 		break;
 	}
+	if(task_commands__is(name)) return task_commands__run(d, who, name, cmd, data, err, errlen);
 	if(!strcmp(name, DLQ_COMMAND_LIST_DEAD_LETTERS)) return run_list(d, who, cmd, data, err, errlen);
 	if(!strcmp(name, DLQ_COMMAND_GET_DEAD_LETTER)) return run_get(d, who, cmd, data, err, errlen);
 	if(!strcmp(name, DLQ_COMMAND_REDRIVE_DEAD_LETTERS)) return run_by_ids(d, who, cmd, true, data, err, errlen);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The dead-letter store's commands on $CONTROL/dlq/v1 (listDeadLetters,
- * getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters):
+ * getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters,
+ * and the redrive task commands, api/task_commands.h, run behind the same
+ * refusals):
  * each checks its members, calls the dead-letter store (engine/letter_store.h,
  * which asks the broker's access control per letter with
  * plugin_opt_dead_letter_access check) and returns its reply's "data".

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "api/status.h"
+#include "api/task_commands.h"
 #include "model/cause.h"
 
 static bool add_num(cJSON *o, const char *name, double v)
@@ -126,7 +127,9 @@ cJSON *status__report(const struct dlq *d)
 				&& add_counters(o, &f.counters) && add_gauges(o, &f.gauges)
 				&& add_kept(o, f.kept);
 	}
-	if(!ok){
+	cJSON *tasks = ok ? task_commands__status(d) : NULL;
+	if(tasks) cJSON_AddItemToObjectCS(root, "redriveTasks", tasks);
+	if(!ok || tasks == NULL){
 		cJSON_Delete(root);
 		return NULL;
 	}

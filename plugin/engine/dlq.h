@@ -334,11 +334,13 @@ struct dlq_redrive_result {
 };
 /* Publishes kept letter l again, to topic (NULL: its origin topic), as a
  * new chain's first delivery (a fresh dlq-id where a policy takes the
- * topic; origin-topic and origin-id kept), on behalf of client. Only when
+ * topic; origin-topic and origin-id kept), on behalf of client; logged as
+ * a notice, or with quiet (a redrive task's letters, whose start and end
+ * are the notices) at debug level. Only when
  * the broker accepted it does l leave the store (freed). Returns 0, or
  * the broker's errno / ENOMEM / EIO (no id from the random source) with l
  * still kept. */
-int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, const char *client,
+int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, const char *client, bool quiet,
 		struct dlq_redrive_result *res);
 
 #endif

@@ -29,6 +29,7 @@
 #include "model/nonack.h"
 #include "model/outbox.h"
 #include "model/redelivery.h"
+#include "model/redrive_task.h"
 #include "model/schedule.h"
 #include "model/send_cache.h"
 #include "model/sessions.h"
@@ -89,6 +90,9 @@ struct dlq {
 	 * is due (letter_store__expire); UINT64_MAX when no kept letter has
 	 * an age bound. */
 	uint64_t letters_due_ms;
+	/* Redrive tasks (model/redrive_task.h), run by engine/redrive_tasks.c
+	 * at the tick while any is running. */
+	struct dlq_redrive_tasks tasks;
 	/* Deliveries awaiting settlement within their policy's ack_timeout
 	 * (deadlines.h; engine/settle.c), and whether any policy has one. */
 	struct dlq_deadlines deadlines;

@@ -235,14 +235,7 @@ bool letter_store__may_write(const struct dlq *d, const struct letter_store_aske
 
 static bool matches(const struct letter_store_query *q, const struct dlq_letter *l)
 {
-	const struct dlq_envelope *e = l->env;
-	if(q->filter && strcmp(q->filter, e->filter ? e->filter : "")) return false;
-	if(q->dead_letter && strcmp(q->dead_letter, e->topic)) return false;
-	if(q->reason && (e->reason == NULL || strstr(e->reason, q->reason) == NULL)) return false;
-	if(q->cause_given && e->cause != q->cause) return false;
-	if(q->since_given && e->time_ms < q->since) return false;
-	if(q->until_given && e->time_ms > q->until) return false;
-	return true;
+	return letters__matches(&q->match, l->env);
 }
 
 void letter_store__list(struct dlq *d, const struct letter_store_query *q, const struct letter_store_asker *who,

@@ -46,13 +46,7 @@ enum letter_store_refusal {
 
 /* Which letters a list shows, in which order, from where. */
 struct letter_store_query {
-	const char *filter;      /* borrowed; NULL: any, else the letter's policy filter exactly */
-	const char *dead_letter; /* NULL: any, else the dead-letter topic exactly */
-	const char *reason;      /* NULL: any, else a part of the reason */
-	bool cause_given;        /* only the letters of cause (their dead-letter-cause) */
-	enum dlq_cause cause;
-	bool since_given, until_given;
-	int64_t since, until;    /* ms since the epoch, both inclusive */
+	struct dlq_letter_match match; /* its strings borrowed */
 	bool newest_first;
 	size_t limit;            /* 1 to DLQ_MAX_LIST_LIMIT */
 	bool cursor_given;       /* a later page: it starts after the letter of order cursor */

@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/letter_store.h"
 #include "engine/outbound.h"
+#include "engine/redrive_tasks.h"
 #include "util/port.h"
 
 static void record_dropped(void *ctx, struct dlq_record *r, bool expired)
@@ -76,6 +77,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 	d->next_seq = 1;
 	d->persist.journal_fd = -1;
 	sessions__init(&d->sessions);
+	redrive_task__list_init(&d->tasks);
 	d->policy_counters = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*d->policy_counters));
 	d->policy_history = calloc(d->cfg.policies.count ? d->cfg.policies.count : 1, sizeof(*d->policy_history));
 	if(d->policy_counters == NULL || d->policy_history == NULL || ledger__init(&d->ledger) || redelivery__init(&d->redelivery)
@@ -116,6 +118,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 		.letters = d->cfg.dead_letter_keep ? &d->letters : NULL,
 		.deadlines = &d->deadlines,
 		.history = &d->policy_history,
+		.tasks = d->cfg.dead_letter_keep ? &d->tasks : NULL,
 	};
 	struct persist_options po = {
 		.state_file = d->cfg.state_file,
@@ -165,6 +168,8 @@ void dlq__cleanup(struct dlq *d)
 	deadlines__cleanup(&d->deadlines);
 	holds__cleanup(&d->holds);
 	ledger__cleanup(&d->ledger);
+	redrive_tasks__detach(d);
+	redrive_task__list_cleanup(&d->tasks);
 	letters__cleanup(&d->letters);
 	gauges__cleanup(&d->gauges);
 	free(d->policy_counters);

@@ -18,7 +18,7 @@
 #include "util/errtext.h"
 #include "util/port.h"
 
-int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, const char *client,
+int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, const char *client, bool quiet,
 		struct dlq_redrive_result *res)
 {
 	memset(res, 0, sizeof(*res));
@@ -56,7 +56,7 @@ int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, 
 	if(p) id__encode(&e->id, res->dlq_id);
 	char id[DLQ_ID_LEN + 1];
 	id__encode(&dl->id, id);
-	port__log(DLQ_LOG_NOTICE, "dead letter %s redriven to " QFMT " by " QFMT "%s", id, Q(to), Q(client),
+	port__log(quiet ? DLQ_LOG_DEBUG : DLQ_LOG_NOTICE, "dead letter %s redriven to " QFMT " by " QFMT "%s", id, Q(to), Q(client),
 			p ? "" : " (no policy takes that topic: not tracked)");
 	letter_store__delete(d, l);
 	return 0;

@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/letter_store.h"
 #include "engine/outbound.h"
+#include "engine/redrive_tasks.h"
 #include "model/envelope.h"
 #include "util/errtext.h"
 #include "util/port.h"
@@ -50,7 +51,7 @@ static bool tick_idle(const struct dlq *d, uint64_t now)
 			&& (d->delayed.count == 0 || d->delayed.heap[0]->due_ms > now)
 			&& (oldest == NULL || now - oldest->created_ms <= d->cfg.nack_window_ms)
 			&& (d->deadlines.running == 0 || deadlines__next_due(&d->deadlines) > now)
-			&& d->letters_due_ms > now;
+			&& d->letters_due_ms > now && d->tasks.running == 0;
 }
 
 /* Whether no tick could have anything to do, whatever the time: nothing
@@ -61,7 +62,8 @@ static bool tick_timeless(const struct dlq *d)
 {
 	return d->ledger.oldest == NULL && d->delayed.count == 0 && d->unsaved.list.count == 0
 			&& d->outbox.settling.count == 0 && d->outbox.sent.count == 0 && d->outbox.owed.count == 0
-			&& d->redelivery.kicks == NULL && d->cfg.state_file == NULL && d->letters_due_ms == UINT64_MAX;
+			&& d->redelivery.kicks == NULL && d->cfg.state_file == NULL && d->letters_due_ms == UINT64_MAX
+			&& d->tasks.running == 0;
 }
 
 static __attribute__((noinline)) uint64_t tick_work(struct dlq *d)
@@ -77,6 +79,8 @@ static __attribute__((noinline)) uint64_t tick_work(struct dlq *d)
 	if(d->deadlines.running && deadlines__next_due(&d->deadlines) <= now) engine__deadlines_tick(d, now);
 	/* Kept dead letters past their age (dead_letter_keep_for). */
 	if(d->letters_due_ms <= now) letter_store__expire(d, now);
+	/* Redrive tasks: what their rate allows (redrive_tasks.c). */
+	if(d->tasks.running) redrive_tasks__tick(d, now);
 
 	struct dlq_envelope *e;
 	while((e = schedule__peek(&d->delayed)) != NULL && e->due_ms <= now){

@@ -165,6 +165,9 @@ void letters__remove(struct dlq_letters *s, struct dlq_letter *l)
 	else s->newest = l->older;
 	l->older = l->newer = l->hnext = NULL;
 	if(s->page_end == l) s->page_end = NULL;
+	for(struct dlq_letter_cursor *c = s->cursors; c; c = c->next){
+		if(c->at == l) c->at = l->newer;
+	}
 	s->count--;
 	s->bytes -= l->bytes;
 }
@@ -188,4 +191,34 @@ struct dlq_letter_tally letters__tally(const struct dlq_letters *s, size_t i)
 struct dlq_letter *letters__oldest_of(const struct dlq_letters *s, size_t i)
 {
 	return i < s->per_count ? s->per[i].oldest : NULL;
+}
+
+bool letters__matches(const struct dlq_letter_match *m, const struct dlq_envelope *e)
+{
+	if(m->filter && strcmp(m->filter, e->filter ? e->filter : "")) return false;
+	if(m->dead_letter && strcmp(m->dead_letter, e->topic)) return false;
+	if(m->reason && (e->reason == NULL || strstr(e->reason, m->reason) == NULL)) return false;
+	if(m->cause_given && e->cause != m->cause) return false;
+	if(m->since_given && e->time_ms < m->since) return false;
+	if(m->until_given && e->time_ms > m->until) return false;
+	return true;
+}
+
+void letters__track(struct dlq_letters *s, struct dlq_letter_cursor *c)
+{
+	c->at = s->oldest;
+	c->next = s->cursors;
+	s->cursors = c;
+}
+
+void letters__untrack(struct dlq_letters *s, struct dlq_letter_cursor *c)
+{
+	for(struct dlq_letter_cursor **p = &s->cursors; *p; p = &(*p)->next){
+		if(*p == c){
+			*p = c->next;
+			break;
+		}
+	}
+	c->next = NULL;
+	c->at = NULL;
 }

@@ -22,10 +22,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/cause.h"
 #include "model/envelope.h"
 #include "util/id.h"
 
 struct dlq_policy_table;
+
+/* Which letters a list or a redrive task takes: every member given must
+ * match (letters__matches). The parser of these members is one, api's
+ * letter_filter.c; a list (engine/letter_store.h) and a task
+ * (model/redrive_task.h) both carry one. */
+struct dlq_letter_match {
+	const char *filter;      /* NULL: any, else the letter's policy filter exactly */
+	const char *dead_letter; /* NULL: any, else the dead-letter topic exactly */
+	const char *reason;      /* NULL: any, else a part of the reason */
+	bool cause_given;        /* only the letters of cause (their dead-letter-cause) */
+	enum dlq_cause cause;
+	bool since_given, until_given;
+	int64_t since, until;    /* ms since the epoch, both inclusive */
+};
+
+/* A place in the age list kept across removals: a walk that goes on from
+ * one tick to the next (a redrive task) registers one (letters__track),
+ * and when the letter it is at leaves the store it moves on to the next
+ * newer one. at NULL: past the newest. */
+struct dlq_letter_cursor {
+	struct dlq_letter *at;            /* borrowed */
+	struct dlq_letter_cursor *next;   /* the store's list of cursors */
+};
 
 struct dlq_letter {
 	struct dlq_letter *hnext;  /* chain by id */
@@ -62,6 +86,8 @@ struct dlq_letters {
 	 * (engine/letter_store.c), so that the next page starts there instead
 	 * of walking to its cursor; NULL once it leaves the store. */
 	struct dlq_letter *page_end;
+	/* Borrowed: the cursors registered (letters__track). */
+	struct dlq_letter_cursor *cursors;
 };
 
 /* Sets up an empty store for table with the bound max_bytes (0: off).
@@ -111,6 +137,14 @@ static inline struct dlq_letter *letters__oldest_unpoliced(const struct dlq_lett
 {
 	return s->unpoliced.oldest;
 }
+
+/* Whether e (a kept letter's envelope) is one m takes. */
+bool letters__matches(const struct dlq_letter_match *m, const struct dlq_envelope *e);
+
+/* Registers c (borrowed until letters__untrack), placed at the oldest
+ * letter, and unregisters it. */
+void letters__track(struct dlq_letters *s, struct dlq_letter_cursor *c);
+void letters__untrack(struct dlq_letters *s, struct dlq_letter_cursor *c);
 
 /* The tally of the policy with index i (zero when out of range). */
 struct dlq_letter_tally letters__tally(const struct dlq_letters *s, size_t i);

@@ -770,6 +770,16 @@ static void note_letter_gone(void *ctx, const struct dlq_id *id)
 	headers__free(&h);
 }
 
+static void note_task(void *ctx, const struct dlq_redrive_task *t, bool sync)
+{
+	struct dlq_persist *p = ctx;
+	if(p->journal_fd < 0) return;
+	struct dlq_headers h = {0};
+	int rc = state__encode_task(t, &h);
+	journal_write(p, &h, rc, sync);
+	headers__free(&h);
+}
+
 static void note_remove(void *ctx, uint64_t seq)
 {
 	struct dlq_persist *p = ctx;
@@ -820,6 +830,7 @@ static const struct dlq_store_ops journal_ops = {
 	.note_deadline = note_deadline,
 	.note_letter = note_letter,
 	.note_letter_gone = note_letter_gone,
+	.note_task = note_task,
 };
 
 struct dlq_store_port persist__port(struct dlq_persist *p)

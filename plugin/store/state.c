@@ -15,6 +15,7 @@
 #include "model/ledger.h"
 #include "model/letters.h"
 #include "model/outbox.h"
+#include "model/redrive_task.h"
 #include "model/schedule.h"
 #include "model/envelope.h"
 #include "store/state.h"
@@ -212,6 +213,40 @@ int state__encode_letter_gone(const struct dlq_id *id, struct dlq_headers *b)
 	return entry_end(b, at, rc);
 }
 
+int state__encode_task(const struct dlq_redrive_task *t, struct dlq_headers *b)
+{
+	int rc;
+	size_t at = entry_begin(b, ENTRY_TASK, &rc);
+	const struct dlq_letter_match *m = &t->match;
+	uint8_t given = (uint8_t)((m->cause_given ? 1 : 0) | (m->since_given ? 2 : 0) | (m->until_given ? 4 : 0));
+	if(rc == 0){
+		rc = put_u(b, t->id, 8) || put_u(b, t->state, 1) || put_u(b, t->rate, 4)
+				|| put_u(b, (uint64_t)t->started_ms, 8) || put_u(b, (uint64_t)t->ended_ms, 8)
+				|| put_u(b, t->moved, 8) || put_u(b, t->failed, 8) || put_u(b, t->left, 8)
+				|| put_u(b, given, 1) || put_u(b, m->cause_given ? m->cause : 0, 1)
+				|| put_u(b, (uint64_t)m->since, 8) || put_u(b, (uint64_t)m->until, 8)
+				|| put_str(b, m->filter) || put_str(b, m->dead_letter) || put_str(b, m->reason)
+				|| put_str(b, t->to) || put_str(b, t->client) ? ENOMEM : 0;
+	}
+	return entry_end(b, at, rc);
+}
+
+/* The tasks of v, oldest first (the list is newest first: restored in
+ * this order, it is again). Returns how many, or -1 when out of memory. */
+static int64_t encode_tasks(const struct state_view *v, struct dlq_headers *out)
+{
+	if(v->tasks == NULL) return 0;
+	int64_t n = 0;
+	for(size_t k = v->tasks->count; k-- > 0;){
+		const struct dlq_redrive_task *t = v->tasks->head;
+		for(size_t i = 0; t && i < k; i++) t = t->next;
+		if(t == NULL) continue;
+		if(state__encode_task(t, out)) return -1;
+		n++;
+	}
+	return n;
+}
+
 int state__encode_remove(uint64_t seq, struct dlq_headers *b)
 {
 	int rc;
@@ -384,9 +419,11 @@ static int encode_snapshot(const struct state_view *v, uint64_t mono_now, int64_
 		if(out->len != before) histories++;
 		if((rc = spill_maybe(sp))) return rc;
 	}
+	int64_t tasks = encode_tasks(v, out);
+	if(tasks < 0) return ENOMEM;
 	uint64_t owed = v->outbox->owed.count + v->outbox->sent.count + v->outbox->settling.count + v->delayed->count;
 	uint64_t entries = v->ledger->count + v->holds->records + owed + v->unsaved->count + sink.written + letters
-			+ (uint64_t)deadlines + histories + (v->journal_covers ? 1 : 0);
+			+ (uint64_t)deadlines + histories + (uint64_t)tasks + (v->journal_covers ? 1 : 0);
 	size_t at = entry_begin(out, ENTRY_END, &rc);
 	if(rc == 0) rc = put_u(out, entries, 8);
 	rc = entry_end(out, at, rc);

@@ -30,6 +30,8 @@ struct dlq_id;
 struct dlq_letter;
 struct dlq_letters;
 struct dlq_outbox;
+struct dlq_redrive_task;
+struct dlq_redrive_tasks;
 struct dlq_redelivery;
 struct dlq_schedule;
 
@@ -46,6 +48,7 @@ struct state_view {
 	struct dlq_deadlines *deadlines;    /* deliveries awaiting settlement; NULL: none are kept (read, checked) */
 	struct dlq_history **history;       /* the owner's array of each policy's rate history, by index of policies
 	                                       (a reload replaces the array); NULL: none kept (read, checked) */
+	struct dlq_redrive_tasks *tasks;    /* redrive tasks; NULL: none are kept (read, checked) */
 	uint64_t *next_seq;                 /* envelope sequence numbers: restored ones are not reused */
 	const struct dlq_policy_table *policies; /* a restored entry finds its policy here, by filter */
 	uint64_t nack_window_ms;            /* records older than this are not restored */
@@ -124,6 +127,12 @@ int state__encode_letter(const struct dlq_letter *l, uint64_t mono_now, int64_t 
 int state__encode_history(const struct dlq_history *h, const char *filter, int64_t wall_now, struct dlq_headers *out);
 /* The kept dead letter with id left the store (journal only). */
 int state__encode_letter_gone(const struct dlq_id *id, struct dlq_headers *out);
+
+/* A redrive task (model/redrive_task.h): its filter, target, rate,
+ * state and counters; in a snapshot after the kept letters, oldest first;
+ * journaled when it starts, ends or makes progress, a later entry
+ * replacing an earlier one of its id. */
+int state__encode_task(const struct dlq_redrive_task *t, struct dlq_headers *out);
 
 /* Applies a journal to v after its snapshot: adds envelopes, records and
  * kept dead letters not yet there, removes the envelopes and letters named,

@@ -45,6 +45,14 @@
  * timeouts, redrives and the dead letters of each cause (4 each)) follows
  * the kept dead letters in a snapshot, one per policy with any; it is
  * never journaled. Files written before it have none.
+ * A redrive task (type 12, model/redrive_task.h: id (8), state (1), rate
+ * (4), started and ended wall-clock ms (8 each), moved, failed, left (8
+ * each), which of cause, since and until its filter has (1: bits 1, 2,
+ * 4), cause (1), since and until (8 each), then its filter, dead-letter
+ * topic, reason part, target topic and client as strings, empty for none)
+ * follows the kept letters in a snapshot, oldest first, and is journaled
+ * when it starts, ends or makes progress; a later entry replaces an
+ * earlier one of the same id. Files written before tasks have none.
  */
 #ifndef DLQ_STATE_FORMAT_H
 #define DLQ_STATE_FORMAT_H
@@ -55,6 +63,6 @@
 
 enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_SETTLER = 5, ENTRY_HOLD = 6,
 	ENTRY_DELIVERY = 7, ENTRY_LETTER = 8, ENTRY_LETTER_GONE = 9, ENTRY_DEADLINE = 10, ENTRY_GENERATION = 11,
-	ENTRY_HISTORY = 13 };
+	ENTRY_TASK = 12, ENTRY_HISTORY = 13 };
 
 #endif

@@ -17,11 +17,13 @@
 #include "model/ledger.h"
 #include "model/letters.h"
 #include "model/outbox.h"
+#include "model/redrive_task.h"
 #include "model/schedule.h"
 #include "model/envelope.h"
 #include "store/state.h"
 #include "store/state_check.h"
 #include "store/state_format.h"
+#include "mosquitto_dlq.h"
 #include "util/topic.h"
 
 struct reader {
@@ -443,6 +445,61 @@ static void decode_letter_gone(struct state_view *v, struct reader *r)
 	letters__free(l);
 }
 
+/* A redrive task: checked (what startRedriveTask accepts), then kept,
+ * replacing an earlier entry of its id. Without tasks in v it is read,
+ * checked and dropped. */
+static void decode_task(struct state_view *v, struct reader *r)
+{
+	uint64_t id = get_u(r, 8);
+	uint8_t state = (uint8_t)get_u(r, 1);
+	uint64_t rate = get_u(r, 4);
+	int64_t started = (int64_t)get_u(r, 8), ended = (int64_t)get_u(r, 8);
+	uint64_t moved = get_u(r, 8), failed = get_u(r, 8), left = get_u(r, 8);
+	uint8_t given = (uint8_t)get_u(r, 1);
+	uint8_t cause = (uint8_t)get_u(r, 1);
+	struct dlq_letter_match m = {
+		.cause_given = given & 1, .since_given = (given & 2) != 0, .until_given = (given & 4) != 0,
+		.cause = (enum dlq_cause)cause,
+	};
+	m.since = (int64_t)get_u(r, 8);
+	m.until = (int64_t)get_u(r, 8);
+	char *s[5];
+	for(int i = 0; i < 5; i++) s[i] = get_str(r, true);
+	const char *bad_text = NULL;
+	for(int i = 0; i < 5 && bad_text == NULL; i++) bad_text = state_check__text_or_null(s[i]);
+	if(r->bad){
+		/* a field is missing: malformed */
+	}else if(id == 0 || id > INT64_MAX){
+		refuse(r, "an id the plugin never writes", NULL);
+	}else if(state >= DLQ_TASK_STATES || rate < 1 || rate > DLQ_REDRIVE_RATE_MAX || given > 7
+			|| cause >= DLQ_DEAD_CAUSES || (cause && !(given & 1)) || (state == DLQ_TASK_RUNNING) != (ended == 0)){
+		refuse(r, "a state, rate or filter the plugin never writes", NULL);
+	}else if(bad_text){
+		refuse(r, "a string", bad_text);
+	}else if(s[3] && (!topic__valid_publish(s[3]) || s[3][0] == '$')){
+		refuse(r, "a target that is not a topic name", NULL);
+	}
+	if(!r->bad && v->tasks){
+		m.filter = s[0];
+		m.dead_letter = s[1];
+		m.reason = s[2];
+		struct dlq_redrive_task *t = redrive_task__new(&m, s[3], s[4], (uint32_t)rate);
+		if(t == NULL){
+			r->bad = r->nomem = true;
+		}else{
+			t->id = id;
+			t->state = state;
+			t->started_ms = started;
+			t->ended_ms = ended;
+			t->moved = moved;
+			t->failed = failed;
+			t->left = left;
+			redrive_task__add(v->tasks, t);
+		}
+	}
+	for(int i = 0; i < 5; i++) free(s[i]);
+}
+
 static void decode_remove(struct state_view *v, struct reader *r)
 {
 	uint64_t seq = get_u(r, 8);
@@ -609,6 +666,7 @@ static const char *entry_name(uint8_t type)
 		case ENTRY_DEADLINE: return "a delivery awaiting settlement";
 		case ENTRY_GENERATION: return "a journal generation";
 		case ENTRY_HISTORY: return "a policy's rate history";
+		case ENTRY_TASK: return "a redrive task";
 		default: return "an entry";
 	}
 }
@@ -739,6 +797,9 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 			ok = !r.bad;
 		}else if(type == ENTRY_LETTER_GONE && journal){
 			decode_letter_gone(v, &r);
+			ok = !r.bad;
+		}else if(type == ENTRY_TASK){
+			decode_task(v, &r);
 			ok = !r.bad;
 		}else if(type == ENTRY_GENERATION && seen == 0){
 			/* First in a snapshot: the journals it holds; first in a

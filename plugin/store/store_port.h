@@ -21,6 +21,7 @@ struct dlq_envelope;
 struct dlq_id;
 struct dlq_letter;
 struct dlq_record;
+struct dlq_redrive_task;
 
 struct dlq_store_ops {
 	/* The engine took on e (it is owed until the broker takes it). sync:
@@ -58,6 +59,11 @@ struct dlq_store_ops {
 	 * purged or dropped to make room). Written, not synced: a crash before
 	 * the next sync at worst keeps it again. */
 	void (*note_letter_gone)(void *ctx, const struct dlq_id *id);
+	/* A redrive task started, ended, or made progress
+	 * (model/redrive_task.h); a later note of it replaces an earlier one.
+	 * sync: its start and end; progress is written, not synced (a crash
+	 * restores older counters; the letters moved are gone all the same). */
+	void (*note_task)(void *ctx, const struct dlq_redrive_task *t, bool sync);
 };
 
 /* A port: ops NULL when nothing is stored. */
@@ -105,6 +111,10 @@ static inline void store_port__letter(const struct dlq_store_port *s, const stru
 static inline void store_port__letter_gone(const struct dlq_store_port *s, const struct dlq_id *id)
 {
 	if(s->ops) s->ops->note_letter_gone(s->ctx, id);
+}
+static inline void store_port__task(const struct dlq_store_port *s, const struct dlq_redrive_task *t, bool sync)
+{
+	if(s->ops && s->ops->note_task) s->ops->note_task(s->ctx, t, sync);
 }
 
 #endif

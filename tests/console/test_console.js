@@ -13,6 +13,8 @@
 // charts full on first paint with the NACKs and dead letters made before the
 // page opened (the plugin's getHistory), the charts split by cause, every listener bound to 127.0.0.1 alone,
 // a redrive the worker receives again, a delete behind its confirmation,
+// a redrive task of every letter the filter matches (its confirmation and
+// progress bar),
 // an ACK, a final NACK and an ack timeout on a second policy, and the
 // errors said in words (a wrong password, a broker without the plugin, no
 // broker at all), with the basics of accessibility. Screenshots go to
@@ -754,6 +756,31 @@ async function main() {
     await page.click('#chart-by-cause');
     await waitFor('the chart back to three lines', async () => (await page.$$('#chart-1 polyline')).length === 3);
     assert((await text(page, '#chart-words-1')).includes('last hour: 1 NACK, 2 dead letters, 1 ack timeout.'), `words: ${await text(page, '#chart-words-1')}`);
+  });
+
+  t.step('redrive all matching: numbers\' two letters, behind a confirmation that says how many and how fast, with a progress bar', async () => {
+    const before = [worker.failures(3), worker.failures(5)];
+    await page.select('#filter-policy', 'numbers');
+    await page.click('#apply-filter');
+    await waitFor('numbers\' 2 rows', async () => (await text(page, '#letters-count')).includes('of 2'));
+    await page.$eval('#redrive-rate', (e) => { e.value = '50'; });
+    await page.click('#redrive-all');
+    await waitFor('the confirmation', () => page.$eval('#confirm', (d) => d.open));
+    const ask = await text(page, '#confirm-text');
+    assert(ask === 'Redrive all 2 dead letters that match the filter to each one’s origin topic, at 50 a second (about 1 s)? ' +
+      'Each is published again and leaves the store.', `confirmation: ${ask}`);
+    await shot(page, '07c-confirm-redrive-all.png');
+    await page.click('#confirm-ok');
+    await waitFor('the task to end in the page', async () => (await text(page, '#tasks-list')) ===
+      'Task 1 (numbers to origin topics, 50/s): done, 2 moved, 0 failed, 0 left');
+    const bar = await page.$eval('#tasks-list progress', (e) => [e.value, e.max]);
+    assert(JSON.stringify(bar) === JSON.stringify([2, 2]), `the progress bar: ${bar}`);
+    await waitFor('the worker to get 3 and 5 again', () => worker.failures(3) > before[0] && worker.failures(5) > before[1]);
+    const task = (await control.run({ command: 'getStatus' })).redriveTasks[0];
+    assert(task.policy === 'numbers' && task.state === 'done' && task.moved === 2 && task.rate === 50, `the plugin's task: ${JSON.stringify(task)}`);
+    await shot(page, '07d-redrive-all-done.png');
+    await page.select('#filter-policy', '');
+    await page.click('#apply-filter');
   });
 
   t.step('a broker without the plugin: the page says so', async () => {

@@ -601,7 +601,8 @@ PLANTS = [
     ('a refused example', 'mosquitto-dlq.7', 'max_attempts=5 dead_letter=dead/readings',
      'max_attempts=0 dead_letter=dead/readings', 'the example is refused'),
     ('a dlqctl option left out', 'dlqctl.1',
-     '`--rate` *N*\n: For `redrive`: at most *N* redriven messages a second.\n\n', '',
+     '`--rate` *N*\n: For `redrive` *TOPIC*: at most *N* redriven messages a second. For\n'
+     '  `redrive --all`: the task\'s rate, a whole number from 1 to 10000\n  (default 100).\n\n', '',
      'dlqctl option --rate: taken by dlqctl'),
     ('a command\'s options wrong', 'dlqctl.1', 'Options:\n  `--json`, `--follow`,', 'Options:\n  `--json`,',
      'dlqctl inspect: dlqctl(1) COMMANDS'),

@@ -3,9 +3,9 @@
  * Writes the binary seeds of the state-file targets from a real engine, so
  * that they follow the format when it changes:
  *   fuzz_gen_seeds <corpus dir>   (tests/fuzz/corpus)
- * writes state_snapshot/{full,header-only,truncated} (full-before-causes and
- * full-before-history are older files' fulls, kept as they were) and
- * state_journal/{full,header-only,remove-only}, and the binary scripts of
+ * writes state_snapshot/{full,header-only,truncated,with-tasks} (full-before-causes
+ * and full-before-history are older files' fulls, kept as they were) and
+ * state_journal/{full,header-only,remove-only,tasks}, and the binary scripts of
  * the sessions, sends, packet_size, message_out and delivery_model targets (their formats
  * are in fuzz_<target>.c). Not run by the
  * tests; the seeds it wrote are committed.
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "model/redrive_task.h"
 #include "store/state.h"
 #include "test_util.h"
 
@@ -344,6 +345,51 @@ static void delivery_model_seeds(const char *dir)
 	}
 }
 
+/* Two redrive tasks (ENTRY_TASK), a running one with every filter member
+ * and a done one with a target, appended to out. */
+static void put_tasks(struct dlq_headers *out)
+{
+	struct dlq_letter_match m = {
+		.filter = "numbers", .dead_letter = "dead/numbers", .reason = "timeout", .cause_given = true, .cause = 1,
+		.since_given = true, .since = 1790000000000LL, .until_given = true, .until = 1790000060000LL,
+	};
+	struct dlq_redrive_task *run = redrive_task__new(&m, NULL, "operator", 200);
+	struct dlq_letter_match all = {0};
+	struct dlq_redrive_task *done = redrive_task__new(&all, "numbers/again", "operator", 5);
+	FUZZ_CHECK(run && done, "tasks");
+	run->id = 2;
+	run->started_ms = 1790000100000LL;
+	run->moved = 40;
+	run->failed = 1;
+	done->id = 1;
+	done->state = DLQ_TASK_DONE;
+	done->started_ms = 1790000000000LL;
+	done->ended_ms = 1790000050000LL;
+	done->moved = 250;
+	FUZZ_CHECK(state__encode_task(done, out) == 0 && state__encode_task(run, out) == 0, "tasks");
+	redrive_task__free(run);
+	redrive_task__free(done);
+}
+
+/* snap with the tasks of put_tasks before its end entry (its count
+ * raised by two), into out. */
+static void snapshot_with_tasks(const struct dlq_headers *snap, struct dlq_headers *out)
+{
+	enum { END_LEN = 1 + 4 + 8 + 4 };
+	FUZZ_CHECK(snap->len > 16 + END_LEN && snap->data[snap->len - END_LEN] == 4, "snapshot end");
+	FUZZ_CHECK(headers__append_raw(out, snap->data, snap->len - END_LEN) == 0, "snapshot");
+	put_tasks(out);
+	const uint8_t *end = snap->data + snap->len - END_LEN;
+	uint64_t count = 0;
+	for(int i = 0; i < 8; i++) count = (count << 8) | end[5 + i];
+	count += 2;
+	uint8_t e[END_LEN];
+	memcpy(e, end, END_LEN);
+	for(int i = 0; i < 8; i++) e[5 + i] = (uint8_t)(count >> (8 * (7 - i)));
+	FUZZ_CHECK(headers__append_raw(out, e, END_LEN) == 0, "snapshot");
+	fuzz_fix_crcs(out->data, out->len, 16);
+}
+
 int main(int argc, char **argv)
 {
 	struct dlq_headers snap = {0};
@@ -364,6 +410,14 @@ int main(int argc, char **argv)
 	FUZZ_CHECK(state__encode_journal_header(&remove) == 0 && state__encode_remove(1, &remove) == 0
 			&& state__encode_remove(3, &remove) == 0, "journal");
 	put(argv[1], "state_journal", "remove-only", remove.data, remove.len);
+	struct dlq_headers tasks = {0}, with_tasks = {0};
+	FUZZ_CHECK(state__encode_journal_header(&tasks) == 0, "journal");
+	put_tasks(&tasks);
+	put(argv[1], "state_journal", "tasks", tasks.data, tasks.len);
+	snapshot_with_tasks(&snap, &with_tasks);
+	put(argv[1], "state_snapshot", "with-tasks", with_tasks.data, with_tasks.len);
+	headers__free(&tasks);
+	headers__free(&with_tasks);
 	sessions_seeds(argv[1]);
 	sends_seeds(argv[1]);
 	packet_size_seeds(argv[1]);

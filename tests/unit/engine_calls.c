@@ -6,6 +6,7 @@
 
 #include <check.h>
 
+#include "engine/letter_store.h"
 #include "engine_calls.h"
 
 void engine_start(struct dlq *d, bool *live, const struct dlq_option *opts, size_t count, unsigned flags)
@@ -30,4 +31,26 @@ enum dlq_nack_status engine_nack(struct dlq *d, const char *id, const char *clie
 	struct dlq_nack_result res;
 	dlq__nack(d, &n, &res);
 	return res.status;
+}
+
+void engine_dead_letter(struct dlq *d, const char *topic, const char *payload)
+{
+	char id[DLQ_ID_LEN + 1];
+	engine_track(d, topic, payload, 1, NULL, id);
+	ck_assert_int_eq(engine_nack(d, id, "worker", false), DLQ_NACK_DEAD_LETTERED);
+}
+
+void engine_keep_letters(struct dlq *d, int from, int n, int64_t t0)
+{
+	struct dlq_envelope *others = envelope__copy(d->letters.oldest->env);
+	struct dlq_envelope *tenth = envelope__copy(d->letters.newest->env);
+	ck_assert(others && tenth);
+	for(int i = from; i < n; i++){
+		struct dlq_envelope *e = i % 10 ? others : tenth;
+		memset(e->id.raw, 0, sizeof(e->id.raw));
+		if(t0) e->time_ms = t0 + i;
+		letter_store__keep(d, e);
+	}
+	envelope__free(others);
+	envelope__free(tenth);
 }

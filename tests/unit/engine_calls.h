@@ -27,4 +27,15 @@ void engine_track(struct dlq *d, const char *topic, const char *payload, uint8_t
 /* NACKs id for client (whose session persists or not); the status. */
 enum dlq_nack_status engine_nack(struct dlq *d, const char *id, const char *client, bool persists);
 
+/* A message of payload on topic (at QoS 1), NACKed once by "worker": its
+ * dead letter, under a policy of max_attempts=1; fails the test unless it
+ * is dead-lettered. */
+void engine_dead_letter(struct dlq *d, const char *topic, const char *payload);
+
+/* Keeps letters from, up to n, in the store of d, copies of the oldest
+ * kept letter, but every tenth (by number) a copy of the newest, each
+ * under a new id; with t0 not 0 letter i is of time t0 + i. For the cost
+ * of walks over many letters. */
+void engine_keep_letters(struct dlq *d, int from, int n, int64_t t0);
+
 #endif

@@ -60,14 +60,6 @@ static void stop(void)
 	fake_reset();
 }
 
-/* A message on topic, NACKed once by "worker": its dead letter. */
-static void dead_letter(const char *topic, const char *payload)
-{
-	char id[DLQ_ID_LEN + 1];
-	engine_track(&d, topic, payload, 1, NULL, id);
-	ck_assert_int_eq(engine_nack(&d, id, "worker", false), DLQ_NACK_DEAD_LETTERED);
-}
-
 /* A text payload of n bytes of c (n at most 2000; the buffer is
  * shared: one at a time). */
 static const char *payload_of(size_t n, char c)
@@ -99,10 +91,10 @@ static struct dlq_letter *find(const char *text)
 START_TEST(every_dead_letter_is_kept_and_found_under_its_published_id)
 {
 	start("64MB");
-	dead_letter("jobs/a", "one");
+	engine_dead_letter(&d, "jobs/a", "one");
 	char first[DLQ_ID_LEN + 1];
 	strcpy(first, last_letter_id());
-	dead_letter("mail/b", "two");
+	engine_dead_letter(&d, "mail/b", "two");
 	ck_assert_uint_eq(d.letters.count, 2);
 	struct dlq_letter *l = find(first);
 	ck_assert_ptr_nonnull(l);
@@ -137,7 +129,7 @@ START_TEST(the_bound_drops_the_oldest_and_counts_them)
 	const char *payload = payload_of(1000, 'x');
 	char ids[10][DLQ_ID_LEN + 1];
 	for(int i = 0; i < 10; i++){
-		dead_letter(i % 2 ? "jobs/a" : "mail/b", payload);
+		engine_dead_letter(&d, i % 2 ? "jobs/a" : "mail/b", payload);
 		strcpy(ids[i], last_letter_id());
 	}
 	ck_assert_uint_le(d.letters.bytes, 4096);
@@ -165,7 +157,7 @@ START_TEST(a_letter_published_again_makes_no_room)
 	start("4KiB");
 	const char *payload = payload_of(1000, 'x');
 	for(int i = 0; i < 3; i++){
-		dead_letter("jobs/a", payload);
+		engine_dead_letter(&d, "jobs/a", payload);
 	}
 	size_t kept = d.letters.count;
 	uint64_t dropped = d.counters.dead_letters_dropped;
@@ -185,7 +177,7 @@ START_TEST(a_letter_larger_than_the_store_is_not_kept_but_counted)
 {
 	start("1KiB");
 	const char *payload = payload_of(2000, 'y');
-	dead_letter("jobs/a", payload);
+	engine_dead_letter(&d, "jobs/a", payload);
 	ck_assert_uint_eq(d.letters.count, 0);
 	ck_assert_uint_eq(d.counters.dead_letters_dropped, 1);
 	/* Published all the same. */
@@ -197,13 +189,13 @@ END_TEST
 START_TEST(a_redrive_republishes_tracks_and_then_lets_go)
 {
 	start("64MB");
-	dead_letter("jobs/a", "again");
+	engine_dead_letter(&d, "jobs/a", "again");
 	char lid[DLQ_ID_LEN + 1];
 	strcpy(lid, last_letter_id());
 	struct dlq_letter *l = find(lid);
 	size_t before = fake.publish_count;
 	struct dlq_redrive_result res;
-	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", &res), 0);
+	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", false, &res), 0);
 	ck_assert(res.tracked);
 	ck_assert_ptr_null(find(lid));
 	ck_assert_uint_eq(d.counters.redriven, 1);
@@ -227,7 +219,7 @@ START_TEST(a_redrive_republishes_tracks_and_then_lets_go)
 
 	/* To a topic no policy takes: published, not tracked. */
 	l = d.letters.newest;
-	ck_assert_int_eq(dlq__redrive_letter(&d, l, "elsewhere/x", "operator", &res), 0);
+	ck_assert_int_eq(dlq__redrive_letter(&d, l, "elsewhere/x", "operator", false, &res), 0);
 	ck_assert(!res.tracked);
 	ck_assert_str_eq(fake.publishes[fake.publish_count - 1].topic, "elsewhere/x");
 	ck_assert_ptr_null(fake_header_value(&fake.publishes[fake.publish_count - 1], DLQ_PROP_ID));
@@ -239,12 +231,12 @@ END_TEST
 START_TEST(a_refused_redrive_keeps_the_letter)
 {
 	start("64MB");
-	dead_letter("jobs/a", "kept");
+	engine_dead_letter(&d, "jobs/a", "kept");
 	struct dlq_letter *l = d.letters.newest;
 	size_t owed = dlq__owed_count(&d); /* the dead letter itself, not yet taken */
 	fake.fail_publishes = 1;
 	struct dlq_redrive_result res;
-	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", &res), EIO);
+	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", false, &res), EIO);
 	ck_assert_ptr_eq(d.letters.newest, l);
 	ck_assert_uint_eq(d.letters.count, 1);
 	ck_assert_uint_eq(d.counters.redriven, 0);
@@ -262,8 +254,8 @@ START_TEST(a_policy_bound_drops_only_its_own_oldest)
 	start_with("jobs/# max_attempts=1 dead_letter=dead/jobs dead_letter_keep=3KiB", "64MB");
 	const char *payload = payload_of(1000, 'z');
 	for(int i = 0; i < 6; i++){
-		dead_letter("mail/b", payload);
-		dead_letter("jobs/a", payload);
+		engine_dead_letter(&d, "mail/b", payload);
+		engine_dead_letter(&d, "jobs/a", payload);
 	}
 	struct dlq_letter_tally jobs = letters__tally(&d.letters, 0), mail = letters__tally(&d.letters, 1);
 	ck_assert_uint_le(jobs.bytes, 3072);
@@ -286,7 +278,7 @@ END_TEST
 START_TEST(with_the_store_off_nothing_is_kept_or_named)
 {
 	start("0");
-	dead_letter("jobs/a", "gone");
+	engine_dead_letter(&d, "jobs/a", "gone");
 	ck_assert_uint_eq(d.letters.count, 0);
 	ck_assert_ptr_null(fake_header_value(&fake.publishes[fake.publish_count - 1], DLQ_PROP_DEAD_LETTER_ID));
 	ck_assert_uint_eq(d.counters.dead_letters_dropped, 0);
@@ -316,7 +308,7 @@ static const struct letter_store_asker operator = {
 static void dead_letter_at(const char *topic, int64_t wall)
 {
 	fake.wall_ms = wall;
-	dead_letter(topic, "p");
+	engine_dead_letter(&d, topic, "p");
 }
 
 /* The page q lists for the operator. */
@@ -333,7 +325,7 @@ START_TEST(pages_follow_their_cursor_in_either_order)
 {
 	start("64MB");
 	const char *topics[] = { "jobs/0", "jobs/1", "jobs/2", "jobs/3", "jobs/4" };
-	for(size_t i = 0; i < ARRAY_LEN(topics); i++) dead_letter(topics[i], "p");
+	for(size_t i = 0; i < ARRAY_LEN(topics); i++) engine_dead_letter(&d, topics[i], "p");
 	struct letter_store_query q = { .newest_first = true, .limit = 2 };
 	const char *want_newest[] = { "jobs/4", "jobs/3", "jobs/2", "jobs/1", "jobs/0" };
 	size_t seen = 0;
@@ -374,7 +366,7 @@ END_TEST
 START_TEST(a_page_goes_on_after_its_last_letter_left)
 {
 	start("64MB");
-	for(int i = 0; i < 4; i++) dead_letter("jobs/a", "p");
+	for(int i = 0; i < 4; i++) engine_dead_letter(&d, "jobs/a", "p");
 	struct letter_store_query q = { .newest_first = true, .limit = 2 };
 	struct letter_store_page page = list(&q);
 	ck_assert(page.more);
@@ -410,8 +402,8 @@ static void expect_cases(struct filter_case *cases, size_t n)
 				cases[i].matched);
 		ck_assert_uint_eq(page.count, cases[i].matched);
 		ck_assert(!page.more);
-		for(size_t k = 0; k < page.count && cases[i].q.cause_given; k++){
-			ck_assert_uint_eq(page.letters[k]->env->cause, cases[i].q.cause);
+		for(size_t k = 0; k < page.count && cases[i].q.match.cause_given; k++){
+			ck_assert_uint_eq(page.letters[k]->env->cause, cases[i].q.match.cause);
 		}
 		if(cases[i].first) ck_assert_str_eq(page.letters[0]->env->origin_topic, cases[i].first);
 	}
@@ -426,16 +418,16 @@ START_TEST(each_filter_narrows_the_page_and_its_count)
 	dead_letter_at("jobs/c", t0 + 2000);
 	dead_letter_at("mail/d", t0 + 3000);
 	struct filter_case cases[] = {
-		{ { .filter = "jobs/#" }, 2, "jobs/c" },
-		{ { .filter = "mail/+" }, 0, NULL },
-		{ { .dead_letter = "dead/mail" }, 2, "mail/d" },
-		{ { .dead_letter = "dead/#" }, 0, NULL },
-		{ { .reason = "(1) reached" }, 4, "mail/d" },
-		{ { .reason = "timed out" }, 0, NULL },
-		{ { .since_given = true, .since = t0 + 1000 }, 3, "mail/d" },
-		{ { .until_given = true, .until = t0 + 1000 }, 2, "mail/b" },
-		{ { .since_given = true, .since = t0 + 1000, .until_given = true, .until = t0 + 2000 }, 2, "jobs/c" },
-		{ { .filter = "jobs/#", .since_given = true, .since = t0 + 1 }, 1, "jobs/c" },
+		{ { .match = { .filter = "jobs/#" } }, 2, "jobs/c" },
+		{ { .match = { .filter = "mail/+" } }, 0, NULL },
+		{ { .match = { .dead_letter = "dead/mail" } }, 2, "mail/d" },
+		{ { .match = { .dead_letter = "dead/#" } }, 0, NULL },
+		{ { .match = { .reason = "(1) reached" } }, 4, "mail/d" },
+		{ { .match = { .reason = "timed out" } }, 0, NULL },
+		{ { .match = { .since_given = true, .since = t0 + 1000 } }, 3, "mail/d" },
+		{ { .match = { .until_given = true, .until = t0 + 1000 } }, 2, "mail/b" },
+		{ { .match = { .since_given = true, .since = t0 + 1000, .until_given = true, .until = t0 + 2000 } }, 2, "jobs/c" },
+		{ { .match = { .filter = "jobs/#", .since_given = true, .since = t0 + 1 } }, 1, "jobs/c" },
 	};
 	expect_cases(cases, ARRAY_LEN(cases));
 	stop();
@@ -459,24 +451,24 @@ static void final_dead_letter(const char *topic)
 START_TEST(the_cause_filter_lists_one_cause)
 {
 	start("64MB");
-	dead_letter("jobs/a", "p");
+	engine_dead_letter(&d, "jobs/a", "p");
 	final_dead_letter("mail/b");
 	final_dead_letter("jobs/c");
-	dead_letter("mail/d", "p");
+	engine_dead_letter(&d, "mail/d", "p");
 	final_dead_letter("jobs/e");
 	struct filter_case cases[] = {
-		{ { .cause_given = true, .cause = DLQ_DEAD_FINAL }, 3, "jobs/e" },
-		{ { .cause_given = true, .cause = DLQ_DEAD_NACK }, 2, "mail/d" },
-		{ { .cause_given = true, .cause = DLQ_DEAD_ACK_TIMEOUT }, 0, NULL },
-		{ { .cause_given = true, .cause = DLQ_DEAD_UNKNOWN }, 0, NULL },
-		{ { .cause_given = true, .cause = DLQ_DEAD_FINAL, .filter = "mail/#" }, 1, "mail/b" },
-		{ { .cause_given = true, .cause = DLQ_DEAD_NACK, .dead_letter = "dead/jobs" }, 1, "jobs/a" },
-		{ { .cause_given = false, .cause = DLQ_DEAD_ACK_TIMEOUT }, 5, "jobs/e" },
+		{ { .match = { .cause_given = true, .cause = DLQ_DEAD_FINAL } }, 3, "jobs/e" },
+		{ { .match = { .cause_given = true, .cause = DLQ_DEAD_NACK } }, 2, "mail/d" },
+		{ { .match = { .cause_given = true, .cause = DLQ_DEAD_ACK_TIMEOUT } }, 0, NULL },
+		{ { .match = { .cause_given = true, .cause = DLQ_DEAD_UNKNOWN } }, 0, NULL },
+		{ { .match = { .cause_given = true, .cause = DLQ_DEAD_FINAL, .filter = "mail/#" } }, 1, "mail/b" },
+		{ { .match = { .cause_given = true, .cause = DLQ_DEAD_NACK, .dead_letter = "dead/jobs" } }, 1, "jobs/a" },
+		{ { .match = { .cause_given = false, .cause = DLQ_DEAD_ACK_TIMEOUT } }, 5, "jobs/e" },
 	};
 	expect_cases(cases, ARRAY_LEN(cases));
 	/* Oldest first, one a page: the final letters in their order, each
 	 * page after the last, and no letter of another cause between. */
-	struct letter_store_query q = { .cause_given = true, .cause = DLQ_DEAD_FINAL, .limit = 1 };
+	struct letter_store_query q = { .match = { .cause_given = true, .cause = DLQ_DEAD_FINAL }, .limit = 1 };
 	const char *want[] = { "mail/b", "jobs/c", "jobs/e" };
 	for(size_t n = 0; n < ARRAY_LEN(want); n++){
 		struct letter_store_page page = list(&q);
@@ -499,7 +491,7 @@ START_TEST(a_page_ends_early_near_the_reply_bound)
 	memcpy(topic, "jobs/", 5);
 	memset(topic + 5, 'x', 40000);
 	topic[40005] = '\0';
-	for(int i = 0; i < 6; i++) dead_letter(topic, "p");
+	for(int i = 0; i < 6; i++) engine_dead_letter(&d, topic, "p");
 	struct letter_store_query q = { .newest_first = true, .limit = DLQ_MAX_LIST_LIMIT };
 	struct letter_store_page page = list(&q);
 	/* About 40 KB an entry: the fourth passes half the bound. */
@@ -518,10 +510,10 @@ END_TEST
 START_TEST(what_the_asker_may_not_read_is_left_out)
 {
 	start("64MB");
-	dead_letter("jobs/a", "p");
-	dead_letter("mail/b", "p");
-	dead_letter("jobs/c", "p");
-	dead_letter("mail/d", "p");
+	engine_dead_letter(&d, "jobs/a", "p");
+	engine_dead_letter(&d, "mail/b", "p");
+	engine_dead_letter(&d, "jobs/c", "p");
+	engine_dead_letter(&d, "mail/d", "p");
 	deny_mail = true;
 	ck_assert_int_eq(letter_store__refusal(&d, &operator), LETTER_STORE_OPEN);
 	struct letter_store_query q = { .newest_first = true, .limit = DLQ_MAX_LIST_LIMIT };
@@ -550,9 +542,9 @@ END_TEST
 START_TEST(a_purge_takes_one_policys_letters)
 {
 	start("64MB");
-	dead_letter("jobs/a", "p");
-	dead_letter("mail/b", "p");
-	dead_letter("jobs/c", "p");
+	engine_dead_letter(&d, "jobs/a", "p");
+	engine_dead_letter(&d, "mail/b", "p");
+	engine_dead_letter(&d, "jobs/c", "p");
 	size_t purged, refused;
 	letter_store__purge(&d, &operator, "jobs/#", &purged, &refused);
 	ck_assert_uint_eq(purged, 2);
@@ -572,7 +564,7 @@ START_TEST(who_the_store_answers)
 {
 	const struct letter_store_asker unchecked = { .client = "operator" };
 	start_access("jobs/# max_attempts=1 dead_letter=dead/jobs", "64MB", "control");
-	dead_letter("mail/b", "p");
+	engine_dead_letter(&d, "mail/b", "p");
 	deny_mail = true;
 	ck_assert_int_eq(letter_store__refusal(&d, &unchecked), LETTER_STORE_OPEN);
 	ck_assert(letter_store__may_read(&d, &operator, d.letters.newest));
@@ -606,14 +598,14 @@ START_TEST(the_store_full_warning_comes_once_a_minute)
 {
 	start("4KiB");
 	const char *payload = payload_of(1000, 'x');
-	for(int i = 0; i < 8; i++) dead_letter("jobs/a", payload);
+	for(int i = 0; i < 8; i++) engine_dead_letter(&d, "jobs/a", payload);
 	ck_assert_uint_gt(d.counters.dead_letters_dropped, 1);
 	ck_assert_uint_eq(logged_count("dead-letter store full"), 1);
 	fake.now_ms += 59999;
-	dead_letter("jobs/a", payload);
+	engine_dead_letter(&d, "jobs/a", payload);
 	ck_assert_uint_eq(logged_count("dead-letter store full"), 1);
 	fake.now_ms += 1;
-	dead_letter("jobs/a", payload);
+	engine_dead_letter(&d, "jobs/a", payload);
 	ck_assert_uint_eq(logged_count("dead-letter store full"), 2);
 	char line[160];
 	snprintf(line, sizeof(line), "(%llu so far)", (unsigned long long)d.counters.dead_letters_dropped);
@@ -629,7 +621,7 @@ START_TEST(room_for_nothing_brings_the_store_within_a_smaller_bound)
 {
 	start("64MB");
 	const char *payload = payload_of(1000, 'x');
-	for(int i = 0; i < 5; i++) dead_letter(i % 2 ? "mail/b" : "jobs/a", payload);
+	for(int i = 0; i < 5; i++) engine_dead_letter(&d, i % 2 ? "mail/b" : "jobs/a", payload);
 	struct dlq_letter *newest = d.letters.newest;
 	d.letters.max_bytes = 2 * newest->bytes + 1;
 	ck_assert_uint_eq(letter_store__room(&d, 0, -1), 3);
@@ -676,7 +668,7 @@ static void dead_letter_aged(const char *topic, int64_t at)
 {
 	fake.wall_ms = T0 + at;
 	fake.now_ms = 1000 + (uint64_t)at;
-	dead_letter(topic, "p");
+	engine_dead_letter(&d, topic, "p");
 }
 
 /* plugin_opt_dead_letter_keep_for 10s: each letter goes at the first
@@ -761,7 +753,7 @@ START_TEST(age_drops_are_counted_apart_from_size_drops)
 	start_aged(AGED_JOBS, AGED_MAIL, "4KiB", "1m");
 	const char *payload = payload_of(1000, 'x');
 	fake.wall_ms = T0;
-	for(int i = 0; i < 10; i++) dead_letter(i % 2 ? "jobs/a" : "mail/b", payload);
+	for(int i = 0; i < 10; i++) engine_dead_letter(&d, i % 2 ? "jobs/a" : "mail/b", payload);
 	uint64_t dropped = d.counters.dead_letters_dropped;
 	size_t kept = d.letters.count;
 	ck_assert_uint_gt(dropped, 0);
@@ -806,21 +798,11 @@ START_TEST(the_tick_cost_with_100000_letters_kept)
 	enum { N = 100000, ROUNDS = 1000000, PASSES = 100000 };
 	start_aged(AGED_JOBS, AGED_MAIL " dead_letter_keep_for=forever", "4GB", "1h");
 	fake.wall_ms = T0;
-	dead_letter("jobs/a", payload_of(100, 'x'));
-	dead_letter("mail/b", payload_of(100, 'y'));
-	struct dlq_envelope *jobs = envelope__copy(d.letters.oldest->env);
-	struct dlq_envelope *mail = envelope__copy(d.letters.newest->env);
-	ck_assert(jobs && mail);
+	engine_dead_letter(&d, "jobs/a", payload_of(100, 'x'));
+	engine_dead_letter(&d, "mail/b", payload_of(100, 'y'));
 	/* Letters a millisecond apart, every tenth of the mail policy (kept
 	 * forever), the others of jobs: a jobs letter's walk passes them. */
-	for(int i = 2; i < N; i++){
-		struct dlq_envelope *e = i % 10 ? jobs : mail;
-		memset(e->id.raw, 0, sizeof(e->id.raw));
-		e->time_ms = T0 + i;
-		letter_store__keep(&d, e);
-	}
-	envelope__free(jobs);
-	envelope__free(mail);
+	engine_keep_letters(&d, 2, N, T0);
 	ck_assert_uint_eq(d.letters.count, N);
 	fake.now_ms += 1000;
 	fake.wall_ms += 1000;

@@ -30,6 +30,7 @@
 #include "model/deliveries.h"
 #include "model/envelope.h"
 #include "model/letters.h"
+#include "model/redrive_task.h"
 #include "mosquitto_dlq.h"
 #include "store/state.h"
 #include "test_util.h"
@@ -1409,6 +1410,90 @@ static void expect_letter_refused(const struct dlq_headers *j, size_t at, const 
 	engine_stop(&b, &b_live);
 }
 
+/* ---- redrive tasks (ENTRY_TASK) ---- */
+
+/* A task of a's with every member of its filter, a target and progress. */
+static struct dlq_redrive_task *task_in(struct dlq *d, const char *filter, uint8_t state, uint32_t rate)
+{
+	struct dlq_letter_match m = {
+		.filter = filter, .dead_letter = "dead/numbers", .reason = "timeout",
+		.cause_given = true, .cause = DLQ_DEAD_NACK, .since_given = true, .since = 1000, .until_given = true,
+		.until = 2000,
+	};
+	struct dlq_redrive_task *t = redrive_task__new(&m, state == DLQ_TASK_DONE ? "numbers/again" : NULL, "op", rate);
+	ck_assert_ptr_nonnull(t);
+	t->state = state;
+	t->started_ms = 1790000000000LL;
+	t->ended_ms = state == DLQ_TASK_RUNNING ? 0 : 1790000005000LL;
+	t->moved = 17;
+	t->failed = 2;
+	t->left = state == DLQ_TASK_RUNNING ? 0 : 5;
+	redrive_task__add(&d->tasks, t);
+	return t;
+}
+
+static void same_task(const struct dlq_redrive_task *x, const struct dlq_redrive_task *y)
+{
+	ck_assert_uint_eq(x->id, y->id);
+	ck_assert_uint_eq(x->state, y->state);
+	ck_assert_uint_eq(x->rate, y->rate);
+	ck_assert_int_eq(x->started_ms, y->started_ms);
+	ck_assert_int_eq(x->ended_ms, y->ended_ms);
+	ck_assert_uint_eq(x->moved, y->moved);
+	ck_assert_uint_eq(x->failed, y->failed);
+	ck_assert_uint_eq(x->left, y->left);
+	str_eq(x->match.filter, y->match.filter, "filter");
+	str_eq(x->match.dead_letter, y->match.dead_letter, "dead letter");
+	str_eq(x->match.reason, y->match.reason, "reason");
+	str_eq(x->to, y->to, "to");
+	str_eq(x->client, y->client, "client");
+	ck_assert(x->match.cause_given == y->match.cause_given && x->match.cause == y->match.cause);
+	ck_assert(x->match.since_given == y->match.since_given && x->match.since == y->match.since);
+	ck_assert(x->match.until_given == y->match.until_given && x->match.until == y->match.until);
+}
+
+START_TEST(a_snapshot_and_a_journal_restore_redrive_tasks)
+{
+	populate_small();
+	struct dlq_redrive_task *done = task_in(&a, NULL, DLQ_TASK_DONE, 5);
+	struct dlq_redrive_task *run = task_in(&a, "numbers", DLQ_TASK_RUNNING, DLQ_REDRIVE_RATE_MAX);
+	headers__free(&buf);
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	struct state_report rep;
+	decode(&b, buf.data, buf.len, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(b.tasks.count, 2);
+	ck_assert_uint_eq(b.tasks.running, 1);
+	ck_assert_uint_eq(b.tasks.next_id, 3);
+	/* In their order, newest first. */
+	same_task(run, b.tasks.head);
+	same_task(done, b.tasks.head->next);
+	/* A journal's later entry of a task replaces it. */
+	run->moved = 40;
+	run->state = DLQ_TASK_CANCELLED;
+	run->ended_ms = 1790000009000LL;
+	struct dlq_headers j = {0};
+	ck_assert_int_eq(state__encode_journal_header(&j), 0);
+	ck_assert_int_eq(state__encode_task(run, &j), 0);
+	decode_journal(&b, &j, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(b.tasks.count, 2);
+	ck_assert_uint_eq(b.tasks.running, 0);
+	same_task(run, redrive_task__find(&b.tasks, run->id));
+	/* A task the plugin never writes (a rate past the maximum) is damage. */
+	run->rate = DLQ_REDRIVE_RATE_MAX + 1;
+	headers__free(&j);
+	ck_assert_int_eq(state__encode_journal_header(&j), 0);
+	ck_assert_int_eq(state__encode_task(run, &j), 0);
+	decode_journal(&b, &j, &rep);
+	ck_assert(rep.damaged);
+	ck_assert_msg(strstr(rep.problem, "a redrive task with a state, rate or filter the plugin never writes"), "%s",
+			rep.problem);
+	headers__free(&j);
+}
+END_TEST
+
 START_TEST(a_damaged_kept_letter_is_damage)
 {
 	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
@@ -2252,6 +2337,7 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, a_snapshot_restores_kept_letters_in_order);
 	tcase_add_test(tc, without_a_store_kept_letters_are_read_and_dropped);
 	tcase_add_test(tc, a_journal_keeps_and_removes_letters);
+	tcase_add_test(tc, a_snapshot_and_a_journal_restore_redrive_tasks);
 	tcase_add_test(tc, a_damaged_kept_letter_is_damage);
 	tcase_add_test(tc, a_letter_from_a_file_before_causes_has_a_default_cause);
 	suite_add_tcase(s, tc);

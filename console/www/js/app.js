@@ -5,7 +5,9 @@
  * once, then every 2 s a getStatus that refreshes the policies' counters (dead letters by cause among them) and the charts
  * (split by cause on demand), and the letters' page when the store
  * changed; one letter's details on click; redrive and delete of the ticked
- * letters after a confirmation. Every failure is said in #alert.
+ * letters after a confirmation; a redrive task of every letter the filter
+ * matches after a confirmation that says how many and how fast, its
+ * progress bar fed by getStatus. Every failure is said in #alert.
  */
 (function () {
 	'use strict';
@@ -227,6 +229,9 @@
 			state.lastStatus = status;
 			fillCauseFilter(status);
 			renderStatus(status);
+			const tasks = status.redriveTasks || [];
+			$('tasks').hidden = tasks.length === 0;
+			D.letters.renderTasks($('tasks-list'), tasks);
 			const t = status.totals || {};
 			const mark = t.keptDeadLetters + '/' + t.deadLetters + '/' + t.redriven + '/' + t.keptDeadLetterBytes;
 			if (mark !== state.storeMark) {
@@ -332,6 +337,37 @@
 		await poll();
 	}
 
+	/* A redrive task of every letter the current filter matches. */
+	async function actAll() {
+		say('');
+		tell('');
+		const pages = state.pages;
+		const rate = Number($('redrive-rate').value);
+		if (!Number.isInteger(rate) || rate < 1 || rate > 10000) {
+			say('Letters a second: a whole number from 1 to 10000.');
+			return;
+		}
+		if (!pages.matched) {
+			say('No kept dead letter matches the filter.');
+			return;
+		}
+		const topic = $('redrive-topic').value.trim();
+		const n = pages.matched + ' dead letter' + (pages.matched === 1 ? '' : 's');
+		const text = 'Redrive all ' + n + ' that match the filter to ' + (topic ? 'the topic ' + topic : 'each one’s origin topic') +
+			', at ' + rate + ' a second (about ' + Math.ceil(pages.matched / rate) + ' s)? Each is published again and leaves the store.';
+		if (!(await confirmDialog(text, []))) {
+			tell('Nothing was changed.');
+			return;
+		}
+		try {
+			const task = await state.control.run(pages.taskCommand(rate, topic));
+			tell('Redrive task ' + task.id + ' started: ' + task.left + ' letters.');
+		} catch (e) {
+			say(e.message);
+		}
+		await poll();
+	}
+
 	async function init() {
 		$('charts-title').textContent = D.chart.title();
 		D.chart.legend($('chart-legend'));
@@ -350,6 +386,7 @@
 		$('page-newer').addEventListener('click', () => { if (state.pages.newer()) loadLetters(); });
 		$('redrive').addEventListener('click', () => act(true));
 		$('delete').addEventListener('click', () => act(false));
+		$('redrive-all').addEventListener('click', actAll);
 		$('details-close').addEventListener('click', () => { $('details').hidden = true; state.detailsId = null; });
 		window.addEventListener('error', (e) => say('The console hit an error: ' + e.message));
 		window.addEventListener('unhandledrejection', (e) => say('The console hit an error: ' + (e.reason && e.reason.message || e.reason)));

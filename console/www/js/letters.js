@@ -2,8 +2,9 @@
 /*
  * The kept dead letters: the page being shown (listDeadLetters, newest
  * first, paged by the plugin's cursor, filtered by policy, reason and
- * dead-letter cause), which letters are ticked, and the
- * DOM of the table, of one letter's details and of an action's results.
+ * dead-letter cause), which letters are ticked, the redrive task the
+ * current filter makes (startRedriveTask), and the DOM of the table, of
+ * one letter's details, of an action's results and of the tasks' progress.
  * Everything a client controls (topics, reasons, payloads, properties)
  * goes into the page as text (textContent), never as markup.
  */
@@ -51,6 +52,18 @@
 			if (this.index === 0) return false;
 			this.index--;
 			return true;
+		}
+
+		/* The redrive task of every letter the current filter matches, at
+		 * rate letters a second, to topic ('' or absent: each letter's
+		 * origin topic). */
+		taskCommand(rate, topic) {
+			const c = { command: 'startRedriveTask', rate };
+			if (this.filter.policy) c.filter = this.filter.policy;
+			if (this.filter.reason) c.reason = this.filter.reason;
+			if (this.filter.cause) c.cause = this.filter.cause;
+			if (topic) c.to = topic;
+			return c;
 		}
 
 		/* cause: a dead-letter cause's word, or '' for any. */
@@ -177,5 +190,30 @@
 		return ok;
 	}
 
-	root.letters = { LetterPages, cell: td, renderTable, renderDetails, renderResults, PAGE };
+	/* A task of getStatus's redriveTasks in words. */
+	function taskWords(t) {
+		return 'Task ' + t.id + ' (' + (t.policy || 'every policy') + ' to ' + (t.to || 'origin topics') + ', ' + t.rate +
+			'/s): ' + t.state + ', ' + t.moved + ' moved, ' + t.failed + ' failed, ' + t.left + ' left';
+	}
+
+	/* getStatus's redriveTasks as list items, each with a progress bar. */
+	function renderTasks(list, tasks) {
+		list.textContent = '';
+		for (const t of tasks || []) {
+			const li = document.createElement('li');
+			li.className = 'task ' + t.state;
+			li.dataset.task = String(t.id);
+			const bar = document.createElement('progress');
+			bar.max = Math.max(1, t.moved + t.failed + t.left);
+			bar.value = t.moved + t.failed;
+			bar.setAttribute('aria-label', 'Progress of redrive task ' + t.id);
+			const words = document.createElement('span');
+			words.textContent = taskWords(t);
+			li.appendChild(bar);
+			li.appendChild(words);
+			list.appendChild(li);
+		}
+	}
+
+	root.letters = { LetterPages, cell: td, renderTable, renderDetails, renderResults, renderTasks, taskWords, PAGE };
 })(typeof module !== 'undefined' ? module.exports : (window.DlqConsole = window.DlqConsole || {}));

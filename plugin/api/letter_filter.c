@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * The members of a command that say which kept letters it takes (see
+ * letter_filter.h): one parser for listDeadLetters and startRedriveTask,
+ * each member checked and refused with its name and the reason.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/letter_filter.h"
+#include "model/cause.h"
+#include "util/errtext.h"
+
+/* RFC 3339 UTC ("2026-12-02T10:00:00Z", fraction optional) into ms since
+ * the epoch. */
+static bool parse_time_text(const char *s, int64_t *out)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	int y, mo, da, h, mi, se, used = 0;
+	if(sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &da, &h, &mi, &se, &used) != 6 || used != 19) return false;
+	const char *p = s + used;
+	int64_t ms = 0;
+	if(*p == '.'){
+		int digits = 0;
+		for(p++; *p >= '0' && *p <= '9'; p++, digits++){
+			if(digits < 3) ms = ms * 10 + (*p - '0');
+		}
+		if(digits == 0) return false;
+		for(; digits < 3; digits++) ms *= 10;
+	}
+	if(strcmp(p, "Z") || mo < 1 || mo > 12 || da < 1 || da > 31 || h > 23 || mi > 59 || se > 60) return false;
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = da;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = se;
+	time_t t = timegm(&tm);
+	*out = (int64_t)t * 1000 + ms;
+	return true;
+}
+
+/* A time member: absent (*given false), ms since the epoch or RFC 3339 text. */
+static int time_member(const cJSON *cmd, const char *name, bool *given, int64_t *out, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cmd, name);
+	*given = false;
+	if(v == NULL || cJSON_IsNull(v)) return 0;
+	if(cJSON_IsNumber(v) && isfinite(v->valuedouble) && fabs(v->valuedouble) < 9.0e15){
+		*out = (int64_t)v->valuedouble;
+	}else if(!cJSON_IsString(v) || !parse_time_text(v->valuestring, out)){
+		errtext__set(err, errlen, "\"%s\" must be milliseconds since the epoch or RFC 3339 UTC text, "
+				"e.g. \"2026-12-02T10:00:00Z\"", name);
+		return EINVAL;
+	}
+	*given = true;
+	return 0;
+}
+
+/* A string member: absent gives NULL. */
+int letter_filter__string(const cJSON *cmd, const char *name, const char **out, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cmd, name);
+	*out = NULL;
+	if(v == NULL || cJSON_IsNull(v)) return 0;
+	if(!cJSON_IsString(v)){
+		errtext__set(err, errlen, "\"%s\" must be a string", name);
+		return EINVAL;
+	}
+	*out = v->valuestring;
+	return 0;
+}
+
+/* The "cause" member: absent (*given false), or one word of the
+ * dead-letter causes; an unknown word is refused with every known one. */
+static int cause_member(const cJSON *cmd, bool *given, enum dlq_cause *out, char *err, size_t errlen)
+{
+	const char *word;
+	*given = false;
+	if(letter_filter__string(cmd, "cause", &word, err, errlen)) return EINVAL;
+	if(word == NULL) return 0;
+	if(!cause__parse(word, out)){
+		char words[DLQ_CAUSE_WORDS_LEN];
+		cause__words(words, sizeof(words));
+		errtext__set(err, errlen, "\"cause\" " QFMT " is not a dead-letter cause: it must be one of %s", Q(word), words);
+		return EINVAL;
+	}
+	*given = true;
+	return 0;
+}
+
+int letter_filter__parse(const cJSON *cmd, struct dlq_letter_match *m, char *err, size_t errlen)
+{
+	memset(m, 0, sizeof(*m));
+	if(letter_filter__string(cmd, "filter", &m->filter, err, errlen)
+			|| letter_filter__string(cmd, "deadLetter", &m->dead_letter, err, errlen)
+			|| letter_filter__string(cmd, "reason", &m->reason, err, errlen)
+			|| cause_member(cmd, &m->cause_given, &m->cause, err, errlen)
+			|| time_member(cmd, "since", &m->since_given, &m->since, err, errlen)
+			|| time_member(cmd, "until", &m->until_given, &m->until, err, errlen)){
+		return EINVAL;
+	}
+	return 0;
+}
