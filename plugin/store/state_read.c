@@ -117,6 +117,12 @@ static char *get_str(struct reader *r, bool empty_is_null)
 	return get_str_in(r, empty_is_null, NULL, 0, &heap);
 }
 
+/* An entry's length or CRC: four bytes, most significant first. */
+static uint32_t be32(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
 static const uint8_t *get_bytes(struct reader *r, uint32_t *n)
 {
 	*n = (uint32_t)get_u(r, 4);
@@ -131,13 +137,20 @@ static uint64_t to_mono(int64_t wall, uint64_t mono_now, int64_t wall_now)
 	return ago < mono_now ? mono_now - ago : 0;
 }
 
-static const struct dlq_policy *policy_by_filter(const struct state_view *v, const char *filter)
+/* The policy of filter, or NULL. With last (a restore's records come
+ * policy by policy), the policy found the time before is tried first, and
+ * what this one finds is remembered there. */
+static const struct dlq_policy *policy_by_filter(const struct state_view *v, const char *filter,
+		const struct dlq_policy **last)
 {
 	if(filter == NULL) return NULL;
-	for(size_t i = 0; i < v->policies->count; i++){
-		if(!strcmp(v->policies->items[i].filter, filter)) return &v->policies->items[i];
+	if(last && *last && !strcmp((*last)->filter, filter)) return *last;
+	const struct dlq_policy *found = NULL;
+	for(size_t i = 0; found == NULL && i < v->policies->count; i++){
+		if(!strcmp(v->policies->items[i].filter, filter)) found = &v->policies->items[i];
 	}
-	return NULL;
+	if(last) *last = found;
+	return found;
 }
 
 static bool decode_record(struct state_view *v, struct reader *r, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
@@ -174,13 +187,7 @@ static bool decode_record(struct state_view *v, struct reader *r, uint64_t mono_
 	}
 	bool ok = !r->bad;
 
-	const struct dlq_policy *policy = NULL;
-	if(ok && r->last_policy && *r->last_policy && !strcmp((*r->last_policy)->filter, filter)){
-		policy = *r->last_policy;
-	}else if(ok){
-		policy = policy_by_filter(v, filter);
-		if(r->last_policy) *r->last_policy = policy;
-	}
+	const struct dlq_policy *policy = ok ? policy_by_filter(v, filter, r->last_policy) : NULL;
 	uint64_t created_mono = to_mono(created, mono_now, wall_now);
 	/* The ledger is in age order; a clock that stepped back must not
 	 * break that. */
@@ -393,7 +400,7 @@ static bool decode_envelope(struct state_view *v, struct reader *r, uint64_t mon
 	envelope_entry_free(&f);
 	if(r->bad) return false;
 	if(e == NULL) return true;
-	e->policy = policy_by_filter(v, e->filter);
+	e->policy = policy_by_filter(v, e->filter, NULL);
 	if(f.seq >= *v->next_seq) *v->next_seq = f.seq + 1;
 	if(f.due && f.due > wall_now){
 		e->due_ms = mono_now + (uint64_t)(f.due - wall_now);
@@ -681,8 +688,6 @@ static void damaged(struct state_report *rep, size_t at, const char *what)
 	}
 }
 
-/* Walks the entries after a header, calling the decoder of each type
- * allowed. */
 /* The records of a snapshot, by their entries' types and lengths alone
  * (the decode checks the rest, and stops where this walk stops): how many
  * (into n), and whether their ids are all distinct (the first bytes of
@@ -694,8 +699,7 @@ static int survey_records(const uint8_t *data, size_t len, size_t pos, size_t *n
 	uint64_t *hashes = NULL;
 	size_t cap = 0;
 	for(size_t at = pos; len - at >= 9;){
-		uint32_t blen = ((uint32_t)data[at + 1] << 24) | ((uint32_t)data[at + 2] << 16)
-				| ((uint32_t)data[at + 3] << 8) | data[at + 4];
+		uint32_t blen = be32(data + at + 1);
 		if(len - at - 9 < blen) break;
 		if(data[at] == ENTRY_RECORD){
 			/* Room for the sort's scratch too. */
@@ -720,6 +724,8 @@ static int survey_records(const uint8_t *data, size_t len, size_t pos, size_t *n
 	return 0;
 }
 
+/* Walks the entries after a header, calling the decoder of each type
+ * allowed. */
 static int decode_entries(struct state_view *v, const uint8_t *data, size_t len, size_t pos, bool journal,
 		uint64_t mono_now, int64_t wall_now, struct state_report *rep)
 {
@@ -751,14 +757,13 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 			return 0;
 		}
 		uint8_t type = data[pos];
-		uint32_t blen = ((uint32_t)data[pos + 1] << 24) | ((uint32_t)data[pos + 2] << 16)
-				| ((uint32_t)data[pos + 3] << 8) | data[pos + 4];
+		uint32_t blen = be32(data + pos + 1);
 		if(len - pos - 9 < blen){
 			damaged(rep, pos, "truncated entry");
 			return 0;
 		}
 		const uint8_t *c = data + pos + 5 + blen;
-		uint32_t crc = ((uint32_t)c[0] << 24) | ((uint32_t)c[1] << 16) | ((uint32_t)c[2] << 8) | c[3];
+		uint32_t crc = be32(c);
 		if(crc != state__crc32(data + pos, 5 + (size_t)blen)){
 			/* Named by its type byte, which may be what is damaged: a
 			 * lead for whoever inspects the file, not a certainty. */
