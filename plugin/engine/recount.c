@@ -62,8 +62,8 @@ void dlq__count_gauges(const struct dlq *d, struct dlq_gauges *per_policy, struc
 	/* Deliveries awaiting settlement: their number, and their bytes in
 	 * their records' (deadlines.h). */
 	const struct dlq_deadlines *ds = &d->deadlines;
-	for(size_t k = 0; ds->table && k < ds->table_size; k++){
-		for(const struct dlq_deadline *e = ds->table[k]; e; e = e->hnext){
+	for(size_t k = 0; k < chains__count(&ds->table); k++){
+		for(const struct dlq_deadline *e = chains__chain(&ds->table, k); e; e = e->hnext){
 			long i = policy_index(d, e->record->policy);
 			total->awaiting++;
 			total->ledger_bytes += DLQ_DEADLINE_BYTES;

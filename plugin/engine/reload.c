@@ -84,8 +84,8 @@ static void free_unused_retired(struct dlq *d)
 static void drop_deadlines_without_timeout(struct dlq *d)
 {
 	struct dlq_deadlines *ds = &d->deadlines;
-	for(size_t k = 0; ds->count && k < ds->table_size; k++){
-		struct dlq_deadline *e = ds->table[k];
+	for(size_t k = 0; ds->count && k < chains__count(&ds->table); k++){
+		struct dlq_deadline *e = chains__chain(&ds->table, k);
 		while(e){
 			struct dlq_deadline *next = e->hnext;
 			if(e->record->policy->ack_timeout_ms == 0) deadlines__remove(ds, e);

@@ -40,24 +40,24 @@ void deadlines__init(struct dlq_deadlines *ds, enum dlq_deadline_mode mode)
 
 void deadlines__cleanup(struct dlq_deadlines *ds)
 {
-	for(size_t i = 0; ds->table && i < ds->table_size; i++){
-		struct dlq_deadline *e = ds->table[i];
+	for(size_t i = 0; i < chains__count(&ds->table); i++){
+		struct dlq_deadline *e = chains__chain(&ds->table, i);
 		while(e){
 			struct dlq_deadline *next = e->hnext;
 			free(e);
 			e = next;
 		}
 	}
-	for(size_t i = 0; ds->clients && i < ds->clients_size; i++){
-		struct dlq_deadline_client *c = ds->clients[i];
+	for(size_t i = 0; i < chains__count(&ds->clients); i++){
+		struct dlq_deadline_client *c = chains__chain(&ds->clients, i);
 		while(c){
 			struct dlq_deadline_client *next = c->hnext;
 			free(c);
 			c = next;
 		}
 	}
-	free(ds->table);
-	free(ds->clients);
+	chains__free(&ds->table);
+	chains__free(&ds->clients);
 	free(ds->queues);
 	enum dlq_deadline_mode mode = ds->mode;
 	memset(ds, 0, sizeof(*ds));
@@ -68,8 +68,8 @@ void deadlines__cleanup(struct dlq_deadlines *ds)
 
 struct dlq_deadline *deadlines__find(const struct dlq_deadlines *ds, const struct dlq_record *r, const char *client)
 {
-	if(ds->table == NULL || !deadlines__of(r)) return NULL;
-	for(struct dlq_deadline *e = ds->table[record_key(r) & (ds->table_size - 1)]; e; e = e->hnext){
+	if(!deadlines__of(r)) return NULL;
+	for(struct dlq_deadline *e = chains__first(&ds->table, record_key(r)); e; e = e->hnext){
 		if(e->record == r && !strcmp(e->client->id, client)) return e;
 	}
 	return NULL;
@@ -77,8 +77,8 @@ struct dlq_deadline *deadlines__find(const struct dlq_deadlines *ds, const struc
 
 struct dlq_deadline_client *deadlines__client(const struct dlq_deadlines *ds, const char *client)
 {
-	if(ds->clients == NULL || ds->client_count == 0) return NULL;
-	for(struct dlq_deadline_client *c = ds->clients[hash__string(client) & (ds->clients_size - 1)]; c; c = c->hnext){
+	if(ds->client_count == 0) return NULL;
+	for(struct dlq_deadline_client *c = chains__first(&ds->clients, hash__string(client)); c; c = c->hnext){
 		if(!strcmp(c->id, client)) return c;
 	}
 	return NULL;
@@ -88,14 +88,12 @@ static struct dlq_deadline_client *client_get(struct dlq_deadlines *ds, const ch
 {
 	struct dlq_deadline_client *c = deadlines__client(ds, client);
 	if(c) return c;
-	if(chains__grow((void ***)&ds->clients, &ds->clients_size, ds->client_count, CLIENT_HNEXT, client_key)) return NULL;
+	if(chains__grow(&ds->clients, ds->client_count, CLIENT_HNEXT, client_key)) return NULL;
 	size_t len = strlen(client);
 	c = calloc(1, sizeof(*c) + len + 1);
 	if(c == NULL) return NULL;
 	memcpy(c->id, client, len + 1);
-	size_t k = hash__string(client) & (ds->clients_size - 1);
-	c->hnext = ds->clients[k];
-	ds->clients[k] = c;
+	chains__link(&ds->clients, c, hash__string(client));
 	ds->client_count++;
 	return c;
 }
@@ -103,7 +101,7 @@ static struct dlq_deadline_client *client_get(struct dlq_deadlines *ds, const ch
 static void client_release(struct dlq_deadlines *ds, struct dlq_deadline_client *c)
 {
 	if(c->count) return;
-	chains__unlink((void **)ds->clients, ds->clients_size, c, CLIENT_HNEXT, hash__string(c->id));
+	chains__unlink(&ds->clients, c, hash__string(c->id));
 	ds->client_count--;
 	free(c);
 }
@@ -165,7 +163,7 @@ static void queue_append(struct dlq_deadlines *ds, struct dlq_deadline_queue *q,
 
 struct dlq_deadline *deadlines__add(struct dlq_deadlines *ds, struct dlq_record *r, const char *client)
 {
-	if(chains__grow((void ***)&ds->table, &ds->table_size, ds->count, HNEXT, entry_key)) return NULL;
+	if(chains__grow(&ds->table, ds->count, HNEXT, entry_key)) return NULL;
 	struct dlq_deadline_client *c = client_get(ds, client);
 	if(c == NULL) return NULL;
 	struct dlq_deadline *e = calloc(1, sizeof(*e));
@@ -175,9 +173,7 @@ struct dlq_deadline *deadlines__add(struct dlq_deadlines *ds, struct dlq_record 
 	}
 	e->record = r;
 	e->client = c;
-	size_t k = record_key(r) & (ds->table_size - 1);
-	e->hnext = ds->table[k];
-	ds->table[k] = e;
+	chains__link(&ds->table, e, record_key(r));
 	e->cprev = c->tail;
 	if(c->tail) c->tail->cnext = e;
 	else c->head = e;
@@ -213,9 +209,8 @@ void deadlines__remove(struct dlq_deadlines *ds, struct dlq_deadline *e)
 	if(e->cnext) e->cnext->cprev = e->cprev;
 	else c->tail = e->cprev;
 	c->count--;
-	size_t k = record_key(r) & (ds->table_size - 1);
 	bool others = false;
-	for(struct dlq_deadline **pe = &ds->table[k]; *pe; ){
+	for(struct dlq_deadline **pe = (struct dlq_deadline **)chains__head(&ds->table, record_key(r)); *pe; ){
 		if(*pe == e){
 			*pe = e->hnext;
 			continue;
@@ -234,7 +229,7 @@ void deadlines__remove(struct dlq_deadlines *ds, struct dlq_deadline *e)
 /* Any delivery of r, or NULL. */
 static struct dlq_deadline *any_of(const struct dlq_deadlines *ds, const struct dlq_record *r)
 {
-	for(struct dlq_deadline *e = ds->table[record_key(r) & (ds->table_size - 1)]; e; e = e->hnext){
+	for(struct dlq_deadline *e = chains__first(&ds->table, record_key(r)); e; e = e->hnext){
 		if(e->record == r) return e;
 	}
 	return NULL;
@@ -242,7 +237,7 @@ static struct dlq_deadline *any_of(const struct dlq_deadlines *ds, const struct 
 
 void deadlines__record_gone(struct dlq_deadlines *ds, struct dlq_record *r)
 {
-	if(!deadlines__of(r) || ds->table == NULL) return;
+	if(!deadlines__of(r) || ds->table.table == NULL) return;
 	struct dlq_deadline *e;
 	while((e = any_of(ds, r)) != NULL){
 		deadlines__remove(ds, e);

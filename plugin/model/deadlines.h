@@ -44,6 +44,7 @@
 #include <stdint.h>
 
 #include "model/ledger.h"
+#include "util/chains.h"
 
 enum dlq_deadline_mode {
 	DLQ_DEADLINES_PER_SEND,   /* 2.1: a clock starts at each send */
@@ -90,12 +91,10 @@ struct dlq_deadline_queue {
 
 struct dlq_deadlines {
 	enum dlq_deadline_mode mode;
-	struct dlq_deadline **table;  /* owned; chains by record */
-	size_t table_size;
+	struct chains table;          /* of struct dlq_deadline, by record */
 	size_t count;                 /* deliveries */
 	size_t running;               /* of them with a running clock */
-	struct dlq_deadline_client **clients; /* owned; chains by id */
-	size_t clients_size;
+	struct chains clients;        /* of struct dlq_deadline_client, by id */
 	size_t client_count;
 	struct dlq_deadline_queue *queues; /* owned array */
 	size_t queue_count;

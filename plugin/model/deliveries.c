@@ -64,8 +64,7 @@ static struct dlq_rclient *client_of_send(struct dlq_redelivery *t, const char *
 
 struct dlq_rclient *deliveries__client_find(const struct dlq_redelivery *t, const char *id)
 {
-	if(t->clients == NULL) return NULL;
-	for(struct dlq_rclient *c = t->clients[hash_client_id(id) & (t->clients_size - 1)]; c; c = c->hnext){
+	for(struct dlq_rclient *c = chains__first(&t->clients, hash_client_id(id)); c; c = c->hnext){
 		if(!strcmp(c->id, id)) return c;
 	}
 	return NULL;
@@ -75,16 +74,14 @@ struct dlq_rclient *deliveries__client_get(struct dlq_redelivery *t, const char 
 {
 	struct dlq_rclient *c = deliveries__client_find(t, id);
 	if(c) return c;
-	if(chains__grow((void ***)&t->clients, &t->clients_size, t->client_count, offsetof(struct dlq_rclient, hnext), client_key)){
+	if(chains__grow(&t->clients, t->client_count, offsetof(struct dlq_rclient, hnext), client_key)){
 		return NULL;
 	}
 	size_t len = strlen(id);
 	c = calloc(1, sizeof(*c) + len + 1);
 	if(c == NULL) return NULL;
 	memcpy(c->id, id, len + 1);
-	size_t k = hash_client_id(id) & (t->clients_size - 1);
-	c->hnext = t->clients[k];
-	t->clients[k] = c;
+	chains__link(&t->clients, c, hash_client_id(id));
 	t->client_count++;
 	return c;
 }
@@ -126,7 +123,7 @@ static uint16_t client_number(struct dlq_redelivery *t, struct dlq_rclient *c)
 void deliveries__client_release(struct dlq_redelivery *t, struct dlq_rclient *c)
 {
 	if(c->deliveries || c->online || c->skip_next_burst) return;
-	chains__unlink((void **)t->clients, t->clients_size, c, offsetof(struct dlq_rclient, hnext), hash_client_id(c->id));
+	chains__unlink(&t->clients, c, hash_client_id(c->id));
 	t->client_count--;
 	if(c->number){
 		t->numbered[c->number] = NULL;
@@ -143,8 +140,7 @@ void deliveries__client_release(struct dlq_redelivery *t, struct dlq_rclient *c)
 struct dlq_delivery *deliveries__find(const struct dlq_redelivery *t, const struct dlq_record *r,
 		const struct dlq_rclient *c)
 {
-	if(t->table == NULL) return NULL;
-	for(struct dlq_delivery *d = t->table[hash_pair(r, c) & (t->table_size - 1)]; d; d = d->hnext){
+	for(struct dlq_delivery *d = chains__first(&t->table, hash_pair(r, c)); d; d = d->hnext){
 		if(d->record == r && d->client == c) return d;
 	}
 	return NULL;
@@ -200,7 +196,7 @@ static void delivery_put(struct dlq_redelivery *t, struct dlq_delivery *d)
 static struct dlq_delivery *delivery_alloc(struct dlq_redelivery *t, struct dlq_ledger *l, struct dlq_record *r,
 		struct dlq_rclient *c, bool head)
 {
-	if(chains__grow((void ***)&t->table, &t->table_size, t->count, offsetof(struct dlq_delivery, hnext), delivery_key)){
+	if(chains__grow(&t->table, t->count, offsetof(struct dlq_delivery, hnext), delivery_key)){
 		return NULL;
 	}
 	struct dlq_delivery *d = delivery_get(t);
@@ -208,9 +204,7 @@ static struct dlq_delivery *delivery_alloc(struct dlq_redelivery *t, struct dlq_
 	d->record = r;
 	d->client = c;
 	d->heads_list = head;
-	size_t k = delivery_key(d) & (t->table_size - 1);
-	d->hnext = t->table[k];
-	t->table[k] = d;
+	chains__link(&t->table, d, delivery_key(d));
 	if(MORE(r)) MORE(r)->extra_bytes += DLQ_DELIVERY_BYTES;
 	ledger__adjust_bytes(l, r, +1, DLQ_DELIVERY_BYTES);
 	c->deliveries++;
@@ -222,7 +216,7 @@ static struct dlq_delivery *delivery_alloc(struct dlq_redelivery *t, struct dlq_
  * record's list and takes its bytes away. */
 static void delivery_free(struct dlq_redelivery *t, struct dlq_delivery *d)
 {
-	chains__unlink((void **)t->table, t->table_size, d, offsetof(struct dlq_delivery, hnext), delivery_key(d));
+	chains__unlink(&t->table, d, delivery_key(d));
 	t->count--;
 	d->client->deliveries--;
 	deliveries__client_release(t, d->client);
@@ -232,8 +226,7 @@ static void delivery_free(struct dlq_redelivery *t, struct dlq_delivery *d)
 
 static struct dlq_delivery *head_find(const struct dlq_redelivery *t, const struct dlq_record *r)
 {
-	if(t->table == NULL) return NULL;
-	for(struct dlq_delivery *d = t->table[hash_pair(r, NULL) & (t->table_size - 1)]; d; d = d->hnext){
+	for(struct dlq_delivery *d = chains__first(&t->table, hash_pair(r, NULL)); d; d = d->hnext){
 		if(d->record == r && d->heads_list) return d;
 	}
 	return NULL;
@@ -391,7 +384,7 @@ void deliveries__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 {
 	/* No client was ever known: no record was sent to one, and nothing is
 	 * to be undone in them (shutdown with many kept records comes here). */
-	for(struct dlq_record *r = l && t->clients ? l->oldest : NULL; r; r = r->newer){
+	for(struct dlq_record *r = l && t->clients.table ? l->oldest : NULL; r; r = r->newer){
 		struct dlq_record_sends *sp = record__sends(r);
 		if(sp){
 			/* Before the table goes: its bytes are counted from it. */
@@ -405,23 +398,21 @@ void deliveries__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 		}
 	}
 	slabs_free(t);
-	for(size_t i = 0; t->clients && i < t->clients_size; i++){
-		struct dlq_rclient *c = t->clients[i];
+	for(size_t i = 0; i < chains__count(&t->clients); i++){
+		struct dlq_rclient *c = chains__chain(&t->clients, i);
 		while(c){
 			struct dlq_rclient *next = c->hnext;
 			free(c);
 			c = next;
 		}
 	}
-	free(t->table);
-	free(t->clients);
+	chains__free(&t->table);
+	chains__free(&t->clients);
 	free(t->numbered);
 	free(t->free_numbers);
-	t->table = NULL;
-	t->clients = NULL;
 	t->numbered = NULL;
 	t->free_numbers = NULL;
-	t->table_size = t->clients_size = t->numbered_size = 0;
+	t->numbered_size = 0;
 	t->count = t->client_count = t->free_count = t->next_number = 0;
 	t->last_head = NULL;
 	memset(t->by_conn, 0, sizeof(t->by_conn));

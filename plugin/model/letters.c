@@ -98,7 +98,7 @@ void letters__cleanup(struct dlq_letters *s)
 		letters__free(l);
 		l = next;
 	}
-	free(s->buckets);
+	chains__free(&s->index);
 	free(s->per);
 	memset(s, 0, sizeof(*s));
 }
@@ -111,8 +111,7 @@ size_t letters__bytes_of(const struct dlq_envelope *e)
 
 struct dlq_letter *letters__find(const struct dlq_letters *s, const struct dlq_id *id)
 {
-	if(s->buckets == NULL) return NULL;
-	for(struct dlq_letter *l = s->buckets[id_hash(id) & (s->nbuckets - 1)]; l; l = l->hnext){
+	for(struct dlq_letter *l = chains__first(&s->index, id_hash(id)); l; l = l->hnext){
 		if(!memcmp(l->env->id.raw, id->raw, DLQ_ID_RAW_LEN)) return l;
 	}
 	return NULL;
@@ -128,8 +127,7 @@ int letters__adopt(struct dlq_letters *s, struct dlq_envelope *e, const struct d
 		return EEXIST;
 	}
 	struct dlq_letter *l = calloc(1, sizeof(*l));
-	if(l == NULL || chains__grow((void ***)&s->buckets, &s->nbuckets, s->count, offsetof(struct dlq_letter, hnext),
-			letter_key)){
+	if(l == NULL || chains__grow(&s->index, s->count, offsetof(struct dlq_letter, hnext), letter_key)){
 		free(l);
 		envelope__free(e);
 		return ENOMEM;
@@ -140,9 +138,7 @@ int letters__adopt(struct dlq_letters *s, struct dlq_envelope *e, const struct d
 	l->order = s->next_order++;
 	l->policy = policy_index(table, e->filter);
 	l->bytes = letters__bytes_of(e);
-	size_t k = letter_key(l) & (s->nbuckets - 1);
-	l->hnext = s->buckets[k];
-	s->buckets[k] = l;
+	chains__link(&s->index, l, letter_key(l));
 	l->older = s->newest;
 	if(s->newest) s->newest->newer = l;
 	else s->oldest = l;
@@ -158,7 +154,7 @@ void letters__remove(struct dlq_letters *s, struct dlq_letter *l)
 {
 	/* While l is linked: its policy's next oldest is found from it. */
 	tally(s, l, -1);
-	chains__unlink((void **)s->buckets, s->nbuckets, l, offsetof(struct dlq_letter, hnext), letter_key(l));
+	chains__unlink(&s->index, l, letter_key(l));
 	if(l->older) l->older->newer = l->newer;
 	else s->oldest = l->newer;
 	if(l->newer) l->newer->older = l->older;

@@ -24,6 +24,7 @@
 
 #include "model/cause.h"
 #include "model/envelope.h"
+#include "util/chains.h"
 #include "util/id.h"
 
 struct dlq_policy_table;
@@ -68,8 +69,7 @@ struct dlq_letter_tally {
 };
 
 struct dlq_letters {
-	struct dlq_letter **buckets; /* owned */
-	size_t nbuckets;             /* a power of two, or 0 */
+	struct chains index;         /* of the letters, by id */
 	size_t count;
 	uint64_t bytes;              /* sum of the letters' bytes */
 	uint64_t max_bytes;          /* the bound; 0: nothing is kept */

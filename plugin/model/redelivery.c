@@ -79,7 +79,7 @@ void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 {
 	deliveries__cleanup(t, l);
 	/* Only an index ever made has entries in records to clear. */
-	for(struct dlq_record *r = l && (t->by_payload || t->by_content) ? l->oldest : NULL; r; r = r->newer){
+	for(struct dlq_record *r = l && (t->by_payload.table || t->by_content.table) ? l->oldest : NULL; r; r = r->newer){
 		if(MORE(r) == NULL) continue;
 		MORE(r)->payload_next = NULL;
 		MORE(r)->content_next = NULL;
@@ -92,8 +92,8 @@ void redelivery__cleanup(struct dlq_redelivery *t, struct dlq_ledger *l)
 		free(k);
 		k = next;
 	}
-	free(t->by_payload);
-	free(t->by_content);
+	chains__free(&t->by_payload);
+	chains__free(&t->by_content);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -144,7 +144,7 @@ void redelivery__disconnected(struct dlq_redelivery *t, const char *client, uint
 static void unbind_payload(struct dlq_redelivery *t, struct dlq_record *r)
 {
 	if(MORE(r)->payload_ref == 0) return;
-	chains__unlink((void **)t->by_payload, t->by_payload_size, r, MORE_OFFSET(payload_next), chains__mix(MORE(r)->payload_ref));
+	chains__unlink(&t->by_payload, r, chains__mix(MORE(r)->payload_ref));
 	MORE(r)->payload_ref = 0;
 	MORE(r)->payload_next = NULL;
 	t->bound--;
@@ -153,7 +153,7 @@ static void unbind_payload(struct dlq_redelivery *t, struct dlq_record *r)
 static void unindex_content(struct dlq_redelivery *t, struct dlq_record *r)
 {
 	if(MORE(r)->content_hash == 0) return;
-	chains__unlink((void **)t->by_content, t->by_content_size, r, MORE_OFFSET(content_next), MORE(r)->content_hash);
+	chains__unlink(&t->by_content, r, MORE(r)->content_hash);
 	MORE(r)->content_hash = 0;
 	MORE(r)->content_next = NULL;
 	t->indexed--;
@@ -164,22 +164,18 @@ static void bind(struct dlq_redelivery *t, struct dlq_record *r, uintptr_t ref)
 	if(ref == 0 || MORE(r) == NULL) return;
 	/* The broker frees stored messages and reuses their addresses: a newer
 	 * message at the same address replaces the older binding. */
-	if(t->by_payload){
-		for(struct dlq_record *o = t->by_payload[chains__mix(ref) & (t->by_payload_size - 1)]; o; o = MORE(o)->payload_next){
-			if(MORE(o)->payload_ref == ref){
-				unbind_payload(t, o);
-				break;
-			}
+	for(struct dlq_record *o = chains__first(&t->by_payload, chains__mix(ref)); o; o = MORE(o)->payload_next){
+		if(MORE(o)->payload_ref == ref){
+			unbind_payload(t, o);
+			break;
 		}
 	}
 	unbind_payload(t, r);
-	if(chains__grow((void ***)&t->by_payload, &t->by_payload_size, t->bound, MORE_OFFSET(payload_next), payload_key)){
+	if(chains__grow(&t->by_payload, t->bound, MORE_OFFSET(payload_next), payload_key)){
 		return;
 	}
 	MORE(r)->payload_ref = ref;
-	size_t k = chains__mix(ref) & (t->by_payload_size - 1);
-	MORE(r)->payload_next = t->by_payload[k];
-	t->by_payload[k] = r;
+	chains__link(&t->by_payload, r, chains__mix(ref));
 	t->bound++;
 }
 
@@ -207,9 +203,9 @@ static bool same_message(const struct dlq_record *r, const char *topic, const vo
 
 static struct dlq_record *by_content(const struct dlq_redelivery *t, const char *topic, const void *payload, uint32_t len)
 {
-	if(t->by_content == NULL) return NULL;
+	if(t->by_content.table == NULL) return NULL;
 	uint64_t h = hash_content(topic, payload, len);
-	for(struct dlq_record *r = t->by_content[h & (t->by_content_size - 1)]; r; r = MORE(r)->content_next){
+	for(struct dlq_record *r = chains__first(&t->by_content, h); r; r = MORE(r)->content_next){
 		if(MORE(r)->content_hash == h && same_message(r, topic, payload, len)) return r;
 	}
 	return NULL;
@@ -226,13 +222,11 @@ int redelivery__note_copy(struct dlq_redelivery *t, struct dlq_ledger *l, struct
 	 * next: it replaces an older one in the index. */
 	struct dlq_record *old = by_content(t, record__topic(r), record__payload(r), r->payload_len);
 	if(old) unindex_content(t, old);
-	if(chains__grow((void ***)&t->by_content, &t->by_content_size, t->indexed, MORE_OFFSET(content_next), content_key)){
+	if(chains__grow(&t->by_content, t->indexed, MORE_OFFSET(content_next), content_key)){
 		return ENOMEM;
 	}
 	MORE(r)->content_hash = h;
-	size_t k = h & (t->by_content_size - 1);
-	MORE(r)->content_next = t->by_content[k];
-	t->by_content[k] = r;
+	chains__link(&t->by_content, r, h);
 	t->indexed++;
 
 	if(client == NULL) return 0;
@@ -299,8 +293,8 @@ static struct dlq_record *find_record(struct dlq_redelivery *t, const struct dlq
 	if(c->id) return find_by_id(l, c);
 	uintptr_t ref = (uintptr_t)c->payload;
 	if(ref == 0 || c->payload_len == 0) return NULL;
-	if(t->by_payload){
-		for(struct dlq_record *r = t->by_payload[chains__mix(ref) & (t->by_payload_size - 1)]; r; r = MORE(r)->payload_next){
+	if(t->by_payload.table){
+		for(struct dlq_record *r = chains__first(&t->by_payload, chains__mix(ref)); r; r = MORE(r)->payload_next){
 			if(MORE(r)->payload_ref == ref){
 				if(same_message(r, c->topic, c->payload, c->payload_len)){
 					struct dlq_record *n = newer_copy(t, r, c);

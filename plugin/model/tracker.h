@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "model/record.h"
+#include "util/chains.h"
 
 /* One tracked record delivered to one client. Owned by the tracker; the
  * record's list (dlq_record_more.deliveries, or for a record with the sends
@@ -72,17 +73,13 @@ struct dlq_conn_slot {
 };
 
 struct dlq_redelivery {
-	struct dlq_delivery **table;  /* owned; chains of deliveries */
-	size_t table_size;            /* a power of two */
+	struct chains table;          /* of struct dlq_delivery */
 	size_t count;                 /* deliveries */
-	struct dlq_rclient **clients; /* owned; chains */
-	size_t clients_size;          /* a power of two */
+	struct chains clients;        /* of struct dlq_rclient */
 	size_t client_count;
-	struct dlq_record **by_payload; /* owned; chains through dlq_record.payload_next */
-	size_t by_payload_size;
+	struct chains by_payload;     /* records, through their more part's payload_next */
 	size_t bound;                 /* records in by_payload */
-	struct dlq_record **by_content; /* owned; retry copies, chains through content_next */
-	size_t by_content_size;
+	struct chains by_content;     /* retry copies, through content_next */
 	size_t indexed;               /* records in by_content */
 	/* Client numbers (struct dlq_rclient.number), 1 to 65535, given
 	 * when a record's sends part first names a client: */

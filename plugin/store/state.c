@@ -339,8 +339,8 @@ static int64_t encode_deadlines_spilled(const struct dlq_deadlines *ds, uint64_t
 		const struct spill *sp, int *err)
 {
 	int64_t n = 0;
-	for(size_t i = 0; ds && ds->clients && i < ds->clients_size; i++){
-		for(const struct dlq_deadline_client *c = ds->clients[i]; c; c = c->hnext){
+	for(size_t i = 0; ds && i < chains__count(&ds->clients); i++){
+		for(const struct dlq_deadline_client *c = chains__chain(&ds->clients, i); c; c = c->hnext){
 			for(const struct dlq_deadline *e = c->head; e; e = e->cnext){
 				if(state__encode_deadline(e, mono_now, wall_now, sp->out)){
 					*err = ENOMEM;

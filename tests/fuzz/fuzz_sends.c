@@ -238,8 +238,8 @@ static void check_deadlines(const struct dlq *d)
 {
 	const struct dlq_deadlines *ds = &d->deadlines;
 	size_t n = 0;
-	for(size_t k = 0; ds->table && k < ds->table_size; k++){
-		for(const struct dlq_deadline *e = ds->table[k]; e; e = e->hnext){
+	for(size_t k = 0; k < chains__count(&ds->table); k++){
+		for(const struct dlq_deadline *e = chains__chain(&ds->table, k); e; e = e->hnext){
 			FUZZ_CHECK(ledger__find(&d->ledger, &e->record->id) == e->record, "a deadline's record is not in the ledger");
 			FUZZ_CHECK(!ledger__has_settler(e->record, e->client->id), "a settled delivery awaits settlement");
 			FUZZ_CHECK(e->queue != NULL, "2.1: a delivery awaits settlement without a clock");

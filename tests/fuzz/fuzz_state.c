@@ -132,8 +132,8 @@ static void check_deadlines(const struct dlq *d)
 {
 	const struct dlq_deadlines *ds = &d->deadlines;
 	size_t n = 0, running = 0;
-	for(size_t k = 0; ds->table && k < ds->table_size; k++){
-		for(const struct dlq_deadline *e = ds->table[k]; e; e = e->hnext){
+	for(size_t k = 0; k < chains__count(&ds->table); k++){
+		for(const struct dlq_deadline *e = chains__chain(&ds->table, k); e; e = e->hnext){
 			FUZZ_CHECK(ledger__find(&d->ledger, &e->record->id) == e->record, "a deadline's record is not in the ledger");
 			FUZZ_CHECK(e->record->policy->ack_timeout_ms > 0, "a deadline of a policy without ack_timeout");
 			FUZZ_CHECK(deadlines__of(e->record), "a record with a deadline is not flagged");

@@ -187,7 +187,7 @@ START_TEST(many_letters_grow_the_table)
 	for(unsigned n = 1; n <= N; n++){
 		ck_assert_int_eq(letters__adopt(&s, letter(n, 0, 8), &table, &l), 0);
 	}
-	ck_assert_uint_ge(s.nbuckets, 4096);
+	ck_assert_uint_ge(s.index.size, 4096);
 	for(unsigned n = 1; n <= N; n++){
 		struct dlq_id id = id_of(n);
 		l = letters__find(&s, &id);
