@@ -30,7 +30,7 @@
  *     with each arrival's time recorded), per 1-second window of arrival:
  *     the worst window's max and p99.9, and p50 / p99 of all samples.
  *   - Saves: the plugin's info line "saved in the background in N ms (the
- *     broker paused N us for the fork)" counted in the run, the longest of
+ *     broker paused N us: R for the journal's rotation, F for the fork)" counted in the run, the longest of
  *     each; the broker logs no duration of its autosave, so its temporary
  *     mosquitto.db.new is watched (saves_probe.c).
  *   - CPU: the broker's over the traffic (broker__cpu_ns), and its

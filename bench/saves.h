@@ -60,7 +60,7 @@ struct saves_log {
 	int failed;            /* "state file problem" lines */
 	int autosaves;         /* the broker's own "Saving in-memory database" lines */
 	double longest_ms;     /* the longest background save */
-	double longest_fork_us; /* the longest pause of the broker for a saver's fork */
+	double longest_fork_us; /* the longest pause of the broker for a save (rotation and fork) */
 	double stop_save_ms;   /* the plugin's save at shutdown ("state saved to"), -1: none */
 };
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "saves.h"
 
@@ -21,6 +22,11 @@ static void scan_line(const char *line, struct saves_log *log)
 {
 	const char *p;
 	double ms, us;
+	/* DLQ_BENCH_SAVES_TRACE: each save's line, with the broker's time
+	 * stamp, beside the windows (saves_report__windows). */
+	if(getenv("DLQ_BENCH_SAVES_TRACE") && (strstr(line, SAVED_BG) || strstr(line, AUTOSAVE))){
+		fprintf(stderr, "saves: log: %s", line);
+	}
 	if((p = strstr(line, SAVED_BG)) != NULL){
 		if(sscanf(p + strlen(SAVED_BG), "%lf ms (the broker paused %lf us", &ms, &us) == 2){
 			log->saves++;
@@ -67,6 +73,12 @@ int saves_report__windows(const struct load_result *res, struct saves_run *r)
 	/* DLQ_BENCH_SAVES_TRACE: each window whose max passes 20 ms, on
 	 * stderr (when it came, in s from the start of the measure). */
 	const bool trace = getenv("DLQ_BENCH_SAVES_TRACE") != NULL;
+	/* The windows' wall-clock seconds, to read beside the log's stamps. */
+	struct timespec mono, wall;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &wall);
+	double wall0 = (double)wall.tv_sec + wall.tv_nsec / 1e9
+			- ((double)mono.tv_sec + mono.tv_nsec / 1e9 - (double)res->measure_start_ns / 1e9);
 	/* The samples are in the order they arrived: a window is a run of them. */
 	for(size_t i = 0; i < n;){
 		uint64_t w = (at[i] - res->measure_start_ns) / 1000000000u;
@@ -78,8 +90,8 @@ int saves_report__windows(const struct load_result *res, struct saves_run *r)
 		}
 		double p999 = stats__percentile_u64(win, k, 99.9) / 1e6;
 		if(trace && max > 20000000u){
-			fprintf(stderr, "saves: window %llu s: %zu samples, max %.1f ms, p99.9 %.1f ms\n", (unsigned long long)w, k,
-					(double)max / 1e6, p999);
+			fprintf(stderr, "saves: window %llu s (%.0f): %zu samples, max %.1f ms, p99.9 %.1f ms\n", (unsigned long long)w,
+					wall0 + (double)w, k, (double)max / 1e6, p999);
 		}
 		r->windows++;
 		if((double)max / 1e6 > r->worst_max_ms) r->worst_max_ms = (double)max / 1e6;
@@ -100,7 +112,7 @@ static double mib(long kib)
 	return kib >= 0 ? (double)kib / 1024.0 : 0;
 }
 
-/* The save columns of a run: count, longest, fork pause, at shutdown. */
+/* The save columns of a run: count, longest, pause (rotation + fork), at shutdown. */
 static void save_cells(const struct saves_run *r, char *count, char *longest, char *fork, char *stop, size_t len)
 {
 	snprintf(count, len, "–");
@@ -128,7 +140,7 @@ void saves_report__table(const struct bench_config *cfg, const struct saves_run 
 	printf("\n#### What a client sees while the state is saved (%s; QoS 1, 1→1, %d B, %.0f msg/s for %.0f s; "
 			"saves every %.0f s)\n\n", cfg->broker_version[0] ? cfg->broker_version : "broker version unknown",
 			BENCH_PAYLOAD, rate, traffic_s, interval_s);
-	printf("| broker | kept N | start, ms | saves in the run | longest save, ms | longest fork pause, µs "
+	printf("| broker | kept N | start, ms | saves in the run | longest save, ms | longest pause for a save (rotation + fork), µs "
 			"| worst 1-s window: max, ms | worst 1-s window: p99.9, ms | p50 / p99, µs | broker CPU, s "
 			"| savers' CPU, s | before: Pss / RSS, MiB | peak Pss broker + savers, MiB | peak RSS sum, MiB | stop, ms |\n"
 			"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -159,8 +171,8 @@ void saves_report__table(const struct bench_config *cfg, const struct saves_run 
 			"and p99.9, and p50 / p99 of all samples. A paused broker also holds the publisher back (at most 900 in "
 			"flight, and a publisher late by 100 ms starts again from now), so a pause shows as the max of its "
 			"window, not as many late messages. Saves: the plugin's \"saved in the background\" log lines in the "
-			"run, the longest, and the longest fork (the broker's own figure: a journal's rotation before the fork, with "
-			"save_on_change, is not in it, but is in the latency); the broker's autosave logs no duration: ≈ is how long its "
+			"run, the longest, and the longest pause of the broker for one (its own figure: the journal's rotation, "
+			"with save_on_change, and the fork); the broker's autosave logs no duration: ≈ is how long its "
 			"mosquitto.db.new existed, sampled every 25 ms. Savers' CPU: the children the broker reaped in the run "
 			"(cutime + cstime). Pss: broker + children (smaps_rollup, every 50 ms); RSS sum counts pages a saver "
 			"shares twice. Start: fork to \"running\"; the plugin's includes restoring N records from its state "

@@ -77,6 +77,7 @@ struct dlq_persist {
 	uint64_t saver_marker;   /* marker() at its fork */
 	uint64_t saver_started_ms;
 	uint64_t saver_fork_us;  /* how long the fork held the broker */
+	uint64_t saver_rotation_us; /* and the journal's rotation before it */
 	char saver_msg[256];     /* what it said: "0" saved, "1<why>" not */
 	size_t saver_msg_len;
 };
