@@ -142,7 +142,7 @@ static void count_expired(struct dlq *d, long i)
 	if(i >= 0 && (size_t)i < d->cfg.policies.count && d->policy_counters) d->policy_counters[i].dead_letters_expired++;
 }
 
-unsigned letter_store__expire(struct dlq *d, uint64_t now)
+unsigned letter_store__expire(struct dlq *d, uint64_t now, unsigned limit)
 {
 	int64_t wall = port__wall_ms();
 	int64_t next = INT64_MAX; /* the wall-clock time the next letter is due */
@@ -151,18 +151,20 @@ unsigned letter_store__expire(struct dlq *d, uint64_t now)
 	 * kept in the order the broker accepted them (their time order, but
 	 * for one it refused for a while), the first one not past its age
 	 * ends the walk. */
-	for(long i = -1; i < (long)d->cfg.policies.count; i++){
+	for(long i = -1; i < (long)d->cfg.policies.count && expired < limit; i++){
 		uint64_t age = letter_store__keep_for(d, i);
 		if(age == 0) continue;
 		struct dlq_letter *l;
-		while((l = oldest_of(d, i)) != NULL && l->env->time_ms + (int64_t)age <= wall){
+		while((l = oldest_of(d, i)) != NULL && l->env->time_ms + (int64_t)age <= wall && expired < limit){
 			count_expired(d, i);
 			letter_store__delete(d, l);
 			expired++;
 		}
 		if(l && l->env->time_ms + (int64_t)age < next) next = l->env->time_ms + (int64_t)age;
 	}
-	d->letters_due_ms = next == INT64_MAX ? UINT64_MAX : due_tick(now, wall, next);
+	/* At the limit, more may be past their age: the next tick goes on. */
+	if(expired >= limit) d->letters_due_ms = now;
+	else d->letters_due_ms = next == INT64_MAX ? UINT64_MAX : due_tick(now, wall, next);
 	if(expired && (d->last_letter_expire_log_ms == 0 || now - d->last_letter_expire_log_ms >= DROP_LOG_INTERVAL_MS)){
 		d->last_letter_expire_log_ms = now;
 		port__log(DLQ_LOG_NOTICE, "dropped kept dead letters past their age (plugin_opt_dead_letter_keep_for or a "

@@ -7,6 +7,7 @@
  * the ledger, which every part that points at records must hear of.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,7 +141,7 @@ int dlq__init(struct dlq *d, struct dlq_config *cfg, struct dlq_broker *broker, 
 	/* Saved letters that aged past their bound while the broker was down
 	 * go now, counted, before the new snapshot; the pass also says when
 	 * the tick's next one is due. */
-	letter_store__expire(d, port__now_ms());
+	letter_store__expire(d, port__now_ms(), UINT_MAX);
 	rc = persist__start(&d->persist, err, errlen);
 	if(rc) return rc;
 	d->store = persist__port(&d->persist);

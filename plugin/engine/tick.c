@@ -78,7 +78,7 @@ static __attribute__((noinline)) uint64_t tick_work(struct dlq *d)
 	 * sent below with the rest. */
 	if(d->deadlines.running && deadlines__next_due(&d->deadlines) <= now) engine__deadlines_tick(d, now);
 	/* Kept dead letters past their age (dead_letter_keep_for). */
-	if(d->letters_due_ms <= now) letter_store__expire(d, now);
+	if(d->letters_due_ms <= now) letter_store__expire(d, now, LETTER_STORE_EXPIRE_PER_TICK);
 	/* Redrive tasks: what their rate allows (redrive_tasks.c). */
 	if(d->tasks.running) redrive_tasks__tick(d, now);
 
