@@ -789,6 +789,19 @@ START_TEST(a_letter_accepted_after_its_age_goes_at_the_next_tick)
 }
 END_TEST
 
+/* n letters a millisecond apart from T0, every tenth of the mail policy
+ * (kept forever), the others of jobs (an hour): a jobs letter's walk passes
+ * the mail ones. */
+static void keep_jobs_and_mail(int n)
+{
+	start_aged(AGED_JOBS, AGED_MAIL " dead_letter_keep_for=forever", "4GB", "1h");
+	fake.wall_ms = T0;
+	engine_dead_letter(&d, "jobs/a", payload_of(100, 'x'));
+	engine_dead_letter(&d, "mail/b", payload_of(100, 'y'));
+	engine_keep_letters(&d, 2, n, T0);
+	ck_assert_uint_eq(d.letters.count, (size_t)n);
+}
+
 /* Many letters past their age at once (a bound shortened by a reload, a
  * clock set forward): a tick drops at most LETTER_STORE_EXPIRE_PER_TICK
  * and the next ones go on, so that no tick holds the broker for the whole
@@ -797,12 +810,7 @@ END_TEST
 START_TEST(a_backlog_of_aged_letters_goes_over_several_ticks)
 {
 	enum { N = 10000 };
-	start_aged(AGED_JOBS, AGED_MAIL " dead_letter_keep_for=forever", "4GB", "1h");
-	fake.wall_ms = T0;
-	engine_dead_letter(&d, "jobs/a", payload_of(100, 'x'));
-	engine_dead_letter(&d, "mail/b", payload_of(100, 'y'));
-	engine_keep_letters(&d, 2, N, T0);
-	ck_assert_uint_eq(d.letters.count, N);
+	keep_jobs_and_mail(N);
 	uint64_t aged = 0;
 	for(struct dlq_letter *l = d.letters.oldest; l; l = l->newer) aged += l->policy == 0;
 	ck_assert_uint_gt(aged, 2 * LETTER_STORE_EXPIRE_PER_TICK);
@@ -836,14 +844,7 @@ END_TEST
 START_TEST(the_tick_cost_with_100000_letters_kept)
 {
 	enum { N = 100000, ROUNDS = 1000000, PASSES = 100000 };
-	start_aged(AGED_JOBS, AGED_MAIL " dead_letter_keep_for=forever", "4GB", "1h");
-	fake.wall_ms = T0;
-	engine_dead_letter(&d, "jobs/a", payload_of(100, 'x'));
-	engine_dead_letter(&d, "mail/b", payload_of(100, 'y'));
-	/* Letters a millisecond apart, every tenth of the mail policy (kept
-	 * forever), the others of jobs: a jobs letter's walk passes them. */
-	engine_keep_letters(&d, 2, N, T0);
-	ck_assert_uint_eq(d.letters.count, N);
+	keep_jobs_and_mail(N);
 	fake.now_ms += 1000;
 	fake.wall_ms += 1000;
 
