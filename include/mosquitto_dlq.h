@@ -38,6 +38,10 @@
  * ("deadLettersByCause") and its $SYS topic
  * ($SYS/broker/dlq/dead_letters_by_cause/<word>). */
 #define DLQ_PROP_DEAD_LETTER_CAUSE "dead-letter-cause"
+/* Carried by every dead letter: the name of the broker whose plugin made
+ * it (plugin_opt_broker_name, by default the host name), so that letters
+ * of many brokers collected in one place say where each was made. */
+#define DLQ_PROP_DEAD_LETTER_BROKER "dead-letter-broker"
 /* The dead-letter causes (docs/semantics.md, "Dead-letter causes"). */
 /* The subscriber NACKed its last allowed attempt (max_attempts). */
 #define DLQ_CAUSE_NACK "nack"
@@ -176,6 +180,11 @@
 /* Retry delays. */
 #define DLQ_RETRY_BACKOFF_MAX 100.0
 #define DLQ_DEFAULT_RETRY_MAX_DELAY_MS (3600 * 1000)
+
+/* A broker's name (plugin_opt_broker_name, dead-letter-broker): 1 to this
+ * many bytes of printable ASCII, without space, '/', '+' or '#' (one topic
+ * level of a fleet's bridge topics, never a wildcard). */
+#define DLQ_MAX_BROKER_NAME_LEN 64
 
 /* Defaults of the global options. */
 #define DLQ_DEFAULT_NACK_WINDOW_MS (300 * 1000)

@@ -61,6 +61,7 @@ int store__add_selection(cJSON *cmd, const struct dlqctl_opts *o)
 			&& (!o->dead_letter || cJSON_AddStringToObject(cmd, "deadLetter", o->dead_letter))
 			&& (!o->reason || cJSON_AddStringToObject(cmd, "reason", o->reason))
 			&& (!o->cause || cJSON_AddStringToObject(cmd, "cause", o->cause))
+			&& (!o->broker || cJSON_AddStringToObject(cmd, "broker", o->broker))
 			&& (!o->has_since || cJSON_AddNumberToObject(cmd, "since", (double)o->since_ms))
 			&& (!o->has_until || cJSON_AddNumberToObject(cmd, "until", (double)o->until_ms));
 	return ok ? 0 : 1;
@@ -84,9 +85,11 @@ static cJSON *list_command(const struct dlqctl_opts *o, long limit, bool has_cur
 static int list_row(struct table *t, const cJSON *l)
 {
 	char *retries = control__value_text(cJSON_GetObjectItemCaseSensitive(l, "retryCount"));
+	/* "-": a plugin older than broker names says none. */
+	const char *broker = control__str(l, "broker");
 	const char *cells[] = {
-		control__str(l, "id"), control__str(l, "time"), control__str(l, "deadLetter"), control__str(l, "originTopic"), retries,
-		control__str(l, "cause"), control__str(l, "client"), control__str(l, "reason"),
+		control__str(l, "id"), control__str(l, "time"), broker && *broker ? broker : "-", control__str(l, "deadLetter"),
+		control__str(l, "originTopic"), retries, control__str(l, "cause"), control__str(l, "client"), control__str(l, "reason"),
 	};
 	int rc = retries ? add_printable_row(t, cells, sizeof(cells) / sizeof(cells[0])) : 1;
 	free(retries);
@@ -96,9 +99,9 @@ static int list_row(struct table *t, const cJSON *l)
 int cmd__list(const struct dlqctl_opts *o)
 {
 	static const char *const titles[] = {
-		"ID", "TIME", "DEAD-LETTER", "ORIGIN-TOPIC", "RETRY-COUNT", "CAUSE", "CLIENT", "REASON", NULL,
+		"ID", "TIME", "BROKER", "DEAD-LETTER", "ORIGIN-TOPIC", "RETRY-COUNT", "CAUSE", "CLIENT", "REASON", NULL,
 	};
-	static const bool right[] = { false, false, false, false, true, false, false, false };
+	static const bool right[] = { false, false, false, false, false, true, false, false, false };
 	struct control ctl;
 	struct table *t = NULL;
 	cJSON *cmd = NULL, *doc = NULL;

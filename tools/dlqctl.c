@@ -41,7 +41,7 @@ enum {
 	OPT_SESSION = 1 << 9,      /* --session-expiry */
 	OPT_ORDER = 1 << 10,
 	OPT_LIMIT = 1 << 11,
-	OPT_SELECT = 1 << 12,      /* --dead-letter, --reason, --cause, --since, --until */
+	OPT_SELECT = 1 << 12,      /* --dead-letter, --reason, --cause, --since, --until, --broker */
 	OPT_FILTER = 1 << 13,
 	OPT_ALL = 1 << 14,
 	OPT_TO = 1 << 15,
@@ -159,6 +159,8 @@ static void usage(FILE *f)
 		"                         one of nack, final,\n"
 		"                         ack_timeout, redelivery_limit, subscriber_gone, no_session,\n"
 		"                         offline_qos0, restart, unknown\n"
+		"  --broker NAME          list, redrive --all: only the letters made by the broker NAME\n"
+		"                         (their dead-letter-broker)\n"
 		"  --since TIME, --until TIME  list, redrive --all: only the letters made from or until TIME:\n"
 		"                         milliseconds\n"
 		"                         since the epoch or RFC 3339 UTC (2026-12-02T10:00:00Z)\n"
@@ -274,13 +276,13 @@ static int pick(const char *name, char *const *args, int nargs, bool from_topic)
 
 static const char *const option_names[] = {
 	"--json", "--follow", "--max", "--idle", "-c", "--rate", "--reason-contains/--origin", "--dry-run",
-	"--to-prefix", "--session-expiry", "--order", "--limit", "--dead-letter/--reason/--cause/--since/--until",
+	"--to-prefix", "--session-expiry", "--order", "--limit", "--dead-letter/--reason/--cause/--since/--until/--broker",
 	"--filter", "--all", "--to", "--yes", "--from-topic", "--cancel/--task",
 };
 
 enum { L_UNIX = 256, L_JSON, L_FOLLOW, L_DRY_RUN, L_MAX, L_RATE, L_IDLE, L_REASON, L_ORIGIN,
 	L_TO_PREFIX, L_TIMEOUT, L_SESSION_EXPIRY, L_HELP, L_ORDER, L_LIMIT, L_ALL, L_FILTER, L_DEAD_LETTER,
-	L_LIST_REASON, L_CAUSE, L_SINCE, L_UNTIL, L_TO, L_YES, L_FROM_TOPIC, L_CANCEL, L_TASK };
+	L_LIST_REASON, L_CAUSE, L_SINCE, L_UNTIL, L_TO, L_YES, L_FROM_TOPIC, L_CANCEL, L_TASK, L_BROKER };
 static const struct option longopts[] = {
 	{"unix", required_argument, NULL, L_UNIX},
 	{"json", no_argument, NULL, L_JSON},
@@ -302,6 +304,7 @@ static const struct option longopts[] = {
 	{"dead-letter", required_argument, NULL, L_DEAD_LETTER},
 	{"reason", required_argument, NULL, L_LIST_REASON},
 	{"cause", required_argument, NULL, L_CAUSE},
+	{"broker", required_argument, NULL, L_BROKER},
 	{"since", required_argument, NULL, L_SINCE},
 	{"until", required_argument, NULL, L_UNTIL},
 	{"to", required_argument, NULL, L_TO},
@@ -461,6 +464,7 @@ static int parse(int argc, char **argv, struct dlqctl_opts *o, int *which)
 			case L_DEAD_LETTER: o->dead_letter = optarg; used |= OPT_SELECT; break;
 			case L_LIST_REASON: o->reason = optarg; used |= OPT_SELECT; break;
 			case L_CAUSE: o->cause = optarg; used |= OPT_SELECT; break;
+			case L_BROKER: o->broker = optarg; used |= OPT_SELECT; break;
 			case L_SINCE: rc = parse_time("--since", optarg, &o->since_ms); o->has_since = true; used |= OPT_SELECT; break;
 			case L_UNTIL: rc = parse_time("--until", optarg, &o->until_ms); o->has_until = true; used |= OPT_SELECT; break;
 			case L_TO: o->to = optarg; used |= OPT_TO; break;

@@ -80,6 +80,7 @@ struct dlqctl_opts {
 	const char *dead_letter;   /* list --dead-letter */
 	const char *reason;        /* list --reason */
 	const char *cause;         /* list --cause: a word of DLQ_CAUSE_WORDS */
+	const char *broker;        /* list --broker: the broker that made the letters (dead-letter-broker) */
 	bool has_since, has_until;
 	int64_t since_ms, until_ms; /* list --since, --until: ms since the epoch */
 	const char *to;            /* redrive ID... --to */
@@ -317,7 +318,7 @@ int cmd__purge(const struct dlqctl_opts *o);
 int cmd__redrive_task(const struct dlqctl_opts *o);
 
 /* Adds list's selection options (--filter, --dead-letter, --reason,
- * --cause, --since, --until) to cmd as the plugin's filter members
+ * --cause, --broker, --since, --until) to cmd as the plugin's filter members
  * (cmd_store.c; list and redrive --all send them). Returns 0, or 1 when
  * out of memory. */
 int store__add_selection(struct cJSON *cmd, const struct dlqctl_opts *o);

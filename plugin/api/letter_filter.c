@@ -13,6 +13,7 @@
 #include "api/letter_filter.h"
 #include "model/cause.h"
 #include "util/errtext.h"
+#include "util/topic.h"
 
 /* RFC 3339 UTC ("2026-12-02T10:00:00Z", fraction optional) into ms since
  * the epoch. */
@@ -93,12 +94,29 @@ static int cause_member(const cJSON *cmd, bool *given, enum dlq_cause *out, char
 	return 0;
 }
 
+/* The "broker" member: absent (NULL), or a name a broker can have
+ * (topic__broker_name_problem): another matches no letter, and a task
+ * saved with it could not be read back the same (an empty one reads as
+ * none). */
+static int broker_member(const cJSON *cmd, const char **out, char *err, size_t errlen)
+{
+	if(letter_filter__string(cmd, "broker", out, err, errlen)) return EINVAL;
+	const char *why = *out ? topic__broker_name_problem(*out) : NULL;
+	if(why){
+		errtext__set(err, errlen, "\"broker\" " QFMT " is not a broker's name: %s", Q(*out), why);
+		*out = NULL;
+		return EINVAL;
+	}
+	return 0;
+}
+
 int letter_filter__parse(const cJSON *cmd, struct dlq_letter_match *m, char *err, size_t errlen)
 {
 	memset(m, 0, sizeof(*m));
 	if(letter_filter__string(cmd, "filter", &m->filter, err, errlen)
 			|| letter_filter__string(cmd, "deadLetter", &m->dead_letter, err, errlen)
 			|| letter_filter__string(cmd, "reason", &m->reason, err, errlen)
+			|| broker_member(cmd, &m->broker, err, errlen)
 			|| cause_member(cmd, &m->cause_given, &m->cause, err, errlen)
 			|| time_member(cmd, "since", &m->since_given, &m->since, err, errlen)
 			|| time_member(cmd, "until", &m->until_given, &m->until, err, errlen)){

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The members of a $CONTROL command that say which kept dead letters it
- * takes ("filter", "deadLetter", "reason", "cause", "since", "until"):
+ * takes ("filter", "deadLetter", "reason", "broker", "cause", "since",
+ * "until"):
  * parsed once here for every command that takes them (listDeadLetters,
  * startRedriveTask), into model/letters.h's struct dlq_letter_match.
  */

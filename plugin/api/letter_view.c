@@ -57,6 +57,7 @@ cJSON *letter_view__summary(const struct dlq_letter *l)
 	if(!add_str(o, "id", id) || !add_str(o, "deadLetter", e->topic) || !add_str(o, "originTopic", e->origin_topic)
 			|| !add_str(o, "originId", origin) || !add_str(o, "reason", e->reason) || !add_str(o, "client", e->client)
 			|| !add_str(o, "filter", e->filter) || !add_str(o, "cause", cause__name(e->cause))
+			|| !add_str(o, "broker", e->broker)
 			|| !add_str(o, "time", when) || !add_num(o, "timeMs", (double)e->time_ms)
 			|| !add_num(o, "retryCount", e->retry_count) || !add_num(o, "qos", envelope__qos(e))
 			|| !add_num(o, "payloadBytes", e->payload_len)){

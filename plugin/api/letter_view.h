@@ -14,7 +14,8 @@
 #include "model/letters.h"
 
 /* {"id","deadLetter","originTopic","originId","reason","client","filter",
- * "time","timeMs","retryCount","qos","payloadBytes"}; NULL when out of
+ * "cause","broker","time","timeMs","retryCount","qos","payloadBytes"}
+ * ("broker" "" for a letter without one); NULL when out of
  * memory. Owned by the caller. */
 cJSON *letter_view__summary(const struct dlq_letter *l);
 

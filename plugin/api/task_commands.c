@@ -54,6 +54,7 @@ static cJSON *task_json(const struct dlq *d, struct dlq_redrive_task *t)
 			&& (m->filter == NULL || cJSON_AddStringToObject(f, "filter", m->filter))
 			&& (m->dead_letter == NULL || cJSON_AddStringToObject(f, "deadLetter", m->dead_letter))
 			&& (m->reason == NULL || cJSON_AddStringToObject(f, "reason", m->reason))
+			&& (m->broker == NULL || cJSON_AddStringToObject(f, "broker", m->broker))
 			&& (!m->cause_given || cJSON_AddStringToObject(f, "cause", cause__name(m->cause)))
 			&& (!m->since_given || add_num(f, "since", (double)m->since))
 			&& (!m->until_given || add_num(f, "until", (double)m->until));

@@ -8,8 +8,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mosquitto.h>
 #include <mosquitto_broker.h>
@@ -207,6 +209,15 @@ static int load_options(mosquitto_plugin_id_t *identifier, struct mosquitto_opt 
 	struct dlq_option *opts = copy_options(options, option_count);
 	if(opts == NULL && count) goto nomem;
 	int rc = config__parse(opts, count, cfg, err, sizeof(err));
+	if(rc == 0){
+		/* The broker's name, by default the host name, read once here: a
+		 * reload keeps the name the broker started with. */
+		char host[256];
+		bool have_host = gethostname(host, sizeof(host)) == 0;
+		host[sizeof(host) - 1] = '\0';
+		rc = config__name_broker(cfg, have_host ? host : NULL, err, sizeof(err));
+		if(rc) config__free(cfg);
+	}
 	if(rc){
 		free_options(opts, count);
 		port__log(DLQ_LOG_ERR, "configuration refused: %s", err);
@@ -405,7 +416,8 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	*userdata = pl;
 	const struct dlq_config *c = dlq__config(pl->engine);
 	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
-			"max_pending_bytes %" PRIu64, DLQ_VERSION, c->policies.count, c->nack_window_ms, c->max_pending_bytes);
+			"max_pending_bytes %" PRIu64 ", broker name \"%s\"", DLQ_VERSION, c->policies.count, c->nack_window_ms,
+			c->max_pending_bytes, c->broker_name);
 	if(c->policies.count == 0) adapter__log_no_policies();
 	log_access_mode(c->redelivery, pl->caps.line);
 	log_counting(pl);

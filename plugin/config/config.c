@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "mosquitto_dlq.h"
 #include "util/errtext.h"
+#include "util/topic.h"
 #include "util/units.h"
 
 #define NACK_WINDOW_MIN_MS 100ull
@@ -210,18 +211,24 @@ static int set_dead_letter_access(struct dlq_config *c, const char *v, char *err
 	return 0;
 }
 
+/* A copy of an option's text into *dst. Returns 0, or ENOMEM (said in err). */
+static int dup_text(char **dst, const char *v, char *err, size_t errlen)
+{
+	*dst = strdup(v);
+	if(*dst == NULL){
+		errtext__set(err, errlen, "out of memory");
+		return ENOMEM;
+	}
+	return 0;
+}
+
 static int set_state_file(struct dlq_config *c, const char *v, char *err, size_t errlen)
 {
 	if(v[0] == '\0'){
 		errtext__set(err, errlen, "plugin_opt_state_file \"\": the path is empty");
 		return EINVAL;
 	}
-	c->state_file = strdup(v);
-	if(c->state_file == NULL){
-		errtext__set(err, errlen, "out of memory");
-		return ENOMEM;
-	}
-	return 0;
+	return dup_text(&c->state_file, v, err, errlen);
 }
 
 static int set_state_save_interval(struct dlq_config *c, const char *v, char *err, size_t errlen)
@@ -354,6 +361,37 @@ static int set_sys_interval(struct dlq_config *c, const char *v, char *err, size
 	return 0;
 }
 
+/* The name every dead letter carries (dead-letter-broker): one topic
+ * level, printable, bounded (topic__broker_name_problem says why). */
+static int set_broker_name(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	const char *why = topic__broker_name_problem(v);
+	if(why){
+		errtext__set(err, errlen, "plugin_opt_broker_name " QFMT ": %s; a broker's name is 1 to %d bytes of printable "
+				"ASCII without space, '/', '+' or '#'", Q(v), why, DLQ_MAX_BROKER_NAME_LEN);
+		return EINVAL;
+	}
+	return dup_text(&c->broker_name, v, err, errlen);
+}
+
+int config__name_broker(struct dlq_config *c, const char *host, char *err, size_t errlen)
+{
+	if(c->broker_name) return 0;
+	if(host == NULL){
+		errtext__set(err, errlen, "the host name cannot be read, and without plugin_opt_broker_name it is the "
+				"broker's name (each dead letter's dead-letter-broker): set plugin_opt_broker_name");
+		return EINVAL;
+	}
+	const char *why = topic__broker_name_problem(host);
+	if(why){
+		errtext__set(err, errlen, "the host name " QFMT " cannot be the broker's name (each dead letter's "
+				"dead-letter-broker, the default of plugin_opt_broker_name): %s; set plugin_opt_broker_name",
+				Q(host), why);
+		return EINVAL;
+	}
+	return dup_text(&c->broker_name, host, err, errlen);
+}
+
 /* The options that may be given once, and what sets each. */
 static const struct {
 	const char *key;
@@ -373,6 +411,7 @@ static const struct {
 	{"dead_letter_keep", set_dead_letter_keep},
 	{"dead_letter_keep_for", set_dead_letter_keep_for},
 	{"dead_letter_access", set_dead_letter_access},
+	{"broker_name", set_broker_name},
 };
 #define SINGLE_COUNT (sizeof(single_options) / sizeof(single_options[0]))
 
@@ -470,5 +509,6 @@ void config__free(struct dlq_config *c)
 	policy__table_free(&c->policies);
 	free(c->policy_file);
 	free(c->state_file);
+	free(c->broker_name);
 	memset(c, 0, sizeof(*c));
 }

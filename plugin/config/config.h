@@ -76,6 +76,8 @@ struct dlq_config {
 	uint64_t dead_letter_keep;        /* plugin_opt_dead_letter_keep: the dead-letter store's bound; 0: off */
 	uint64_t dead_letter_keep_for_ms; /* plugin_opt_dead_letter_keep_for: kept letters' age bound; 0: none */
 	enum dlq_letter_access dead_letter_access; /* plugin_opt_dead_letter_access */
+	char *broker_name;                /* owned; plugin_opt_broker_name, or NULL until config__name_broker gives it
+	                                   * the host name: what every dead letter carries as dead-letter-broker */
 };
 
 /* Parses every option (in order) into *out, reading plugin_opt_policy_file
@@ -84,6 +86,13 @@ struct dlq_config {
  * with a message naming the option, the value and the reason in err (ENOMEM
  * when out of memory). On failure *out holds nothing that needs freeing. */
 int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config *out, char *err, size_t errlen);
+
+/* The broker's name when plugin_opt_broker_name did not give one: host (the
+ * host name, read once at start by the caller; NULL when it could not be
+ * read). Nothing changes when the option gave one. Returns 0, or EINVAL
+ * with a message saying why the host name cannot serve and to set the
+ * option (ENOMEM when out of memory). */
+int config__name_broker(struct dlq_config *c, const char *host, char *err, size_t errlen);
 
 /* Whether the deadlines of c's policies (ack_timeout) can work on a
  * broker that shows each send to each subscriber (sends_shown: Mosquitto

@@ -208,7 +208,8 @@ void engine__settle_restored_holds(struct dlq *d)
 				}else{
 					snprintf(reason, sizeof(reason), "the broker restarted before subscriber " QFMT
 							", whose session does not survive a restart, confirmed its retry copy", Q(client));
-					struct dlq_envelope *e = envelope__dead_letter(r, client, DLQ_DEAD_RESTART, reason, port__wall_ms());
+					struct dlq_envelope *e = envelope__dead_letter(r, client, d->cfg.broker_name, DLQ_DEAD_RESTART,
+							reason, port__wall_ms());
 					if(e == NULL){
 						port__log(DLQ_LOG_ERR, "out of memory: the restored retry copy on " QFMT " for " QFMT
 								" is lost", Q(record__topic(r)), Q(client));

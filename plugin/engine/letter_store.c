@@ -276,7 +276,8 @@ void letter_store__list(struct dlq *d, const struct letter_store_query *q, const
 		/* What the entry's texts take in a reply, its size told ahead. */
 		const struct dlq_envelope *e = l->env;
 		bytes += 300 + strlen(e->topic) + strlen(e->origin_topic) + (e->reason ? strlen(e->reason) * 2 : 0)
-				+ (e->client ? strlen(e->client) : 0) + (e->filter ? strlen(e->filter) : 0);
+				+ (e->client ? strlen(e->client) : 0) + (e->filter ? strlen(e->filter) : 0)
+				+ (e->broker ? strlen(e->broker) : 0);
 		last = l;
 	}
 	if(page->more){

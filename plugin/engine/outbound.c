@@ -278,7 +278,7 @@ void engine__send(struct dlq *d, struct dlq_envelope *e)
 int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, enum dlq_cause cause,
 		const char *reason, unsigned delivered, bool bounded)
 {
-	struct dlq_envelope *e = envelope__dead_letter(r, client, cause, reason, port__wall_ms());
+	struct dlq_envelope *e = envelope__dead_letter(r, client, d->cfg.broker_name, cause, reason, port__wall_ms());
 	if(e == NULL || (bounded && !engine__fits_owed(d, e))){
 		int rc = e ? ENOSPC : ENOMEM;
 		envelope__free(e);
@@ -295,7 +295,7 @@ int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *clie
 
 bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, enum dlq_cause cause, const char *reason)
 {
-	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, cause, reason, port__wall_ms());
+	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, d->cfg.broker_name, cause, reason, port__wall_ms());
 	if(dl == NULL){
 		port__log(DLQ_LOG_ERR, "out of memory: retry copy for " QFMT " on " QFMT " may be lost with its session",
 				Q(e->target_client), Q(e->topic));

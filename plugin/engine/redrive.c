@@ -29,7 +29,7 @@ int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, 
 	 * names the letter's filter and dead-letter topic, which a state file
 	 * needs of every envelope. */
 	struct dlq_envelope *e = envelope__new(DLQ_ENV_RETRY_COPY, NULL, to, dl->origin_topic,
-			p ? p->filter : dl->filter, p ? p->dead_letter : dl->dead_letter, NULL, client,
+			p ? p->filter : dl->filter, p ? p->dead_letter : dl->dead_letter, NULL, client, NULL,
 			dl->payload, dl->payload_len, dl->headers, dl->headers_len);
 	if(e == NULL) return ENOMEM;
 	if(p && id__gen_next(&d->idgen, &e->id)){

@@ -90,7 +90,8 @@ void engine__settle_restored_copies(struct dlq *d)
 					? "the broker restarted and subscriber " QFMT " had no session that survives it"
 					: "the broker restarted without persistence, so subscriber " QFMT " has no session to receive its retry copy",
 					Q(e->target_client));
-			struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, DLQ_DEAD_RESTART, reason, port__wall_ms());
+			struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, d->cfg.broker_name, DLQ_DEAD_RESTART, reason,
+					port__wall_ms());
 			if(dl){
 				dl->seq = d->next_seq++;
 				letter_store__name(d, dl);

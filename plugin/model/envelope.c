@@ -22,6 +22,7 @@ struct parts {
 	const char *dead_letter;
 	const char *reason;
 	const char *client;
+	const char *broker;
 	const struct dlq_policy *policy;
 	const uint8_t *payload;
 	uint32_t payload_len;
@@ -55,12 +56,13 @@ static const uint8_t *put_bytes(char **p, const uint8_t *b, size_t n)
 static struct dlq_envelope *envelope_new(enum dlq_envelope_kind kind, const struct parts *pt)
 {
 	/* Each string's length is taken once: a NACK makes an envelope. */
-	const char *str[7] = {
+	const char *str[8] = {
 		pt->target_client, pt->topic, pt->origin_topic, pt->filter, pt->dead_letter, pt->reason, pt->client,
+		pt->broker,
 	};
-	size_t len[7];
+	size_t len[8];
 	size_t size = sizeof(struct dlq_envelope) + pt->payload_len + pt->headers_len;
-	for(int i = 0; i < 7; i++){
+	for(int i = 0; i < 8; i++){
 		len[i] = str_size(str[i]);
 		size += len[i];
 	}
@@ -76,6 +78,7 @@ static struct dlq_envelope *envelope_new(enum dlq_envelope_kind kind, const stru
 	e->dead_letter = put_str(&p, str[4], len[4]);
 	e->reason = put_str(&p, str[5], len[5]);
 	e->client = put_str(&p, str[6], len[6]);
+	e->broker = put_str(&p, str[7], len[7]);
 	e->payload = put_bytes(&p, pt->payload, pt->payload_len);
 	e->payload_len = pt->payload_len;
 	e->headers = put_bytes(&p, pt->headers, pt->headers_len);
@@ -87,7 +90,8 @@ static struct dlq_envelope *envelope_new(enum dlq_envelope_kind kind, const stru
 
 struct dlq_envelope *envelope__new(enum dlq_envelope_kind kind, const char *target_client, const char *topic,
 		const char *origin_topic, const char *filter, const char *dead_letter, const char *reason,
-		const char *client, const void *payload, uint32_t payload_len, const void *headers, uint32_t headers_len)
+		const char *client, const char *broker, const void *payload, uint32_t payload_len, const void *headers,
+		uint32_t headers_len)
 {
 	struct parts pt = {
 		.target_client = target_client,
@@ -97,6 +101,7 @@ struct dlq_envelope *envelope__new(enum dlq_envelope_kind kind, const char *targ
 		.dead_letter = dead_letter,
 		.reason = reason,
 		.client = client,
+		.broker = broker,
 		.payload = payload,
 		.payload_len = payload_len,
 		.headers = headers,
@@ -108,7 +113,7 @@ struct dlq_envelope *envelope__new(enum dlq_envelope_kind kind, const char *targ
 struct dlq_envelope *envelope__copy(const struct dlq_envelope *e)
 {
 	struct dlq_envelope *c = envelope__new(e->kind, e->target_client, e->topic, e->origin_topic, e->filter,
-			e->dead_letter, e->reason, e->client, e->payload, e->payload_len, e->headers, e->headers_len);
+			e->dead_letter, e->reason, e->client, e->broker, e->payload, e->payload_len, e->headers, e->headers_len);
 	if(c == NULL) return NULL;
 	c->id = e->id;
 	c->origin_id = e->origin_id;
@@ -165,7 +170,7 @@ struct dlq_envelope *envelope__retry_copy(const struct dlq_record *r, const stru
 	return from_record(DLQ_ENV_RETRY_COPY, &pt, r, copy_id, now_ms);
 }
 
-struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const char *nacking_client,
+struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const char *nacking_client, const char *broker,
 		enum dlq_cause cause, const char *reason, int64_t now_ms)
 {
 	char ran_out[96];
@@ -191,6 +196,7 @@ struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const cha
 		reason = ran_out;
 	}
 	pt.reason = reason;
+	pt.broker = broker;
 	/* No id yet: a dead letter's is its name in the dead-letter store,
 	 * drawn by the engine (letter_store__name). */
 	static const struct dlq_id unnamed;
@@ -199,8 +205,8 @@ struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const cha
 	return e;
 }
 
-struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *c, enum dlq_cause cause,
-		const char *reason, int64_t now_ms)
+struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *c, const char *broker,
+		enum dlq_cause cause, const char *reason, int64_t now_ms)
 {
 	struct parts pt = {
 		.topic = c->dead_letter,
@@ -209,6 +215,7 @@ struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *
 		.dead_letter = c->dead_letter,
 		.reason = reason,
 		.client = c->target_client ? c->target_client : c->client,
+		.broker = broker,
 		.payload = c->payload,
 		.payload_len = c->payload_len,
 		.headers = c->headers,
@@ -351,6 +358,7 @@ void envelope__props(const struct dlq_envelope *e, struct dlq_envelope_props *ou
 	add_prop(out, DLQ_PROP_DEAD_LETTER_FILTER, e->filter);
 	add_prop(out, DLQ_PROP_DEAD_LETTER_TIME, out->when);
 	add_prop(out, DLQ_PROP_DEAD_LETTER_CAUSE, cause__name(e->cause));
+	if(e->broker) add_prop(out, DLQ_PROP_DEAD_LETTER_BROKER, e->broker);
 	/* A dead letter the store keeps is named by its id (letters.h); one
 	 * made before it was named (an older state file) has none. */
 	if(!id__is_zero(&e->id)){

@@ -34,6 +34,7 @@ struct dlq_envelope {
 	const char *dead_letter;    /* into data: the policy's dead-letter topic */
 	const char *reason;         /* into data; dead letters only, else NULL */
 	const char *client;         /* into data: the client that NACKed */
+	const char *broker;         /* into data; dead letters: the broker that made it (dead-letter-broker), else NULL */
 	const uint8_t *payload;     /* into data */
 	const uint8_t *headers;     /* into data: the original headers */
 	struct dlq_id id;           /* retry copies: the copy's fresh dlq-id */
@@ -73,23 +74,25 @@ struct dlq_envelope *envelope__retry_copy(const struct dlq_record *r, const stru
  * file to rebuild what was saved. Returns NULL when out of memory. */
 struct dlq_envelope *envelope__new(enum dlq_envelope_kind kind, const char *target_client, const char *topic,
 		const char *origin_topic, const char *filter, const char *dead_letter, const char *reason,
-		const char *client, const void *payload, uint32_t payload_len, const void *headers, uint32_t headers_len);
+		const char *client, const char *broker, const void *payload, uint32_t payload_len, const void *headers,
+		uint32_t headers_len);
 
 /* A copy of e with every field (ids, times, counts), out of any list,
  * without a policy; NULL when out of memory. */
 struct dlq_envelope *envelope__copy(const struct dlq_envelope *e);
 
-/* The dead letter of r, to its policy's dead-letter topic, for cause. reason
- * NULL means attempts ran out. */
-struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const char *nacking_client,
+/* The dead letter of r, to its policy's dead-letter topic, for cause, made
+ * by the broker named broker (copied). reason NULL means attempts ran out. */
+struct dlq_envelope *envelope__dead_letter(const struct dlq_record *r, const char *nacking_client, const char *broker,
 		enum dlq_cause cause, const char *reason, int64_t now_ms);
 
 /* The dead letter that replaces retry copy e (which the caller still owns
- * and frees), for the given cause and reason. */
-struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *e, enum dlq_cause cause,
-		const char *reason, int64_t now_ms);
+ * and frees), for the given cause and reason, made by the broker named
+ * broker (copied). */
+struct dlq_envelope *envelope__dead_letter_from_copy(const struct dlq_envelope *e, const char *broker,
+		enum dlq_cause cause, const char *reason, int64_t now_ms);
 
-#define DLQ_ENVELOPE_PROPS_MAX 10
+#define DLQ_ENVELOPE_PROPS_MAX 11
 
 /* The plugin's own user properties of an envelope, in the order they go
  * out, with the texts they need: names are constants, values point into
@@ -107,7 +110,8 @@ struct dlq_envelope_props {
  * dlq-id, retry-count, origin-topic, origin-id, and for a retry copy that
  * was held back also first-nack-time; for a dead letter retry-count,
  * origin-topic, origin-id, dead-letter-reason, dead-letter-client,
- * dead-letter-filter, dead-letter-time, dead-letter-cause, once named
+ * dead-letter-filter, dead-letter-time, dead-letter-cause,
+ * dead-letter-broker (when it has a broker), once named
  * dead-letter-id (the letter's id in the dead-letter store), and for a
  * final NACK's dead-letter-final. They follow e's original headers.
  * Cannot fail. */

@@ -194,6 +194,7 @@ bool letters__matches(const struct dlq_letter_match *m, const struct dlq_envelop
 	if(m->filter && strcmp(m->filter, e->filter ? e->filter : "")) return false;
 	if(m->dead_letter && strcmp(m->dead_letter, e->topic)) return false;
 	if(m->reason && (e->reason == NULL || strstr(e->reason, m->reason) == NULL)) return false;
+	if(m->broker && (e->broker == NULL || strcmp(m->broker, e->broker))) return false;
 	if(m->cause_given && e->cause != m->cause) return false;
 	if(m->since_given && e->time_ms < m->since) return false;
 	if(m->until_given && e->time_ms > m->until) return false;

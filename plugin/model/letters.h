@@ -37,6 +37,7 @@ struct dlq_letter_match {
 	const char *filter;      /* NULL: any, else the letter's policy filter exactly */
 	const char *dead_letter; /* NULL: any, else the dead-letter topic exactly */
 	const char *reason;      /* NULL: any, else a part of the reason */
+	const char *broker;      /* NULL: any, else the broker that made the letter exactly (dead-letter-broker) */
 	bool cause_given;        /* only the letters of cause (their dead-letter-cause) */
 	enum dlq_cause cause;
 	bool since_given, until_given;

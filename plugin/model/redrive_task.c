@@ -21,6 +21,7 @@ void redrive_task__free(struct dlq_redrive_task *task)
 	free((char *)task->match.filter);
 	free((char *)task->match.dead_letter);
 	free((char *)task->match.reason);
+	free((char *)task->match.broker);
 	free(task->to);
 	free(task->client);
 	free(task);
@@ -55,6 +56,7 @@ struct dlq_redrive_task *redrive_task__new(const struct dlq_letter_match *match,
 	task->match.filter = dup_or_null(match->filter, &bad);
 	task->match.dead_letter = dup_or_null(match->dead_letter, &bad);
 	task->match.reason = dup_or_null(match->reason, &bad);
+	task->match.broker = dup_or_null(match->broker, &bad);
 	task->to = dup_or_null(to, &bad);
 	task->client = dup_or_null(client, &bad);
 	task->rate = rate;

@@ -172,7 +172,8 @@ static int encode_envelope(enum entry_type type, const struct dlq_envelope *e, u
 				|| put_str(b, e->filter) || put_str(b, e->dead_letter) || put_str(b, e->reason)
 				|| put_str(b, e->client)
 				|| put_bytes(b, e->payload, e->payload_len) || put_bytes(b, e->headers, e->headers_len)
-				|| put_u(b, e->kind == DLQ_ENV_DEAD_LETTER ? e->cause : 0, 1) ? ENOMEM : 0;
+				|| put_u(b, e->kind == DLQ_ENV_DEAD_LETTER ? e->cause : 0, 1)
+				|| put_str(b, e->kind == DLQ_ENV_DEAD_LETTER ? e->broker : NULL) ? ENOMEM : 0;
 	}
 	return entry_end(b, at, rc);
 }
@@ -226,7 +227,7 @@ int state__encode_task(const struct dlq_redrive_task *t, struct dlq_headers *b)
 				|| put_u(b, given, 1) || put_u(b, m->cause_given ? m->cause : 0, 1)
 				|| put_u(b, (uint64_t)m->since, 8) || put_u(b, (uint64_t)m->until, 8)
 				|| put_str(b, m->filter) || put_str(b, m->dead_letter) || put_str(b, m->reason)
-				|| put_str(b, t->to) || put_str(b, t->client) ? ENOMEM : 0;
+				|| put_str(b, t->to) || put_str(b, t->client) || put_str(b, m->broker) ? ENOMEM : 0;
 	}
 	return entry_end(b, at, rc);
 }

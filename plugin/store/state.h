@@ -55,6 +55,8 @@ struct state_view {
 	uint64_t journal_covers;            /* the last journal generation the snapshot holds (0: none): written
 	                                       by state__encode_snapshot, set by state_read__decode_snapshot */
 	dlq_record_new_fn *record_new;      /* how restored records are made (record.h) */
+	const char *broker_name;            /* borrowed: a dead letter saved without a broker (a file written before
+	                                       broker names) is restored as this broker's; NULL: left without one */
 };
 
 /* What a decode found. */

@@ -22,7 +22,10 @@
  * earlier one. An envelope entry ends with a dead letter's cause (a byte,
  * model/cause.h; 0 for a retry copy), absent in files written before
  * causes: such a dead letter reads as a final NACK's if its flags say so,
- * else of cause unknown (0). A kept dead letter (type 8, model/letters.h: its body
+ * else of cause unknown (0). A dead letter's cause is followed by its
+ * broker's name (a string; empty for a retry copy), absent in files written
+ * before broker names: such a dead letter reads as the restoring broker's
+ * (state_view's broker_name). A kept dead letter (type 8, model/letters.h: its body
  * that of an envelope entry, of kind dead letter) follows the envelopes in
  * a snapshot, oldest first, and is journaled when it is kept; a letter that
  * left the store (type 9: its 12 raw id bytes) only in the journal. A
@@ -49,7 +52,9 @@
  * (4), started and ended wall-clock ms (8 each), moved, failed, left (8
  * each), which of cause, since and until its filter has (1: bits 1, 2,
  * 4), cause (1), since and until (8 each), then its filter, dead-letter
- * topic, reason part, target topic and client as strings, empty for none)
+ * topic, reason part, target topic and client as strings, empty for none,
+ * then its filter's broker name, empty for none and absent in files
+ * written before broker names)
  * follows the kept letters in a snapshot, oldest first, and is journaled
  * when it starts, ends or makes progress; a later entry replaces an
  * earlier one of the same id. Files written before tasks have none.

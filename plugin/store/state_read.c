@@ -273,7 +273,8 @@ struct envelope_entry {
 	uint8_t qos;
 	uint8_t flags;
 	uint8_t cause;  /* dead letters: enum dlq_cause; retry copies 0 */
-	char *s[7]; /* target client, topic, origin topic, filter, dead-letter topic, reason, NACKing client */
+	char *s[8]; /* target client, topic, origin topic, filter, dead-letter topic, reason, NACKing client, and
+	               a dead letter's broker (NULL: none saved, a file written before broker names) */
 	const uint8_t *payload;
 	const uint8_t *headers;
 	uint32_t plen;
@@ -282,7 +283,7 @@ struct envelope_entry {
 
 static void envelope_entry_free(struct envelope_entry *f)
 {
-	for(int i = 0; i < 7; i++){
+	for(int i = 0; i < 8; i++){
 		free(f->s[i]);
 	}
 }
@@ -314,6 +315,9 @@ static bool read_envelope(struct reader *r, bool letter, struct envelope_entry *
 	bool has_cause = !r->bad && r->left > 0;
 	f->cause = has_cause ? (uint8_t)get_u(r, 1)
 			: (f->flags & 8) ? (uint8_t)DLQ_DEAD_FINAL : (uint8_t)DLQ_DEAD_UNKNOWN;
+	/* A file written before broker names ends here (the caller gives such
+	 * a dead letter the restoring broker's name). */
+	if(!r->bad && r->left > 0) s[7] = get_str(r, true);
 	/* Only what the plugin itself writes: a publish topic, an origin
 	 * topic, a filter, a dead-letter topic and a client, and for a dead
 	 * letter its reason, each of them text that can be a property
@@ -357,6 +361,10 @@ static bool read_envelope(struct reader *r, bool letter, struct envelope_entry *
 		/* A dead letter is a final NACK's (flag 8) exactly when its
 		 * cause says so. */
 		refuse(r, "a dead-letter cause the plugin never writes", NULL);
+	}else if(s[7] && kind != DLQ_ENV_DEAD_LETTER){
+		refuse(r, "a broker name on a retry copy", NULL);
+	}else if(s[7] && topic__broker_name_problem(s[7])){
+		refuse(r, "a broker name the plugin never writes", NULL);
 	}else if(f->seq == UINT64_MAX){
 		refuse(r, "the largest sequence number, which has no next", NULL);
 	}
@@ -364,12 +372,14 @@ static bool read_envelope(struct reader *r, bool letter, struct envelope_entry *
 }
 
 /* The envelope f describes (but for where it waits: due_ms and policy are
- * the caller's), or NULL when out of memory (r->nomem). */
-static struct dlq_envelope *envelope_of(struct reader *r, const struct envelope_entry *f)
+ * the caller's), or NULL when out of memory (r->nomem). A dead letter saved
+ * without a broker's name is given v's (broker_name). */
+static struct dlq_envelope *envelope_of(struct state_view *v, struct reader *r, const struct envelope_entry *f)
 {
 	const char *const *s = (const char *const *)f->s;
+	const char *broker = f->kind != DLQ_ENV_DEAD_LETTER ? NULL : s[7] ? s[7] : v->broker_name;
 	struct dlq_envelope *e = envelope__new((enum dlq_envelope_kind)f->kind, s[0], s[1], s[2], s[3], s[4], s[5], s[6],
-			f->payload, f->plen, f->headers, f->hlen);
+			broker, f->payload, f->plen, f->headers, f->hlen);
 	if(e == NULL){
 		r->bad = r->nomem = true;
 		return NULL;
@@ -396,7 +406,7 @@ static bool decode_envelope(struct state_view *v, struct reader *r, uint64_t mon
 	bool delayed;
 	struct dlq_envelope *e = NULL;
 	/* Already there (journal replay): nothing to make. */
-	if(read_envelope(r, false, &f) && find_seq(v, f.seq, &delayed) == NULL) e = envelope_of(r, &f);
+	if(read_envelope(r, false, &f) && find_seq(v, f.seq, &delayed) == NULL) e = envelope_of(v, r, &f);
 	envelope_entry_free(&f);
 	if(r->bad) return false;
 	if(e == NULL) return true;
@@ -424,7 +434,7 @@ static void decode_letter(struct state_view *v, struct reader *r, struct state_r
 {
 	struct envelope_entry f = {0};
 	struct dlq_envelope *e = NULL;
-	if(read_envelope(r, true, &f) && v->letters) e = envelope_of(r, &f);
+	if(read_envelope(r, true, &f) && v->letters) e = envelope_of(v, r, &f);
 	envelope_entry_free(&f);
 	if(e == NULL) return;
 	/* A kept letter waits for nobody: no due time, no policy pointer
@@ -470,10 +480,13 @@ static void decode_task(struct state_view *v, struct reader *r)
 	};
 	m.since = (int64_t)get_u(r, 8);
 	m.until = (int64_t)get_u(r, 8);
-	char *s[5];
+	/* The filter's broker name comes last: absent in files written before
+	 * broker names (no broker in the filter). */
+	char *s[6] = {NULL};
 	for(int i = 0; i < 5; i++) s[i] = get_str(r, true);
+	if(!r->bad && r->left > 0) s[5] = get_str(r, true);
 	const char *bad_text = NULL;
-	for(int i = 0; i < 5 && bad_text == NULL; i++) bad_text = state_check__text_or_null(s[i]);
+	for(int i = 0; i < 6 && bad_text == NULL; i++) bad_text = state_check__text_or_null(s[i]);
 	if(r->bad){
 		/* a field is missing: malformed */
 	}else if(id == 0 || id > INT64_MAX){
@@ -485,11 +498,14 @@ static void decode_task(struct state_view *v, struct reader *r)
 		refuse(r, "a string", bad_text);
 	}else if(s[3] && (!topic__valid_publish(s[3]) || s[3][0] == '$')){
 		refuse(r, "a target that is not a topic name", NULL);
+	}else if(s[5] && topic__broker_name_problem(s[5])){
+		refuse(r, "a broker name the plugin never writes", NULL);
 	}
 	if(!r->bad && v->tasks){
 		m.filter = s[0];
 		m.dead_letter = s[1];
 		m.reason = s[2];
+		m.broker = s[5];
 		struct dlq_redrive_task *t = redrive_task__new(&m, s[3], s[4], (uint32_t)rate);
 		if(t == NULL){
 			r->bad = r->nomem = true;
@@ -504,7 +520,7 @@ static void decode_task(struct state_view *v, struct reader *r)
 			redrive_task__add(v->tasks, t);
 		}
 	}
-	for(int i = 0; i < 5; i++) free(s[i]);
+	for(int i = 0; i < 6; i++) free(s[i]);
 }
 
 static void decode_remove(struct state_view *v, struct reader *r)

@@ -10,7 +10,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "mosquitto_dlq.h"
 #include "util/topic.h"
+
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x)
 
 #define TOPIC_MAX_BYTES 65535
 
@@ -186,4 +190,16 @@ unsigned topic__wildcards(const char *filter)
 		if(*p == '+' || *p == '#') n++;
 	}
 	return n;
+}
+
+const char *topic__broker_name_problem(const char *s)
+{
+	if(s == NULL || s[0] == '\0') return "it is empty";
+	size_t n = 0;
+	for(const unsigned char *p = (const unsigned char *)s; *p; p++, n++){
+		if(n >= DLQ_MAX_BROKER_NAME_LEN) return "it is longer than " TEXT_OF(DLQ_MAX_BROKER_NAME_LEN) " bytes";
+		if(*p == '/' || *p == '+' || *p == '#') return "it holds '/', '+' or '#' (it is one topic level, never a wildcard)";
+		if(*p <= 0x20 || *p >= 0x7f) return "it holds a space, a control character or a byte outside printable ASCII";
+	}
+	return NULL;
 }

@@ -39,4 +39,12 @@ const char *topic__shared_filter(const char *f);
 /* Number of '+' and '#' levels in a valid filter. */
 unsigned topic__wildcards(const char *filter);
 
+/* Why s cannot be a broker's name (plugin_opt_broker_name, the
+ * dead-letter-broker property), or NULL when it can: 1 to
+ * DLQ_MAX_BROKER_NAME_LEN bytes of printable ASCII other than space, '/',
+ * '+' and '#', so that it is one topic level and never a wildcard (a
+ * fleet's bridge topics hold it), and reads as it is in a log line, a
+ * table and the console. The reason is a constant phrase. */
+const char *topic__broker_name_problem(const char *s);
+
 #endif

@@ -52,6 +52,9 @@ const NUMBERS_ACK_TIMEOUT = '1h';
 const SLOW_ACK_TIMEOUT = `${Math.ceil(2 * SLOW)}s`;
 const SLEEPER = 'console-test-sleeper';
 const FINAL_REASON = 'this one can never succeed';
+// The plugin's plugin_opt_broker_name: each letter's dead-letter-broker,
+// shown in the table's Broker column and the details.
+const BROKER_NAME = 'console-edge-1';
 
 function assert(cond, what) {
   if (!cond) throw new Error(what);
@@ -198,6 +201,7 @@ class Broker {
         // no ACL source (a password file authenticates, no acl_file and no
         // other plugin).
         'plugin_opt_redelivery_tracking allow',
+        `plugin_opt_broker_name ${BROKER_NAME}`,
         // 2.0.21 exports no mosquitto_acl_check: the store's commands are
         // then for whoever may publish to $CONTROL/dlq/v1 (here: every
         // user of the password file; there is no acl_file).
@@ -576,6 +580,8 @@ async function main() {
       assert(r.cells[5] === 'nack', `row ${r.id}: cause "${r.cells[5]}"`);
       assert(r.cells[6] === retries.get(r.id) && Number(r.cells[6]) >= 2, `row ${r.id}: retry count ${r.cells[6]}, the plugin's ${retries.get(r.id)}`);
       assert(r.cells[7] === 'console-test-worker', `row ${r.id}: client ${r.cells[7]}`);
+      // The broker that made it (plugin_opt_broker_name), as the plugin lists it.
+      assert(r.cells[8] === BROKER_NAME, `row ${r.id}: broker "${r.cells[8]}"`);
     }
     assert((await text(page, '#letters-count')).includes('of 3'), `count line: ${await text(page, '#letters-count')}`);
     for (let i = 0; i < rows.length; i++) {
@@ -591,10 +597,13 @@ async function main() {
       ids[payload] = rows[i].id;
       const props = await page.$$eval('#properties tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent).join(' = ')));
       for (const want of ['content-type = text/plain', 'user property “source” = console-test', 'user property “retry-count” = ' + retries.get(rows[i].id),
-        'user property “dead-letter-reason” = ' + REASON, 'user property “dead-letter-cause” = nack']) {
+        'user property “dead-letter-reason” = ' + REASON, 'user property “dead-letter-cause” = nack',
+        'user property “dead-letter-broker” = ' + BROKER_NAME]) {
         assert(props.includes(want), `letter ${payload}: no property "${want}" among ${props.join('; ')}`);
       }
       assert((await text(page, '#payload-note')).startsWith('UTF-8 text'), 'the payload is not shown as text');
+      const fields = await page.$$eval('#details-fields dt', (dts) => dts.map((dt) => [dt.textContent, dt.nextElementSibling.textContent]));
+      assert(fields.some(([k, v]) => k === 'Broker' && v === BROKER_NAME), `letter ${payload}: details ${JSON.stringify(fields)}`);
       if (i === 0) {
         assert((await page.evaluate(() => document.activeElement.id)) === 'details', 'the details do not take the focus');
         await shot(page, '04-details.png');

@@ -231,13 +231,17 @@ t.step('letters: paging by the plugin\'s cursor, filters, and the count line', (
   eq(p.command(), { command: 'listDeadLetters', order: 'newest', limit: letters.PAGE, cause: 'ack_timeout' }, 'one cause');
   p.took({ letters: [], matched: 0 });
   eq(p.describe(), 'No dead letters kept that match the filter.', 'empty words for a cause');
+  p.setFilter('', '', '', 'edge-1');
+  eq(p.command(), { command: 'listDeadLetters', order: 'newest', limit: letters.PAGE, broker: 'edge-1' }, 'one broker');
+  p.took({ letters: [], matched: 0 });
+  eq(p.describe(), 'No dead letters kept that match the filter.', 'empty words for a broker');
 });
 
 t.step('letters: the redrive task of the current filter, and a task in words', () => {
   const p = new letters.LetterPages();
   eq(p.taskCommand(100, ''), { command: 'startRedriveTask', rate: 100 }, 'every letter');
-  p.setFilter('a/#', 'odd', 'nack');
-  eq(p.taskCommand(250, 'b/again'), { command: 'startRedriveTask', rate: 250, filter: 'a/#', reason: 'odd', cause: 'nack', to: 'b/again' },
+  p.setFilter('a/#', 'odd', 'nack', 'edge-1');
+  eq(p.taskCommand(250, 'b/again'), { command: 'startRedriveTask', rate: 250, filter: 'a/#', reason: 'odd', cause: 'nack', broker: 'edge-1', to: 'b/again' },
     'the filter and a target');
   eq(letters.taskWords({ id: 3, policy: null, to: null, rate: 200, state: 'running', moved: 1200, failed: 1, left: 799 }),
     'Task 3 (every policy to origin topics, 200/s): running, 1200 moved, 1 failed, 799 left', 'words');

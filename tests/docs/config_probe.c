@@ -51,6 +51,8 @@ static void print_config(const struct dlq_config *c)
 	if(c->dead_letter_keep_for_ms) printf("option dead_letter_keep_for %llu\n", (unsigned long long)c->dead_letter_keep_for_ms);
 	else printf("option dead_letter_keep_for forever\n");
 	printf("option dead_letter_access %s\n", c->dead_letter_access == DLQ_LETTER_ACCESS_CONTROL ? "control" : "check");
+	/* "-": not given, the host name at start (config__name_broker). */
+	printf("option broker_name %s\n", or_dash(c->broker_name));
 	for(size_t i = 0; i < c->policies.count; i++){
 		const struct dlq_policy *p = &c->policies.items[i];
 		char keep[24] = "none";

@@ -95,7 +95,7 @@ static bool envelope_refused(const struct dlq_envelope *e)
 	headers__free(&h);
 	if(!refused && e->kind == DLQ_ENV_RETRY_COPY){
 		if(e->dead_letter == NULL) return true;
-		struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, DLQ_DEAD_SUBSCRIBER_GONE, "gone", 0);
+		struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, "fuzz", DLQ_DEAD_SUBSCRIBER_GONE, "gone", 0);
 		FUZZ_CHECK(dl != NULL, "out of memory");
 		refused = envelope_refused(dl);
 		envelope__free(dl);

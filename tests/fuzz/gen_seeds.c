@@ -350,7 +350,8 @@ static void delivery_model_seeds(const char *dir)
 static void put_tasks(struct dlq_headers *out)
 {
 	struct dlq_letter_match m = {
-		.filter = "numbers", .dead_letter = "dead/numbers", .reason = "timeout", .cause_given = true, .cause = 1,
+		.filter = "numbers", .dead_letter = "dead/numbers", .reason = "timeout", .broker = "edge-1", .cause_given = true,
+		.cause = 1,
 		.since_given = true, .since = 1790000000000LL, .until_given = true, .until = 1790000060000LL,
 	};
 	struct dlq_redrive_task *run = redrive_task__new(&m, NULL, "operator", 200);

@@ -49,7 +49,7 @@ static void expect_user_absent(const char *file, int line, const struct it_msg *
 static const char *const dead_letter_only[] = {
 	DLQ_PROP_DEAD_LETTER_REASON, DLQ_PROP_DEAD_LETTER_CLIENT,
 	DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME, DLQ_PROP_DEAD_LETTER_ID,
-	DLQ_PROP_DEAD_LETTER_CAUSE,
+	DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_PROP_DEAD_LETTER_BROKER,
 };
 
 /* The documented vocabulary of dead-letter-cause (mosquitto_dlq.h). */
@@ -118,6 +118,13 @@ void expect_dead_letter_at(const char *file, int line, const struct it_msg *m,
 	if(known == ARRAY_LEN(causes) - 1){
 		fail_at(file, line, "dead letter on %s: %s \"%s\" is not a cause the plugin makes", m->topic,
 				DLQ_PROP_DEAD_LETTER_CAUSE, cause);
+	}
+	/* The broker that made it (plugin_opt_broker_name, by default the host
+	 * name; test_broker_name.c checks the value): one name, once. */
+	expect_user_once(file, line, m, DLQ_PROP_DEAD_LETTER_BROKER, NULL);
+	if(!*msg_user(m, DLQ_PROP_DEAD_LETTER_BROKER) || strpbrk(msg_user(m, DLQ_PROP_DEAD_LETTER_BROKER), "/+# ")){
+		fail_at(file, line, "dead letter on %s: %s \"%s\" is not a broker's name", m->topic,
+				DLQ_PROP_DEAD_LETTER_BROKER, msg_user(m, DLQ_PROP_DEAD_LETTER_BROKER));
 	}
 	/* Its name in the dead-letter store, unless the store is off (the
 	 * letters suite checks that it is there): an id, once. */

@@ -403,6 +403,10 @@ const cJSON *status_policy(const cJSON *data, const char *filter);
 
 /* True if s is a dlq-id: 16 characters of base64url. */
 bool it_is_dlq_id(const char *s);
+/* This machine's host name (gethostname), which the plugin names its
+ * broker by without plugin_opt_broker_name (dead-letter-broker); fails the
+ * test when it cannot be read. A static buffer. */
+const char *it_host_name(void);
 /* True if s is an RFC 3339 UTC time ("...Z") within slack_s seconds of
  * now. */
 bool it_is_recent_rfc3339(const char *s, int slack_s);

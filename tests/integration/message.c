@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness_int.h"
 
@@ -197,6 +198,14 @@ size_t msg_user_count(const struct it_msg *m, const char *name)
 cJSON *msg_json(const struct it_msg *m)
 {
 	return cJSON_ParseWithLength(m->payload, (size_t)m->payloadlen);
+}
+
+const char *it_host_name(void)
+{
+	static char host[256];
+	ck_assert_int_eq(gethostname(host, sizeof(host)), 0);
+	host[sizeof(host) - 1] = '\0';
+	return host;
 }
 
 bool it_is_dlq_id(const char *s)

@@ -568,15 +568,16 @@ START_TEST(test_store)
 	kept_id(b, "jobs/#", 1, id, sizeof(id));
 
 	struct proc *p = dlqctl_expect(0, b, "list");
-	expect_row(p, "ID", (const char *[]){ "ID", "TIME", "DEAD-LETTER", "ORIGIN-TOPIC", "RETRY-COUNT", "CAUSE", "CLIENT",
-		"REASON", NULL });
+	expect_row(p, "ID", (const char *[]){ "ID", "TIME", "BROKER", "DEAD-LETTER", "ORIGIN-TOPIC", "RETRY-COUNT", "CAUSE",
+		"CLIENT", "REASON", NULL });
 	ck_assert_msg(it_count(proc_out(p), "\n") == 2, "expected a header and one row:\n%s", proc_out(p));
 	char line[1024];
 	ck_assert_msg(it_lines_with(proc_out(p), id, line, sizeof(line)) == 1, "no row of %s:\n%s", id, proc_out(p));
 	ck_assert_msg(strstr(line, " dlq/jobs ") && strstr(line, " jobs/x ") && strstr(line, client_id(worker))
 			&& strstr(line, "db down"), "row: %s", line);
-	expect_row(p, id, (const char *[]){ id, field(line, 1), "dlq/jobs", "jobs/x", "1", DLQ_CAUSE_NACK, client_id(worker),
-		"db", "down", NULL });
+	/* Without plugin_opt_broker_name, the broker is the host name. */
+	expect_row(p, id, (const char *[]){ id, field(line, 1), it_host_name(), "dlq/jobs", "jobs/x", "1", DLQ_CAUSE_NACK,
+		client_id(worker), "db", "down", NULL });
 
 	p = dlqctl_expect(0, b, "show", id);
 	const char *reason = strstr(proc_out(p), "\nreason:");
@@ -684,7 +685,8 @@ START_TEST(test_list_by_cause)
 		char line[1024];
 		ck_assert_msg(it_lines_with(proc_out(p), id, line, sizeof(line)) == 1, "--cause %s: no row of %s:\n%s",
 				cases[i].cause, id, proc_out(p));
-		expect_row(p, id, (const char *[]){ id, field(line, 1), "dlq/jobs", cases[i].id_of[0] == 'f' ? "jobs/f" : "jobs/n",
+		expect_row(p, id, (const char *[]){ id, field(line, 1), it_host_name(), "dlq/jobs",
+			cases[i].id_of[0] == 'f' ? "jobs/f" : "jobs/n",
 			"1", cases[i].cause, NULL });
 	}
 	/* With --json, the plugin's data: each summary's cause. */

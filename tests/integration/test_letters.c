@@ -319,7 +319,9 @@ static void copy_fixture(const char *from, const char *to)
  * snapshot's kept dead letter and the journal's, with their payloads and
  * reasons; their NACKable deliveries are past a 100 ms nack_window, so
  * skipped. The journal is folded into a snapshot at that start, so a
- * SIGKILL right after it loses nothing and applies nothing twice. */
+ * SIGKILL right after it loses nothing and applies nothing twice. Its
+ * letters, saved before broker names (issue 39), are the restoring
+ * broker's (plugin_opt_broker_name), and stay so across the restart. */
 START_TEST(test_state_of_the_previous_version)
 {
 	const char *fixtures = getenv("DLQ_FIXTURES");
@@ -338,6 +340,7 @@ START_TEST(test_state_of_the_previous_version)
 	broker_conf(b, "plugin_opt_dead_letter_keep 1MiB");
 	broker_conf(b, "plugin_opt_nack_window 100ms");
 	broker_conf(b, "plugin_opt_policy jobs max_attempts=2 dead_letter=dlq/jobs");
+	broker_conf(b, "plugin_opt_broker_name centre-1");
 	/* Not start_store: its second start (where the broker lacks
 	 * mosquitto_acl_check) would read the files the first one wrote. */
 	broker_conf(b, "plugin_opt_dead_letter_access control");
@@ -358,9 +361,11 @@ START_TEST(test_state_of_the_previous_version)
 		for(int i = 0; i < 2; i++){
 			const cJSON *s = cJSON_GetArrayItem(p.letters, i);
 			expect_str_member(s, "deadLetter", "dlq/jobs");
+			expect_str_member(s, "broker", "centre-1");
 			const cJSON *d;
 			cJSON *doc = get_letter(insp, json_str(s, "id"), &d);
 			expect_payload(d, payloads[i], 4, true);
+			expect_user_prop(cJSON_GetObjectItemCaseSensitive(d, "properties"), DLQ_PROP_DEAD_LETTER_BROKER, "centre-1");
 			cJSON_Delete(doc);
 		}
 		cJSON_Delete(p.doc);

@@ -89,7 +89,11 @@ START_TEST(test_properties_preserved)
 	ck_assert_str_eq(dl->payload, payload);
 	expect_publisher_props(dl, "dead letter");
 	expect_dead_letter(dl, "props", id, 2, client_id(worker), "props", "schema mismatch");
-	ck_assert_uint_eq(dl->nusers, NUSER + 9);
+	/* The publisher's, then the plugin's ten: retry-count, origin-topic,
+	 * origin-id, dead-letter-reason, -client, -filter, -time, -cause,
+	 * -broker and -id. */
+	ck_assert_uint_eq(dl->nusers, NUSER + 10);
+	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_BROKER), it_host_name());
 	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_NACK);
 
 	clients_settle(worker, watcher);
@@ -116,6 +120,7 @@ START_TEST(test_reserved_names_not_carried)
 	ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, DLQ_PROP_DEAD_LETTER_REASON, "forged"), 0);
 	ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, DLQ_PROP_DEAD_LETTER_CLIENT, "forged"), 0);
 	ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, DLQ_PROP_DEAD_LETTER_CAUSE, "forged"), 0);
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, DLQ_PROP_DEAD_LETTER_BROKER, "forged"), 0);
 	client_publish(watcher, "spoof", "x", 1, 1, p);
 	mosquitto_property_free_all(&p);
 
@@ -131,7 +136,8 @@ START_TEST(test_reserved_names_not_carried)
 	const struct it_msg *dl = client_expect(watcher, "dlq/spoof", 1);
 	expect_dead_letter(dl, "spoof", id, 2, client_id(worker), "spoof", NULL);
 	ck_assert_str_eq(msg_user(dl, "keep"), "me");
-	ck_assert_uint_eq(dl->nusers, 10);
+	ck_assert_uint_eq(dl->nusers, 11);
+	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_BROKER), it_host_name());
 
 	clients_settle(worker, watcher);
 	client_expect_exactly(worker, NULL, 2);
@@ -205,7 +211,7 @@ START_TEST(test_v311_publisher)
 	const struct it_msg *dl = client_expect(watcher, "dlq/legacy", 1);
 	ck_assert_str_eq(dl->payload, "from 3.1.1");
 	expect_dead_letter(dl, "legacy", id, 2, client_id(worker), "legacy", "v3 payload rejected");
-	ck_assert_uint_eq(dl->nusers, 9);
+	ck_assert_uint_eq(dl->nusers, 10);
 	ck_assert_ptr_null(dl->content_type);
 	ck_assert_ptr_null(dl->correlation);
 	ck_assert_ptr_null(dl->response_topic);

@@ -1183,6 +1183,94 @@ START_TEST(test_keep_for_bad)
 }
 END_TEST
 
+/* ---- plugin_opt_broker_name (issue 39) ---- */
+
+/* A name is one topic level of printable ASCII, 1 to 64 bytes; given, it
+ * is kept as it is and the host name is not looked at. */
+START_TEST(test_broker_name_good)
+{
+	static const char *const names[] = {
+		"edge-1", "plant_7.lyon", "a", "EU:west:3", "$edge", "x@y=z~!",
+		"1234567890123456789012345678901234567890123456789012345678901234",
+	};
+	for(size_t i = 0; i < ARRAY_LEN(names); i++){
+		struct dlq_option opts[] = {
+			{"policy", "a max_attempts=3 dead_letter=d"},
+			{"broker_name", names[i]},
+		};
+		struct dlq_config c;
+		ck_assert_msg(config__parse(opts, 2, &c, err, sizeof(err)) == 0, "%s: %s", names[i], err);
+		ck_assert_str_eq(c.broker_name, names[i]);
+		ck_assert_int_eq(config__name_broker(&c, "the-host", err, sizeof(err)), 0);
+		ck_assert_str_eq(c.broker_name, names[i]);
+		config__free(&c);
+	}
+}
+END_TEST
+
+/* Refused with the option, the value and why: empty, a wildcard or a
+ * level separator, a space or a control character, a byte outside
+ * printable ASCII, longer than 64 bytes; and given twice. */
+START_TEST(test_broker_name_bad)
+{
+	static const struct bad_option cases[] = {
+		{"broker_name", "", {"plugin_opt_broker_name \"\"", "it is empty", "1 to 64 bytes"}},
+		{"broker_name", "site/7", {"plugin_opt_broker_name \"site/7\"", "'/', '+' or '#'"}},
+		{"broker_name", "edge+", {"\"edge+\"", "'/', '+' or '#'"}},
+		{"broker_name", "#", {"\"#\"", "never a wildcard"}},
+		{"broker_name", "edge 1", {"\"edge 1\"", "a space, a control character"}},
+		{"broker_name", "edge\t1", {"plugin_opt_broker_name", "a space, a control character"}},
+		{"broker_name", "edge\x7f", {"plugin_opt_broker_name", "outside printable ASCII"}},
+		{"broker_name", "usine-\xc3\xa9", {"plugin_opt_broker_name", "outside printable ASCII"}},
+		{"broker_name", "12345678901234567890123456789012345678901234567890123456789012345",
+			{"plugin_opt_broker_name", "longer than 64 bytes"}},
+	};
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
+		expect_option_refused(&cases[i]);
+	}
+	const struct dlq_option twice[] = {
+		{"policy", "a max_attempts=3 dead_letter=d"},
+		{"broker_name", "edge-1"},
+		{"broker_name", "edge-2"},
+	};
+	parse_fails(twice, ARRAY_LEN(twice));
+	ERR_HAS("plugin_opt_broker_name \"edge-2\"", "given twice", "\"edge-1\"");
+}
+END_TEST
+
+/* Left out, the parser gives none (config_probe prints "-") and
+ * config__name_broker gives the host name; a host name that cannot be a
+ * broker's name, or none at all, is refused saying to set the option. */
+START_TEST(test_broker_name_default)
+{
+	const struct dlq_option opts[] = {{"policy", "a max_attempts=3 dead_letter=d"}};
+	struct dlq_config c;
+	ck_assert_int_eq(config__parse(opts, 1, &c, err, sizeof(err)), 0);
+	ck_assert_ptr_null(c.broker_name);
+	ck_assert_int_eq(config__name_broker(&c, "gw-3.example.org", err, sizeof(err)), 0);
+	ck_assert_str_eq(c.broker_name, "gw-3.example.org");
+	config__free(&c);
+
+	static const struct {
+		const char *host;
+		const char *want;
+	} bad[] = {
+		{NULL, "the host name cannot be read"},
+		{"", "it is empty"},
+		{"my host", "a space"},
+		{"a/b", "'/', '+' or '#'"},
+	};
+	for(size_t i = 0; i < ARRAY_LEN(bad); i++){
+		ck_assert_int_eq(config__parse(opts, 1, &c, err, sizeof(err)), 0);
+		err[0] = '\0';
+		ck_assert_int_eq(config__name_broker(&c, bad[i].host, err, sizeof(err)), EINVAL);
+		ck_assert_ptr_null(c.broker_name);
+		ERR_HAS(bad[i].want, "set plugin_opt_broker_name");
+		config__free(&c);
+	}
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1221,6 +1309,12 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_ack_timeout_good);
 	tcase_add_test(tc, test_ack_timeout_bad);
 	tcase_add_test(tc, test_ack_timeout_needs_a_send_signal);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("broker name");
+	tcase_add_test(tc, test_broker_name_good);
+	tcase_add_test(tc, test_broker_name_bad);
+	tcase_add_test(tc, test_broker_name_default);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("age bound");

@@ -273,7 +273,8 @@ START_TEST(a_dead_letter_carries_the_documented_headers_in_order)
 	struct dlq_record *r = record__new(&id, &origin, "numbers", NULL, "42", 2,
 			original.data, original.len, &numbers, 3, 1, 1000);
 	ck_assert_ptr_nonnull(r);
-	struct dlq_envelope *e = envelope__dead_letter(r, "sub1", DLQ_DEAD_NACK, "parse error: not a number", 1790000000123LL);
+	struct dlq_envelope *e = envelope__dead_letter(r, "sub1", "edge-1", DLQ_DEAD_NACK, "parse error: not a number",
+			1790000000123LL);
 	ck_assert_ptr_nonnull(e);
 
 	ck_assert_int_eq(e->kind, DLQ_ENV_DEAD_LETTER);
@@ -297,6 +298,7 @@ START_TEST(a_dead_letter_carries_the_documented_headers_in_order)
 	expect_user(&w, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
 	expect_user(&w, DLQ_PROP_DEAD_LETTER_TIME, "2026-09-21T14:13:20.123Z");
 	expect_user(&w, DLQ_PROP_DEAD_LETTER_CAUSE, "nack");
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_BROKER, "edge-1");
 	expect_no_more(&w);
 	headers__free(&h);
 
@@ -311,6 +313,8 @@ START_TEST(a_dead_letter_carries_the_documented_headers_in_order)
 	ck_assert_str_eq(fake_header_value(&as_sent, DLQ_PROP_DEAD_LETTER_TIME), "2026-09-21T14:13:20.123Z");
 	ck_assert_str_eq(c->reason, e->reason);
 	ck_assert_uint_eq(c->cause, DLQ_DEAD_NACK);
+	ck_assert_str_eq(c->broker, "edge-1");
+	ck_assert_str_eq(fake_header_value(&as_sent, DLQ_PROP_DEAD_LETTER_BROKER), "edge-1");
 	ck_assert_uint_eq(c->retry_count, 3);
 	ck_assert_mem_eq(c->origin_id.raw, origin.raw, DLQ_ID_RAW_LEN);
 	envelope__free(c);
@@ -324,7 +328,7 @@ END_TEST
 START_TEST(without_a_reason_the_dead_letter_says_attempts_ran_out)
 {
 	struct dlq_record *r = original_record(1);
-	struct dlq_envelope *e = envelope__dead_letter(r, "sub1", DLQ_DEAD_NACK, NULL, 0);
+	struct dlq_envelope *e = envelope__dead_letter(r, "sub1", "edge-1", DLQ_DEAD_NACK, NULL, 0);
 	ck_assert_ptr_nonnull(e);
 	ck_assert_ptr_nonnull(e->reason);
 	/* It names the limit that was reached. */
@@ -345,7 +349,7 @@ START_TEST(a_dead_letter_has_at_least_qos_1)
 {
 	for(uint8_t qos = 0; qos <= 2; qos++){
 		struct dlq_record *r = original_record(qos);
-		struct dlq_envelope *e = envelope__dead_letter(r, "sub1", DLQ_DEAD_NACK, NULL, 0);
+		struct dlq_envelope *e = envelope__dead_letter(r, "sub1", "edge-1", DLQ_DEAD_NACK, NULL, 0);
 		ck_assert_ptr_nonnull(e);
 		ck_assert_uint_eq(envelope__qos(e), qos < 1 ? 1 : qos);
 		envelope__free(e);
@@ -359,7 +363,7 @@ START_TEST(a_dead_letter_without_original_headers_has_only_the_plugins)
 	struct dlq_id id = fresh_id();
 	struct dlq_record *r = record__new(&id, &id, "numbers", NULL, "", 0, NULL, 0, &numbers, 1, 0, 1000);
 	ck_assert_ptr_nonnull(r);
-	struct dlq_envelope *e = envelope__dead_letter(r, "c", DLQ_DEAD_FINAL, "why", 0);
+	struct dlq_envelope *e = envelope__dead_letter(r, "c", NULL, DLQ_DEAD_FINAL, "why", 0);
 	ck_assert_ptr_nonnull(e);
 	ck_assert_uint_eq(e->payload_len, 0);
 	struct dlq_headers h = {0};
@@ -391,7 +395,8 @@ START_TEST(a_dead_letter_from_a_copy_replaces_it)
 	record__free(r); /* the copy holds everything it needs */
 
 	const char *why = "subscriber sub1 left without a session before its retry copy was delivered";
-	struct dlq_envelope *e = envelope__dead_letter_from_copy(copy, DLQ_DEAD_SUBSCRIBER_GONE, why, 1790000000123LL);
+	struct dlq_envelope *e = envelope__dead_letter_from_copy(copy, "edge-1", DLQ_DEAD_SUBSCRIBER_GONE, why,
+			1790000000123LL);
 	ck_assert_ptr_nonnull(e);
 	envelope__free(copy);
 
@@ -415,6 +420,7 @@ START_TEST(a_dead_letter_from_a_copy_replaces_it)
 	expect_user(&w, DLQ_PROP_DEAD_LETTER_FILTER, "numbers");
 	expect_user(&w, DLQ_PROP_DEAD_LETTER_TIME, "2026-09-21T14:13:20.123Z");
 	expect_user(&w, DLQ_PROP_DEAD_LETTER_CAUSE, "subscriber_gone");
+	expect_user(&w, DLQ_PROP_DEAD_LETTER_BROKER, "edge-1");
 	expect_no_more(&w);
 	headers__free(&h);
 	envelope__free(e);
@@ -492,17 +498,17 @@ START_TEST(what_copies_and_dead_letters_add_to_a_packet)
 	c->delay_ms = 1000;
 	ck_assert_uint_eq(own_property_bytes(c), 27 + 17 + 17 + t + 30 + 44); /* first-nack-time */
 
-	struct dlq_envelope *dl = envelope__dead_letter(r, "sub1", DLQ_DEAD_ACK_TIMEOUT, "why", 0);
+	struct dlq_envelope *dl = envelope__dead_letter(r, "sub1", "edge-1", DLQ_DEAD_ACK_TIMEOUT, "why", 0);
 	ck_assert_ptr_nonnull(dl);
 	dl->retry_count = 3;
 	/* retry-count, origin-topic, origin-id, then 23 + value for reason,
 	 * client and filter, 45 for dead-letter-time, and 22 + the word for
-	 * dead-letter-cause. */
-	size_t cause = 22 + strlen(DLQ_CAUSE_ACK_TIMEOUT);
-	ck_assert_uint_eq(own_property_bytes(dl), 17 + 17 + t + 30 + 23 + 3 + 23 + 4 + 23 + t + 45 + cause);
+	 * dead-letter-cause, and 23 + the name for dead-letter-broker. */
+	size_t last = 22 + strlen(DLQ_CAUSE_ACK_TIMEOUT) + 23 + strlen("edge-1");
+	ck_assert_uint_eq(own_property_bytes(dl), 17 + 17 + t + 30 + 23 + 3 + 23 + 4 + 23 + t + 45 + last);
 	/* Named in the dead-letter store: dead-letter-id, 19 + 16. */
 	dl->id = fresh_id();
-	ck_assert_uint_eq(own_property_bytes(dl), 17 + 17 + t + 30 + 23 + 3 + 23 + 4 + 23 + t + 45 + cause + 35);
+	ck_assert_uint_eq(own_property_bytes(dl), 17 + 17 + t + 30 + 23 + 3 + 23 + 4 + 23 + t + 45 + last + 35);
 	envelope__free(dl);
 	envelope__free(c);
 	record__free(r);

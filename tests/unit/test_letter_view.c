@@ -28,7 +28,10 @@ static bool d_live;
 /* The view of the dead letter of a message with payload, NACKed once. */
 static cJSON *view_of(const char *payload)
 {
-	struct dlq_option opts[] = {{"policy", "jobs/# max_attempts=1 dead_letter=dead/jobs"}};
+	struct dlq_option opts[] = {
+		{"policy", "jobs/# max_attempts=1 dead_letter=dead/jobs"},
+		{"broker_name", "edge-1"},
+	};
 	char id[DLQ_ID_LEN + 1];
 	fake_reset();
 	engine_start(&d, &d_live, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
@@ -83,6 +86,21 @@ START_TEST(what_mqtt_refuses_is_base64)
 }
 END_TEST
 
+/* The view's properties hold exactly one user property key, of value. */
+static void expect_one_user_prop(const cJSON *v, const char *key, const char *value)
+{
+	size_t found = 0;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(v, "properties")){
+		const cJSON *k = cJSON_GetObjectItemCaseSensitive(p, "key");
+		if(cJSON_IsString(k) && !strcmp(k->valuestring, key)){
+			ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(p, "value")->valuestring, value);
+			found++;
+		}
+	}
+	ck_assert_uint_eq(found, 1);
+}
+
 /* The summary says the letter's cause, as its dead-letter-cause property
  * (among its properties) does. */
 START_TEST(the_summary_says_the_cause)
@@ -91,18 +109,47 @@ START_TEST(the_summary_says_the_cause)
 	const cJSON *c = cJSON_GetObjectItemCaseSensitive(v, "cause");
 	ck_assert(cJSON_IsString(c));
 	ck_assert_str_eq(c->valuestring, DLQ_CAUSE_NACK);
-	const cJSON *props = cJSON_GetObjectItemCaseSensitive(v, "properties");
-	size_t found = 0;
-	const cJSON *p;
-	cJSON_ArrayForEach(p, props){
-		const cJSON *k = cJSON_GetObjectItemCaseSensitive(p, "key");
-		if(cJSON_IsString(k) && !strcmp(k->valuestring, DLQ_PROP_DEAD_LETTER_CAUSE)){
-			ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(p, "value")->valuestring, DLQ_CAUSE_NACK);
-			found++;
-		}
-	}
-	ck_assert_uint_eq(found, 1);
+	expect_one_user_prop(v, DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_CAUSE_NACK);
 	cJSON_Delete(v);
+}
+END_TEST
+
+/* The summary says the broker that made the letter (plugin_opt_broker_name),
+ * as its dead-letter-broker property does, once. */
+START_TEST(the_summary_says_the_broker)
+{
+	cJSON *v = view_of("job");
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(v, "broker");
+	ck_assert(cJSON_IsString(b));
+	ck_assert_str_eq(b->valuestring, "edge-1");
+	expect_one_user_prop(v, DLQ_PROP_DEAD_LETTER_BROKER, "edge-1");
+	cJSON_Delete(v);
+}
+END_TEST
+
+/* The name is read once, at start: a reload keeps it (the plugin reloads
+ * the options it started with, and the host name is not read again). */
+START_TEST(a_reload_keeps_the_broker_name)
+{
+	struct dlq_option opts[] = {
+		{"policy", "jobs/# max_attempts=1 dead_letter=dead/jobs"},
+		{"broker_name", "edge-1"},
+	};
+	struct dlq_option again[] = {
+		{"policy", "jobs/# max_attempts=1 dead_letter=dead/jobs"},
+		{"broker_name", "edge-2"},
+	};
+	char id[DLQ_ID_LEN + 1], err[1024];
+	fake_reset();
+	engine_start(&d, &d_live, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
+	ck_assert_msg(dlq__reload(&d, again, ARRAY_LEN(again), err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(dlq__reload(&d, again, 1, err, sizeof(err)) == 0, "%s", err);
+	engine_track(&d, "jobs/a", "job", 1, NULL, id);
+	ck_assert_int_eq(engine_nack(&d, id, "worker", false), DLQ_NACK_DEAD_LETTERED);
+	ck_assert_uint_eq(d.letters.count, 1);
+	ck_assert_str_eq(d.letters.oldest->env->broker, "edge-1");
+	engine_stop(&d, &d_live);
+	fake_reset();
 }
 END_TEST
 
@@ -124,6 +171,8 @@ static Suite *letter_view_suite(void)
 	tcase_add_test(tc, what_mqtt_refuses_is_base64);
 	tcase_add_test(tc, base64_gives_the_bytes_back);
 	tcase_add_test(tc, the_summary_says_the_cause);
+	tcase_add_test(tc, the_summary_says_the_broker);
+	tcase_add_test(tc, a_reload_keeps_the_broker_name);
 	suite_add_tcase(s, tc);
 	return s;
 }

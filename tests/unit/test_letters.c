@@ -35,7 +35,7 @@ static struct dlq_envelope *letter(unsigned n, int p, size_t len)
 	ck_assert_ptr_nonnull(payload);
 	memset(payload, 'a' + (int)(n % 26), len);
 	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, items[p].dead_letter, "jobs/x", items[p].filter,
-			items[p].dead_letter, "max_attempts (3) reached", "worker", payload, (uint32_t)len, NULL, 0);
+			items[p].dead_letter, "max_attempts (3) reached", "worker", "edge-1", payload, (uint32_t)len, NULL, 0);
 	free(payload);
 	ck_assert_ptr_nonnull(e);
 	memset(&e->id, 0, sizeof(e->id));
@@ -161,7 +161,7 @@ START_TEST(a_letter_of_a_filter_no_policy_has_is_kept_untallied)
 	struct dlq_letters s;
 	ck_assert_int_eq(letters__init(&s, &table, 1u << 20), 0);
 	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/gone", "gone/x", "gone/#", "dead/gone",
-			"why", "c", "p", 1, NULL, 0);
+			"why", "c", "edge-1", "p", 1, NULL, 0);
 	ck_assert_ptr_nonnull(e);
 	e->id = id_of(77);
 	struct dlq_letter *l;

@@ -25,7 +25,7 @@ static struct dlq_envelope *env(uint64_t due, uint64_t seq)
 	char payload[32];
 	int n = snprintf(payload, sizeof(payload), "%llu", (unsigned long long)seq);
 	struct dlq_envelope *e = envelope__new(DLQ_ENV_RETRY_COPY, "sub1", "numbers", "numbers", "numbers",
-			"dead/numbers", NULL, "sub1", payload, (uint32_t)n, NULL, 0);
+			"dead/numbers", NULL, "sub1", NULL, payload, (uint32_t)n, NULL, 0);
 	if(e == NULL) ck_abort_msg("out of memory");
 	e->due_ms = due;
 	e->seq = seq;

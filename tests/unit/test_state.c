@@ -841,7 +841,7 @@ START_TEST(data_after_the_end_is_damage)
 	populate_small();
 	struct dlq_headers more = {0}, bad = {0};
 	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/numbers", "numbers", "numbers",
-			"dead/numbers", "late", "sub1", "x", 1, NULL, 0);
+			"dead/numbers", "late", "sub1", "edge-1", "x", 1, NULL, 0);
 	ck_assert_ptr_nonnull(e);
 	e->seq = 999;
 	ck_assert_int_eq(state__encode_add(e, fake.now_ms, fake.wall_ms, &more), 0);
@@ -918,10 +918,13 @@ END_TEST
 
 /* ---- the journal ------------------------------------------------------- */
 
-static struct dlq_envelope *dead_letter(uint64_t seq, const char *payload)
+/* An envelope of kind to journal; a dead letter names its broker, as the
+ * engine's do (a retry copy has none). */
+static struct dlq_envelope *journal_envelope(enum dlq_envelope_kind kind, uint64_t seq, const char *payload)
 {
-	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/numbers", "numbers", "numbers",
-			"dead/numbers", "why not", "sub1", payload, (uint32_t)strlen(payload), NULL, 0);
+	struct dlq_envelope *e = envelope__new(kind, NULL, "dead/numbers", "numbers", "numbers", "dead/numbers",
+			"why not", "sub1", kind == DLQ_ENV_DEAD_LETTER ? "edge-1" : NULL, payload, (uint32_t)strlen(payload),
+			NULL, 0);
 	ck_assert_ptr_nonnull(e);
 	e->seq = seq;
 	e->retry_count = 3;
@@ -929,6 +932,11 @@ static struct dlq_envelope *dead_letter(uint64_t seq, const char *payload)
 	e->time_ms = fake.wall_ms;
 	e->first_nack_ms = fake.wall_ms - 1000;
 	return e;
+}
+
+static struct dlq_envelope *dead_letter(uint64_t seq, const char *payload)
+{
+	return journal_envelope(DLQ_ENV_DEAD_LETTER, seq, payload);
 }
 
 /* The snapshot encoded in pieces (state__encode_snapshot_to, as saves
@@ -1050,8 +1058,7 @@ START_TEST(a_journal_replays_on_top_of_a_snapshot)
 
 	struct dlq_headers j = {0};
 	struct dlq_envelope *added = dead_letter(a.next_seq, "added");
-	struct dlq_envelope *later = dead_letter(a.next_seq + 1, "delayed later");
-	later->kind = DLQ_ENV_RETRY_COPY;
+	struct dlq_envelope *later = journal_envelope(DLQ_ENV_RETRY_COPY, a.next_seq + 1, "delayed later");
 	later->due_ms = fake.now_ms + 60000;
 	later->delay_ms = 60000;
 	ck_assert_int_eq(state__encode_journal_header(&j), 0);
@@ -1148,7 +1155,7 @@ static struct dlq_envelope *letter(unsigned n, const char *filter, const char *o
 	snprintf(client, sizeof(client), "worker-%u", n);
 	snprintf(dead, sizeof(dead), "dead/%u", n);
 	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, dead, origin_topic, filter, dead, reason,
-			client, payload, payload_len, original.data, (uint32_t)original.len);
+			client, "edge-1", payload, payload_len, original.data, (uint32_t)original.len);
 	ck_assert_ptr_nonnull(e);
 	for(int i = 0; i < DLQ_ID_RAW_LEN; i++){
 		e->id.raw[i] = (uint8_t)(n * 16 + (unsigned)i);
@@ -1190,6 +1197,7 @@ static void same_letter(const struct dlq_letter *x, const struct dlq_letter *y)
 	str_eq(ex->dead_letter, ey->dead_letter, "dead_letter");
 	str_eq(ex->reason, ey->reason, "reason");
 	str_eq(ex->client, ey->client, "client");
+	str_eq(ex->broker, ey->broker, "broker");
 	ck_assert_uint_eq(ex->payload_len, ey->payload_len);
 	if(ex->payload_len) ck_assert_mem_eq(ex->payload, ey->payload, ex->payload_len);
 	ck_assert_uint_eq(ex->headers_len, ey->headers_len);
@@ -1416,7 +1424,7 @@ static void expect_letter_refused(const struct dlq_headers *j, size_t at, const 
 static struct dlq_redrive_task *task_in(struct dlq *d, const char *filter, uint8_t state, uint32_t rate)
 {
 	struct dlq_letter_match m = {
-		.filter = filter, .dead_letter = "dead/numbers", .reason = "timeout",
+		.filter = filter, .dead_letter = "dead/numbers", .reason = "timeout", .broker = filter ? "edge-1" : NULL,
 		.cause_given = true, .cause = DLQ_DEAD_NACK, .since_given = true, .since = 1000, .until_given = true,
 		.until = 2000,
 	};
@@ -1445,6 +1453,7 @@ static void same_task(const struct dlq_redrive_task *x, const struct dlq_redrive
 	str_eq(x->match.filter, y->match.filter, "filter");
 	str_eq(x->match.dead_letter, y->match.dead_letter, "dead letter");
 	str_eq(x->match.reason, y->match.reason, "reason");
+	str_eq(x->match.broker, y->match.broker, "broker");
 	str_eq(x->to, y->to, "to");
 	str_eq(x->client, y->client, "client");
 	ck_assert(x->match.cause_given == y->match.cause_given && x->match.cause == y->match.cause);
@@ -1502,10 +1511,10 @@ START_TEST(a_damaged_kept_letter_is_damage)
 	struct dlq_envelope *copy = letter(2, "numbers", "numbers", "a copy", 6);
 	copy->kind = DLQ_ENV_RETRY_COPY;
 	struct dlq_envelope *hash = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/numbers", "numbers", "numbers",
-			"dead/#", "why", "sub1", "x", 1, NULL, 0);
+			"dead/#", "why", "sub1", "edge-1", "x", 1, NULL, 0);
 	ck_assert_ptr_nonnull(hash);
 	struct dlq_envelope *why_ctrl = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/numbers", "numbers", "numbers",
-			"dead/numbers", "wh\x01y", "sub1", "x", 1, NULL, 0);
+			"dead/numbers", "wh\x01y", "sub1", "edge-1", "x", 1, NULL, 0);
 	ck_assert_ptr_nonnull(why_ctrl);
 	struct dlq_envelope *no_such_cause = letter(4, "numbers", "numbers", "x", 1);
 	no_such_cause->cause = DLQ_DEAD_CAUSES;
@@ -1574,16 +1583,37 @@ START_TEST(a_damaged_kept_letter_is_damage)
 }
 END_TEST
 
-/* Entry e of j as a file written before causes holds it: without its last
- * byte (the cause), its length and CRC made right. */
-static void drop_cause_byte(struct dlq_headers *j, size_t at)
+/* Entry e of j (the last) as an older file holds it: without its last n
+ * bytes, its length and CRC made right. */
+static void drop_tail(struct dlq_headers *j, size_t at, size_t n)
 {
-	memmove(j->data + j->len - 5, j->data + j->len - 4, 4);
-	j->len--;
+	memmove(j->data + j->len - 4 - n, j->data + j->len - 4, 4);
+	j->len -= n;
 	uint32_t blen = (uint32_t)(j->len - at - 9);
 	for(int i = 0; i < 4; i++) j->data[at + 1 + i] = (uint8_t)(blen >> (8 * (3 - i)));
 	uint32_t crc = state__crc32(j->data + at, j->len - at - 4);
 	for(int i = 0; i < 4; i++) j->data[j->len - 4 + i] = (uint8_t)(crc >> (8 * (3 - i)));
+}
+
+/* A letter's last bytes: its cause (1) and its broker's name (2 and the
+ * name). */
+static size_t cause_and_broker_bytes(const struct dlq_envelope *e)
+{
+	return 1 + 2 + strlen(e->broker);
+}
+
+/* b's letters 1 and 2, saved in a snapshot and restored into a (started
+ * here): the same. */
+static void expect_saved_again_the_same(void)
+{
+	struct state_report rep;
+	headers__free(&buf);
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&b), fake.now_ms, fake.wall_ms, &buf), 0);
+	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
+	decode(&a, buf.data, buf.len, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	same_letter(find_letter(&b, 1), find_letter(&a, 1));
+	same_letter(find_letter(&b, 2), find_letter(&a, 2));
 }
 
 /* A file written before causes: its letters have no cause byte. One made by
@@ -1600,10 +1630,10 @@ START_TEST(a_letter_from_a_file_before_causes_has_a_default_cause)
 	ck_assert_int_eq(state__encode_journal_header(&j), 0);
 	size_t at = j.len;
 	ck_assert_int_eq(state__encode_letter(&lp, fake.now_ms, fake.wall_ms, &j), 0);
-	drop_cause_byte(&j, at);
+	drop_tail(&j, at, cause_and_broker_bytes(plain));
 	at = j.len;
 	ck_assert_int_eq(state__encode_letter(&lf, fake.now_ms, fake.wall_ms, &j), 0);
-	drop_cause_byte(&j, at);
+	drop_tail(&j, at, cause_and_broker_bytes(final));
 
 	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
@@ -1622,17 +1652,71 @@ START_TEST(a_letter_from_a_file_before_causes_has_a_default_cause)
 	headers__free(&h);
 
 	/* Saved again, now with its cause byte: the same. */
-	headers__free(&buf);
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&b), fake.now_ms, fake.wall_ms, &buf), 0);
-	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
-	decode(&a, buf.data, buf.len, &rep);
-	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
-	same_letter(find_letter(&b, 1), find_letter(&a, 1));
-	same_letter(find_letter(&b, 2), find_letter(&a, 2));
+	expect_saved_again_the_same();
 
 	headers__free(&j);
 	envelope__free(plain);
 	envelope__free(final);
+}
+END_TEST
+
+/* The broker a letter names (dead-letter-broker, issue 39) is saved with
+ * it and read back; a file written before broker names (no name after the
+ * cause) gives its letters the restoring broker's name, which is then
+ * saved with them; a name the plugin never writes is refused. */
+START_TEST(a_letter_keeps_its_broker_and_an_older_one_gets_this_brokers)
+{
+	static const struct dlq_option named[] = {
+		{"policy", "numbers max_attempts=3 dead_letter=dead/numbers"},
+		{"broker_name", "centre"},
+	};
+	struct dlq_envelope *mine = letter(1, "numbers", "numbers", "mine", 4);
+	struct dlq_envelope *older = letter(2, "numbers", "numbers", "older", 5);
+	struct dlq_envelope *slash = letter(3, "numbers", "numbers", "bad", 3);
+	struct dlq_letter lm = { .env = mine }, lo = { .env = older }, ls = { .env = slash };
+	struct dlq_headers j = {0};
+	ck_assert_int_eq(state__encode_journal_header(&j), 0);
+	ck_assert_int_eq(state__encode_letter(&lm, fake.now_ms, fake.wall_ms, &j), 0);
+	size_t at = j.len;
+	ck_assert_int_eq(state__encode_letter(&lo, fake.now_ms, fake.wall_ms, &j), 0);
+	drop_tail(&j, at, 2 + strlen(older->broker));
+
+	engine_start(&b, &b_live, named, ARRAY_LEN(named), 0);
+	struct state_report rep;
+	decode_journal(&b, &j, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	ck_assert_uint_eq(rep.letters, 2);
+	ck_assert_str_eq(find_letter(&b, 1)->env->broker, "edge-1");
+	ck_assert_str_eq(find_letter(&b, 2)->env->broker, "centre");
+	ck_assert_uint_eq(find_letter(&b, 2)->env->cause, older->cause);
+	struct dlq_headers h = {0};
+	ck_assert_int_eq(envelope__headers(find_letter(&b, 2)->env, &h), 0);
+	struct fake_publish as_sent = {.headers = h.data, .headers_len = h.len};
+	ck_assert_str_eq(fake_header_value(&as_sent, DLQ_PROP_DEAD_LETTER_BROKER), "centre");
+	headers__free(&h);
+
+	/* Saved again: each with its name. */
+	expect_saved_again_the_same();
+
+	/* A name with a '/' is no name the plugin writes. */
+	headers__free(&j);
+	ck_assert_int_eq(state__encode_journal_header(&j), 0);
+	at = j.len;
+	ck_assert_int_eq(state__encode_letter(&ls, fake.now_ms, fake.wall_ms, &j), 0);
+	size_t name_at = j.len - 4 - strlen(slash->broker);
+	memcpy(j.data + name_at, "ed/e-1", 6);
+	drop_tail(&j, at, 0);
+	engine_stop(&b, &b_live);
+	engine_start(&b, &b_live, named, ARRAY_LEN(named), 0);
+	decode_journal(&b, &j, &rep);
+	ck_assert(rep.damaged);
+	ck_assert_msg(strstr(rep.problem, "a broker name the plugin never writes") != NULL, "problem: %s", rep.problem);
+	ck_assert_uint_eq(rep.letters, 0);
+
+	headers__free(&j);
+	envelope__free(mine);
+	envelope__free(older);
+	envelope__free(slash);
 }
 END_TEST
 
@@ -1787,7 +1871,7 @@ START_TEST(an_envelope_with_strings_mqtt_refuses_is_damage)
 		ck_assert_int_eq(headers__add(&h, DLQ_HDR_CONTENT_TYPE, c->content_type, strlen(c->content_type), NULL, 0), 0);
 		struct dlq_envelope *good = dead_letter(5, "good");
 		struct dlq_envelope *bad = envelope__new(c->kind, c->target_client, "numbers", "numbers", c->filter,
-				"dead/numbers", c->reason, c->client, "bad", 3, h.data, (uint32_t)h.len);
+				"dead/numbers", c->reason, c->client, NULL, "bad", 3, h.data, (uint32_t)h.len);
 		ck_assert_ptr_nonnull(bad);
 		bad->seq = 6;
 		struct dlq_envelope *after = dead_letter(7, "after");
@@ -2340,6 +2424,7 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, a_snapshot_and_a_journal_restore_redrive_tasks);
 	tcase_add_test(tc, a_damaged_kept_letter_is_damage);
 	tcase_add_test(tc, a_letter_from_a_file_before_causes_has_a_default_cause);
+	tcase_add_test(tc, a_letter_keeps_its_broker_and_an_older_one_gets_this_brokers);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("history");

@@ -375,7 +375,8 @@
 		$('disconnect').addEventListener('click', disconnect);
 		$('letter-filter').addEventListener('submit', (ev) => {
 			ev.preventDefault();
-			state.pages.setFilter($('filter-policy').value, $('filter-reason').value.trim(), $('filter-cause').value);
+			state.pages.setFilter($('filter-policy').value, $('filter-reason').value.trim(), $('filter-cause').value,
+				$('filter-broker').value.trim());
 			loadLetters();
 		});
 		$('chart-by-cause').addEventListener('change', () => {

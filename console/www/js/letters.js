@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The kept dead letters: the page being shown (listDeadLetters, newest
- * first, paged by the plugin's cursor, filtered by policy, reason and
- * dead-letter cause), which letters are ticked, the redrive task the
+ * first, paged by the plugin's cursor, filtered by policy, reason,
+ * dead-letter cause and the broker that made them), which letters are ticked, the redrive task the
  * current filter makes (startRedriveTask), and the DOM of the table, of
  * one letter's details, of an action's results and of the tasks' progress.
  * Everything a client controls (topics, reasons, payloads, properties)
@@ -21,7 +21,7 @@
 			this.index = 0;
 			this.next = null;       /* the current page's "next", or null: last page */
 			this.matched = null;    /* from the first page */
-			this.filter = { policy: '', reason: '', cause: '' };
+			this.filter = { policy: '', reason: '', cause: '', broker: '' };
 			this.selected = new Set();
 		}
 
@@ -31,6 +31,7 @@
 			if (this.filter.policy) c.filter = this.filter.policy;
 			if (this.filter.reason) c.reason = this.filter.reason;
 			if (this.filter.cause) c.cause = this.filter.cause;
+			if (this.filter.broker) c.broker = this.filter.broker;
 			return c;
 		}
 
@@ -62,13 +63,15 @@
 			if (this.filter.policy) c.filter = this.filter.policy;
 			if (this.filter.reason) c.reason = this.filter.reason;
 			if (this.filter.cause) c.cause = this.filter.cause;
+			if (this.filter.broker) c.broker = this.filter.broker;
 			if (topic) c.to = topic;
 			return c;
 		}
 
-		/* cause: a dead-letter cause's word, or '' for any. */
-		setFilter(policy, reason, cause) {
-			this.filter = { policy, reason, cause: cause || '' };
+		/* cause: a dead-letter cause's word, or '' for any; broker: the name of
+		 * the broker that made the letters (dead-letter-broker), or '' for any. */
+		setFilter(policy, reason, cause, broker) {
+			this.filter = { policy, reason, cause: cause || '', broker: broker || '' };
 			this.cursors = [null];
 			this.index = 0;
 			this.selected.clear();
@@ -78,7 +81,7 @@
 		describe() {
 			const n = (this.letters || []).length;
 			const from = this.index * PAGE + 1;
-			const filtered = this.filter.policy || this.filter.reason || this.filter.cause;
+			const filtered = this.filter.policy || this.filter.reason || this.filter.cause || this.filter.broker;
 			if (this.matched === 0) return 'No dead letters kept' + (filtered ? ' that match the filter.' : '.');
 			if (n === 0) return 'No letters on this page.';
 			return 'Letters ' + from + '–' + (from + n - 1) + ' of ' + this.matched + ', newest first.';
@@ -117,6 +120,7 @@
 			tr.appendChild(td(l.cause || '—', 'cause'));
 			tr.appendChild(td(String(l.retryCount), 'num'));
 			tr.appendChild(td(l.client || '—'));
+			tr.appendChild(td(l.broker || '—', 'broker'));
 			const open = document.createElement('td');
 			const b = document.createElement('button');
 			b.type = 'button';
@@ -136,7 +140,7 @@
 		els.title.textContent = 'Dead letter ' + l.id;
 		els.fields.textContent = '';
 		const rows = [
-			['Dead-letter topic', l.deadLetter], ['Origin topic', l.originTopic], ['Policy', l.filter],
+			['Broker', l.broker || '—'], ['Dead-letter topic', l.deadLetter], ['Origin topic', l.originTopic], ['Policy', l.filter],
 			['Reason', l.reason || '(none given)'], ['Cause', l.cause || '—'], ['Retry count', String(l.retryCount)], ['Client', l.client || '—'],
 			['Time', format.time(l.timeMs) + ' (' + l.time + ')'], ['QoS', String(l.qos)],
 			['Origin dlq-id', l.originId], ['Letter id', l.id],
