@@ -245,6 +245,18 @@ struct proc *dlqctl_spawn_at(const char *file, int line, struct broker *b, ...)
 	return p;
 }
 
+bool proc_tty_available(char *why, size_t len)
+{
+	int master, slave;
+	if(openpty(&master, &slave, NULL, NULL, NULL)){
+		snprintf(why, len, "openpty: %s", strerror(errno));
+		return false;
+	}
+	close(master);
+	close(slave);
+	return true;
+}
+
 struct proc *dlqctl_spawn_tty_at(const char *file, int line, struct broker *b, ...)
 {
 	va_list ap;

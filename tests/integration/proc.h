@@ -31,6 +31,10 @@ struct proc *dlqctl_spawn_at(const char *file, int line, struct broker *b, ...);
  * new pseudo-terminal, in raw mode so that what dlqctl writes arrives as
  * it wrote it (no "\r\n" for "\n"), whose master the test reads as it
  * reads a pipe (proc_out); its standard error is a pipe as ever. */
+/* Whether this machine gives pseudo-terminals (a chroot without devpts
+ * mounted does not); if not, why (openpty's error) into why. */
+bool proc_tty_available(char *why, size_t len);
+
 #define dlqctl_spawn_tty(b, ...) dlqctl_spawn_tty_at(__FILE__, __LINE__, (b), __VA_ARGS__, (const char *)NULL)
 struct proc *dlqctl_spawn_tty_at(const char *file, int line, struct broker *b, ...);
 
