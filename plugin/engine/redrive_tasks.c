@@ -134,8 +134,10 @@ uint64_t redrive_tasks__left(const struct dlq *d, struct dlq_redrive_task *t)
 static void step(struct dlq *d, struct dlq_redrive_task *t, uint64_t now)
 {
 	if(!t->tracked){
-		/* Started, or restored: from the oldest letter; those moved
-		 * before a restart are no longer kept. */
+		/* Started, or restored without a place (a file older than
+		 * places, or a task noted before its first step): from the
+		 * oldest letter. A task restored with its place is tracked
+		 * already, there (store/state_read.c). */
 		letters__track(&d->letters, &t->cursor);
 		t->tracked = true;
 	}

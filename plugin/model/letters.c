@@ -154,6 +154,11 @@ void letters__remove(struct dlq_letters *s, struct dlq_letter *l)
 {
 	/* While l is linked: its policy's next oldest is found from it. */
 	tally(s, l, -1);
+	/* A walk at l goes on at the next newer letter: while l still
+	 * knows it. */
+	for(struct dlq_letter_cursor *c = s->cursors; c; c = c->next){
+		if(c->at == l) c->at = l->newer;
+	}
 	chains__unlink(&s->index, l, letter_key(l));
 	if(l->older) l->older->newer = l->newer;
 	else s->oldest = l->newer;
@@ -161,9 +166,6 @@ void letters__remove(struct dlq_letters *s, struct dlq_letter *l)
 	else s->newest = l->older;
 	l->older = l->newer = l->hnext = NULL;
 	if(s->page_end == l) s->page_end = NULL;
-	for(struct dlq_letter_cursor *c = s->cursors; c; c = c->next){
-		if(c->at == l) c->at = l->newer;
-	}
 	s->count--;
 	s->bytes -= l->bytes;
 }
@@ -203,7 +205,12 @@ bool letters__matches(const struct dlq_letter_match *m, const struct dlq_envelop
 
 void letters__track(struct dlq_letters *s, struct dlq_letter_cursor *c)
 {
-	c->at = s->oldest;
+	letters__track_at(s, c, s->oldest);
+}
+
+void letters__track_at(struct dlq_letters *s, struct dlq_letter_cursor *c, struct dlq_letter *at)
+{
+	c->at = at;
 	c->next = s->cursors;
 	s->cursors = c;
 }

@@ -146,6 +146,9 @@ bool letters__matches(const struct dlq_letter_match *m, const struct dlq_envelop
  * letter, and unregisters it. */
 void letters__track(struct dlq_letters *s, struct dlq_letter_cursor *c);
 void letters__untrack(struct dlq_letters *s, struct dlq_letter_cursor *c);
+/* Registers c placed at at (a letter of s, borrowed; NULL: past the
+ * newest): a walk restored where it was. */
+void letters__track_at(struct dlq_letters *s, struct dlq_letter_cursor *c, struct dlq_letter *at);
 
 /* The tally of the policy with index i (zero when out of range). */
 struct dlq_letter_tally letters__tally(const struct dlq_letters *s, size_t i);

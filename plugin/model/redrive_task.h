@@ -41,10 +41,14 @@ struct dlq_redrive_task {
 	struct dlq_letter_match match; /* its strings owned */
 	char *to;                      /* owned; NULL: each letter's origin topic */
 	char *client;                  /* owned: who started it (the log and the copies' dead-letter-client) */
-	/* Not saved: where it is and how fast (a restart walks what is left
-	 * from the oldest, its counters kept). */
+	/* Where it is: saved with it (the letter it tries next), so that a
+	 * restart goes on from there with its counters, neither trying nor
+	 * counting again the letters it tried (those it failed are still
+	 * kept, before its place). Not tracked: it starts from the oldest at
+	 * its next step. */
 	struct dlq_letter_cursor cursor;
 	bool tracked;                  /* cursor is registered with the store */
+	/* Not saved: how fast it may go on. */
 	struct dlq_pacer pacer;
 	uint64_t noted_ms;             /* when its progress was last noted to the store port */
 	/* The last count of its letters left (redrive_tasks__left), valid

@@ -229,6 +229,16 @@ int state__encode_task(const struct dlq_redrive_task *t, struct dlq_headers *b)
 				|| put_str(b, m->filter) || put_str(b, m->dead_letter) || put_str(b, m->reason)
 				|| put_str(b, t->to) || put_str(b, t->client) || put_str(b, m->broker) ? ENOMEM : 0;
 	}
+	/* Where it is: the letters before its place were tried (those still
+	 * kept failed), and are not tried again after a restart. Only a task
+	 * that walked has one: the others' entries are as plugins older than
+	 * places wrote and read them. */
+	uint8_t place = TASK_PLACE_OLDEST;
+	if(t->state == DLQ_TASK_RUNNING && t->tracked) place = t->cursor.at ? TASK_PLACE_AT : TASK_PLACE_END;
+	if(rc == 0 && place != TASK_PLACE_OLDEST){
+		rc = put_u(b, place, 1)
+				|| (place == TASK_PLACE_AT && put_raw(b, t->cursor.at->env->id.raw, DLQ_ID_RAW_LEN)) ? ENOMEM : 0;
+	}
 	return entry_end(b, at, rc);
 }
 

@@ -53,11 +53,16 @@
  * each), which of cause, since and until its filter has (1: bits 1, 2,
  * 4), cause (1), since and until (8 each), then its filter, dead-letter
  * topic, reason part, target topic and client as strings, empty for none,
- * then its filter's broker name, empty for none and absent in files
- * written before broker names)
- * follows the kept letters in a snapshot, oldest first, and is journaled
- * when it starts, ends or makes progress; a later entry replaces an
- * earlier one of the same id. Files written before tasks have none.
+ * then its filter's broker name (empty for none; absent in files written
+ * before broker names), then where a running task is (1, enum task_place;
+ * for TASK_PLACE_AT the 12 raw id bytes of the kept letter it tries next
+ * follow; absent for TASK_PLACE_OLDEST, and in files written before
+ * places: such a task starts again from the oldest letter) follows the
+ * kept letters in a snapshot, oldest first, and is journaled when it
+ * starts, ends or makes progress; a later entry replaces an earlier one of
+ * the same id, and the letters a later entry removes move a restored
+ * task's place on past them, as they move a running one. Files written
+ * before tasks have none.
  */
 #ifndef DLQ_STATE_FORMAT_H
 #define DLQ_STATE_FORMAT_H
@@ -69,5 +74,14 @@
 enum entry_type { ENTRY_RECORD = 1, ENTRY_ENVELOPE = 2, ENTRY_REMOVE = 3, ENTRY_END = 4, ENTRY_SETTLER = 5, ENTRY_HOLD = 6,
 	ENTRY_DELIVERY = 7, ENTRY_LETTER = 8, ENTRY_LETTER_GONE = 9, ENTRY_DEADLINE = 10, ENTRY_GENERATION = 11,
 	ENTRY_TASK = 12, ENTRY_HISTORY = 13 };
+
+/* Where a redrive task is in the kept letters (its cursor): so that after
+ * a restart it goes on after the letters it tried, those it failed
+ * included, instead of trying (and counting) them again. */
+enum task_place {
+	TASK_PLACE_OLDEST = 0, /* it has not walked yet (or it ended): from the oldest */
+	TASK_PLACE_AT = 1,     /* at the letter whose id follows */
+	TASK_PLACE_END = 2,    /* past the newest: it ends at its next step */
+};
 
 #endif

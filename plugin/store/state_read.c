@@ -462,9 +462,30 @@ static void decode_letter_gone(struct state_view *v, struct reader *r)
 	letters__free(l);
 }
 
+/* A running task restored where it was (state_format.h's enum
+ * task_place): its cursor registered with the letters at the letter it
+ * tries next, so that the letters the rest of the file removes move it on
+ * as they move a running task's, or past the newest. From the oldest (its
+ * cursor left to its first step) when it had not walked yet, when the file
+ * is older than places, and when its letter is not kept (which the plugin
+ * never writes: it notes its task while the letter is kept). */
+static void place_task(struct state_view *v, struct dlq_redrive_task *t, uint8_t place, const uint8_t *at_id)
+{
+	if(place == TASK_PLACE_OLDEST || v->letters == NULL) return;
+	struct dlq_letter *at = NULL;
+	if(place == TASK_PLACE_AT){
+		struct dlq_id id;
+		memcpy(id.raw, at_id, DLQ_ID_RAW_LEN);
+		at = letters__find(v->letters, &id);
+		if(at == NULL) return;
+	}
+	letters__track_at(v->letters, &t->cursor, at);
+	t->tracked = true;
+}
+
 /* A redrive task: checked (what startRedriveTask accepts), then kept,
- * replacing an earlier entry of its id. Without tasks in v it is read,
- * checked and dropped. */
+ * replacing an earlier entry of its id (whose cursor is let go of first).
+ * Without tasks in v it is read, checked and dropped. */
 static void decode_task(struct state_view *v, struct reader *r)
 {
 	uint64_t id = get_u(r, 8);
@@ -480,11 +501,16 @@ static void decode_task(struct state_view *v, struct reader *r)
 	};
 	m.since = (int64_t)get_u(r, 8);
 	m.until = (int64_t)get_u(r, 8);
-	/* The filter's broker name comes last: absent in files written before
-	 * broker names (no broker in the filter). */
+	/* The filter's broker name, absent in files written before broker
+	 * names (no broker in the filter); then the task's place. */
 	char *s[6] = {NULL};
 	for(int i = 0; i < 5; i++) s[i] = get_str(r, true);
 	if(!r->bad && r->left > 0) s[5] = get_str(r, true);
+	/* Absent for a task that has not walked, and in files written before
+	 * places: from the oldest. */
+	bool has_place = !r->bad && r->left > 0;
+	uint8_t place = has_place ? (uint8_t)get_u(r, 1) : TASK_PLACE_OLDEST;
+	const uint8_t *at_id = place == TASK_PLACE_AT ? get_raw(r, DLQ_ID_RAW_LEN) : NULL;
 	const char *bad_text = NULL;
 	for(int i = 0; i < 6 && bad_text == NULL; i++) bad_text = state_check__text_or_null(s[i]);
 	if(r->bad){
@@ -494,6 +520,8 @@ static void decode_task(struct state_view *v, struct reader *r)
 	}else if(state >= DLQ_TASK_STATES || rate < 1 || rate > DLQ_REDRIVE_RATE_MAX || given > 7
 			|| cause >= DLQ_DEAD_CAUSES || (cause && !(given & 1)) || (state == DLQ_TASK_RUNNING) != (ended == 0)){
 		refuse(r, "a state, rate or filter the plugin never writes", NULL);
+	}else if(has_place && (place == TASK_PLACE_OLDEST || place > TASK_PLACE_END || state != DLQ_TASK_RUNNING)){
+		refuse(r, "a place the plugin never writes", NULL);
 	}else if(bad_text){
 		refuse(r, "a string", bad_text);
 	}else if(s[3] && (!topic__valid_publish(s[3]) || s[3][0] == '$')){
@@ -517,6 +545,12 @@ static void decode_task(struct state_view *v, struct reader *r)
 			t->moved = moved;
 			t->failed = failed;
 			t->left = left;
+			struct dlq_redrive_task *was = redrive_task__find(v->tasks, id);
+			if(was && was->tracked && v->letters){
+				letters__untrack(v->letters, &was->cursor);
+				was->tracked = false;
+			}
+			if(state == DLQ_TASK_RUNNING) place_task(v, t, place, at_id);
 			redrive_task__add(v->tasks, t);
 		}
 	}

@@ -5,13 +5,15 @@
 // (2.0: the websockets listener's http_dir; 2.1: an http_api listener's,
 // beside a websockets listener for MQTT); the quick start's worker
 // (DLQ_C_WORKER, logged in) fails the odd numbers of 1..6, so three dead
-// letters are kept before the page opens; Debian's chromium (CHROMIUM),
+// letters are kept before the page opens, and one of them (5) is redriven
+// and made a dead letter again; Debian's chromium (CHROMIUM),
 // headless, driven by puppeteer-core, logs in with the keyboard and the
 // test reads the page as an operator would: the policies with their
 // ack_timeout, the counters (dead letters by cause among them), the
 // letters with their reasons, causes and payloads, the cause filter, the
-// charts full on first paint with the NACKs and dead letters made before the
-// page opened (the plugin's getHistory), the charts split by cause, every listener bound to 127.0.0.1 alone,
+// charts full on first paint with the NACKs, dead letters and the redrive
+// made before the page opened (the plugin's getHistory; the redrives a line
+// of their own), the charts split by cause, every listener bound to 127.0.0.1 alone,
 // a redrive the worker receives again, a delete behind its confirmation,
 // a redrive task of every letter the filter matches (its confirmation and
 // progress bar),
@@ -453,6 +455,19 @@ async function main() {
     });
     for (const n of [1, 3, 5]) assert(worker.failures(n) === 3, `the worker failed ${n} ${worker.failures(n)} times, not 3`);
     for (const n of [2, 4, 6]) assert(worker.out.includes(`processed ${n}\n`), `the worker did not process ${n}`);
+  });
+
+  t.step('a redrive before the page opens: 5 goes back to the worker, fails three times more and is kept again', async () => {
+    const kept = (await control.run({ command: 'listDeadLetters' })).letters;
+    let five;
+    for (const l of kept) if ((await control.run({ command: 'getDeadLetter', id: l.id })).payload === '5') five = l.id;
+    assert(five, `no kept letter of 5 among ${kept.map((l) => l.id).join(', ')}`);
+    const r = await control.run({ command: 'redriveDeadLetters', ids: [five] });
+    assert(JSON.stringify(r.results.map((x) => [x.id, x.result])) === JSON.stringify([[five, 'redriven']]), `redrive: ${JSON.stringify(r)}`);
+    await waitFor('the worker to fail 5 three times more, and 4 dead letters', async () => {
+      const s = policyStatus(await control.run({ command: 'getStatus' }));
+      return worker.failures(5) === 6 && s.deadLetters === 4 && s.keptDeadLetters === 3 && s.pending === 0 && s.redriven === 1;
+    });
     expected = policyStatus(await control.run({ command: 'getStatus' }));
   });
 
@@ -502,7 +517,7 @@ async function main() {
     await shot(page, '02-wrong-password.png');
   });
 
-  t.step('the right password by keyboard: the policies with their ack_timeout, and the counters (3 dead letters) as the plugin reports them', async () => {
+  t.step('the right password by keyboard: the policies with their ack_timeout, and the counters (4 dead letters, 3 kept) as the plugin reports them', async () => {
     await page.click('#password', { clickCount: 3 });
     await page.keyboard.press('Backspace');
     await page.keyboard.type(USERS.operator);
@@ -510,27 +525,37 @@ async function main() {
     await waitFor('the console', () => visible(page, '#policies tr[data-filter="numbers"]'));
     assert((await text(page, '#alert')) === '', `an error after logging in: ${await text(page, '#alert')}`);
     // The first paint: the chart already holds the quick start's 9 NACKs and
-    // 3 dead letters, made before the page opened, in the minutes the
-    // plugin counted them in (its getHistory), the current one included.
+    // 3 dead letters, and the redrive of 5 with its 3 NACKs and dead letter,
+    // made before the page opened, in the minutes the plugin counted them in
+    // (its getHistory), the current one included; the redrive in a series of
+    // its own.
     const drawn = JSON.parse(await page.$eval('#chart-0', (e) => e.getAttribute('data-series')));
     const history = await control.run({ command: 'getHistory', policy: 'numbers' });
     const minutes = history.policies[0].minutes;
     const sum = (list, k) => list.reduce((a, m) => a + m[k], 0);
-    assert(sum(minutes, 'nacks') === 9 && sum(minutes, 'deadLetters') === 3, `the plugin's history: ${JSON.stringify(minutes)}`);
-    assert(drawn.length === 60 && sum(drawn, 'nacks') === 9 && sum(drawn, 'deadLetters') === 3,
-      `the chart on first paint: ${JSON.stringify(drawn.filter((m) => m.nacks || m.deadLetters))}`);
+    assert(sum(minutes, 'nacks') === 12 && sum(minutes, 'deadLetters') === 4 && sum(minutes, 'redrives') === 1,
+      `the plugin's history: ${JSON.stringify(minutes)}`);
+    assert(drawn.length === 60 && sum(drawn, 'nacks') === 12 && sum(drawn, 'deadLetters') === 4 && sum(drawn, 'redrives') === 1,
+      `the chart on first paint: ${JSON.stringify(drawn.filter((m) => m.nacks || m.deadLetters || m.redrives))}`);
     for (const m of minutes) {
       const at = drawn.find((d) => d.minute === m.minute);
-      assert(at && at.nacks === m.nacks && at.deadLetters === m.deadLetters,
+      assert(at && at.nacks === m.nacks && at.deadLetters === m.deadLetters && at.redrives === m.redrives,
         `minute ${m.minute}: the plugin ${JSON.stringify(m)}, the chart ${JSON.stringify(at)}`);
     }
+    // The redrives' line: off the zero line at the redrive's minute alone.
+    const redriveLine = await page.$eval('#chart-0 polyline.series-redrives',
+      (e) => e.getAttribute('points').split(' ').map((pt) => Number(pt.split(',')[1])));
+    const zeroAt = Math.max(...redriveLine);
+    const redrivenAt = drawn.findIndex((m) => m.redrives === 1);
+    assert(redriveLine.length === 60 && redriveLine[redrivenAt] < zeroAt && redriveLine.filter((y) => y < zeroAt).length === 1,
+      `the redrives' line: ${redriveLine.join(' ')} (the redrive at minute ${redrivenAt})`);
     const newest = minutes[minutes.length - 1];
     if (newest.minute === history.minute) {
       // NACKed in the minute still running: the chart's last point.
       const now = drawn[drawn.length - 1];
       assert(now.minute === history.minute && now.nacks === newest.nacks && now.nacks > 0, `the current minute: ${JSON.stringify(now)}`);
     }
-    assert((await text(page, '#chart-words-0')).includes('last hour: 9 NACKs, 3 dead letters, 0 ack timeouts.'),
+    assert((await text(page, '#chart-words-0')).includes('last hour: 12 NACKs, 4 dead letters, 0 ack timeouts, 1 redrive.'),
       `the chart's words: ${await text(page, '#chart-words-0')}`);
     const row = await cells(page, 'numbers');
     assert(row[0] === 'numbers' && row[1] === '3' && row[2] === 'dead/numbers' && row[4] === NUMBERS_ACK_TIMEOUT, `policy row: ${row.join(' | ')}`);
@@ -541,28 +566,32 @@ async function main() {
       `listPolicies: ${JSON.stringify(listed)}`);
     assert((await page.$eval('#policies tr[data-filter="numbers"] [data-field="ackTimeout"]', (e) => e.textContent)) === NUMBERS_ACK_TIMEOUT,
       'the ack timeout cell');
-    await waitFor('3 dead letters in the counters', async () => (await counter(page, 'deadLetters')) === '3');
+    await waitFor('4 dead letters in the counters', async () => (await counter(page, 'deadLetters')) === '4');
     for (const k of COUNTERS) {
       const shown = await counter(page, k);
       assert(shown === String(expected[k]), `${k}: the page shows ${shown}, the plugin ${expected[k]}`);
     }
     assert((await counter(page, 'keptDeadLetters')) === '3', 'not 3 kept');
     // Dead letters by cause: the plugin's deadLettersByCause, the causes it counted.
-    assert(expected.deadLettersByCause && expected.deadLettersByCause.nack === 3, `deadLettersByCause: ${JSON.stringify(expected.deadLettersByCause)}`);
-    assert((await counter(page, 'deadLettersByCause')) === 'nack 3', `numbers by cause: ${await counter(page, 'deadLettersByCause')}`);
+    assert(expected.deadLettersByCause && expected.deadLettersByCause.nack === 4, `deadLettersByCause: ${JSON.stringify(expected.deadLettersByCause)}`);
+    assert((await counter(page, 'deadLettersByCause')) === 'nack 4', `numbers by cause: ${await counter(page, 'deadLettersByCause')}`);
     assert((await counter(page, 'deadLettersByCause', 'slow/#')) === 'none', `slow/# by cause: ${await counter(page, 'deadLettersByCause', 'slow/#')}`);
-    assert(expected.nacks === 9 && expected.retryCopies === 6, `the plugin counted ${expected.nacks} NACKs, ${expected.retryCopies} retry copies`);
+    assert(expected.nacks === 12 && expected.retryCopies === 8, `the plugin counted ${expected.nacks} NACKs, ${expected.retryCopies} retry copies`);
     // The worker settles nothing but by NACKs, and 1h runs out of nothing.
     assert(expected.acks === 0 && expected.ackTimeouts === 0 && expected.finalNacks === 0,
       `the plugin counted ${expected.acks} ACKs, ${expected.ackTimeouts} ack timeouts, ${expected.finalNacks} final NACKs`);
     await waitFor('the slow/# policy\'s counters as the plugin has them', async () => !(await rowDiffers(page, control, 'slow/#')));
     for (const k of COUNTERS) assert((await counter(page, k, 'slow/#')) === '0', `slow/# ${k}: ${await counter(page, k, 'slow/#')}`);
     const lines = await page.$$eval('#charts svg', (svgs) => svgs.map((svg) => [...svg.querySelectorAll('polyline')].map((l) => l.getAttribute('class'))));
-    assert(JSON.stringify(lines) === JSON.stringify([0, 1].map(() => ['series-nacks', 'series-deadLetters', 'series-ackTimeouts'])),
+    assert(JSON.stringify(lines) === JSON.stringify([0, 1].map(() => ['series-nacks', 'series-deadLetters', 'series-ackTimeouts', 'series-redrives'])),
       `chart lines: ${JSON.stringify(lines)}`);
     const key = await page.$$eval('#chart-legend > span', (s) => s.map((e) => e.textContent));
-    assert(JSON.stringify(key) === JSON.stringify(['NACKs', 'dead letters', 'ack timeouts']), `the chart's key: ${key.join(', ')}`);
-    assert((await text(page, '#charts-title')) === 'NACKs, dead letters and ack timeouts per minute, last hour', `heading: ${await text(page, '#charts-title')}`);
+    assert(JSON.stringify(key) === JSON.stringify(['NACKs', 'dead letters', 'ack timeouts', 'redrives']), `the chart's key: ${key.join(', ')}`);
+    // Each entry of the key in its line's colour.
+    const swatches = await page.$$eval('#chart-legend .swatch', (s) => s.map((e) => getComputedStyle(e).borderTopColor));
+    const strokes = await page.$$eval('#chart-0 polyline', (s) => s.map((e) => getComputedStyle(e).stroke));
+    assert(JSON.stringify(swatches) === JSON.stringify(strokes), `the key's colours ${swatches.join(', ')}, the lines' ${strokes.join(', ')}`);
+    assert((await text(page, '#charts-title')) === 'NACKs, dead letters, ack timeouts and redrives per minute, last hour', `heading: ${await text(page, '#charts-title')}`);
     assert((await text(page, '#updated')).includes('; 0 ACKs, 0 ack timeouts, 0 final NACKs, '), `totals: ${await text(page, '#updated')}`);
   });
 
@@ -632,22 +661,24 @@ async function main() {
     await page.click('#confirm-ok');
     await waitFor('the result', async () => (await text(page, '#results-list')) === `${ids['3']}: redriven to numbers`);
     await waitFor('the worker to get 3 again', () => worker.failures(3) > before);
-    await waitFor('the totals to count the redrive', async () => (await text(page, '#updated')).includes(' 1 redriven'));
-    // The worker fails it again, three times: a fourth dead letter.
-    await waitFor('4 dead letters in the counters', async () => (await counter(page, 'deadLetters')) === '4');
+    await waitFor('the totals to count the redrive', async () => (await text(page, '#updated')).includes(' 2 redriven'));
+    // The worker fails it again, three times: a fifth dead letter.
+    await waitFor('5 dead letters in the counters', async () => (await counter(page, 'deadLetters')) === '5');
     await waitFor('NACKs to go up by 3', async () => Number(await counter(page, 'nacks')) === nacksBefore + 3);
     await waitFor('3 rows again, the newest the redriven 3', async () => {
       const r = await page.$$eval('#letters tbody tr.letter', (trs) => trs.map((tr) => tr.dataset.id));
       return r.length === 3 && !r.includes(ids['3']);
     });
     assert(worker.failures(3) === before + 3, `the worker failed 3 ${worker.failures(3) - before} more times, not 3`);
-    // On top of the quick start's, which the chart had from the plugin.
-    await waitFor('the chart to count them', async () => (await text(page, '#chart-words-0')).includes('last hour: 12 NACKs, 4 dead letters, 0 ack timeouts.'));
+    // On top of what was made before the page opened, which the chart had from the plugin.
+    await waitFor('the chart to count them', async () => (await text(page, '#chart-words-0')).includes('last hour: 15 NACKs, 5 dead letters, 0 ack timeouts, 2 redrives.'));
     const name = await page.$eval('#chart-0', (e) => e.getAttribute('aria-label'));
-    assert(name.startsWith('NACKs, dead letters and ack timeouts per minute for numbers, last hour. ') &&
-      name.endsWith('last hour: 12 NACKs, 4 dead letters, 0 ack timeouts.'), `the chart's accessible name: ${name}`);
+    assert(name.startsWith('NACKs, dead letters, ack timeouts and redrives per minute for numbers, last hour. ') &&
+      name.endsWith('last hour: 15 NACKs, 5 dead letters, 0 ack timeouts, 2 redrives.'), `the chart's accessible name: ${name}`);
     const s = policyStatus(await control.run({ command: 'getStatus' }));
-    assert(s.redriven === 1 && s.keptDeadLetters === 3, `plugin: redriven ${s.redriven}, kept ${s.keptDeadLetters}`);
+    assert(s.redriven === 2 && s.keptDeadLetters === 3, `plugin: redriven ${s.redriven}, kept ${s.keptDeadLetters}`);
+    const drawn = JSON.parse(await page.$eval('#chart-0', (e) => e.getAttribute('data-series')));
+    assert(drawn.reduce((a, m) => a + m.redrives, 0) === 2, `the chart's redrives: ${JSON.stringify(drawn.filter((m) => m.redrives))}`);
     await shot(page, '06-after-redrive.png');
   });
 
@@ -702,9 +733,9 @@ async function main() {
       assert((await counter(page, k, 'slow/#')) === v, `slow/# ${k}: the page shows ${await counter(page, k, 'slow/#')}, not ${v}`);
     }
     assert(!(await rowDiffers(page, control, 'numbers')), `numbers: ${await rowDiffers(page, control, 'numbers')}`);
-    await waitFor('the chart to count them', async () => (await text(page, '#chart-words-1')).includes('last hour: 1 NACK, 2 dead letters, 1 ack timeout.'));
+    await waitFor('the chart to count them', async () => (await text(page, '#chart-words-1')).includes('last hour: 1 NACK, 2 dead letters, 1 ack timeout, 0 redrives.'));
     const name = await page.$eval('#chart-1', (e) => e.getAttribute('aria-label'));
-    assert(name.startsWith('NACKs, dead letters and ack timeouts per minute for slow/#, last hour. '), `the chart's accessible name: ${name}`);
+    assert(name.startsWith('NACKs, dead letters, ack timeouts and redrives per minute for slow/#, last hour. '), `the chart's accessible name: ${name}`);
     const totals = (await control.run({ command: 'getStatus' })).totals;
     await waitFor('the totals', async () => (await text(page, '#updated')).includes(
       `; ${totals.acks} ACK${totals.acks === 1 ? '' : 's'}, 1 ack timeout, 1 final NACK, ${totals.awaitingAck} awaiting ACK now.`));
@@ -751,20 +782,20 @@ async function main() {
   t.step('the charts split by cause: a line per cause with dead letters in the hour, and the words by cause', async () => {
     await page.click('#chart-by-cause');
     await waitFor('slow/#\'s chart by cause', async () => (await text(page, '#chart-words-1')).includes(
-      'last hour: 1 NACK, 2 dead letters (final 1, ack_timeout 1), 1 ack timeout.'));
+      'last hour: 1 NACK, 2 dead letters (final 1, ack_timeout 1), 1 ack timeout, 0 redrives.'));
     const lines = await page.$$eval('#charts svg', (svgs) => svgs.map((svg) => [...svg.querySelectorAll('polyline')].map((l) => l.getAttribute('class'))));
-    assert(JSON.stringify(lines) === JSON.stringify([['series-nacks', 'series-cause-nack', 'series-ackTimeouts'],
-      ['series-nacks', 'series-cause-final', 'series-cause-ack_timeout', 'series-ackTimeouts']]), `chart lines by cause: ${JSON.stringify(lines)}`);
+    assert(JSON.stringify(lines) === JSON.stringify([['series-nacks', 'series-cause-nack', 'series-ackTimeouts', 'series-redrives'],
+      ['series-nacks', 'series-cause-final', 'series-cause-ack_timeout', 'series-ackTimeouts', 'series-redrives']]), `chart lines by cause: ${JSON.stringify(lines)}`);
     const keys = await page.$$eval('#charts .legend', (ps) => ps.map((p) => [...p.children].map((e) => e.textContent)));
     assert(JSON.stringify(keys) === JSON.stringify([['nack dead letters'], ['final dead letters', 'ack_timeout dead letters']]), `the charts' keys: ${JSON.stringify(keys)}`);
     const name = await page.$eval('#chart-0', (e) => e.getAttribute('aria-label'));
-    assert(name.endsWith('last hour: 12 NACKs, 4 dead letters (nack 4), 0 ack timeouts.'), `numbers' chart by cause: ${name}`);
+    assert(name.endsWith('last hour: 15 NACKs, 5 dead letters (nack 5), 0 ack timeouts, 2 redrives.'), `numbers' chart by cause: ${name}`);
     const c = await lowContrast(page);
     assert(c.out.length === 0, `contrast: ${c.out.join('; ')}`);
     await shot(page, '07b-by-cause.png');
     await page.click('#chart-by-cause');
-    await waitFor('the chart back to three lines', async () => (await page.$$('#chart-1 polyline')).length === 3);
-    assert((await text(page, '#chart-words-1')).includes('last hour: 1 NACK, 2 dead letters, 1 ack timeout.'), `words: ${await text(page, '#chart-words-1')}`);
+    await waitFor('the chart back to four lines', async () => (await page.$$('#chart-1 polyline')).length === 4);
+    assert((await text(page, '#chart-words-1')).includes('last hour: 1 NACK, 2 dead letters, 1 ack timeout, 0 redrives.'), `words: ${await text(page, '#chart-words-1')}`);
   });
 
   t.step('redrive all matching: numbers\' two letters, behind a confirmation that says how many and how fast, with a progress bar', async () => {
@@ -787,6 +818,8 @@ async function main() {
     await waitFor('the worker to get 3 and 5 again', () => worker.failures(3) > before[0] && worker.failures(5) > before[1]);
     const task = (await control.run({ command: 'getStatus' })).redriveTasks[0];
     assert(task.policy === 'numbers' && task.state === 'done' && task.moved === 2 && task.rate === 50, `the plugin's task: ${JSON.stringify(task)}`);
+    // The task's two redrives on the chart, beside the two single ones.
+    await waitFor('the chart to count the task\'s redrives', async () => (await text(page, '#chart-words-0')).includes(', 4 redrives.'));
     await shot(page, '07d-redrive-all-done.png');
     await page.select('#filter-policy', '');
     await page.click('#apply-filter');

@@ -3,8 +3,8 @@
 // The console's broker-independent parts in node, without a browser:
 // format.js (sizes, counters, ack_timeout, the totals, dead letters by
 // cause, payload as text or hex, properties, login errors), rates.js
-// (per-minute growth of NACKs, dead letters, also by cause, and ack timeouts
-// from successive getStatus replies, resets, the hour's window, the
+// (per-minute growth of NACKs, dead letters, also by cause, ack timeouts and
+// redrives from successive getStatus replies, resets, the hour's window, the
 // plugin's minutes from getHistory as the start), chart.js's
 // words, lines (split by cause) and key, and letters.js's paging, filters
 // and redrive task.
@@ -25,7 +25,7 @@ function eq(got, want, what) {
 
 const t = new Steps('console-units');
 const MIN = 60000;
-const status = (nacks, deadLetters, ackTimeouts = 0) => ({ policies: [{ filter: 'a/#', nacks, deadLetters, ackTimeouts }] });
+const status = (nacks, deadLetters, ackTimeouts = 0, redriven = 0) => ({ policies: [{ filter: 'a/#', nacks, deadLetters, ackTimeouts, redriven }] });
 
 t.step('format: sizes and the hex of a payload that is not UTF-8', () => {
   eq([format.bytes(0), format.bytes(1023), format.bytes(1536), format.bytes(3 * 1024 * 1024)], ['0 B', '1023 B', '1.5 KiB', '3.0 MiB'], 'bytes');
@@ -95,7 +95,20 @@ t.step('rates: growth per minute; the first reply is the base; a reset starts ag
   eq(s.length, 60, 'an hour of minutes');
   eq(s.slice(-2).map((m) => [m.nacks, m.deadLetters, m.ackTimeouts]), [[3, 0, 1], [3, 2, 1]], 'last two minutes');
   eq(s.slice(0, -2).every((m) => m.nacks === 0 && m.deadLetters === 0 && m.ackTimeouts === 0), true, 'older minutes');
-  eq(chart.summary(s), 'This minute: 3 NACKs, 2 dead letters, 1 ack timeout; last hour: 6 NACKs, 2 dead letters, 2 ack timeouts.', 'words');
+  eq(chart.summary(s), 'This minute: 3 NACKs, 2 dead letters, 1 ack timeout, 0 redrives; last hour: 6 NACKs, 2 dead letters, 2 ack timeouts, 0 redrives.', 'words');
+});
+
+t.step('rates: redrives are getStatus\'s redriven, growth per minute and reset like the others', () => {
+  const r = new Rates(60);
+  const t0 = 6000 * MIN;
+  r.add(status(0, 3, 0, 4), t0);           // the base: 4 redriven before
+  r.add(status(3, 4, 0, 5), t0 + 1000);    // +1 redrive in minute 0
+  r.add(status(3, 4, 0, 7), t0 + MIN);     // +2 in minute 1
+  r.add(status(0, 0, 0, 1), t0 + MIN + 5); // reset: +1
+  const s = r.series('a/#', t0 + MIN + 10);
+  eq(s.slice(-2).map((m) => m.redrives), [1, 3], 'redrives, last two minutes');
+  eq(chart.summary(s), 'This minute: 0 NACKs, 0 dead letters, 0 ack timeouts, 3 redrives; last hour: 3 NACKs, 1 dead letter, 0 ack timeouts, 4 redrives.', 'words');
+  eq(Rates.STATUS_NAMES, { redrives: 'redriven' }, 'the getStatus name');
 });
 
 t.step('rates: a reply without ackTimeouts (a plugin older than the page) counts none', () => {
@@ -105,21 +118,25 @@ t.step('rates: a reply without ackTimeouts (a plugin older than the page) counts
   r.add(old(0, 0), t0);
   r.add(old(4, 1), t0 + 1);
   const last = r.series('a/#', t0 + 2).pop();
-  eq([last.nacks, last.deadLetters, last.ackTimeouts], [4, 1, 0], 'this minute');
-  eq(chart.summary(r.series('a/#', t0 + 2)), 'This minute: 4 NACKs, 1 dead letter, 0 ack timeouts; last hour: 4 NACKs, 1 dead letter, 0 ack timeouts.', 'words');
+  eq([last.nacks, last.deadLetters, last.ackTimeouts, last.redrives], [4, 1, 0, 0], 'this minute');
+  eq(chart.summary(r.series('a/#', t0 + 2)), 'This minute: 4 NACKs, 1 dead letter, 0 ack timeouts, 0 redrives; last hour: 4 NACKs, 1 dead letter, 0 ack timeouts, 0 redrives.', 'words');
 });
 
-t.step('chart: the lines are rates.js\'s series; the key, the heading and the accessible name say all three', () => {
+t.step('chart: the lines are rates.js\'s series; the key, the heading and the accessible name say all four', () => {
   eq(chart.LINES.map((l) => l.key), Rates.SERIES, 'the lines drawn are the series counted');
-  eq(chart.LINES.map((l) => l.label), ['NACKs', 'dead letters', 'ack timeouts'], 'the key');
+  eq(chart.LINES.map((l) => l.label), ['NACKs', 'dead letters', 'ack timeouts', 'redrives'], 'the key');
   eq(new Set(chart.LINES.map((l) => l.style)).size, chart.LINES.length, 'each line its own dashes');
   eq(new Set(chart.LINES.map((l) => l.color)).size, chart.LINES.length, 'each line its own colour');
-  eq(chart.title(), 'NACKs, dead letters and ack timeouts per minute, last hour', 'heading');
-  const s = Array.from({ length: 60 }, (_, i) => ({ minute: i, nacks: i === 58 ? 3 : 0, deadLetters: i === 59 ? 1 : 0, ackTimeouts: i === 59 ? 2 : 0 }));
+  eq(new Set(chart.LINES.map((l) => l.dash)).size, chart.LINES.length, 'each line its own dashes in the chart');
+  eq(chart.LINES.every((l) => !chart.CAUSE_LOOKS.some((c) => c.color === l.color && l.key !== 'deadLetters')), true,
+    'no cause line looks like another line');
+  eq(chart.title(), 'NACKs, dead letters, ack timeouts and redrives per minute, last hour', 'heading');
+  const s = Array.from({ length: 60 }, (_, i) => ({ minute: i, nacks: i === 58 ? 3 : 0, deadLetters: i === 59 ? 1 : 0, ackTimeouts: i === 59 ? 2 : 0,
+    redrives: i === 57 ? 5 : 0 }));
   eq(chart.label('jobs/#', chart.summary(s)),
-    'NACKs, dead letters and ack timeouts per minute for jobs/#, last hour. ' +
-    'This minute: 0 NACKs, 1 dead letter, 2 ack timeouts; last hour: 3 NACKs, 1 dead letter, 2 ack timeouts.', 'accessible name');
-  eq(chart.summary([]), 'This minute: 0 NACKs, 0 dead letters, 0 ack timeouts; last hour: 0 NACKs, 0 dead letters, 0 ack timeouts.', 'no minutes');
+    'NACKs, dead letters, ack timeouts and redrives per minute for jobs/#, last hour. ' +
+    'This minute: 0 NACKs, 1 dead letter, 2 ack timeouts, 0 redrives; last hour: 3 NACKs, 1 dead letter, 2 ack timeouts, 5 redrives.', 'accessible name');
+  eq(chart.summary([]), 'This minute: 0 NACKs, 0 dead letters, 0 ack timeouts, 0 redrives; last hour: 0 NACKs, 0 dead letters, 0 ack timeouts, 0 redrives.', 'no minutes');
 });
 
 t.step('rates and chart: dead letters by cause per minute; split, a line per cause with any in the hour', () => {
@@ -136,11 +153,11 @@ t.step('rates and chart: dead letters by cause per minute; split, a line per cau
   eq(s.slice(-2).map((m) => m.deadLettersByCause), [{ nack: 1, final: 1, ack_timeout: 0, restart: 0 },
     { nack: 0, final: 1, ack_timeout: 1, restart: 0 }], 'by cause, last two minutes (a reset counts all of final)');
   eq(s.slice(-2).map((m) => m.deadLetters), [2, 2], 'dead letters');
-  eq(chart.summary(s), 'This minute: 0 NACKs, 2 dead letters, 0 ack timeouts; last hour: 0 NACKs, 4 dead letters, 0 ack timeouts.', 'words');
-  eq(chart.summary(s, true), 'This minute: 0 NACKs, 2 dead letters (final 1, ack_timeout 1), 0 ack timeouts; ' +
-    'last hour: 0 NACKs, 4 dead letters (nack 1, final 2, ack_timeout 1), 0 ack timeouts.', 'words by cause');
+  eq(chart.summary(s), 'This minute: 0 NACKs, 2 dead letters, 0 ack timeouts, 0 redrives; last hour: 0 NACKs, 4 dead letters, 0 ack timeouts, 0 redrives.', 'words');
+  eq(chart.summary(s, true), 'This minute: 0 NACKs, 2 dead letters (final 1, ack_timeout 1), 0 ack timeouts, 0 redrives; ' +
+    'last hour: 0 NACKs, 4 dead letters (nack 1, final 2, ack_timeout 1), 0 ack timeouts, 0 redrives.', 'words by cause');
   const lines = chart.linesFor(s, r.causes);
-  eq(lines.map((l) => l.key), ['nacks', 'cause-nack', 'cause-final', 'cause-ack_timeout', 'ackTimeouts'], 'lines by cause: none for restart');
+  eq(lines.map((l) => l.key), ['nacks', 'cause-nack', 'cause-final', 'cause-ack_timeout', 'ackTimeouts', 'redrives'], 'lines by cause: none for restart');
   eq(lines.filter((l) => l.cause).map((l) => l.label), ['nack dead letters', 'final dead letters', 'ack_timeout dead letters'], 'their key');
   eq(new Set(lines.map((l) => l.color)).size, lines.length, 'each line its own colour');
   eq(new Set(lines.map((l) => l.dash)).size, lines.length, 'each line its own dashes');
@@ -164,14 +181,14 @@ t.step('rates: the plugin\'s minutes (getHistory) fill the hour at once; the pol
     { filter: 'b/+', minutes: [] },
   ] }, t0);
   let s = r.series('a/#', t0);
-  eq(s.slice(-4).map((m) => [m.minute, m.nacks, m.deadLetters, m.ackTimeouts]),
-    [[4997, 4, 1, 0], [4998, 0, 0, 0], [4999, 0, 0, 0], [5000, 8, 2, 1]], 'the plugin\'s minutes, on the page\'s clock');
+  eq(s.slice(-4).map((m) => [m.minute, m.nacks, m.deadLetters, m.ackTimeouts, m.redrives]),
+    [[4997, 4, 1, 0, 0], [4998, 0, 0, 0, 0], [4999, 0, 0, 0, 0], [5000, 8, 2, 1, 1]], 'the plugin\'s minutes, on the page\'s clock');
   eq(s.slice(-4)[0].deadLettersByCause, { restart: 1, nack: 0, final: 0 }, 'by cause');
   eq(r.causes, ['restart', 'nack', 'final'], 'the causes the history named');
-  eq(chart.summary(s), 'This minute: 8 NACKs, 2 dead letters, 1 ack timeout; last hour: 12 NACKs, 3 dead letters, 1 ack timeout.', 'words at once');
-  r.add(status(14, 3, 1), t0 + 1000); // +2 NACKs since the history
+  eq(chart.summary(s), 'This minute: 8 NACKs, 2 dead letters, 1 ack timeout, 1 redrive; last hour: 12 NACKs, 3 dead letters, 1 ack timeout, 1 redrive.', 'words at once');
+  r.add(status(14, 3, 1, 2), t0 + 1000); // +2 NACKs and +2 redrives since the history
   s = r.series('a/#', t0 + 1000);
-  eq(s[59].nacks, 10, 'the poll adds on top of the plugin\'s minute');
+  eq([s[59].nacks, s[59].redrives], [10, 3], 'the poll adds on top of the plugin\'s minute');
   eq(r.series('b/+', t0).every((m) => m.nacks === 0), true, 'a policy with nothing in the hour');
   // An answer that is not a history changes nothing.
   r.seed({}, t0);
@@ -185,13 +202,14 @@ t.step('chart: the figures drawn are in the svg\'s data-series too', () => {
     firstChild: null, setAttribute: (k, v) => { attrs[k] = v; }, appendChild: () => {}, removeChild: () => {},
   };
   global.document = { createElementNS: () => ({ setAttribute: () => {} }) };
-  const s = Array.from({ length: 60 }, (_, i) => ({ minute: 100 + i, nacks: i === 59 ? 9 : 0, deadLetters: i === 58 ? 3 : 0, ackTimeouts: 0 }));
+  const s = Array.from({ length: 60 }, (_, i) => ({ minute: 100 + i, nacks: i === 59 ? 9 : 0, deadLetters: i === 58 ? 3 : 0, ackTimeouts: 0,
+    redrives: i === 59 ? 2 : 0 }));
   chart.render(fakeSvg, s, 'a/#', null);
   delete global.document;
   const data = JSON.parse(attrs['data-series']);
   eq(data.length, 60, 'every minute');
-  eq(data.slice(-2), [{ minute: 158 * 60, nacks: 0, deadLetters: 3, ackTimeouts: 0 }, { minute: 159 * 60, nacks: 9, deadLetters: 0, ackTimeouts: 0 }],
-    'the last two');
+  eq(data.slice(-2), [{ minute: 158 * 60, nacks: 0, deadLetters: 3, ackTimeouts: 0, redrives: 0 },
+    { minute: 159 * 60, nacks: 9, deadLetters: 0, ackTimeouts: 0, redrives: 2 }], 'the last two');
 });
 
 t.step('rates: minutes older than the hour are dropped', () => {

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * Child processes and broker-side helpers for the tool, bridge and worker
- * tests (see proc.h). A child's standard output and error go to pipes that are
- * read whenever the test waits on it, so a chatty child never blocks.
+ * tests (see proc.h). A child's standard output and error go to pipes (its
+ * standard output to a pseudo-terminal, for a test of what it shows on
+ * one) that are read whenever the test waits on it, so a chatty child never
+ * blocks.
  * Every record is on the test's list from its spawn until proc_free, which
  * the checked fixture calls for whatever the test left (proc__free_all).
  */
@@ -11,6 +13,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "harness_int.h"
@@ -110,7 +114,10 @@ static void pump(struct proc *p, int timeout_ms)
 				buf_add(&p->out[map[k]], chunk, (size_t)r);
 				continue;
 			}
-			if(r == 0){
+			/* The end: a pipe's writers gone, or a terminal's slave
+			 * closed (its master then reads EIO, once what was
+			 * written is read). */
+			if(r == 0 || (r < 0 && errno == EIO)){
 				close(pf[k].fd);
 				p->fd[map[k]] = -1;
 			}
@@ -134,8 +141,9 @@ static bool try_reap(struct proc *p)
 	return true;
 }
 
-/* Starts argv[0] (a path) with argv, its output captured. */
-static struct proc *spawn_argv(const char *file, int line, const char *const *argv)
+/* Starts argv[0] (a path) with argv, its output captured; with tty, its
+ * standard output a pseudo-terminal's slave in raw mode. */
+static struct proc *spawn_argv(const char *file, int line, const char *const *argv, bool tty)
 {
 	struct proc *p = calloc(1, sizeof(*p));
 	if(!p){
@@ -153,7 +161,20 @@ static struct proc *spawn_argv(const char *file, int line, const char *const *ar
 		used += (size_t)n;
 	}
 	int out[2], err[2];
-	if(pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)){
+	if(tty){
+		/* out[0] the master, out[1] the slave, as a pipe's ends. */
+		struct termios raw;
+		if(openpty(&out[0], &out[1], NULL, NULL, NULL) || tcgetattr(out[1], &raw)){
+			fail_at(file, line, "openpty: %s", strerror(errno));
+		}
+		cfmakeraw(&raw);
+		if(tcsetattr(out[1], TCSANOW, &raw) || fcntl(out[0], F_SETFD, FD_CLOEXEC) || fcntl(out[1], F_SETFD, FD_CLOEXEC)){
+			fail_at(file, line, "a raw terminal: %s", strerror(errno));
+		}
+	}else if(pipe2(out, O_CLOEXEC)){
+		fail_at(file, line, "pipe: %s", strerror(errno));
+	}
+	if(pipe2(err, O_CLOEXEC)){
 		fail_at(file, line, "pipe: %s", strerror(errno));
 	}
 	pid_t parent = getpid();
@@ -185,7 +206,7 @@ static struct proc *spawn_argv(const char *file, int line, const char *const *ar
 	return p;
 }
 
-static struct proc *spawn_v(const char *file, int line, struct broker *b, va_list ap)
+static struct proc *spawn_v(const char *file, int line, struct broker *b, va_list ap, bool tty)
 {
 	const char *bin = getenv("DLQCTL");
 	if(!bin || !*bin){
@@ -204,7 +225,7 @@ static struct proc *spawn_v(const char *file, int line, struct broker *b, va_lis
 		argv[argc++] = a;
 	}
 	argv[argc] = NULL;
-	return spawn_argv(file, line, argv);
+	return spawn_argv(file, line, argv, tty);
 }
 
 struct proc *proc_spawn_at(const char *file, int line, const char *const *argv)
@@ -212,14 +233,35 @@ struct proc *proc_spawn_at(const char *file, int line, const char *const *argv)
 	if(!argv[0] || argv[0][0] != '/'){
 		fail_at(file, line, "proc_spawn needs an absolute path, not \"%s\"", argv[0] ? argv[0] : "");
 	}
-	return spawn_argv(file, line, argv);
+	return spawn_argv(file, line, argv, false);
 }
 
 struct proc *dlqctl_spawn_at(const char *file, int line, struct broker *b, ...)
 {
 	va_list ap;
 	va_start(ap, b);
-	struct proc *p = spawn_v(file, line, b, ap);
+	struct proc *p = spawn_v(file, line, b, ap, false);
+	va_end(ap);
+	return p;
+}
+
+bool proc_tty_available(char *why, size_t len)
+{
+	int master, slave;
+	if(openpty(&master, &slave, NULL, NULL, NULL)){
+		snprintf(why, len, "openpty: %s", strerror(errno));
+		return false;
+	}
+	close(master);
+	close(slave);
+	return true;
+}
+
+struct proc *dlqctl_spawn_tty_at(const char *file, int line, struct broker *b, ...)
+{
+	va_list ap;
+	va_start(ap, b);
+	struct proc *p = spawn_v(file, line, b, ap, true);
 	va_end(ap);
 	return p;
 }
@@ -228,7 +270,7 @@ struct proc *dlqctl_run_at(const char *file, int line, struct broker *b, ...)
 {
 	va_list ap;
 	va_start(ap, b);
-	struct proc *p = spawn_v(file, line, b, ap);
+	struct proc *p = spawn_v(file, line, b, ap, false);
 	va_end(ap);
 	proc_wait_at(file, line, p, HARNESS_WAIT_MS);
 	return p;
@@ -238,7 +280,7 @@ struct proc *dlqctl_expect_at(const char *file, int line, int want, struct broke
 {
 	va_list ap;
 	va_start(ap, b);
-	struct proc *p = spawn_v(file, line, b, ap);
+	struct proc *p = spawn_v(file, line, b, ap, false);
 	va_end(ap);
 	int st = proc_wait_at(file, line, p, HARNESS_WAIT_MS);
 	if(st != want){

@@ -4,7 +4,8 @@
  * DLQCTL, set by meson) run against a harness broker, or any program (the
  * example workers), with its output captured, in the foreground or in the
  * background to be waited for or killed; plus the broker-side helpers the
- * tool, bridge and worker tests need: a free loopback TCP port, waiting for
+ * tool, bridge and worker tests need (dlqctl's output on a terminal too):
+ * a free loopback TCP port, waiting for
  * a line in a broker's log, and sending a broker a signal. A child dies with
  * its test's process (PDEATHSIG).
  */
@@ -25,6 +26,17 @@ struct proc;
 /* Starts "$DLQCTL --unix <b's socket> args..." in the background. */
 #define dlqctl_spawn(b, ...) dlqctl_spawn_at(__FILE__, __LINE__, (b), __VA_ARGS__, (const char *)NULL)
 struct proc *dlqctl_spawn_at(const char *file, int line, struct broker *b, ...);
+
+/* Like dlqctl_spawn, with its standard output a terminal: the slave of a
+ * new pseudo-terminal, in raw mode so that what dlqctl writes arrives as
+ * it wrote it (no "\r\n" for "\n"), whose master the test reads as it
+ * reads a pipe (proc_out); its standard error is a pipe as ever. */
+/* Whether this machine gives pseudo-terminals (a chroot without devpts
+ * mounted does not); if not, why (openpty's error) into why. */
+bool proc_tty_available(char *why, size_t len);
+
+#define dlqctl_spawn_tty(b, ...) dlqctl_spawn_tty_at(__FILE__, __LINE__, (b), __VA_ARGS__, (const char *)NULL)
+struct proc *dlqctl_spawn_tty_at(const char *file, int line, struct broker *b, ...);
 
 /* The value of the environment variable name, which meson sets; fails the
  * test when it is unset or empty. */

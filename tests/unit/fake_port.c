@@ -78,6 +78,10 @@ int port__publish(const char *client, const char *topic, uint8_t qos, bool retai
 		fake.fail_publishes--;
 		return EIO;
 	}
+	if(fake.fail_topic && !strcmp(topic, fake.fail_topic)){
+		fake.fail_topic_calls++;
+		return EIO;
+	}
 	/* The plugin's $SYS topics would get in the way of tests that count
 	 * what was published; they are recorded only when a test asks. */
 	if(!fake.record_sys && !strncmp(topic, "$SYS/", 5)){

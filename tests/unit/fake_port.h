@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * The fake broker port for unit tests: records every publish and log line,
- * lets a test set the clocks, the random bytes and publish failures.
+ * lets a test set the clocks, the random bytes and publish failures (the
+ * next N, or every one to a topic).
  */
 #ifndef DLQ_FAKE_PORT_H
 #define DLQ_FAKE_PORT_H
@@ -30,6 +31,8 @@ struct fake_port {
 	struct fake_publish publishes[FAKE_MAX_PUBLISHES];
 	size_t publish_count;
 	int fail_publishes;    /* the next N publishes fail with EIO */
+	const char *fail_topic; /* borrowed; every publish to this topic fails with EIO (NULL: none) */
+	size_t fail_topic_calls; /* publishes refused for fail_topic */
 	size_t publish_calls;  /* failed ones included */
 	char *logs[FAKE_MAX_LOGS];
 	enum dlq_log_level log_levels[FAKE_MAX_LOGS];

@@ -6,14 +6,19 @@
  * matches at its rate, tick by tick, to their origin topics or its own; a
  * publish the broker refuses is counted as failed and the letter kept; a
  * letter dead-lettered after the start is not the task's; a cancel stops
- * it; its progress reaches the store port), and what a tick costs with a
- * task running over 100,000 kept letters (printed).
+ * it; its progress reaches the store port; with a state file, a restart,
+ * or a crash with the journal, goes on after the letters it tried, so that
+ * a letter whose publish the broker refused is tried and counted in failed
+ * once), and what a tick costs with a task running over 100,000 kept
+ * letters (printed).
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/dlq.h"
 #include "engine/engine.h"
@@ -300,6 +305,212 @@ START_TEST(a_cancel_stops_a_task_and_one_per_policy_runs)
 }
 END_TEST
 
+/* The letter a task is at leaves the store otherwise (an operator's
+ * delete, here; a single redrive or a bound's drop alike): the task goes
+ * on at the next newer letter. It ended at once, "done" with the letters
+ * after it never tried, while the store moved its cursor past the newest
+ * (letters__remove read the letter's next after unlinking it). */
+START_TEST(a_task_goes_on_when_the_letter_it_is_at_leaves_the_store)
+{
+	start();
+	for(int i = 0; i < 10; i++) engine_dead_letter(&d, "jobs/a", "p");
+	fake.wall_ms += 10;
+	struct dlq_redrive_task *t = start_task("jobs/#", NULL, 10);
+	dlq__tick(&d);
+	ck_assert_uint_eq(t->moved, 2);
+	struct dlq_letter *at = t->cursor.at;
+	ck_assert(at != NULL && at->newer != NULL);
+	struct dlq_letter *next = at->newer;
+	letter_store__delete(&d, at);
+	ck_assert_ptr_eq(t->cursor.at, next);
+	ck_assert_uint_eq(redrive_tasks__left(&d, t), 7);
+	run_for(2000, 100);
+	ck_assert_uint_eq(t->state, DLQ_TASK_DONE);
+	ck_assert_uint_eq(t->moved, 9);
+	ck_assert_uint_eq(d.letters.count, 0);
+	stop();
+}
+END_TEST
+
+/* ---- across a restart (a state file) ---- */
+
+static char state_dir[64];
+static char state_path[128];
+
+/* Starts the engine with jobs/#, every NACK a dead letter, kept, and the
+ * state file at path, its journal too with on_change
+ * (state_save_on_change). */
+static void start_on(const char *path, bool on_change)
+{
+	struct dlq_option opts[] = {
+		{"policy", "jobs/# max_attempts=1 dead_letter=dead/jobs"},
+		{"dead_letter_access", "control"},
+		{"dead_letter_keep", "64MB"},
+		{"state_file", path},
+		{"state_save_on_change", on_change ? "true" : "false"},
+	};
+	engine_start(&d, &d_live, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
+	ck_assert_msg(!fake_logged("damaged"), "the state file is damaged");
+}
+
+/* The same on a state file in a new private directory. */
+static void start_saving(bool on_change)
+{
+	fake_reset();
+	snprintf(state_dir, sizeof(state_dir), "/tmp/dlq-task-test-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(state_dir));
+	snprintf(state_path, sizeof(state_path), "%s/state", state_dir);
+	fake.now_ms = 1000;
+	fake.wall_ms = 1790000000000LL;
+	start_on(state_path, on_change);
+}
+
+/* Starts the engine again on the state file at path, both clocks moved
+ * on: the monotonic one to a new base. */
+static void start_again(const char *path, bool on_change)
+{
+	fake.now_ms = 90000000;
+	fake.wall_ms += 5000;
+	start_on(path, on_change);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	FILE *in = fopen(from, "rb");
+	if(in == NULL) return; /* no journal yet */
+	FILE *out = fopen(to, "wb");
+	ck_assert_ptr_nonnull(out);
+	char buf[4096];
+	size_t n;
+	while((n = fread(buf, 1, sizeof(buf), in)) > 0) ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	ck_assert_int_eq(fclose(out), 0);
+}
+
+/* Stops the engine and removes the state directory with what is in it. */
+static void stop_saving(void)
+{
+	engine_stop(&d, &d_live);
+	DIR *dp = opendir(state_dir);
+	if(dp){
+		struct dirent *de;
+		char p[400];
+		while((de = readdir(dp)) != NULL){
+			if(!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+			snprintf(p, sizeof(p), "%s/%s", state_dir, de->d_name);
+			unlink(p);
+		}
+		closedir(dp);
+	}
+	rmdir(state_dir);
+	fake_reset();
+}
+
+/* n letters of jobs/#, those of even number from jobs/bad (whose publish
+ * the broker refuses from then on), the others from jobs/good. */
+static void bad_and_good_letters(int n)
+{
+	for(int i = 0; i < n; i++) engine_dead_letter(&d, i % 2 ? "jobs/good" : "jobs/bad", "p");
+	ck_assert_uint_eq(d.letters.count, (size_t)n);
+	fake.fail_topic = "jobs/bad";
+	fake.wall_ms += 10;
+}
+
+/* A task stopped by a restart (shutdown, snapshot, start) after it tried
+ * four letters, two refused: it goes on after them with its counters, so
+ * that each refused letter is tried once and counted in failed once, and
+ * left counts only those it has not tried. Before places were saved, the
+ * restarted task began again from the oldest letter: it tried the two
+ * refused letters again and counted them twice (failed 7 of 10 letters,
+ * moved + failed + left past the letters it had). */
+START_TEST(a_restart_goes_on_after_the_letters_tried_and_counts_each_failure_once)
+{
+	enum { N = 10 };
+	start_saving(false);
+	bad_and_good_letters(N);
+	struct dlq_redrive_task *t = start_task("jobs/#", NULL, 10);
+	/* One burst of 2 at 10 a second, then one each 100 ms. */
+	dlq__tick(&d);
+	run_for(200, 100);
+	ck_assert_uint_eq(t->moved, 2);
+	ck_assert_uint_eq(t->failed, 2);
+	ck_assert_uint_eq(redrive_tasks__left(&d, t), N - 4);
+	ck_assert_uint_eq(fake.fail_topic_calls, 2);
+	engine_stop(&d, &d_live);
+	start_again(state_path, false);
+	t = redrive_task__find(&d.tasks, 1);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_uint_eq(t->state, DLQ_TASK_RUNNING);
+	ck_assert_uint_eq(t->moved, 2);
+	ck_assert_uint_eq(t->failed, 2);
+	ck_assert_uint_eq(redrive_tasks__left(&d, t), N - 4);
+	ck_assert_uint_eq(d.letters.count, N - 2);
+	run_for(2000, 100);
+	ck_assert_uint_eq(t->state, DLQ_TASK_DONE);
+	ck_assert_uint_eq(t->moved, N / 2);
+	ck_assert_uint_eq(t->failed, N / 2);
+	ck_assert_uint_eq(t->left, 0);
+	/* Each refused letter tried once; they are the letters kept. */
+	ck_assert_uint_eq(fake.fail_topic_calls, N / 2);
+	ck_assert_uint_eq(d.letters.count, N / 2);
+	for(struct dlq_letter *l = d.letters.oldest; l; l = l->newer) ck_assert_str_eq(l->env->origin_topic, "jobs/bad");
+	ck_assert(fake_logged("redrive task 1 for jobs/# done: 5 moved, 5 failed (kept)"));
+	/* And in the next snapshot an ended task has no place. */
+	engine_stop(&d, &d_live);
+	start_again(state_path, false);
+	t = redrive_task__find(&d.tasks, 1);
+	ck_assert(t && t->state == DLQ_TASK_DONE && !t->tracked && t->moved == N / 2 && t->failed == N / 2);
+	stop_saving();
+}
+END_TEST
+
+/* The same across a crash with the journal (state_save_on_change): the
+ * files as they were, no shutdown. The task's progress is journaled at
+ * most once a second, its place with it; the letters moved after that are
+ * removed by the journal's later entries, which move the restored place on
+ * past them, and a letter refused after it is tried again, its failure
+ * then counted for the first time. */
+START_TEST(a_crash_goes_on_from_the_journaled_place_and_counts_each_failure_once)
+{
+	enum { N = 20 };
+	start_saving(true);
+	bad_and_good_letters(N);
+	struct dlq_redrive_task *t = start_task("jobs/#", NULL, 10);
+	/* 2, then 10 in a second (progress journaled at its end), then one
+	 * more, refused, not journaled. */
+	dlq__tick(&d);
+	run_for(1000, 100);
+	ck_assert_uint_eq(t->moved + t->failed, 12);
+	ck_assert_uint_eq(t->noted_ms, fake.now_ms);
+	run_for(100, 100);
+	ck_assert_uint_eq(t->failed, 7);
+	ck_assert_uint_eq(t->moved, 6);
+	char crash[100], from[160], to[120];
+	snprintf(crash, sizeof(crash), "%s/crash", state_dir);
+	copy_file(state_path, crash);
+	snprintf(from, sizeof(from), "%s.journal", state_path);
+	snprintf(to, sizeof(to), "%s.journal", crash);
+	copy_file(from, to);
+	engine_stop(&d, &d_live);
+	start_again(crash, true);
+	t = redrive_task__find(&d.tasks, 1);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_uint_eq(t->state, DLQ_TASK_RUNNING);
+	/* As journaled: 12 tried; the 13th (refused) is tried again. */
+	ck_assert_uint_eq(t->moved, 6);
+	ck_assert_uint_eq(t->failed, 6);
+	ck_assert_uint_eq(redrive_tasks__left(&d, t), N - 12);
+	run_for(2000, 100);
+	ck_assert_uint_eq(t->state, DLQ_TASK_DONE);
+	ck_assert_uint_eq(t->moved, N / 2);
+	ck_assert_uint_eq(t->failed, N / 2);
+	ck_assert_uint_eq(d.letters.count, N / 2);
+	/* 7 refused before the crash, the 13th again and the 3 after it. */
+	ck_assert_uint_eq(fake.fail_topic_calls, 7 + 1 + 3);
+	stop_saving();
+}
+END_TEST
+
 /* Frees what the fake port recorded, so that it records again. */
 static void forget_publishes(void)
 {
@@ -398,6 +609,9 @@ static Suite *redrive_task_suite(void)
 	tcase_add_test(tc, a_task_moves_its_letters_at_its_rate);
 	tcase_add_test(tc, a_refused_publish_is_failed_and_the_letter_kept);
 	tcase_add_test(tc, a_cancel_stops_a_task_and_one_per_policy_runs);
+	tcase_add_test(tc, a_task_goes_on_when_the_letter_it_is_at_leaves_the_store);
+	tcase_add_test(tc, a_restart_goes_on_after_the_letters_tried_and_counts_each_failure_once);
+	tcase_add_test(tc, a_crash_goes_on_from_the_journaled_place_and_counts_each_failure_once);
 	tcase_add_test(tc, the_tick_cost_with_a_task_and_100000_letters_kept);
 	suite_add_tcase(s, tc);
 	return s;

@@ -1461,17 +1461,23 @@ static void same_task(const struct dlq_redrive_task *x, const struct dlq_redrive
 	ck_assert(x->match.until_given == y->match.until_given && x->match.until == y->match.until);
 }
 
+/* a's snapshot (into buf), restored into b, started; rep what it found. */
+static void restore_a_into_b(struct state_report *rep)
+{
+	headers__free(&buf);
+	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	decode(&b, buf.data, buf.len, rep);
+	ck_assert_msg(!rep->damaged, "damaged: %s", rep->problem);
+}
+
 START_TEST(a_snapshot_and_a_journal_restore_redrive_tasks)
 {
 	populate_small();
 	struct dlq_redrive_task *done = task_in(&a, NULL, DLQ_TASK_DONE, 5);
 	struct dlq_redrive_task *run = task_in(&a, "numbers", DLQ_TASK_RUNNING, DLQ_REDRIVE_RATE_MAX);
-	headers__free(&buf);
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
-	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
-	decode(&b, buf.data, buf.len, &rep);
-	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	restore_a_into_b(&rep);
 	ck_assert_uint_eq(b.tasks.count, 2);
 	ck_assert_uint_eq(b.tasks.running, 1);
 	ck_assert_uint_eq(b.tasks.next_id, 3);
@@ -1500,6 +1506,91 @@ START_TEST(a_snapshot_and_a_journal_restore_redrive_tasks)
 	ck_assert_msg(strstr(rep.problem, "a redrive task with a state, rate or filter the plugin never writes"), "%s",
 			rep.problem);
 	headers__free(&j);
+}
+END_TEST
+
+/* How many cursors d's letters have registered. */
+static size_t cursors(struct dlq *d)
+{
+	size_t n = 0;
+	for(const struct dlq_letter_cursor *c = d->letters.cursors; c; c = c->next) n++;
+	return n;
+}
+
+/* A running task's place (the letter it tries next) is saved and restored:
+ * registered with the letters, so that a later removal in the journal
+ * moves it on; past the newest too; one at a letter not kept, and a task
+ * that had not walked, start from the oldest; an ended task has none. */
+START_TEST(a_running_task_s_place_is_restored_and_moved_on_by_later_removals)
+{
+	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
+	for(unsigned n = 1; n <= 3; n++) keep(&a, letter(n, "numbers", "numbers", "x", 1));
+	struct dlq_redrive_task *done = task_in(&a, NULL, DLQ_TASK_DONE, 5);
+	struct dlq_redrive_task *run = task_in(&a, "numbers", DLQ_TASK_RUNNING, 10);
+	letters__track_at(&a.letters, &run->cursor, find_letter(&a, 2));
+	run->tracked = true;
+	struct state_report rep;
+	restore_a_into_b(&rep);
+	struct dlq_redrive_task *t = redrive_task__find(&b.tasks, run->id);
+	ck_assert(t && t->tracked);
+	ck_assert_ptr_eq(t->cursor.at, find_letter(&b, 2));
+	ck_assert(!redrive_task__find(&b.tasks, done->id)->tracked);
+	ck_assert_uint_eq(cursors(&b), 1);
+	/* Letter 2 leaves (the task moved it): the place moves on to 3. */
+	struct dlq_headers j = {0};
+	ck_assert_int_eq(state__encode_journal_header(&j), 0);
+	ck_assert_int_eq(state__encode_letter_gone(&find_letter(&a, 2)->env->id, &j), 0);
+	/* Then the task, journaled past the newest. */
+	struct dlq_letter *at_two = run->cursor.at;
+	run->cursor.at = NULL;
+	ck_assert_int_eq(state__encode_task(run, &j), 0);
+	decode_journal(&b, &j, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	t = redrive_task__find(&b.tasks, run->id);
+	ck_assert(t && t->tracked);
+	ck_assert_ptr_null(t->cursor.at);
+	ck_assert_uint_eq(cursors(&b), 1);
+	headers__free(&j);
+	/* Journaled at letter 2 then letter 2 leaving: at 3. */
+	run->cursor.at = at_two;
+	ck_assert_int_eq(state__encode_journal_header(&j), 0);
+	ck_assert_int_eq(state__encode_task(run, &j), 0);
+	ck_assert_int_eq(state__encode_letter_gone(&at_two->env->id, &j), 0);
+	engine_stop(&b, &b_live);
+	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
+	decode(&b, buf.data, buf.len, &rep);
+	decode_journal(&b, &j, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	t = redrive_task__find(&b.tasks, run->id);
+	ck_assert(t && t->tracked);
+	ck_assert_ptr_eq(t->cursor.at, find_letter(&b, 3));
+	headers__free(&j);
+	/* At a letter b does not keep (2 is gone): from the oldest. */
+	ck_assert_int_eq(state__encode_journal_header(&j), 0);
+	ck_assert_int_eq(state__encode_task(run, &j), 0);
+	decode_journal(&b, &j, &rep);
+	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
+	t = redrive_task__find(&b.tasks, run->id);
+	ck_assert(t && !t->tracked);
+	ck_assert_uint_eq(cursors(&b), 0);
+	headers__free(&j);
+	/* A task that has not walked, and an ended one, are written as before
+	 * places (no place): as plugins older than places read them. */
+	struct dlq_headers plain = {0}, placed = {0};
+	run->tracked = false;
+	ck_assert_int_eq(state__encode_task(run, &plain), 0);
+	run->tracked = true;
+	ck_assert_int_eq(state__encode_task(run, &placed), 0);
+	ck_assert_uint_eq(placed.len, plain.len + 1 + DLQ_ID_RAW_LEN);
+	headers__free(&plain);
+	headers__free(&placed);
+	ck_assert_int_eq(state__encode_task(done, &plain), 0);
+	done->tracked = true; /* never so: an ended task has no place all the same */
+	ck_assert_int_eq(state__encode_task(done, &placed), 0);
+	done->tracked = false;
+	ck_assert_uint_eq(placed.len, plain.len);
+	headers__free(&plain);
+	headers__free(&placed);
 }
 END_TEST
 
@@ -2422,6 +2513,7 @@ static Suite *state_suite(void)
 	tcase_add_test(tc, without_a_store_kept_letters_are_read_and_dropped);
 	tcase_add_test(tc, a_journal_keeps_and_removes_letters);
 	tcase_add_test(tc, a_snapshot_and_a_journal_restore_redrive_tasks);
+	tcase_add_test(tc, a_running_task_s_place_is_restored_and_moved_on_by_later_removals);
 	tcase_add_test(tc, a_damaged_kept_letter_is_damage);
 	tcase_add_test(tc, a_letter_from_a_file_before_causes_has_a_default_cause);
 	tcase_add_test(tc, a_letter_keeps_its_broker_and_an_older_one_gets_this_brokers);

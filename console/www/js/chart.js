@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * One policy's chart: NACKs, dead letters and ack timeouts per minute over
- * the last hour (rates.js's series), as an SVG of a line each (LINES) and
+ * One policy's chart: NACKs, dead letters, ack timeouts and redrives per
+ * minute over the last hour (rates.js's series), as an SVG of a line each (LINES) and
  * their key, with the figures also in words (the chart's accessible name
  * and the caption under it) for those who do not see it. Split by cause,
  * the dead letters are drawn as a line per dead-letter cause that had any
@@ -15,15 +15,19 @@
 	/* What is drawn, in this order, in the key and in the words: each line
 	 * a getStatus counter (rates.js's SERIES), its words for one and many,
 	 * its colour (3:1 and more against the white) and its dashes (solid,
-	 * dashed, dotted: told apart without the colours too). */
+	 * dashed, dotted, double in the key: told apart without the colours
+	 * too). Redrives are the kept dead letters published again (a single
+	 * redrive or a redrive task's), counted in the policy whose topic they
+	 * went to. */
 	const LINES = [
 		{ key: 'nacks', one: 'NACK', label: 'NACKs', color: '#1d4f91', dash: '', style: 'solid' },
 		{ key: 'deadLetters', one: 'dead letter', label: 'dead letters', color: '#a4161a', dash: '6 3', style: 'dashed' },
 		{ key: 'ackTimeouts', one: 'ack timeout', label: 'ack timeouts', color: '#a65e00', dash: '2 3', style: 'dotted' },
+		{ key: 'redrives', one: 'redrive', label: 'redrives', color: '#5f7a00', dash: '10 3 2 3', style: 'double' },
 	];
 	/* The looks of the cause lines, given out in the order of the causes
 	 * (the plugin's): colours of 3:1 and more against the white, none the
-	 * NACKs' or ack timeouts', and dashes of their own. */
+	 * NACKs', ack timeouts' or redrives', and dashes of their own. */
 	const CAUSE_LOOKS = [
 		{ color: '#a4161a', dash: '6 3', style: 'dashed' },
 		{ color: '#6a1b9a', dash: '10 3', style: 'dashed' },
@@ -49,14 +53,15 @@
 	/* "nack 2, final 1": the causes with dead letters in m. */
 	const causeWords = (m) => Object.keys(m.deadLettersByCause || {}).filter((w) => m.deadLettersByCause[w] > 0)
 		.map((w) => w + ' ' + m.deadLettersByCause[w]).join(', ');
-	/* "3 NACKs, 1 dead letter, 0 ack timeouts" for m's figures; split by
-	 * cause, "3 NACKs, 2 dead letters (nack 1, final 1), 0 ack timeouts". */
+	/* "3 NACKs, 1 dead letter, 0 ack timeouts, 1 redrive" for m's figures;
+	 * split by cause, "3 NACKs, 2 dead letters (nack 1, final 1), 0 ack
+	 * timeouts, 1 redrive". */
 	const words = (m, split) => LINES.map((l) => {
 		const said = count(value(m, l), l.one, l.label);
 		const by = split && l.key === 'deadLetters' ? causeWords(m) : '';
 		return by ? said + ' (' + by + ')' : said;
 	}).join(', ');
-	/* "NACKs, dead letters and ack timeouts": what the chart draws. */
+	/* "NACKs, dead letters, ack timeouts and redrives": what the chart draws. */
 	const what = () => {
 		const names = LINES.map((l) => l.label);
 		return names.slice(0, -1).join(', ') + ' and ' + names[names.length - 1];
@@ -82,13 +87,13 @@
 
 	/* The lines drawn: LINES, or split by cause (causes: the words, in the
 	 * plugin's order), the dead letters' line replaced by a line per cause
-	 * with dead letters in the hour. */
+	 * with dead letters in the hour, the others as they are. */
 	function linesFor(series, causes) {
 		if (!causes) return LINES;
 		const hour = hourOf(series).deadLettersByCause;
 		const byCause = causes.map((w, i) => Object.assign({ key: 'cause-' + w, cause: w, one: w + ' dead letter', label: w + ' dead letters' },
 			CAUSE_LOOKS[i % CAUSE_LOOKS.length])).filter((l) => hour[l.cause] > 0);
-		return [LINES[0], ...byCause, LINES[2]];
+		return LINES.flatMap((l) => (l.key === 'deadLetters' ? byCause : [l]));
 	}
 
 	/* The chart's accessible name: what it draws, for whom, and the figures. */
@@ -147,7 +152,7 @@
 		}
 	}
 
-	/* The section's heading: "NACKs, dead letters and ack timeouts per minute, last hour". */
+	/* The section's heading: "NACKs, dead letters, ack timeouts and redrives per minute, last hour". */
 	function title() {
 		return what() + ' per minute, last hour';
 	}

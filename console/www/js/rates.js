@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
- * NACKs, dead letters (also by cause) and ack timeouts per minute, per
- * policy, over the last hour: the plugin's own minutes (a getHistory reply,
+ * NACKs, dead letters (also by cause), ack timeouts and redrives per
+ * minute, per policy, over the last hour: the plugin's own minutes (a getHistory reply,
  * taken when the page connects, seed), then the growth of the counters of
  * successive getStatus replies, each reply's growth since the one before
  * added to the minute it arrived in. The plugin's minutes are the truth:
@@ -10,7 +10,9 @@
  * starts again from zero: its whole value is that sample's growth. The
  * first reply only sets the base, so what happened before the page was
  * opened is not drawn as one spike. A counter a reply lacks (a plugin older
- * than it) counts as 0. Dead letters by cause come from a policy's
+ * than it) counts as 0. Redrives are getStatus' redriven and getHistory's
+ * redrives (STATUS_NAMES: a series of another name in a getStatus
+ * policy). Dead letters by cause come from a policy's
  * deadLettersByCause, one counter per cause word, in the plugin's order;
  * they are reset with the dead letters they add up to.
  */
@@ -18,8 +20,11 @@
 	'use strict';
 
 	const MINUTE = 60 * 1000;
-	/* The getStatus counters drawn, as chart.js's LINES name them. */
-	const SERIES = ['nacks', 'deadLetters', 'ackTimeouts'];
+	/* The counters drawn, as chart.js's LINES and getHistory's minutes
+	 * name them. */
+	const SERIES = ['nacks', 'deadLetters', 'ackTimeouts', 'redrives'];
+	/* The getStatus names of those it names otherwise. */
+	const STATUS_NAMES = { redrives: 'redriven' };
 
 	const zero = () => {
 		const m = {};
@@ -39,13 +44,16 @@
 			this.causes = [];         /* every cause word a reply named, in the plugin's order */
 		}
 
-		/* The SERIES figures of o (a getStatus policy or a getHistory
-		 * minute) and its dead letters by cause (by: {word: n}), a figure
-		 * it lacks (a plugin older than the page) as 0; every cause word
-		 * named joins this.causes. */
-		figures(o, by) {
+		/* The SERIES figures of o (a getStatus policy, names STATUS_NAMES,
+		 * or a getHistory minute) and its dead letters by cause (by:
+		 * {word: n}), a figure it lacks (a plugin older than the page) as
+		 * 0; every cause word named joins this.causes. */
+		figures(o, by, names) {
 			const f = zero();
-			for (const s of SERIES) f[s] = typeof o[s] === 'number' ? o[s] : 0;
+			for (const s of SERIES) {
+				const v = o[(names && names[s]) || s];
+				f[s] = typeof v === 'number' ? v : 0;
+			}
 			const words = by && typeof by === 'object' ? by : {};
 			for (const w of Object.keys(words)) {
 				if (typeof words[w] !== 'number') continue;
@@ -60,7 +68,7 @@
 			const minute = Math.floor(nowMs / MINUTE);
 			for (const p of status.policies || []) {
 				const prev = this.last.get(p.filter);
-				const cur = this.figures(p, p.deadLettersByCause);
+				const cur = this.figures(p, p.deadLettersByCause, STATUS_NAMES);
 				this.last.set(p.filter, cur);
 				if (!prev) continue;
 				let b = this.buckets.get(p.filter);
@@ -109,7 +117,7 @@
 
 		/* The last hour for one policy, oldest minute first, the current
 		 * (unfinished) minute last: [{minute, nacks, deadLetters,
-		 * ackTimeouts, deadLettersByCause: {word: n}}], every cause a reply
+		 * ackTimeouts, redrives, deadLettersByCause: {word: n}}], every cause a reply
 		 * named in each deadLettersByCause, in the plugin's order. */
 		series(filter, nowMs) {
 			const now = Math.floor(nowMs / MINUTE);
@@ -127,4 +135,5 @@
 
 	root.Rates = Rates;
 	root.Rates.SERIES = SERIES;
+	root.Rates.STATUS_NAMES = STATUS_NAMES;
 })(typeof module !== 'undefined' ? module.exports : (window.DlqConsole = window.DlqConsole || {}));
