@@ -110,11 +110,26 @@ static int broker_member(const cJSON *cmd, const char **out, char *err, size_t e
 	return 0;
 }
 
+/* A member that names a policy's filter or dead-letter topic: absent
+ * (NULL), or not empty. An empty one would match no letter (each has both),
+ * and a redrive task saved with it would be read back as without it (the
+ * state file writes none as empty), and then take every letter. */
+static int topic_member(const cJSON *cmd, const char *name, const char **out, char *err, size_t errlen)
+{
+	if(letter_filter__string(cmd, name, out, err, errlen)) return EINVAL;
+	if(*out && (*out)[0] == '\0'){
+		errtext__set(err, errlen, "\"%s\" must not be empty: leave it out to match every one", name);
+		*out = NULL;
+		return EINVAL;
+	}
+	return 0;
+}
+
 int letter_filter__parse(const cJSON *cmd, struct dlq_letter_match *m, char *err, size_t errlen)
 {
 	memset(m, 0, sizeof(*m));
-	if(letter_filter__string(cmd, "filter", &m->filter, err, errlen)
-			|| letter_filter__string(cmd, "deadLetter", &m->dead_letter, err, errlen)
+	if(topic_member(cmd, "filter", &m->filter, err, errlen)
+			|| topic_member(cmd, "deadLetter", &m->dead_letter, err, errlen)
 			|| letter_filter__string(cmd, "reason", &m->reason, err, errlen)
 			|| broker_member(cmd, &m->broker, err, errlen)
 			|| cause_member(cmd, &m->cause_given, &m->cause, err, errlen)

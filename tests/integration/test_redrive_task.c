@@ -488,6 +488,10 @@ START_TEST(test_bad_input)
 		{ false, "\"rate\":2.5", RATE_ERR },
 		{ false, "\"rate\":\"fast\"", RATE_ERR },
 		{ false, "\"filter\":5", "\"filter\" must be a string" },
+		/* Empty: it would match nothing now and, read back from the state
+		 * file as none, every letter after a restart. */
+		{ false, "\"filter\":\"\"", "\"filter\" must not be empty: leave it out to match every one" },
+		{ false, "\"deadLetter\":\"\"", "\"deadLetter\" must not be empty: leave it out to match every one" },
 		{ false, "\"reason\":[]", "\"reason\" must be a string" },
 		{ false, "\"cause\":\"tired\"", ERR_UNKNOWN_CAUSE("tired") },
 		{ false, "\"since\":\"yesterday\"", "\"since\" must be milliseconds since the epoch or RFC 3339 UTC text, "
