@@ -216,13 +216,16 @@ provision_chroot() {
 }
 
 # The folders the tests use, at the same paths inside the root as outside:
-# /tmp (brokers' directories, sockets, logs) and the project (the plugin,
-# the build trees). Each is mounted only if it is not already, so a second
-# call, or a run beside another one, reuses the mounts.
+# /tmp (brokers' directories, sockets, logs), the project (the plugin, the
+# build trees) and the host's pseudo-terminals (/dev/pts: the root's
+# /dev/ptmx opens them; dlqctl's progress bar is tested on one). Each is
+# mounted only if it is not already, so a second call, or a run beside
+# another one, reuses the mounts.
 chroot_mounts() {
 	echo "proc /proc"
 	echo "bind /tmp"
 	echo "bind $here"
+	if [ -e /dev/pts/ptmx ]; then echo "bind /dev/pts"; fi
 }
 
 mount_chroot() {

@@ -690,13 +690,13 @@ static struct bar read_bar(const char *text, size_t len)
  * between two draws), its figures only growing, which ends full at the
  * task's final counts; then a newline and the closing line; none of the
  * plain lines. 150 letters at 50 a second: some 3 s, a draw every 250 ms.
- * Skipped, saying so, where there are no pseudo-terminals (the 2.1 root). */
+ * Skipped, saying so, where there are no pseudo-terminals (a 2.1 root
+ * made before scripts/brokers.sh bound the host's /dev/pts into it). */
 START_TEST(test_dlqctl_redrive_all_draws_a_bar_on_a_terminal)
 {
 	enum { N = 150 };
 	char why[128];
 	if(!proc_tty_available(why, sizeof(why))){
-		/* The 2.1 root (scripts/brokers.sh) mounts no devpts. */
 		printf("redrive_task: dlqctl on a terminal skipped, no pseudo-terminal here (%s)\n", why);
 		return;
 	}
