@@ -104,21 +104,13 @@ struct dlq {
  * record: 2.1's exact counting gives originals the sends part (their first
  * client's sends, in the record) and retry copies the more part; 2.0's
  * redelivery tracking gives every record the more part; otherwise only
- * retry copies have one. */
+ * retry copies have one. Records made from a state file, which may be
+ * retry copies or have a chain behind them, are made with the same part
+ * (record__make). */
 static inline uint8_t engine__original_part(const struct dlq *d)
 {
 	if(d->broker.exact_counting) return DLQ_RECORD_SENDS;
 	return d->cfg.redelivery != DLQ_REDELIVERY_OFF ? DLQ_RECORD_MORE : 0;
-}
-/* The same choice for records made from a state file, which may be
- * retry copies or have a chain behind them (record__new and its kin). */
-static inline dlq_record_new_fn *engine__record_new_fn(const struct dlq *d)
-{
-	switch(engine__original_part(d)){
-	case DLQ_RECORD_SENDS: return record__new_counting;
-	case DLQ_RECORD_MORE: return record__new_more;
-	default: return record__new;
-	}
 }
 
 /* The counters of policy p, or NULL when p is not in the current table

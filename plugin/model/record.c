@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/record.h"
+#include "util/slab.h"
 
 /* The fixed fields of a record just allocated, in no list yet. */
 static inline void fill_head(struct dlq_record *r, uint8_t flags, const struct dlq_id *id,
@@ -28,55 +29,53 @@ static inline void fill_head(struct dlq_record *r, uint8_t flags, const struct d
 	r->flags = flags;
 }
 
-/* What a record is made with: the more part, or the sends part for one
- * that would not get the more part. */
-enum record_parts { PARTS_NEEDED, PARTS_MORE, PARTS_COUNTING };
-
-static struct dlq_record *record_alloc(enum record_parts parts, const struct dlq_id *id, const struct dlq_id *origin_id,
-		const char *topic, const char *origin_topic,
-		const void *payload, uint32_t payload_len,
-		const uint8_t *headers, size_t headers_len,
-		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
+struct dlq_record *record__make(const struct dlq_record_init *in, uint8_t part, struct slab *slab)
 {
-	size_t topic_len = strlen(topic);
+	size_t topic_len = strlen(in->topic);
 	size_t origin_len = 0;
-	if(origin_topic && strcmp(origin_topic, topic)){
-		origin_len = strlen(origin_topic);
+	if(in->origin_topic && strcmp(in->origin_topic, in->topic)){
+		origin_len = strlen(in->origin_topic);
 	}
-	if(topic_len > UINT16_MAX || origin_len > UINT16_MAX || headers_len > UINT32_MAX) return NULL;
+	if(topic_len > UINT16_MAX || origin_len > UINT16_MAX || in->headers_len > UINT32_MAX) return NULL;
 	/* A retry copy: its chain's origin differs from its own id. It, and
 	 * whatever else has a chain behind it, keeps the chain in the more
 	 * part. */
-	bool copy = origin_id && !id__equal(origin_id, id);
-	bool more = parts == PARTS_MORE || copy || attempt != 1 || origin_len;
-	uint8_t flags = more ? DLQ_RECORD_MORE : parts == PARTS_COUNTING ? DLQ_RECORD_SENDS : 0;
+	bool copy = in->origin_id && !id__equal(in->origin_id, in->id);
+	bool more = part == DLQ_RECORD_MORE || copy || in->attempt != 1 || origin_len;
+	uint8_t flags = more ? DLQ_RECORD_MORE : part == DLQ_RECORD_SENDS ? DLQ_RECORD_SENDS : 0;
 
-	size_t size = DLQ_RECORD_HEAD(flags) + topic_len + 1 + (origin_len ? origin_len + 1 : 0) + payload_len + headers_len;
+	size_t size = DLQ_RECORD_HEAD(flags) + topic_len + 1 + (origin_len ? origin_len + 1 : 0) + in->payload_len
+			+ in->headers_len;
 	if(size < sizeof(struct dlq_record)) size = sizeof(struct dlq_record);
-	struct dlq_record *r = malloc(size);
-	if(r == NULL) return NULL;
+	struct dlq_record *r = slab ? slab__alloc(slab, size) : NULL;
+	if(r){
+		flags |= DLQ_RECORD_SLAB;
+	}else{
+		r = malloc(size);
+		if(r == NULL) return NULL;
+	}
 
-	fill_head(r, flags, id, policy, now_ms, topic_len, payload_len, headers_len, qos);
+	fill_head(r, flags, in->id, in->policy, in->now_ms, topic_len, in->payload_len, in->headers_len, in->qos);
 	struct dlq_record_more *m = record__more(r);
 	if(m){
 		memset(m, 0, sizeof(*m));
-		m->origin_id = origin_id ? *origin_id : *id;
-		m->attempt = attempt;
+		m->origin_id = in->origin_id ? *in->origin_id : *in->id;
+		m->attempt = in->attempt;
 		m->origin_topic_len = (uint16_t)origin_len;
 	}
 	struct dlq_record_sends *s = record__sends(r);
 	if(s) memset(s, 0, sizeof(*s));
 
 	char *p = (char *)record__data(r);
-	memcpy(p, topic, topic_len + 1);
+	memcpy(p, in->topic, topic_len + 1);
 	p += topic_len + 1;
 	if(origin_len){
-		memcpy(p, origin_topic, origin_len + 1);
+		memcpy(p, in->origin_topic, origin_len + 1);
 		p += origin_len + 1;
 	}
-	if(payload_len) memcpy(p, payload, payload_len);
-	p += payload_len;
-	if(headers_len) memcpy(p, headers, headers_len);
+	if(in->payload_len) memcpy(p, in->payload, in->payload_len);
+	p += in->payload_len;
+	if(in->headers_len) memcpy(p, in->headers, in->headers_len);
 	return r;
 }
 
@@ -116,8 +115,9 @@ struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *ori
 		const uint8_t *headers, size_t headers_len,
 		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
 {
-	return record_alloc(PARTS_NEEDED, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
-			policy, attempt, qos, now_ms);
+	const struct dlq_record_init in = { id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
+		policy, attempt, qos, now_ms };
+	return record__make(&in, 0, NULL);
 }
 
 struct dlq_record *record__new_more(const struct dlq_id *id, const struct dlq_id *origin_id,
@@ -126,8 +126,9 @@ struct dlq_record *record__new_more(const struct dlq_id *id, const struct dlq_id
 		const uint8_t *headers, size_t headers_len,
 		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
 {
-	return record_alloc(PARTS_MORE, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
-			policy, attempt, qos, now_ms);
+	const struct dlq_record_init in = { id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
+		policy, attempt, qos, now_ms };
+	return record__make(&in, DLQ_RECORD_MORE, NULL);
 }
 
 struct dlq_record *record__new_counting(const struct dlq_id *id, const struct dlq_id *origin_id,
@@ -136,8 +137,9 @@ struct dlq_record *record__new_counting(const struct dlq_id *id, const struct dl
 		const uint8_t *headers, size_t headers_len,
 		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
 {
-	return record_alloc(PARTS_COUNTING, id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
-			policy, attempt, qos, now_ms);
+	const struct dlq_record_init in = { id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
+		policy, attempt, qos, now_ms };
+	return record__make(&in, DLQ_RECORD_SENDS, NULL);
 }
 
 void record__free(struct dlq_record *r)
@@ -149,7 +151,8 @@ void record__free(struct dlq_record *r)
 		free(n);
 		n = next;
 	}
-	free(r);
+	if(r->flags & DLQ_RECORD_SLAB) slab__free(r);
+	else free(r);
 }
 
 size_t record__bytes(const struct dlq_record *r)

@@ -87,6 +87,7 @@ struct dlq_record_sends {
 #define DLQ_RECORD_FIRST_DIVERTED 4u /* with SENDS: removed from the first client's session (deliveries.c) */
 #define DLQ_RECORD_SPILLED 8u       /* with SENDS: deliveries to other clients are in the table (deliveries.c) */
 #define DLQ_RECORD_CLOCKED 16u      /* deliveries of it await settlement (deadlines.h) */
+#define DLQ_RECORD_SLAB 32u         /* made in a slab (util/slab.h), not by malloc */
 
 /* One tracked delivery, one allocation: the struct, its more part or its
  * sends part if any, then topic NUL [origin_topic NUL] payload headers.
@@ -122,6 +123,30 @@ typedef struct dlq_record *dlq_record_new_fn(const struct dlq_id *id, const stru
 		const void *payload, uint32_t payload_len,
 		const uint8_t *headers, size_t headers_len,
 		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
+
+struct slab;
+
+/* What a record is made of (record__make). */
+struct dlq_record_init {
+	const struct dlq_id *id;
+	const struct dlq_id *origin_id;  /* NULL or id: an original; any other: a retry copy */
+	const char *topic;
+	const char *origin_topic;        /* NULL or equal to topic: none of its own */
+	const void *payload;
+	uint32_t payload_len;
+	const uint8_t *headers;
+	size_t headers_len;
+	const struct dlq_policy *policy;
+	uint16_t attempt;
+	uint8_t qos;
+	uint64_t now_ms;
+};
+
+/* Allocates a record as record__new does (part 0), record__new_more
+ * (DLQ_RECORD_MORE) or record__new_counting (DLQ_RECORD_SENDS), in slab
+ * when it has room (a start's restored records: state_read.c), else by
+ * malloc; record__free knows which. */
+struct dlq_record *record__make(const struct dlq_record_init *in, uint8_t part, struct slab *slab);
 
 /* Allocates a record (not yet in any ledger). origin_topic may be NULL or
  * equal to topic; origin_id NULL or equal to id makes an original, any

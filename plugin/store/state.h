@@ -54,7 +54,8 @@ struct state_view {
 	uint64_t nack_window_ms;            /* records older than this are not restored */
 	uint64_t journal_covers;            /* the last journal generation the snapshot holds (0: none): written
 	                                       by state__encode_snapshot, set by state_read__decode_snapshot */
-	dlq_record_new_fn *record_new;      /* how restored records are made (record.h) */
+	uint8_t record_part;                /* what restored records are made with, besides what they need:
+	                                       0, DLQ_RECORD_MORE or DLQ_RECORD_SENDS (record__make) */
 	const char *broker_name;            /* borrowed: a dead letter saved without a broker (a file written before
 	                                       broker names) is restored as this broker's; NULL: left without one */
 };

@@ -24,6 +24,7 @@
 #include "store/state_check.h"
 #include "store/state_format.h"
 #include "mosquitto_dlq.h"
+#include "util/slab.h"
 #include "util/topic.h"
 
 struct reader {
@@ -35,6 +36,7 @@ struct reader {
 	const struct dlq_policy **last_policy; /* the policy the last record found (a restore's records come
 	                                          policy by policy), or NULL */
 	bool ids_new;    /* every record's id is new to the ledger: none is looked up */
+	struct slab *slab; /* where records are made, or NULL: by malloc */
 };
 
 /* Refuses the entry being read, saying why: what (and what it holds
@@ -195,8 +197,9 @@ static bool decode_record(struct state_view *v, struct reader *r, uint64_t mono_
 	struct dlq_record *rec = NULL;
 	if(ok && policy && mono_now - created_mono <= v->nack_window_ms && (r->ids_new || ledger__find(v->ledger, &id) == NULL)){
 		/* Redelivery tracking indexes every restored record (engine/lifecycle.c). */
-		rec = v->record_new(&id, &origin, topic,
-				origin_topic, payload, plen, headers, hlen, policy, attempt, qos, created_mono);
+		const struct dlq_record_init in = { &id, &origin, topic, origin_topic, payload, plen, headers, hlen,
+			policy, attempt, qos, created_mono };
+		rec = record__make(&in, v->record_part, r->slab);
 		if(rec == NULL) r->bad = r->nomem = true;
 	}
 	if(rec) record__set_first_nack_ms(rec, first_nack);
@@ -742,9 +745,10 @@ static void damaged(struct state_report *rep, size_t at, const char *what)
  * (the decode checks the rest, and stops where this walk stops): how many
  * (into n), and whether their ids are all distinct (the first bytes of
  * each entry). Returns 0 or ENOMEM. */
-static int survey_records(const uint8_t *data, size_t len, size_t pos, size_t *n, bool *distinct)
+static int survey_records(const uint8_t *data, size_t len, size_t pos, size_t *n, bool *distinct, size_t *bytes)
 {
 	*n = 0;
+	*bytes = 0;
 	*distinct = false;
 	uint64_t *hashes = NULL;
 	size_t cap = 0;
@@ -766,6 +770,9 @@ static int survey_records(const uint8_t *data, size_t len, size_t pos, size_t *n
 			struct dlq_id id = { { 0 } };
 			memcpy(id.raw, data + at + 5, blen < DLQ_ID_RAW_LEN ? blen : DLQ_ID_RAW_LEN);
 			hashes[(*n)++] = id__hash(&id);
+			/* A record takes its entry's bytes at most, besides its
+			 * head (its strings lose their lengths, gain a NUL). */
+			*bytes += DLQ_RECORD_HEAD(DLQ_RECORD_MORE) + blen;
 		}
 		at += 9 + (size_t)blen;
 	}
@@ -774,29 +781,18 @@ static int survey_records(const uint8_t *data, size_t len, size_t pos, size_t *n
 	return 0;
 }
 
+/* Restores with a slab from this many bytes of records (a few chunks:
+ * below it, a chunk's huge page could outlive the few records in it). */
+#define RESTORE_SLAB_MIN ((size_t)16 << 20)
+
 /* Walks the entries after a header, calling the decoder of each type
  * allowed. */
-static int decode_entries(struct state_view *v, const uint8_t *data, size_t len, size_t pos, bool journal,
-		uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+static int decode_walk(struct state_view *v, const uint8_t *data, size_t len, size_t pos, bool journal, bool ids_new,
+		struct slab *slab, uint64_t mono_now, int64_t wall_now, struct state_report *rep)
 {
 	uint64_t seen = 0;
 	bool ended = false;
 	const struct dlq_policy *last_policy = NULL;
-	/* A start from a million records (perf, the saves benchmark): looking
-	 * each up before it goes in took a quarter of the start (a cache miss
-	 * or two per record), and they doubled the ledger's table ten times.
-	 * A snapshot read first, into an empty ledger, whose ids are all
-	 * distinct needs no lookup; the table is sized once. Out of memory
-	 * here only leaves the lookups and the doublings. */
-	bool ids_new = false;
-	if(!journal){
-		size_t n;
-		bool distinct;
-		if(survey_records(data, len, pos, &n, &distinct) == 0){
-			ids_new = distinct && v->ledger->count == 0;
-			(void)ledger__reserve(v->ledger, v->ledger->count + n);
-		}
-	}
 	while(pos < len){
 		if(ended){
 			damaged(rep, pos, "data after the end of the snapshot");
@@ -823,7 +819,7 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 			return 0;
 		}
 		struct reader r = { .p = data + pos + 5, .left = blen, .bad = false, .last_policy = &last_policy,
-			.ids_new = ids_new };
+			.ids_new = ids_new, .slab = slab };
 		bool ok;
 		if(type == ENTRY_RECORD){
 			ok = decode_record(v, &r, mono_now, wall_now, rep);
@@ -895,6 +891,40 @@ static int decode_entries(struct state_view *v, const uint8_t *data, size_t len,
 	}
 	if(!journal && !ended) damaged(rep, pos, "truncated (no end of snapshot)");
 	return 0;
+}
+
+/* Decodes the entries after a header: a snapshot's records first
+ * surveyed, then made in a slab when they are many. */
+static int decode_entries(struct state_view *v, const uint8_t *data, size_t len, size_t pos, bool journal,
+		uint64_t mono_now, int64_t wall_now, struct state_report *rep)
+{
+	/* A start from a million records (perf, the saves benchmark): looking
+	 * each up before it goes in took a quarter of the start (a cache miss
+	 * or two per record), and they doubled the ledger's table ten times.
+	 * A snapshot read first, into an empty ledger, whose ids are all
+	 * distinct needs no lookup; the table is sized once. Out of memory
+	 * here only leaves the lookups and the doublings. */
+	bool ids_new = false;
+	/* The same start spent half its time in the kernel's first touch of
+	 * each page the records took: many records are made in a slab of
+	 * huge pages instead (util/slab.h). Without one they come by
+	 * malloc. */
+	struct slab *slab = NULL;
+	if(!journal){
+		size_t n, bytes;
+		bool distinct;
+		if(survey_records(data, len, pos, &n, &distinct, &bytes) == 0){
+			ids_new = distinct && v->ledger->count == 0;
+			(void)ledger__reserve(v->ledger, v->ledger->count + n);
+			if(bytes >= RESTORE_SLAB_MIN) slab = slab__new(bytes);
+			/* Only the chunk being filled loses a record before the
+			 * seal (a malformed entry ends the walk). */
+			if(slab) (void)slab__prefault(slab);
+		}
+	}
+	int rc = decode_walk(v, data, len, pos, journal, ids_new, slab, mono_now, wall_now, rep);
+	slab__seal(slab);
+	return rc;
 }
 
 int state_read__decode_snapshot(struct state_view *v, const uint8_t *data, size_t len, uint64_t mono_now, int64_t wall_now,
