@@ -2,7 +2,7 @@
 /*
  * dlqctl inspect TOPIC: subscribes (QoS 1) to a dead-letter topic or filter
  * and prints one row per dead letter (origin topic, retry count, reason,
- * client, age, payload preview), or one JSON object per line with --json.
+ * client, the broker that made it, age, payload preview), or one JSON object per line with --json.
  * It drains by default (stops when nothing came for --idle seconds, or after
  * --max letters) and keeps going with --follow. Each letter is acknowledged
  * only after its row was written, and none is acknowledged beyond --max, so
@@ -29,6 +29,7 @@
 #define W_RETRIES 7
 #define W_REASON 32
 #define W_CLIENT 20
+#define W_BROKER 16
 #define W_AGE 7
 #define W_PAYLOAD 40
 
@@ -47,8 +48,8 @@ static void header(struct inspect *s)
 	if(s->header_done || s->o->json) return;
 	s->header_done = true;
 	if(s->with_topic) printf("%-*s  ", W_TOPIC, "TOPIC");
-	printf("%-*s  %*s  %-*s  %-*s  %*s  %s\n", W_ORIGIN, "ORIGIN-TOPIC", W_RETRIES, "RETRIES",
-			W_REASON, "REASON", W_CLIENT, "CLIENT", W_AGE, "AGE", "PAYLOAD");
+	printf("%-*s  %*s  %-*s  %-*s  %-*s  %*s  %s\n", W_ORIGIN, "ORIGIN-TOPIC", W_RETRIES, "RETRIES",
+			W_REASON, "REASON", W_CLIENT, "CLIENT", W_BROKER, "BROKER", W_AGE, "AGE", "PAYLOAD");
 	fflush(stdout);
 }
 
@@ -109,6 +110,7 @@ static bool print_json_line(const struct letter *l, int64_t now)
 			&& add_opt_string(o, "client", l->client)
 			&& add_opt_string(o, "filter", l->filter)
 			&& add_opt_string(o, "time", l->time)
+			&& add_opt_string(o, "broker", l->broker)
 			&& (t < 0 || cJSON_AddNumberToObject(o, "ageMs", (double)(now > t ? now - t : 0)));
 	if(ok && valid_utf8(l->payload, (size_t)l->payloadlen)){
 		ok = cJSON_AddStringToObject(o, "payload", l->payload) != NULL;
@@ -127,16 +129,17 @@ static bool print_json_line(const struct letter *l, int64_t now)
 static void print_row(struct inspect *s, const struct letter *l, int64_t now)
 {
 	char topic[W_TOPIC + 1], origin[W_ORIGIN + 1], retries[W_RETRIES + 1], reason[W_REASON + 1];
-	char client[W_CLIENT + 1], age[32], payload[W_PAYLOAD + 1];
+	char client[W_CLIENT + 1], broker[W_BROKER + 1], age[32], payload[W_PAYLOAD + 1];
 	header(s);
 	letter__age(l, now, age, sizeof(age));
 	letter__preview(l->payload, (size_t)l->payloadlen, W_PAYLOAD, payload, sizeof(payload));
 	if(s->with_topic) printf("%-*s  ", W_TOPIC, cell(l->topic, W_TOPIC, topic, sizeof(topic)));
-	printf("%-*s  %*s  %-*s  %-*s  %*s  %s\n",
+	printf("%-*s  %*s  %-*s  %-*s  %-*s  %*s  %s\n",
 			W_ORIGIN, cell(l->origin_topic, W_ORIGIN, origin, sizeof(origin)),
 			W_RETRIES, cell(l->retry_count, W_RETRIES, retries, sizeof(retries)),
 			W_REASON, cell(l->reason, W_REASON, reason, sizeof(reason)),
 			W_CLIENT, cell(l->client, W_CLIENT, client, sizeof(client)),
+			W_BROKER, cell(l->broker, W_BROKER, broker, sizeof(broker)),
 			W_AGE, age, payload);
 }
 

@@ -238,6 +238,7 @@ struct letter {
 	char *client;
 	char *filter;
 	char *time;
+	char *broker;              /* dead-letter-broker: the broker that made it */
 	char *kept;                /* DLQCTL_PROP_KEPT */
 	char *redriven;            /* DLQCTL_PROP_REDRIVEN */
 };

@@ -60,6 +60,7 @@ static int pick(struct letter *l, const char *name, const char *value)
 		{ DLQ_PROP_DEAD_LETTER_CLIENT, &l->client },
 		{ DLQ_PROP_DEAD_LETTER_FILTER, &l->filter },
 		{ DLQ_PROP_DEAD_LETTER_TIME, &l->time },
+		{ DLQ_PROP_DEAD_LETTER_BROKER, &l->broker },
 		{ DLQCTL_PROP_KEPT, &l->kept },
 		{ DLQCTL_PROP_REDRIVEN, &l->redriven },
 	};
@@ -115,6 +116,7 @@ void letter__free(struct letter *l)
 	free(l->client);
 	free(l->filter);
 	free(l->time);
+	free(l->broker);
 	free(l->kept);
 	free(l->redriven);
 	memset(l, 0, sizeof(*l));

@@ -23,6 +23,8 @@ const PROP_DEAD_LETTER_REASON = 'dead-letter-reason';
 const PROP_DEAD_LETTER_FINAL = 'dead-letter-final';
 // One word saying why a dead letter was made (docs/semantics.md, "Dead-letter causes").
 const PROP_DEAD_LETTER_CAUSE = 'dead-letter-cause';
+// The name of the broker whose plugin made a dead letter (plugin_opt_broker_name).
+const PROP_DEAD_LETTER_BROKER = 'dead-letter-broker';
 const PROP_NACK_REASON = 'reason';
 const PROP_NACK_DELAY_MS = 'delay-ms';
 const PROP_NACK_FINAL = 'final';
@@ -221,6 +223,7 @@ module.exports = {
   PROP_DEAD_LETTER_REASON,
   PROP_DEAD_LETTER_FINAL,
   PROP_DEAD_LETTER_CAUSE,
+  PROP_DEAD_LETTER_BROKER,
   PROP_NACK_REASON,
   PROP_NACK_DELAY_MS,
   PROP_NACK_FINAL,

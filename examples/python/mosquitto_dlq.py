@@ -30,6 +30,8 @@ PROP_DEAD_LETTER_REASON = "dead-letter-reason"
 PROP_DEAD_LETTER_FINAL = "dead-letter-final"
 # One word saying why a dead letter was made (docs/semantics.md, "Dead-letter causes").
 PROP_DEAD_LETTER_CAUSE = "dead-letter-cause"
+# The name of the broker whose plugin made a dead letter (plugin_opt_broker_name).
+PROP_DEAD_LETTER_BROKER = "dead-letter-broker"
 PROP_NACK_REASON = "reason"
 PROP_NACK_DELAY_MS = "delay-ms"
 PROP_NACK_FINAL = "final"

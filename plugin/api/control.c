@@ -167,22 +167,17 @@ static int run_settle(struct dlq *d, const struct dlq_control_request *req, enum
 			correlation, &res, ok, rp, errors);
 }
 
-static bool is_space(char c)
-{
-	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
-
 static int handle_compact(struct dlq *d, const struct dlq_control_request *req, struct replies *rp, unsigned *errors)
 {
 	/* Surrounding white space is forgiven: `echo ID | mosquitto_pub -l`
 	 * and friends add a newline. */
 	const char *p = req->payload;
 	size_t len = req->payload_len;
-	while(len && is_space(p[0])){
+	while(len && errtext__is_space(p[0])){
 		p++;
 		len--;
 	}
-	while(len && is_space(p[len - 1])){
+	while(len && errtext__is_space(p[len - 1])){
 		len--;
 	}
 	if(req->compact == DLQ_COMPACT_ACK) return run_settle(d, req, DLQ_SETTLE_ACK, p, len, NULL, rp, errors);
@@ -401,6 +396,24 @@ static int command_store(struct dlq *d, const struct dlq_control_request *req, c
 	return data_response(responses, name, correlation, data);
 }
 
+/* Room for the names of every command, ", " between them. */
+#define KNOWN_MAX 280
+
+/* "nack, ack, ...": the names of the table's commands, then the store's,
+ * for the reply to an unknown one. */
+static void known_commands(char *buf, size_t size)
+{
+	size_t n = 0;
+	const char *name;
+	buf[0] = '\0';
+	for(size_t i = 0; i < sizeof(commands) / sizeof(commands[0]) && n < size; i++){
+		n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", commands[i].name);
+	}
+	for(size_t i = 0; (name = letter_commands__name(i)) != NULL && n < size; i++){
+		n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", name);
+	}
+}
+
 /* listed: the policy entries this message's status commands returned so
  * far; ran: which commands of the table ran in it, one bit each; stored:
  * the store commands run in it. */
@@ -445,11 +458,10 @@ static int handle_command(struct dlq *d, const struct dlq_control_request *req, 
 	char shown[ECHO_MAX_BYTES + 1];
 	size_t len = strlen(name->valuestring);
 	bool cut = errtext__clean(name->valuestring, len, shown, ECHO_MAX_BYTES) < len;
-	char msg[ECHO_MAX_BYTES + 320];
-	snprintf(msg, sizeof(msg), "unknown command \"%s%s\" (known: nack, ack, progress, listPolicies, getStatus, resetCounters, "
-			"getHistory, listDeadLetters, getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters, "
-			"startRedriveTask, cancelRedriveTask)",
-			shown, cut ? "..." : "");
+	char known[KNOWN_MAX];
+	known_commands(known, sizeof(known));
+	char msg[ECHO_MAX_BYTES + KNOWN_MAX + 40];
+	snprintf(msg, sizeof(msg), "unknown command \"%s%s\" (known: %s)", shown, cut ? "..." : "", known);
 	return command_error(responses, shown, correlation, msg, errors);
 }
 

@@ -30,11 +30,6 @@ const char *control_input__topic_problem(const char *topic)
 	return NULL;
 }
 
-static bool is_space(char c)
-{
-	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
-
 /* Scans the string token that starts after the quote at s[*i - 1]: leaves
  * *i past its closing quote and says whether an escape in it is \u0000. */
 static bool string_has_nul(const char *s, size_t len, size_t *i)
@@ -75,7 +70,7 @@ static bool find_nul(const char *s, size_t len, char name[NAME_MAX_BYTES + 1])
 			bool nul = string_has_nul(s, len, &i);
 			size_t end = i > start ? i - 1 : start;
 			size_t j = i;
-			while(j < len && is_space(s[j])) j++;
+			while(j < len && errtext__is_space(s[j])) j++;
 			bool is_key = j < len && s[j] == ':';
 			if(is_key && depth >= 1 && depth <= COMMAND_DEPTH){
 				keys[depth - 1] = s + start;

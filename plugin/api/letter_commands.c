@@ -42,6 +42,11 @@ bool letter_commands__is(const char *name)
 	return false;
 }
 
+const char *letter_commands__name(size_t i)
+{
+	return i < sizeof(names) / sizeof(names[0]) ? names[i] : NULL;
+}
+
 /* The letter an id names, or NULL (also for text that is no id). */
 static struct dlq_letter *letter_by_text(const struct dlq *d, const char *s)
 {

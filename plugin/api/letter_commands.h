@@ -22,6 +22,10 @@
 /* Whether name is one of the store's commands. */
 bool letter_commands__is(const char *name);
 
+/* The store's i-th command name (from 0, static), NULL past the last: for
+ * the list of known commands an unknown one is answered with. */
+const char *letter_commands__name(size_t i);
+
 /* Runs the store command name (letter_commands__is) of cmd for who, the
  * asking client.
  * Returns 0 with *data (owned), EINVAL with the error's text in err, or

@@ -2,7 +2,7 @@
 /*
  * Status reports (see status.h), rendered with cJSON. The figures are the
  * engine's (dlq__figures): its counters, the running gauges (gauges.h;
- * dlq__count_gauges, engine/recount.c, is the walk that checks them) and
+ * recount__gauges, engine/recount.c, is the walk that checks them) and
  * the dead-letter store's tallies.
  */
 #include <stdlib.h>

@@ -8,6 +8,7 @@
 #include <mosquitto.h>
 #include <mosquitto_broker.h>
 
+#include "broker/acl.h"
 #include "broker/adapters.h"
 #include "broker/session_life.h"
 
@@ -24,25 +25,8 @@ int adapter__acl_check_v20(int event, void *event_data, void *userdata)
 	(void)event;
 
 	int no_opinion = dlq__config(pl->engine)->redelivery == DLQ_REDELIVERY_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
-	if(pl->own_check) return no_opinion; /* the plugin asking, for a NACK: no delivery */
-	const char *client = mosquitto_client_id(ed->client);
-	if(client == NULL || ed->topic == NULL){
-		dlq__event(pl->engine);
-		return no_opinion;
-	}
-	if(ed->access != MOSQ_ACL_READ){
-		/* Publishing and subscribing need a live connection. */
-		dlq__client_active(pl->engine, client, (uintptr_t)ed->client);
-		return no_opinion;
-	}
-	struct dlq_read_check c = {
-		.client = client,
-		.conn = (uintptr_t)ed->client,
-		.topic = ed->topic,
-		.payload = ed->payload,
-		.payload_len = ed->payloadlen,
-		.qos = ed->qos,
-	};
+	struct dlq_read_check c;
+	if(!acl__read_opening(pl, ed, &c)) return no_opinion;
 	/* Deadlines hold only subscribers that can settle, and a delivery
 	 * routed to a session that ends is not waited for. */
 	if(dlq__any_deadlines(pl->engine)){

@@ -12,6 +12,7 @@
 #include <mosquitto.h>
 #include <mosquitto_broker.h>
 
+#include "broker/acl.h"
 #include "broker/adapters.h"
 #include "broker/broker_v21.h"
 #include "broker/props.h"
@@ -24,27 +25,10 @@ int adapter__acl_check_v21(int event, void *event_data, void *userdata)
 	char id[DLQ_ID_LEN + 2];
 	(void)event;
 
-	if(pl->own_check) return DLQ_MOSQ_ERR_PLUGIN_IGNORE; /* the plugin asking, for a NACK: no delivery */
-	const char *client = mosquitto_client_id(ed->client);
-	if(client == NULL || ed->topic == NULL){
-		dlq__event(pl->engine);
-		return DLQ_MOSQ_ERR_PLUGIN_IGNORE;
-	}
-	if(ed->access != MOSQ_ACL_READ){
-		/* Publishing and subscribing need a live connection. */
-		dlq__client_active(pl->engine, client, (uintptr_t)ed->client);
-		return DLQ_MOSQ_ERR_PLUGIN_IGNORE;
-	}
+	struct dlq_read_check c;
+	if(!acl__read_opening(pl, ed, &c)) return DLQ_MOSQ_ERR_PLUGIN_IGNORE;
 	/* One character more than an id, so that a longer value is no id. */
 	const char *stamp = props__last_user_value(&pl->caps.props, ed->properties, DLQ_PROP_ID, id, sizeof(id));
-	struct dlq_read_check c = {
-		.client = client,
-		.conn = (uintptr_t)ed->client,
-		.topic = ed->topic,
-		.payload = ed->payload,
-		.payload_len = ed->payloadlen,
-		.qos = ed->qos,
-		.id = stamp ? stamp : "",
-	};
+	c.id = stamp ? stamp : "";
 	return dlq__read_check(pl->engine, &c) ? MOSQ_ERR_ACL_DENIED : DLQ_MOSQ_ERR_PLUGIN_IGNORE;
 }

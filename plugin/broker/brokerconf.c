@@ -13,24 +13,20 @@
 #include <string.h>
 
 #include "broker/brokerconf.h"
-
-static bool is_space(char c)
-{
-	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
+#include "util/errtext.h"
 
 /* Handles one line: the two facts, and include_dir (returned in incdir). */
 static void scan_line(struct broker_facts *f, char *line, char *incdir, size_t incdir_size)
 {
-	while(is_space(*line)) line++;
+	while(errtext__is_space(*line)) line++;
 	if(*line == '#' || *line == '\0') return;
 	char *key = line;
-	while(*line && !is_space(*line)) line++;
+	while(*line && !errtext__is_space(*line)) line++;
 	if(*line) *line++ = '\0';
-	while(is_space(*line)) line++;
+	while(errtext__is_space(*line)) line++;
 	char *value = line;
 	size_t n = strlen(value);
-	while(n > 0 && is_space(value[n - 1])) value[--n] = '\0';
+	while(n > 0 && errtext__is_space(value[n - 1])) value[--n] = '\0';
 
 	if(!strcmp(key, "include_dir")){
 		if(incdir) snprintf(incdir, incdir_size, "%s", value);
@@ -71,7 +67,7 @@ static void scan_line(struct broker_facts *f, char *line, char *incdir, size_t i
 	 * Mosquitto's conf__parse_bool reads them; anything else is left
 	 * alone (the broker refuses such a file anyway). */
 	char *end = value;
-	while(*end && !is_space(*end)) end++;
+	while(*end && !errtext__is_space(*end)) end++;
 	*end = '\0';
 	bool on = !strcmp(value, "true") || !strcmp(value, "1");
 	bool off = !strcmp(value, "false") || !strcmp(value, "0");

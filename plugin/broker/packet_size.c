@@ -4,10 +4,12 @@
  * of the Maximum Packet Sizes known per client (see packet_size.h).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/packet_size.h"
+#include "util/chains.h"
 
 #define INITIAL_SIZE 64
 
@@ -44,6 +46,11 @@ static struct dlq_packet_limit **slot_of(const struct dlq_packet_limits *t, cons
 	return pp;
 }
 
+static uint64_t limit_key(const void *item)
+{
+	return hash_id(((const struct dlq_packet_limit *)item)->id);
+}
+
 /* Doubles the table when it is as full as it is long (a full table only
  * gets slower). */
 static int grow(struct dlq_packet_limits *t)
@@ -52,15 +59,8 @@ static int grow(struct dlq_packet_limits *t)
 	size_t n = t->table ? t->size * 2 : INITIAL_SIZE;
 	struct dlq_packet_limit **nt = calloc(n, sizeof(*nt));
 	if(nt == NULL) return t->table ? 0 : ENOMEM;
-	for(size_t i = 0; t->table && i < t->size; i++){
-		struct dlq_packet_limit *e = t->table[i];
-		while(e){
-			struct dlq_packet_limit *next = e->next;
-			size_t k = hash_id(e->id) & (n - 1);
-			e->next = nt[k];
-			nt[k] = e;
-			e = next;
-		}
+	if(t->table){
+		chains__rehash((void **)t->table, t->size, (void **)nt, n, offsetof(struct dlq_packet_limit, next), limit_key);
 	}
 	free(t->table);
 	t->table = nt;

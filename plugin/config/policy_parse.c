@@ -289,7 +289,9 @@ static size_t key_index(const char *const *keys, size_t count, const char *name,
 	return count;
 }
 
-static bool is_space(char c)
+/* A policy line's words are apart by spaces and tabs only (the C locale's
+ * isblank), narrower than errtext__is_space. */
+static bool is_blank(char c)
 {
 	return c == ' ' || c == '\t';
 }
@@ -306,10 +308,10 @@ int policy_parse__line(const char *line, struct dlq_policy *out, char *err, size
 	memset(out, 0, sizeof(*out));
 	policy__set_defaults(out);
 	for(bool first = true; ; first = false){
-		while(is_space(*s)) s++;
+		while(is_blank(*s)) s++;
 		if(*s == '\0') break;
 		size_t len = 0;
-		while(s[len] && !is_space(s[len])) len++;
+		while(s[len] && !is_blank(s[len])) len++;
 		free(token);
 		token = errtext__dup_range(s, len);
 		if(token == NULL){

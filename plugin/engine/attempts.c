@@ -117,7 +117,7 @@ void engine__attempt_failed(struct dlq *d, struct dlq_record *r, const struct dl
 	res->max_attempts = r->policy->max_attempts;
 	bool last = f->final || res->attempt >= r->policy->max_attempts;
 	uint8_t how = f->how == DLQ_SETTLED_TIMEOUT && last ? DLQ_SETTLED_TIMEOUT_DEAD : f->how;
-	if(f->bounded && dlq__owed_bytes(d) >= d->cfg.max_pending_bytes){
+	if(f->bounded && engine__owed_bytes(d) >= d->cfg.max_pending_bytes){
 		res->status = DLQ_NACK_FULL;
 		return;
 	}

@@ -115,7 +115,7 @@ static inline uint8_t engine__original_part(const struct dlq *d)
 
 /* The counters of policy p, or NULL when p is not in the current table
  * (a chain that began under a policy since removed by a reload). */
-static inline struct dlq_counters *dlq__policy_counters(struct dlq *d, const struct dlq_policy *p)
+static inline struct dlq_counters *engine__policy_counters(struct dlq *d, const struct dlq_policy *p)
 {
 	long i = policy__index_in(&d->cfg.policies, p);
 	if(i < 0 || d->policy_counters == NULL) return NULL;
@@ -124,32 +124,32 @@ static inline struct dlq_counters *dlq__policy_counters(struct dlq *d, const str
 
 /* What the state file saves of d and restores into it (persist.h): set up
  * by dlq__init, with or without a state file. */
-static inline struct state_view *dlq__state_view(struct dlq *d)
+static inline struct state_view *engine__state_view(struct dlq *d)
 {
 	return &d->persist.view;
 }
 
 /* The totals of every counter (what getStatus and $SYS report as totals). */
-static inline const struct dlq_counters *dlq__totals(const struct dlq *d)
+static inline const struct dlq_counters *engine__totals(const struct dlq *d)
 {
 	return &d->counters;
 }
 
 /* How many envelopes the plugin owes: outbox and delayed copies. */
-static inline size_t dlq__owed_count(const struct dlq *d)
+static inline size_t engine__owed_count(const struct dlq *d)
 {
 	return d->outbox.owed.count + d->outbox.sent.count + d->outbox.settling.count + d->delayed.count;
 }
 
 /* Bytes of everything the plugin owes: outbox and delayed copies. */
-static inline uint64_t dlq__owed_bytes(const struct dlq *d)
+static inline uint64_t engine__owed_bytes(const struct dlq *d)
 {
 	return d->outbox.bytes + d->delayed.bytes;
 }
 
 /* Counts an event in the totals and in the counters of its policy. */
 #define COUNT(d, policy, field, n) do{ \
-		struct dlq_counters *pc_ = dlq__policy_counters((d), (policy)); \
+		struct dlq_counters *pc_ = engine__policy_counters((d), (policy)); \
 		(d)->counters.field += (n); \
 		if(pc_) pc_->field += (n); \
 	}while(0)
@@ -168,7 +168,7 @@ static inline void engine__note_minute(struct dlq *d, const struct dlq_policy *p
  * is owed, with it, stays within the bound. */
 static inline bool engine__fits_owed(const struct dlq *d, const struct dlq_envelope *e)
 {
-	return dlq__owed_bytes(d) + e->bytes <= d->cfg.max_pending_bytes;
+	return engine__owed_bytes(d) + e->bytes <= d->cfg.max_pending_bytes;
 }
 
 /* A delivery's clock started (or started again): the state file saves it

@@ -38,7 +38,7 @@ void engine__evict_for(struct dlq *d, size_t bytes)
 {
 	if(d->evict_held) return;
 	uint64_t max = d->cfg.max_pending_bytes;
-	uint64_t owed = dlq__owed_bytes(d);
+	uint64_t owed = engine__owed_bytes(d);
 
 	uint64_t target = 0;
 	if(max > owed + bytes) target = max - owed - bytes;

@@ -27,7 +27,7 @@ void engine__evict_for(struct dlq *d, size_t bytes);
  * every tracked message asks, and nearly always there is room. */
 static inline void engine__make_room(struct dlq *d, size_t bytes)
 {
-	if(d->ledger.bytes + dlq__owed_bytes(d) + bytes > d->cfg.max_pending_bytes) engine__evict_for(d, bytes);
+	if(d->ledger.bytes + engine__owed_bytes(d) + bytes > d->cfg.max_pending_bytes) engine__evict_for(d, bytes);
 }
 
 /* Records r in the ledger if it fits the memory bound (making room,
@@ -38,7 +38,7 @@ int engine__remember(struct dlq *d, struct dlq_record *r);
  * (the tracked path: inline). */
 static inline int engine__remember_sized(struct dlq *d, struct dlq_record *r, size_t bytes)
 {
-	if(dlq__owed_bytes(d) + bytes > d->cfg.max_pending_bytes){
+	if(engine__owed_bytes(d) + bytes > d->cfg.max_pending_bytes){
 		record__free(r);
 		return ENOSPC;
 	}

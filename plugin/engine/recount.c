@@ -39,7 +39,7 @@ static void add_list(const struct dlq *d, const struct dlq_envelope_list *l,
 	}
 }
 
-void dlq__count_gauges(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total)
+void recount__gauges(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total)
 {
 	memset(total, 0, sizeof(*total));
 	if(per_policy) memset(per_policy, 0, d->cfg.policies.count * sizeof(*per_policy));

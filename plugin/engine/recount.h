@@ -12,6 +12,6 @@
  * entries; may be NULL) and in total, counted by a pass over the ledger,
  * the outbox and the schedule: O(records). For a reload (records change
  * policy) and for tests that check the running gauges. */
-void dlq__count_gauges(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total);
+void recount__gauges(const struct dlq *d, struct dlq_gauges *per_policy, struct dlq_gauges *total);
 
 #endif

@@ -166,7 +166,7 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 	 * gauges are counted afresh, once per reload (which walks them all
 	 * anyway). */
 	gauges__replace(&d->gauges, gauges, n);
-	dlq__count_gauges(d, d->gauges.per, &d->gauges.total);
+	recount__gauges(d, d->gauges.per, &d->gauges.total);
 	/* Kept letters are tallied by their filter's place in the new table. */
 	if(letters__retable(&d->letters, &d->cfg.policies)){
 		port__log(DLQ_LOG_ERR, "out of memory: kept dead letters are not counted per policy until the next reload");

@@ -9,7 +9,7 @@
  * a thousand of them. Records and envelopes of a policy no longer in the
  * table (a reload removed its filter) count in the totals only, as they
  * always did. After a reload moves records to other policies, the engine
- * recounts once (dlq__count_gauges).
+ * recounts once (recount__gauges).
  */
 #ifndef DLQ_GAUGES_H
 #define DLQ_GAUGES_H
@@ -49,7 +49,7 @@ void gauges__envelope(struct dlq_gauge_book *b, const struct dlq_policy *p, bool
 void gauges__awaiting(struct dlq_gauge_book *b, const struct dlq_policy *p, int sign);
 
 /* Replaces the book's per-policy array by per (count entries, taken; the
- * caller then fills it, see dlq__count_gauges). */
+ * caller then fills it, see recount__gauges). */
 void gauges__replace(struct dlq_gauge_book *b, struct dlq_gauges *per, size_t count);
 
 #endif

@@ -5,11 +5,13 @@
  * holds, threaded through the records themselves.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/holds.h"
+#include "util/chains.h"
 #include "util/hash.h"
 
 #define HOLDS_INITIAL_SIZE 64
@@ -49,6 +51,11 @@ struct dlq_holder *holds__find(const struct dlq_holds *h, const char *client)
 	return NULL;
 }
 
+static uint64_t holder_key(const void *item)
+{
+	return hash__string(((const struct dlq_holder *)item)->client);
+}
+
 /* Doubles the table; a failed allocation keeps the old one (longer chains,
  * nothing lost). */
 static void grow(struct dlq_holds *h)
@@ -56,16 +63,7 @@ static void grow(struct dlq_holds *h)
 	size_t size = h->size * 2;
 	struct dlq_holder **table = calloc(size, sizeof(*table));
 	if(table == NULL) return;
-	for(size_t i = 0; i < h->size; i++){
-		struct dlq_holder *k = h->table[i];
-		while(k){
-			struct dlq_holder *next = k->hnext;
-			size_t b = hash__string(k->client) & (size - 1);
-			k->hnext = table[b];
-			table[b] = k;
-			k = next;
-		}
-	}
+	chains__rehash((void **)h->table, h->size, (void **)table, size, offsetof(struct dlq_holder, hnext), holder_key);
 	free(h->table);
 	h->table = table;
 	h->size = size;

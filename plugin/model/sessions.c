@@ -6,10 +6,12 @@
  * targeted retry copy is published, so a linear scan of them is enough.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/sessions.h"
+#include "util/chains.h"
 #include "util/hash.h"
 #include "util/topic.h"
 
@@ -52,22 +54,18 @@ static struct dlq_session *find(const struct dlq_sessions *s, const char *client
 	return NULL;
 }
 
+static uint64_t session_key(const void *item)
+{
+	return hash__string(((const struct dlq_session *)item)->client);
+}
+
 /* Doubles the table; on failure the old one stays (only slower). */
 static void grow(struct dlq_sessions *s)
 {
 	size_t size = s->size ? s->size * 2 : SESSIONS_INITIAL_SIZE;
 	struct dlq_session **table = calloc(size, sizeof(*table));
 	if(table == NULL) return;
-	for(size_t i = 0; i < s->size; i++){
-		struct dlq_session *e = s->table[i];
-		while(e){
-			struct dlq_session *next = e->hnext;
-			size_t slot = hash__string(e->client) & (size - 1);
-			e->hnext = table[slot];
-			table[slot] = e;
-			e = next;
-		}
-	}
+	chains__rehash((void **)s->table, s->size, (void **)table, size, offsetof(struct dlq_session, hnext), session_key);
 	free(s->table);
 	s->table = table;
 	s->size = size;

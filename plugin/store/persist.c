@@ -679,10 +679,11 @@ int persist__start(struct dlq_persist *p, char *err, size_t errlen)
 	return 0;
 }
 
-/* Appends an encoded entry to the journal; sync says whether the change
- * must be synced before the broker acknowledges what caused it. With
- * plugin_opt_state_journal_sync <duration> nothing is synced here: the
- * tick syncs what was written (journal_sync). */
+/* Appends an encoded entry to the journal and frees it; rc is what
+ * encoding it returned (nothing is written when that failed), sync says
+ * whether the change must be synced before the broker acknowledges what
+ * caused it. With plugin_opt_state_journal_sync <duration> nothing is
+ * synced here: the tick syncs what was written (journal_sync). */
 static void journal_write(struct dlq_persist *p, struct dlq_headers *h, int rc, bool sync)
 {
 	if(p->opt.journal_sync_ms){
@@ -692,96 +693,72 @@ static void journal_write(struct dlq_persist *p, struct dlq_headers *h, int rc, 
 	if(rc == 0) rc = sync ? state_file__append(p->journal_fd, h->data, h->len)
 			: state_file__append_nosync(p->journal_fd, h->data, h->len);
 	if(rc) report_failure(p, "journal entry not written", strerror(rc));
+	headers__free(h);
 }
 
+/* The store port's notes: each encodes its entry into h and hands it to
+ * journal_write, when a journal is open. */
 static void note_add(void *ctx, const struct dlq_envelope *e, bool sync)
 {
 	struct dlq_persist *p = ctx;
-	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
-	int rc = state__encode_add(e, port__now_ms(), port__wall_ms(), &h);
-	journal_write(p, &h, rc, sync);
-	headers__free(&h);
+	if(p->journal_fd >= 0) journal_write(p, &h, state__encode_add(e, port__now_ms(), port__wall_ms(), &h), sync);
 }
 
 static void note_record(void *ctx, const struct dlq_record *r)
 {
 	struct dlq_persist *p = ctx;
-	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
-	int rc = state__encode_record(r, port__now_ms(), port__wall_ms(), &h);
-	journal_write(p, &h, rc, true);
-	headers__free(&h);
+	if(p->journal_fd >= 0) journal_write(p, &h, state__encode_record(r, port__now_ms(), port__wall_ms(), &h), true);
 }
 
 static void note_settler(void *ctx, const struct dlq_record *r, const char *client, uint8_t how)
 {
 	struct dlq_persist *p = ctx;
-	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
-	int rc = state__encode_settler(r, client, how, &h);
-	journal_write(p, &h, rc, true);
-	headers__free(&h);
+	if(p->journal_fd >= 0) journal_write(p, &h, state__encode_settler(r, client, how, &h), true);
 }
 
 static void note_hold(void *ctx, const struct dlq_record *r, const char *client)
 {
 	struct dlq_persist *p = ctx;
-	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
-	int rc = state__encode_hold(r, client, &h);
-	journal_write(p, &h, rc, false);
-	headers__free(&h);
+	if(p->journal_fd >= 0) journal_write(p, &h, state__encode_hold(r, client, &h), false);
 }
 
 static void note_delivery(void *ctx, const struct dlq_record *r, const struct dlq_delivery_saved *saved)
 {
 	struct dlq_persist *p = ctx;
-	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
-	int rc = state__encode_delivery(r, saved, &h);
-	journal_write(p, &h, rc, false);
-	headers__free(&h);
+	if(p->journal_fd >= 0) journal_write(p, &h, state__encode_delivery(r, saved, &h), false);
 }
 
 static void note_deadline(void *ctx, const struct dlq_deadline *e)
 {
 	struct dlq_persist *p = ctx;
-	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
-	int rc = state__encode_deadline(e, port__now_ms(), port__wall_ms(), &h);
-	journal_write(p, &h, rc, false);
-	headers__free(&h);
+	if(p->journal_fd >= 0) journal_write(p, &h, state__encode_deadline(e, port__now_ms(), port__wall_ms(), &h), false);
 }
 
 static void note_letter(void *ctx, const struct dlq_letter *l)
 {
 	struct dlq_persist *p = ctx;
-	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
-	int rc = state__encode_letter(l, port__now_ms(), port__wall_ms(), &h);
-	journal_write(p, &h, rc, true);
-	headers__free(&h);
+	if(p->journal_fd >= 0) journal_write(p, &h, state__encode_letter(l, port__now_ms(), port__wall_ms(), &h), true);
 }
 
 static void note_letter_gone(void *ctx, const struct dlq_id *id)
 {
 	struct dlq_persist *p = ctx;
-	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
-	int rc = state__encode_letter_gone(id, &h);
-	journal_write(p, &h, rc, false);
-	headers__free(&h);
+	if(p->journal_fd >= 0) journal_write(p, &h, state__encode_letter_gone(id, &h), false);
 }
 
 static void note_task(void *ctx, const struct dlq_redrive_task *t, bool sync)
 {
 	struct dlq_persist *p = ctx;
-	if(p->journal_fd < 0) return;
 	struct dlq_headers h = {0};
-	int rc = state__encode_task(t, &h);
-	journal_write(p, &h, rc, sync);
-	headers__free(&h);
+	if(p->journal_fd >= 0) journal_write(p, &h, state__encode_task(t, &h), sync);
 }
 
 static void note_remove(void *ctx, uint64_t seq)
@@ -812,7 +789,6 @@ void persist__tick(struct dlq_persist *p, uint64_t now)
 			rc = state__encode_remove(p->removed[i], &h);
 		}
 		journal_write(p, &h, rc, true);
-		headers__free(&h);
 		p->removed_count = 0;
 	}
 	if(p->journal_unsynced && now - p->journal_synced_ms >= p->opt.journal_sync_ms) journal_sync(p, now);

@@ -20,17 +20,8 @@ static void move_chains(struct chains *c, size_t chains)
 {
 	if(c->old == NULL) return;
 	size_t end = chains < c->nold - c->moved ? c->moved + chains : c->nold;
-	for(size_t i = c->moved; i < end; i++){
-		void *item = c->old[i];
-		while(item){
-			void *next = CHAINS_NEXT(item, c->next_off);
-			size_t k = (size_t)(c->key(item) & (c->size - 1));
-			CHAINS_NEXT(item, c->next_off) = c->table[k];
-			c->table[k] = item;
-			item = next;
-		}
-		c->old[i] = NULL;
-	}
+	chains__rehash(c->old + c->moved, end - c->moved, c->table, c->size, c->next_off, c->key);
+	for(size_t i = c->moved; i < end; i++) c->old[i] = NULL;
 	c->moved = end;
 	if(c->moved == c->nold){
 		free(c->old);
@@ -78,6 +69,20 @@ void chains__unlink(struct chains *c, void *item, uint64_t key)
 	void **pp = chains__head(c, key);
 	while(*pp && *pp != item) pp = &CHAINS_NEXT(*pp, c->next_off);
 	if(*pp) *pp = CHAINS_NEXT(item, c->next_off);
+}
+
+void chains__rehash(void **from, size_t n, void **to, size_t m, size_t next_off, chains_key_fn key)
+{
+	for(size_t i = 0; i < n; i++){
+		void *item = from[i];
+		while(item){
+			void *next = CHAINS_NEXT(item, next_off);
+			size_t k = (size_t)(key(item) & (m - 1));
+			CHAINS_NEXT(item, next_off) = to[k];
+			to[k] = item;
+			item = next;
+		}
+	}
 }
 
 void chains__free(struct chains *c)

@@ -75,6 +75,12 @@ void chains__link(struct chains *c, void *item, uint64_t key);
 /* Unlinks item, filed under key, if it is in the table. */
 void chains__unlink(struct chains *c, void *item, uint64_t key);
 
+/* Moves every item of the n chains of from first into its chain of to, m
+ * chains (a power of two), by key(item); next_off as for chains__grow. For
+ * the smaller tables that double at once (the clients' holds, sessions and
+ * packet limits), and for this file's doubling in steps. */
+void chains__rehash(void **from, size_t n, void **to, size_t m, size_t next_off, chains_key_fn key);
+
 /* Frees the tables (not the items) and zeroes c. */
 void chains__free(struct chains *c);
 

@@ -64,4 +64,12 @@ size_t errtext__utf8_check(const char *s, size_t len);
  * when it was cut. */
 size_t errtext__clean(const char *in, size_t len, char *out, size_t max);
 
+/* White space between the words of a line or around a value: space, tab,
+ * and the CR and LF a line or a payload may end with (the C locale's
+ * isspace but for \v and \f, which no one types there). */
+static inline bool errtext__is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
 #endif

@@ -100,9 +100,9 @@ static size_t owed(const struct dlq *d)
  * extra: dead letters that replaced copies already published. */
 static void check_conservation(const struct dlq *d, size_t extra)
 {
-	CHECK(dlq__totals(d)->nacks + extra == published() + owed(d),
+	CHECK(engine__totals(d)->nacks + extra == published() + owed(d),
 			"after the failed allocation at %s: %llu NACKs accepted (+%zu), but %zu published and %zu owed",
-			alloc_fail_site(), (unsigned long long)dlq__totals(d)->nacks, extra, published(), owed(d));
+			alloc_fail_site(), (unsigned long long)engine__totals(d)->nacks, extra, published(), owed(d));
 }
 
 /* Initialises d; false when it was refused for want of memory (then d has
@@ -196,7 +196,7 @@ static void nack(struct dlq *d, const char *id, const char *client, bool compact
 				"\"correlationData\":\"c-1\"},{\"command\":\"getStatus\"},{\"command\":\"listPolicies\"}]}", id);
 	}
 	for(int attempt = 0; attempt < 2; attempt++){
-		uint64_t nacks = dlq__totals(d)->nacks;
+		uint64_t nacks = engine__totals(d)->nacks;
 		size_t before = published() + owed(d);
 		struct dlq_control_request req = {
 			.compact = compact,
@@ -209,8 +209,8 @@ static void nack(struct dlq *d, const char *id, const char *client, bool compact
 		int rc = control__handle(d, &req, &reply);
 
 		alloc_fail_pause();
-		bool applied = dlq__totals(d)->nacks == nacks + 1;
-		CHECK(dlq__totals(d)->nacks - nacks <= 1, "one NACK counted twice");
+		bool applied = engine__totals(d)->nacks == nacks + 1;
+		CHECK(engine__totals(d)->nacks - nacks <= 1, "one NACK counted twice");
 		if(rc == 0 && !reply.must_send){
 			/* A compact NACK that went well and wants no reply. */
 			CHECK(compact && reply.json == NULL && reply.errors == 0, "no reply to send, but errors or JSON");
@@ -406,13 +406,13 @@ static void scenario_state(void)
 	size_t delayed_count = d.delayed.count;
 	alloc_fail_resume();
 
-	int rc = state__encode_snapshot(dlq__state_view(&d), fake.now_ms, fake.wall_ms, &buf);
+	int rc = state__encode_snapshot(engine__state_view(&d), fake.now_ms, fake.wall_ms, &buf);
 	if(rc){
 		/* persist.c keeps the old file and tries again later. */
 		CHECK(rc == ENOMEM, "%d", (int)(rc));
 		headers__free(&buf);
 		refusals++;
-		rc = state__encode_snapshot(dlq__state_view(&d), fake.now_ms, fake.wall_ms, &buf);
+		rc = state__encode_snapshot(engine__state_view(&d), fake.now_ms, fake.wall_ms, &buf);
 		CHECK(rc == 0, "%d", (int)(rc));
 	}
 	alloc_fail_pause();
@@ -422,7 +422,7 @@ static void scenario_state(void)
 	if(engine_init(&e)){
 		struct state_report rep;
 		memset(&rep, 0, sizeof(rep));
-		rc = state_read__decode_snapshot(dlq__state_view(&e), buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep);
+		rc = state_read__decode_snapshot(engine__state_view(&e), buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep);
 		alloc_fail_pause();
 		bool complete = e.ledger.count == records && e.outbox.owed.count == owed_count && e.delayed.count == delayed_count;
 		if(rc == ENOMEM){

@@ -220,7 +220,7 @@ static void request(struct run *r, enum dlq_compact compact, const char *raw, si
 		.may_read_ctx = r->client,
 	};
 	struct dlq_control_reply reply;
-	struct dlq_counters before = *dlq__totals(&r->d);
+	struct dlq_counters before = *engine__totals(&r->d);
 	int want = compact ? 1 : expected_responses(payload, len);
 
 	int rc = control__handle(&r->d, &req, &reply);
@@ -277,7 +277,7 @@ static void request(struct run *r, enum dlq_compact compact, const char *raw, si
 	r->accepted += ok;
 	r->redriven += redriven;
 	if(!reset){
-		const struct dlq_counters *after = dlq__totals(&r->d);
+		const struct dlq_counters *after = engine__totals(&r->d);
 		FUZZ_CHECK(after->nacks - before.nacks == ok, "counters.nacks +%llu, replies accepted %u",
 				(unsigned long long)(after->nacks - before.nacks), ok);
 		FUZZ_CHECK(after->retry_copies + after->dead_letters - before.retry_copies - before.dead_letters

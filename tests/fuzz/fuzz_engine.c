@@ -152,7 +152,7 @@ static void make_state(struct dlq_headers *snap, struct dlq_headers *journal)
 	dlq__tick(&d);
 	/* Kept: that one, and the owed one the tick published. */
 	FUZZ_CHECK(d.letters.count == 2, "%zu kept dead letters, expected 2", d.letters.count);
-	FUZZ_CHECK(state__encode_snapshot(dlq__state_view(&d), fake.now_ms, fake.wall_ms, snap) == 0, "encode");
+	FUZZ_CHECK(state__encode_snapshot(engine__state_view(&d), fake.now_ms, fake.wall_ms, snap) == 0, "encode");
 
 	if(journal){
 		uint64_t removed = d.outbox.owed.head ? d.outbox.owed.head->seq : 1;

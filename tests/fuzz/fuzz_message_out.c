@@ -344,7 +344,7 @@ static void send_one(struct run *r, struct fuzz_input *in)
 	ed.payloadlen = (uint32_t)strlen(payload);
 	ed.qos = qos;
 	ed.properties = props;
-	uint64_t stripped = dlq__totals(r->pl.engine)->sent_without_stamp;
+	uint64_t stripped = engine__totals(r->pl.engine)->sent_without_stamp;
 	if(has_dlq_id(props)) r->sends[c]++;
 
 	int rc = adapter__message_out_v21(DLQ_MOSQ_EVT_MESSAGE_OUT, &ed, &r->pl);
@@ -352,7 +352,7 @@ static void send_one(struct run *r, struct fuzz_input *in)
 	if(ed.properties != props){
 		FUZZ_CHECK(client.protocol == 5, "an MQTT 3 receiver's properties changed");
 		FUZZ_CHECK(has_dlq_id(props), "a message without a dlq-id changed");
-		if(dlq__totals(r->pl.engine)->sent_without_stamp > stripped){
+		if(engine__totals(r->pl.engine)->sent_without_stamp > stripped){
 			FUZZ_CHECK(!has_dlq_id(ed.properties), "a stripped send keeps its dlq-id");
 			uint32_t limit = packet_size__limits_get(&r->pl.limits, clients[c]);
 			FUZZ_CHECK(limit && packet_size__publish(strlen(topic), ed.payloadlen, qos, v_get_length_all(ed.properties))

@@ -295,7 +295,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint32_t len;
 			pick_content(&in, k, &topic, &payload, &len);
 			struct dlq_send s;
-			uint64_t redeliveries = dlq__totals(&r.d)->redeliveries;
+			uint64_t redeliveries = engine__totals(&r.d)->redeliveries;
 			const struct dlq_record *rec = redelivery__record_by_id(&r.d.ledger, id, id_len, topic, payload, len);
 			unsigned base = rec ? record__attempt(rec) : 0;
 			dlq__sent(&r.d, client, 0, id, id_len, topic, payload, len, &s);
@@ -317,8 +317,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				FUZZ_CHECK(s.attempt <= base + k->sends[ci] - 1, "attempt %u after %u sends (record attempt %u)",
 						s.attempt, k->sends[ci], base);
 			}
-			FUZZ_CHECK(dlq__totals(&r.d)->redeliveries <= redeliveries + (s.attempt > 0), "redeliveries jumped");
-			FUZZ_CHECK(dlq__totals(&r.d)->redeliveries <= r.sent_calls, "more redeliveries than sends");
+			FUZZ_CHECK(engine__totals(&r.d)->redeliveries <= redeliveries + (s.attempt > 0), "redeliveries jumped");
+			FUZZ_CHECK(engine__totals(&r.d)->redeliveries <= r.sent_calls, "more redeliveries than sends");
 			break;
 		}
 		case 2: {
@@ -335,14 +335,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			pick_content(&in, k, &c.topic, &c.payload, &c.payload_len);
 			uint8_t which = fuzz_input_byte(&in);
 			c.conn = which & 1 ? conn : conn + 1 + which; /* its live connection, or another */
-			uint64_t diverted = dlq__totals(&r.d)->diverted;
+			uint64_t diverted = engine__totals(&r.d)->diverted;
 			bool real = k == NULL && redelivery__record_by_id(&r.d.ledger, cid, id_len, c.topic, c.payload, c.payload_len);
 			bool removed = dlq__read_check(&r.d, &c);
 			TRACE("check \"%.20s\" conn %lu (live %lu) %.20s on %s: %s\n", client, (unsigned long)c.conn,
 					(unsigned long)conn, cid, c.topic, removed ? "removed" : "kept");
 			FUZZ_CHECK(!removed || real || same_content(k, c.topic, c.payload, c.payload_len),
 					"a read check of a forged id or other content removed a message");
-			FUZZ_CHECK(dlq__totals(&r.d)->diverted <= diverted + 1, "diverted jumped");
+			FUZZ_CHECK(engine__totals(&r.d)->diverted <= diverted + 1, "diverted jumped");
 			free(cid);
 			harvest(&r); /* a diverted message's dead letter */
 			break;
@@ -457,7 +457,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Each accepted NACK made one envelope, each diverted message and each
 	 * delivery whose ack_timeout ran out one; a client that left may add
 	 * dead letters of its copies. */
-	const struct dlq_counters *t = dlq__totals(&r.d);
+	const struct dlq_counters *t = engine__totals(&r.d);
 	FUZZ_CHECK(r.published >= r.accepted + t->diverted + t->ack_timeouts,
 			"%llu published, %llu NACKs, %llu diverted, %llu timed out", (unsigned long long)r.published,
 			(unsigned long long)r.accepted, (unsigned long long)t->diverted, (unsigned long long)t->ack_timeouts);

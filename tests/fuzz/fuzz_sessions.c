@@ -128,16 +128,16 @@ static bool usable_filter(const char *filter)
 
 static void subscribe(struct dlq *d, const char *client, const char *filter, uint8_t qos, uint32_t id, bool old_protocol)
 {
-	uint64_t deadsubs_before = dlq__totals(d)->subscribers_of_dead_letters;
+	uint64_t deadsubs_before = engine__totals(d)->subscribers_of_dead_letters;
 	const char *dl, *pf;
 	bool takes_dead = client && filter && deadsubs__match(&d->cfg.policies, filter, &dl, &pf);
 
 	dlq__subscribed(d, client, filter, qos, id);
 	if(old_protocol) dlq__subscribed_without_nack(d, client, filter, 4);
 
-	FUZZ_CHECK(dlq__totals(d)->subscribers_of_dead_letters == deadsubs_before + takes_dead,
+	FUZZ_CHECK(engine__totals(d)->subscribers_of_dead_letters == deadsubs_before + takes_dead,
 			"subscribersOfDeadLetters went from %llu to %llu for \"%.60s\"", (unsigned long long)deadsubs_before,
-			(unsigned long long)dlq__totals(d)->subscribers_of_dead_letters, filter ? filter : "(null)");
+			(unsigned long long)engine__totals(d)->subscribers_of_dead_letters, filter ? filter : "(null)");
 	FUZZ_CHECK(d->deadsubs.count <= DEADSUBS_MAX, "%zu dead-letter subscribers kept", d->deadsubs.count);
 	if(takes_dead && d->deadsubs.count < DEADSUBS_MAX){
 		FUZZ_CHECK(deadsubs__known(&d->deadsubs, client, filter), "\"%.60s\" not remembered", filter);

@@ -41,12 +41,12 @@ static void check_round_trip(struct dlq *d)
 	struct dlq e;
 	struct state_report rep;
 
-	FUZZ_CHECK(state__encode_snapshot(dlq__state_view(d), fake.now_ms, fake.wall_ms, &buf) == 0, "encode");
+	FUZZ_CHECK(state__encode_snapshot(engine__state_view(d), fake.now_ms, fake.wall_ms, &buf) == 0, "encode");
 	uint64_t now = fake.now_ms;
 	int64_t wall = fake.wall_ms;
 	fuzz_engine_init(&e);
 	memset(&rep, 0, sizeof(rep));
-	FUZZ_CHECK(state_read__decode_snapshot(dlq__state_view(&e), buf.data, buf.len, now, wall, &rep) == 0, "decode");
+	FUZZ_CHECK(state_read__decode_snapshot(engine__state_view(&e), buf.data, buf.len, now, wall, &rep) == 0, "decode");
 	FUZZ_CHECK(!rep.damaged, "a snapshot of a restored state is damaged: %s", rep.problem);
 	FUZZ_CHECK(e.ledger.count == d->ledger.count, "round trip: %zu records, before %zu", e.ledger.count, d->ledger.count);
 	FUZZ_CHECK(e.outbox.owed.count == d->outbox.owed.count && e.delayed.count == d->delayed.count,

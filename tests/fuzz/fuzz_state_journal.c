@@ -33,11 +33,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_fix_crcs(copy, size, 8);
 	fuzz_engine_init(&d);
 	memset(&rep, 0, sizeof(rep));
-	FUZZ_CHECK(state_read__decode_snapshot(dlq__state_view(&d), base.data, base.len, fake.now_ms, fake.wall_ms, &rep) == 0, "base snapshot");
+	FUZZ_CHECK(state_read__decode_snapshot(engine__state_view(&d), base.data, base.len, fake.now_ms, fake.wall_ms, &rep) == 0, "base snapshot");
 	FUZZ_CHECK(!rep.damaged && rep.envelopes > 0 && rep.records > 0, "base snapshot: %s", rep.problem);
 	size_t before = fuzz_owed_count(&d);
 	memset(&rep, 0, sizeof(rep));
-	int rc = state_read__decode_journal(dlq__state_view(&d), copy, size, fake.now_ms, fake.wall_ms, &rep);
+	int rc = state_read__decode_journal(engine__state_view(&d), copy, size, fake.now_ms, fake.wall_ms, &rep);
 	FUZZ_CHECK(rc == 0, "state_read__decode_journal: %d", rc);
 	free(copy);
 	fuzz_state_exercise(&d, &rep, before);

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_fix_crcs(copy, size, 16);
 	fuzz_engine_init(&d);
 	memset(&rep, 0, sizeof(rep));
-	int rc = state_read__decode_snapshot(dlq__state_view(&d), copy, size, fake.now_ms, fake.wall_ms, &rep);
+	int rc = state_read__decode_snapshot(engine__state_view(&d), copy, size, fake.now_ms, fake.wall_ms, &rep);
 	FUZZ_CHECK(rc == 0, "state_read__decode_snapshot: %d", rc);
 	free(copy);
 	fuzz_state_exercise(&d, &rep, 0);

@@ -4,7 +4,7 @@
  * plugin_opt_broker_name (by default the host name) is carried by every
  * dead letter as dead-letter-broker, exactly once, whatever a publisher
  * put there; the dead-letter store shows it (listDeadLetters' summaries,
- * getDeadLetter's properties) and selects by it (listDeadLetters'
+ * getDeadLetter's properties, dlqctl inspect) and selects by it (listDeadLetters'
  * "broker", dlqctl list --broker, a redrive task's "broker" through
  * dlqctl redrive --all --broker); a letter keeps the name it was made with
  * across a restart under another name (the state file saves it); a name
@@ -50,6 +50,35 @@ static void expect_page_brokers(struct client *c, const cJSON *tmpl, int count, 
 	cJSON_Delete(p.doc);
 }
 
+/* dlqctl inspect shows the name of the broker that made each letter: in
+ * its BROKER column (every one of the count rows has it), and as "broker"
+ * with --json. The letters wait in the persistent sessions insp-rows and
+ * insp-json (made before them) and are consumed. */
+static void expect_inspect_brokers(struct broker *b, int count, const char *want)
+{
+	struct proc *p = dlqctl_expect(0, b, "inspect", "-c", "-i", "insp-rows", "dead/jobs");
+	const char *out = proc_out(p);
+	ck_assert_msg(strstr(out, " BROKER ") != NULL, "no BROKER column:\n%s", out);
+	ck_assert_msg(it_count(out, "\n") == (size_t)count + 1, "expected a header and %d rows:\n%s", count, out);
+	char cell[80];
+	snprintf(cell, sizeof(cell), "  %s  ", want);
+	ck_assert_msg(it_count(out, cell) == (size_t)count, "not every row shows %s:\n%s", want, out);
+
+	p = dlqctl_expect(0, b, "inspect", "-c", "-i", "insp-json", "dead/jobs", "--json");
+	const char *at = proc_out(p);
+	int lines = 0;
+	while(*at){
+		const char *end = NULL;
+		cJSON *doc = cJSON_ParseWithOpts(at, &end, false);
+		ck_assert_msg(doc != NULL, "not JSON: %s", at);
+		expect_str_member(doc, "broker", want);
+		cJSON_Delete(doc);
+		lines++;
+		at = end + strspn(end, "\n");
+	}
+	ck_assert_int_eq(lines, count);
+}
+
 /* A dead letter received by a dead/# subscriber carries the configured
  * name; a publisher's own dead-letter-broker on the original is not
  * carried (the plugin's is the only one). The store's summary and the
@@ -58,6 +87,8 @@ START_TEST(test_dead_letter_carries_the_name)
 {
 	struct broker *b = STORE_BROKER(JOBS, "broker_name " NAME);
 	ck_assert_msg(log_has(b, "broker name \"" NAME "\""), "the loaded line does not name the broker");
+	dlqctl_expect(0, b, "inspect", "-c", "-i", "insp-rows", "dead/jobs", "--max", "0");
+	dlqctl_expect(0, b, "inspect", "-c", "-i", "insp-json", "dead/jobs", "--max", "0");
 	struct client *insp = ops_client(b, "inspector");
 	client_subscribe(insp, "dead/#", 1);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
@@ -90,6 +121,7 @@ START_TEST(test_dead_letter_carries_the_name)
 	expect_user_prop(cJSON_GetObjectItemCaseSensitive(d, "properties"), DLQ_PROP_DEAD_LETTER_BROKER, NAME);
 	cJSON_Delete(doc);
 	cJSON_Delete(p.doc);
+	expect_inspect_brokers(b, 2, NAME);
 }
 END_TEST
 

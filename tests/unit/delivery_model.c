@@ -240,10 +240,10 @@ static void take_publishes(void)
 void model_check(void)
 {
 	take_publishes();
-	const struct dlq_counters *t = dlq__totals(&d);
+	const struct dlq_counters *t = engine__totals(&d);
 	/* awaitingAck is the deliveries awaiting settlement. */
 	struct dlq_gauges total;
-	dlq__count_gauges(&d, NULL, &total);
+	recount__gauges(&d, NULL, &total);
 	MODEL_EXPECT(d.gauges.total.awaiting == d.deadlines.count, "awaitingAck %" PRIu64 " but %zu deliveries awaited",
 			(uint64_t)d.gauges.total.awaiting, d.deadlines.count);
 	MODEL_EXPECT(total.awaiting == d.deadlines.count, "recounted awaitingAck %" PRIu64 " but %zu deliveries awaited",
@@ -629,7 +629,7 @@ static void quiesce(void)
 		model_check();
 	}
 	MODEL_EXPECT(d.deadlines.count == 0, "%zu deliveries still awaited at quiescence", d.deadlines.count);
-	MODEL_EXPECT(dlq__owed_count(&d) == 0, "%zu copies or dead letters still owed at quiescence", dlq__owed_count(&d));
+	MODEL_EXPECT(engine__owed_count(&d) == 0, "%zu copies or dead letters still owed at quiescence", engine__owed_count(&d));
 	for(int o = 0; o < model.msgs; o++){
 		for(int c = 0; c < CLIENTS; c++){
 			if(!model.chain[o][c]) continue;

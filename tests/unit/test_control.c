@@ -229,7 +229,7 @@ START_TEST(a_failed_compact_nack_is_answered_with_an_error)
 	expect_error(entry(r, 0), DLQ_COMMAND_NACK, NULL, "malformed");
 	ck_assert(reply.must_send);
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 3);
+	ck_assert_uint_eq(engine__totals(&d)->nacks_refused, 3);
 }
 END_TEST
 
@@ -329,7 +329,10 @@ START_TEST(every_bad_command_gets_its_own_error)
 	const cJSON *r = json(cmd, "sub1");
 	ck_assert_int_eq(cJSON_GetArraySize(r), 11);
 	expect_error(entry(r, 0), NULL, NULL, "JSON object");
-	expect_error(entry(r, 1), "retry", NULL, "unknown command");
+	/* The known names come from the command tables, in their order. */
+	expect_error(entry(r, 1), "retry", NULL, "unknown command \"retry\" (known: nack, ack, progress, listPolicies, "
+			"getStatus, resetCounters, getHistory, listDeadLetters, getDeadLetter, redriveDeadLetters, "
+			"deleteDeadLetters, purgeDeadLetters, startRedriveTask, cancelRedriveTask)");
 	expect_str(entry(r, 1), "correlationData", "x");
 	expect_error(entry(r, 2), DLQ_COMMAND_NACK, NULL, "\"id\"");
 	expect_str(entry(r, 2), "correlationData", "y");
@@ -346,7 +349,7 @@ START_TEST(every_bad_command_gets_its_own_error)
 	/* Only the good command did anything. */
 	ck_assert_uint_eq(fake.publish_count, 1);
 	ck_assert_str_eq(fake.publishes[0].client, "sub1");
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 1);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 1);
 }
 END_TEST
 
@@ -625,7 +628,7 @@ START_TEST(a_bad_json_delay_is_an_error_and_changes_nothing)
 	}
 	ck_assert_uint_eq(fake.publish_count, 0);
 	ck_assert_uint_eq(d.delayed.count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 0);
 	/* The delivery was not taken as NACKed by sub1. */
 	const cJSON *r = compact(id, "sub1", NULL);
 	expect_result(entry(r, 0), id, "retried", 1, 3);
@@ -721,8 +724,8 @@ START_TEST(compact_acks_and_progress_are_answered)
 	r = run(DLQ_COMPACT_ACK, "nonsense", 8, "w", NULL);
 	expect_error(entry(r, 0), DLQ_COMMAND_ACK, "nonsense", "malformed");
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->acks, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->acks_refused, 4);
+	ck_assert_uint_eq(engine__totals(&d)->acks, 1);
+	ck_assert_uint_eq(engine__totals(&d)->acks_refused, 4);
 }
 END_TEST
 
@@ -774,13 +777,13 @@ START_TEST(final_nacks)
 	ck_assert_str_eq(fake_header_value(&fake.publishes[1], DLQ_PROP_DEAD_LETTER_REASON), "bad schema");
 	ck_assert_str_eq(fake_header_value(&fake.publishes[2], DLQ_PROP_DEAD_LETTER_FINAL), "true");
 	ck_assert_ptr_null(fake_header_value(&fake.publishes[0], DLQ_PROP_DEAD_LETTER_FINAL));
-	ck_assert_uint_eq(dlq__totals(&d)->final_nacks, 2);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 3);
+	ck_assert_uint_eq(engine__totals(&d)->final_nacks, 2);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 3);
 	/* Both final, at attempt 1 of 3: of cause "final", not "nack". */
 	ck_assert_str_eq(fake_header_value(&fake.publishes[1], DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_FINAL);
 	ck_assert_str_eq(fake_header_value(&fake.publishes[2], DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_FINAL);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_FINAL], 2);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NACK], 0);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_FINAL], 2);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NACK], 0);
 }
 END_TEST
 

@@ -185,7 +185,7 @@ START_TEST(text_that_is_not_utf8_is_refused_naming_the_byte)
 	const char nul[] = "{\"commands\":[{\"command\":\"nack\",\"id\":\"x\0y\"}]}";
 	r = request(false, nul, sizeof(nul) - 1, NULL);
 	ck_assert_str_eq(error_of(r, 0), "payload holds a NUL byte (at byte 38)");
-	ck_assert_uint_eq(dlq__totals(&d)->nacks + dlq__totals(&d)->nacks_refused, 0);
+	ck_assert_uint_eq(engine__totals(&d)->nacks + engine__totals(&d)->nacks_refused, 0);
 }
 END_TEST
 
@@ -216,12 +216,12 @@ START_TEST(a_string_holding_u0000_is_refused_naming_its_member)
 	}
 	/* Nothing was NACKed; an escaped backslash before u0000 is no NUL,
 	 * and the same NACK without one goes through. */
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 0);
 	char payload[256];
 	snprintf(payload, sizeof(payload), "{\"commands\":[{\"command\":\"nack\",\"id\":\"%s\",\"reason\":\"\\\\u0000\",\"delay\":\"5ms\"}]}", id);
 	const cJSON *r = json(payload);
 	ck_assert_ptr_null(error_of(r, 0));
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 1);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 1);
 }
 END_TEST
 

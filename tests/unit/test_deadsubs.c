@@ -82,7 +82,7 @@ START_TEST(logged_once_per_client_and_filter_and_counted)
 	ck_assert(dlq__subscribed_to_dead_letters(&d, "c1", "#"));
 	ck_assert(dlq__subscribed_to_dead_letters(&d, "c1", "+/#"));
 	ck_assert(!dlq__subscribed_to_dead_letters(&d, "c2", "dead/#"));
-	ck_assert_uint_eq(dlq__totals(&d)->subscribers_of_dead_letters, 3);
+	ck_assert_uint_eq(engine__totals(&d)->subscribers_of_dead_letters, 3);
 	ck_assert_uint_eq(warnings(), 2);
 	ck_assert(fake_logged("client \"c1\" subscribed to \"#\", which takes in the dead-letter topic \"dead/jobs\" "
 			"as well as messages of policy \"jobs/#\": it receives dead letters as new deliveries"));
@@ -100,7 +100,7 @@ START_TEST(logged_once_per_client_and_filter_and_counted)
 	ck_assert_uint_eq(d.deadsubs.count, DEADSUBS_MAX);
 	/* (The fake port keeps only the first FAKE_MAX_LOGS lines.) */
 	ck_assert(d.deadsubs.full_noted);
-	ck_assert_uint_eq(dlq__totals(&d)->subscribers_of_dead_letters, 4 + DEADSUBS_MAX + 10);
+	ck_assert_uint_eq(engine__totals(&d)->subscribers_of_dead_letters, 4 + DEADSUBS_MAX + 10);
 	engine_stop(&d, NULL);
 	fake_reset();
 }

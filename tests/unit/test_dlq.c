@@ -276,8 +276,8 @@ START_TEST(a_nack_needs_read_access)
 	track("numbers", "7", 1, id);
 	ck_assert_int_eq(nack_checked(id, "stranger"), DLQ_NACK_NOT_PERMITTED);
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
+	ck_assert_uint_eq(engine__totals(&d)->nacks_refused, 1);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 0);
 	ck_assert_str_eq(dlq__nack_status_text(DLQ_NACK_NOT_PERMITTED), "refused: this client may not read the message");
 	ck_assert_int_eq(nack_checked(id, "reader"), DLQ_NACK_RETRIED);
 	expect_publish(0, "reader", "numbers", 1, "7");
@@ -311,7 +311,7 @@ START_TEST(tracking_stamps_distinct_ids_and_publishes_nothing)
 	ck_assert_str_ne(b, c);
 	ck_assert_str_ne(a, c);
 	ck_assert(known(a) && known(b) && known(c));
-	ck_assert_uint_eq(dlq__totals(&d)->tracked, 3);
+	ck_assert_uint_eq(engine__totals(&d)->tracked, 3);
 	ck_assert_uint_eq(fake.publish_count, 0);
 }
 END_TEST
@@ -358,8 +358,8 @@ START_TEST(a_delivery_chain_ends_in_a_dead_letter_after_max_attempts)
 			.origin_id = id0, .dl_reason = "cannot parse 42", .dl_client = "sub1", .dl_filter = "numbers",
 			.dl_time = "2026-09-21T14:13:20.123Z", .dl_cause = DLQ_CAUSE_NACK);
 	expect_hdr(2, "trace", "t-1");
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NACK], 1);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NACK], 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters, 1);
 
 	/* The publisher's other properties travel along, in order. */
 	size_t pos = 0;
@@ -371,10 +371,10 @@ START_TEST(a_delivery_chain_ends_in_a_dead_letter_after_max_attempts)
 	dlq__tick(&d);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 3);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 3);
-	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 2);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 0);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 3);
+	ck_assert_uint_eq(engine__totals(&d)->retry_copies, 2);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(engine__totals(&d)->nacks_refused, 0);
 }
 END_TEST
 
@@ -430,8 +430,8 @@ START_TEST(max_attempts_1_dead_letters_at_once)
 	ck_assert_uint_eq(fake.publish_count, 1);
 	expect(0, .topic = "dead/once", .qos = 1, .payload = "only", DEAD_LETTER_NAMES, .retry_count = "1",
 			.origin_topic = "once", .origin_id = id0, .dl_reason = "no handler", .dl_client = "sub1", .dl_filter = "once");
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 0);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(engine__totals(&d)->retry_copies, 0);
 }
 END_TEST
 
@@ -463,9 +463,9 @@ START_TEST(a_second_nack_by_the_same_client_is_refused)
 	dlq__tick(&d);
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_DUPLICATE);
 	ck_assert_uint_eq(fake.publish_count, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 2);
-	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 1);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 1);
+	ck_assert_uint_eq(engine__totals(&d)->nacks_refused, 2);
+	ck_assert_uint_eq(engine__totals(&d)->retry_copies, 1);
 }
 END_TEST
 
@@ -522,8 +522,8 @@ START_TEST(unknown_and_malformed_ids_are_refused)
 	dlq__nack(&d, &n, &res);
 	ck_assert_int_eq(res.status, DLQ_NACK_MALFORMED_ID);
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 7);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
+	ck_assert_uint_eq(engine__totals(&d)->nacks_refused, 7);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 0);
 	/* The real one still works. */
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 }
@@ -563,7 +563,7 @@ START_TEST(records_expire_after_the_nack_window)
 	/* Exactly at the end of the window a record is still NACKable. */
 	fake.now_ms = t0 + 10000;
 	dlq__tick(&d);
-	ck_assert_uint_eq(dlq__totals(&d)->expired, 0);
+	ck_assert_uint_eq(engine__totals(&d)->expired, 0);
 	ck_assert_int_eq(nack(a, "sub1"), DLQ_NACK_RETRIED);
 	copy_id(0, copy);
 
@@ -571,7 +571,7 @@ START_TEST(records_expire_after_the_nack_window)
 	 * t0 + 10 s, is not. */
 	fake.now_ms = t0 + 10001;
 	dlq__tick(&d);
-	ck_assert_uint_eq(dlq__totals(&d)->expired, 2);
+	ck_assert_uint_eq(engine__totals(&d)->expired, 2);
 	ck_assert_int_eq(nack(b, "sub1"), DLQ_NACK_UNKNOWN_ID);
 	ck_assert_int_eq(nack(a, "sub2"), DLQ_NACK_UNKNOWN_ID);
 	ck_assert_uint_eq(fake.publish_count, 1);
@@ -580,7 +580,7 @@ START_TEST(records_expire_after_the_nack_window)
 	fake.now_ms = t0 + 20001;
 	dlq__tick(&d);
 	ck_assert_int_eq(nack(copy, "sub1"), DLQ_NACK_UNKNOWN_ID);
-	ck_assert_uint_eq(dlq__totals(&d)->expired, 3);
+	ck_assert_uint_eq(engine__totals(&d)->expired, 3);
 	ck_assert_uint_eq(d.ledger.count, 0);
 	ck_assert_uint_eq(d.ledger.bytes, 0);
 	ck_assert_uint_eq(fake.publish_count, 1);
@@ -610,7 +610,7 @@ START_TEST(a_quiet_tick_wakes_for_what_comes_after_it)
 	ck_assert(!d.tick_quiet);
 	fake.now_ms = t0 + 10001;
 	dlq__tick(&d);
-	ck_assert_uint_eq(dlq__totals(&d)->expired, 1);
+	ck_assert_uint_eq(engine__totals(&d)->expired, 1);
 	ck_assert_uint_eq(d.ledger.count, 0);
 
 	/* Quiet again; any other event wakes it. */
@@ -655,7 +655,7 @@ START_TEST(the_bound_evicts_the_oldest_records_first)
 		track("numbers", payload, 1, ids[i]);
 		ck_assert_uint_le(d.ledger.bytes + d.outbox.bytes, 1024);
 	}
-	ck_assert_uint_eq(dlq__totals(&d)->tracked, N);
+	ck_assert_uint_eq(engine__totals(&d)->tracked, N);
 	/* A prefix of the oldest is gone, the newest are all there. */
 	int first_known = 0;
 	while(first_known < N && !known(ids[first_known])) first_known++;
@@ -664,7 +664,7 @@ START_TEST(the_bound_evicts_the_oldest_records_first)
 	for(int i = first_known; i < N; i++){
 		ck_assert_msg(known(ids[i]), "record %d evicted before an older one", i);
 	}
-	ck_assert_uint_eq(dlq__totals(&d)->evicted, (uint64_t)first_known);
+	ck_assert_uint_eq(engine__totals(&d)->evicted, (uint64_t)first_known);
 	ck_assert_uint_eq(d.ledger.count, (size_t)(N - first_known));
 	ck_assert(fake_logged("max_pending_bytes"));
 
@@ -688,12 +688,12 @@ START_TEST(a_message_larger_than_the_bound_is_not_tracked)
 	ck_assert_int_eq(dlq__track(&d, p, "numbers", big, sizeof(big), 1, NULL, 0, id), ENOSPC);
 	/* Within the bound as payload, over it as a record. */
 	ck_assert_int_eq(dlq__track(&d, p, "numbers", big, 1020, 1, NULL, 0, id), ENOSPC);
-	ck_assert_uint_eq(dlq__totals(&d)->untracked_full, 2);
-	ck_assert_uint_eq(dlq__totals(&d)->tracked, 1);
+	ck_assert_uint_eq(engine__totals(&d)->untracked_full, 2);
+	ck_assert_uint_eq(engine__totals(&d)->tracked, 1);
 	/* Refusing it evicted nothing. */
 	ck_assert(known(a));
 	ck_assert_uint_eq(d.ledger.count, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->evicted, 0);
+	ck_assert_uint_eq(engine__totals(&d)->evicted, 0);
 	ck_assert_uint_eq(fake.publish_count, 0);
 }
 END_TEST
@@ -720,7 +720,7 @@ START_TEST(a_topic_of_65535_bytes_goes_through_its_chain)
 	ck_assert_int_eq(nack(id1, "sub1"), DLQ_NACK_DEAD_LETTERED);
 	expect(1, .topic = "dead/long", .qos = 1, .payload = "p", DEAD_LETTER_NAMES, .origin_topic = topic,
 			.origin_id = id0, .dl_filter = "long/#");
-	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 0);
+	ck_assert_uint_eq(engine__totals(&d)->nacks_refused, 0);
 }
 END_TEST
 
@@ -740,13 +740,13 @@ START_TEST(ten_thousand_unknown_nacks_leave_nothing_behind)
 		snprintf(id, sizeof(id), "Unknown-%08u", i);
 		ck_assert_int_eq(nack(id, "flooder"), DLQ_NACK_UNKNOWN_ID);
 	}
-	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 10000);
-	ck_assert_uint_eq(dlq__totals(&d)->unknown_ids, 10000);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
+	ck_assert_uint_eq(engine__totals(&d)->nacks_refused, 10000);
+	ck_assert_uint_eq(engine__totals(&d)->unknown_ids, 10000);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 0);
 	ck_assert_uint_eq(d.ledger.count, records);
 	ck_assert_uint_eq(d.ledger.bytes, bytes);
-	ck_assert_uint_eq(dlq__owed_count(&d), 0);
-	ck_assert_uint_eq(dlq__owed_bytes(&d), 0);
+	ck_assert_uint_eq(engine__owed_count(&d), 0);
+	ck_assert_uint_eq(engine__owed_bytes(&d), 0);
 	ck_assert_uint_eq(fake.publish_count, 0);
 	ck_assert_uint_eq(fake.log_count, logs);
 	/* The real id is still there for its subscriber. */
@@ -761,7 +761,7 @@ static int fill_to_the_bound(char (*ids)[DLQ_ID_LEN + 1], int n)
 {
 	int tracked = 0;
 
-	while(tracked < n && dlq__totals(&d)->evicted == 0){
+	while(tracked < n && engine__totals(&d)->evicted == 0){
 		track("once", "", 0, ids[tracked]);
 		tracked++;
 	}
@@ -799,15 +799,15 @@ START_TEST(a_dead_letter_the_broker_refuses_is_published_on_a_later_tick)
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_uint_eq(fake.publish_count, 0);
 	ck_assert_uint_eq(d.outbox.owed.count, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->publish_failures, 1);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 1);
+	ck_assert_uint_eq(engine__totals(&d)->publish_failures, 1);
 	const char *line = log_containing("failed to publish dead letter");
 	ck_assert_msg(line != NULL, "no log line about the failed dead letter");
 	ck_assert_msg(strstr(line, "dead/once") != NULL, "log line \"%s\" does not name the topic", line);
 
 	dlq__tick(&d); /* fails again: logged once only */
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->publish_failures, 2);
+	ck_assert_uint_eq(engine__totals(&d)->publish_failures, 2);
 	ck_assert_uint_eq(logs_containing("failed to publish"), 1);
 
 	dlq__tick(&d);
@@ -815,7 +815,7 @@ START_TEST(a_dead_letter_the_broker_refuses_is_published_on_a_later_tick)
 	expect(0, .topic = "dead/once", .qos = 1, .payload = "keep me", DEAD_LETTER_NAMES, .retry_count = "1",
 			.origin_id = id0, .dl_client = "sub1");
 	ck_assert_uint_eq(d.outbox.owed.count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters, 1);
 	/* Accepted, it stays accounted until the broker has taken it: the
 	 * top of the next loop pass, which the next tick follows. */
 	ck_assert_uint_eq(d.outbox.settling.count, 1);
@@ -890,7 +890,7 @@ START_TEST(owed_envelopes_filling_the_bound_refuse_nacks)
 	 * crossed it was refused. */
 	ck_assert_uint_le(d.outbox.bytes, 1024);
 	ck_assert_uint_gt(d.outbox.bytes + d.outbox.owed.head->bytes, 1024);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, (uint64_t)full);
+	ck_assert_uint_eq(engine__totals(&d)->nacks_refused, (uint64_t)full);
 	ck_assert_uint_eq(fake.publish_count, 0);
 
 	/* The broker takes them again: every owed dead letter goes out once. */
@@ -928,12 +928,12 @@ START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 			.names_count = ARRAY_LEN(traced_dead_letter_names), .retry_count = "1", .origin_topic = "numbers",
 			.origin_id = id0, .dl_client = "sub1", .dl_filter = "numbers", .dl_time = "2026-09-21T14:13:20.999Z",
 			.dl_cause = DLQ_CAUSE_SUBSCRIBER_GONE);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_SUBSCRIBER_GONE], 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_SUBSCRIBER_GONE], 1);
 	const char *reason = hdr(1, DLQ_PROP_DEAD_LETTER_REASON);
 	ck_assert_msg(strstr(reason, "subscriber") && strstr(reason, "sub1")
 			&& strstr(reason, "left without a session before its retry copy was delivered"),
 			"reason \"%s\"", reason);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters, 1);
 
 	/* Once is enough. */
 	dlq__client_gone(&d, "sub1");
@@ -965,9 +965,9 @@ START_TEST(a_copy_due_for_a_client_without_a_session_is_dead_lettered)
 	const char *reason = hdr(0, DLQ_PROP_DEAD_LETTER_REASON);
 	ck_assert_msg(strstr(reason, "\"sub1\" has no session at the broker"), "reason \"%s\"", reason);
 	expect_hdr(0, DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_CAUSE_NO_SESSION);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NO_SESSION], 1);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 0);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NO_SESSION], 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(engine__totals(&d)->retry_copies, 0);
 	d.broker.has_session = NULL;
 }
 END_TEST
@@ -985,7 +985,7 @@ START_TEST(a_copy_taken_by_the_broker_is_held_until_its_client_leaves)
 	copy_id(0, copy);
 	dlq__tick(&d);
 	dlq__tick(&d);
-	ck_assert_uint_eq(dlq__owed_count(&d), 0);
+	ck_assert_uint_eq(engine__owed_count(&d), 0);
 	ck_assert_uint_eq(d.holds.records, 1);
 
 	dlq__client_gone(&d, "sub2");
@@ -997,8 +997,8 @@ START_TEST(a_copy_taken_by_the_broker_is_held_until_its_client_leaves)
 	const char *reason = hdr(1, DLQ_PROP_DEAD_LETTER_REASON);
 	ck_assert_msg(strstr(reason, "\"sub1\" left without a session before confirming its retry copy"),
 			"reason \"%s\"", reason);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_SUBSCRIBER_GONE], 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_SUBSCRIBER_GONE], 1);
 	ck_assert_uint_eq(d.holds.records, 0);
 	ck_assert_uint_eq(d.holds.holders, 0);
 
@@ -1030,7 +1030,7 @@ START_TEST(a_held_copy_nacked_by_its_client_is_settled)
 	expect_publish(2, NULL, "dead/numbers", 1, "42");
 	expect_hdr(2, DLQ_PROP_RETRY_COUNT, "2");
 	expect_hdr(2, DLQ_PROP_ORIGIN_ID, id0);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters, 1);
 
 	/* A copy NACKed into a dead letter leaves nothing held. */
 	char id1[DLQ_ID_LEN + 1];
@@ -1136,7 +1136,7 @@ START_TEST(an_owed_copy_whose_client_left_becomes_a_dead_letter)
 	dlq__tick(&d);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 1); /* the copy is not sent after all */
-	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 0);
+	ck_assert_uint_eq(engine__totals(&d)->retry_copies, 0);
 	ck_assert_uint_eq(d.outbox.bytes, 0);
 }
 END_TEST
@@ -1152,12 +1152,12 @@ START_TEST(a_failing_random_source_tracks_nothing)
 	ck_assert_int_ne(rc, ENOSPC);
 	ck_assert_str_eq(id, "untouched");
 	ck_assert_uint_eq(d.ledger.count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->tracked, 0);
+	ck_assert_uint_eq(engine__totals(&d)->tracked, 0);
 	ck_assert(fake_logged("random"));
 	ck_assert_uint_eq(fake.publish_count, 0);
 	/* It recovers with the source. */
 	track("numbers", "42", 1, id);
-	ck_assert_uint_eq(dlq__totals(&d)->tracked, 1);
+	ck_assert_uint_eq(engine__totals(&d)->tracked, 1);
 }
 END_TEST
 
@@ -1176,7 +1176,7 @@ START_TEST(a_failing_random_source_refuses_the_nack_and_changes_nothing)
 	ck_assert_int_ne(st, DLQ_NACK_RETRIED);
 	ck_assert_int_ne(st, DLQ_NACK_DEAD_LETTERED);
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 0);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 0);
 	/* Not recorded as NACKed by sub1: it may try again. */
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	ck_assert_uint_eq(fake.publish_count, 1);
@@ -1224,8 +1224,8 @@ START_TEST(a_delayed_copy_goes_out_when_due_and_not_before)
 	ck_assert_uint_eq(res.attempt, 1);
 	ck_assert_uint_eq(fake.publish_count, 0);
 	ck_assert_uint_eq(d.delayed.count, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->delayed, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 0);
+	ck_assert_uint_eq(engine__totals(&d)->delayed, 1);
+	ck_assert_uint_eq(engine__totals(&d)->retry_copies, 0);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 0);
 
@@ -1236,14 +1236,14 @@ START_TEST(a_delayed_copy_goes_out_when_due_and_not_before)
 	expect(0, .to = "sub1", .topic = "slow", .qos = 1, .payload = "42", .names = delayed_copy_names,
 			.names_count = ARRAY_LEN(delayed_copy_names), .retry_count = "1", .origin_topic = "slow",
 			.origin_id = id0, .first_nack_time = "2026-09-21T14:13:20.042Z");
-	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 1);
+	ck_assert_uint_eq(engine__totals(&d)->retry_copies, 1);
 	ck_assert_uint_eq(d.delayed.count, 0);
 
 	fake.now_ms += 100000;
 	dlq__tick(&d);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 1);
-	ck_assert_uint_eq(dlq__owed_bytes(&d), 0);
+	ck_assert_uint_eq(engine__owed_bytes(&d), 0);
 }
 END_TEST
 
@@ -1398,8 +1398,8 @@ START_TEST(a_delayed_copy_whose_client_left_without_a_session_is_dead_lettered_a
 	dlq__tick(&d);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 0);
-	ck_assert_uint_eq(dlq__owed_bytes(&d), 0);
+	ck_assert_uint_eq(engine__totals(&d)->retry_copies, 0);
+	ck_assert_uint_eq(engine__owed_bytes(&d), 0);
 }
 END_TEST
 
@@ -1446,7 +1446,7 @@ START_TEST(delayed_copies_count_toward_the_bound)
 			enum dlq_nack_status st = nack_with(id, "sub1", false, -1, &res);
 			if(st == DLQ_NACK_RETRIED){
 				accepted++;
-				ck_assert_uint_le(d.ledger.bytes + dlq__owed_bytes(&d), 1024);
+				ck_assert_uint_le(d.ledger.bytes + engine__owed_bytes(&d), 1024);
 				continue;
 			}
 			ck_assert_msg(st == DLQ_NACK_FULL, "NACK %d: %s", i, dlq__nack_status_text(st));
@@ -1459,10 +1459,10 @@ START_TEST(delayed_copies_count_toward_the_bound)
 		ck_assert_uint_gt(accepted, 0);
 		ck_assert_uint_eq(d.outbox.bytes, 0);
 		ck_assert_uint_eq(d.delayed.count, accepted);
-		ck_assert_uint_eq(dlq__owed_bytes(&d), d.delayed.bytes);
+		ck_assert_uint_eq(engine__owed_bytes(&d), d.delayed.bytes);
 		ck_assert_uint_le(d.delayed.bytes, 1024);
 		ck_assert_uint_gt(d.delayed.bytes + schedule__peek(&d.delayed)->bytes, 1024);
-		ck_assert_uint_eq(dlq__totals(&d)->nacks, accepted);
+		ck_assert_uint_eq(engine__totals(&d)->nacks, accepted);
 		ck_assert_uint_eq(fake.publish_count, 0);
 		/* The refused NACK changed nothing. */
 		struct dlq_id raw;
@@ -1476,7 +1476,7 @@ START_TEST(delayed_copies_count_toward_the_bound)
 		dlq__tick(&d);
 		ck_assert_uint_eq(fake.publish_count, accepted);
 		dlq__tick(&d);
-		ck_assert_uint_eq(dlq__owed_bytes(&d), 0);
+		ck_assert_uint_eq(engine__owed_bytes(&d), 0);
 		if(known(id)){
 			ck_assert_int_eq(nack_with(id, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
 		}else{

@@ -5,7 +5,7 @@
  * NACKs with and without delays, ticks, refused publishes, clients leaving,
  * expiry, eviction, redelivery tracking's deliveries, a reload that moves
  * records to other policies or none, a restore from the state file) they
- * must equal a fresh count (dlq__count_gauges) and the containers' own totals.
+ * must equal a fresh count (recount__gauges) and the containers' own totals.
  */
 #include <check.h>
 #include <stdio.h>
@@ -102,16 +102,16 @@ static void check_gauges_at(int line)
 	struct dlq_gauges rt, ct;
 	ck_assert(run && count);
 	running_gauges(run, &rt);
-	dlq__count_gauges(&d, count, &ct);
+	recount__gauges(&d, count, &ct);
 	expect_equal(&rt, &ct, "totals", line);
 	for(size_t i = 0; i < n; i++){
 		expect_equal(&run[i], &count[i], d.cfg.policies.items[i].filter, line);
 	}
 	ck_assert_uint_eq(rt.records, d.ledger.count);
 	ck_assert_uint_eq(rt.ledger_bytes, d.ledger.bytes);
-	ck_assert_uint_eq(rt.pending + rt.delayed, dlq__owed_count(&d));
+	ck_assert_uint_eq(rt.pending + rt.delayed, engine__owed_count(&d));
 	ck_assert_uint_eq(rt.delayed, d.delayed.count);
-	ck_assert_uint_eq(rt.owed_bytes, dlq__owed_bytes(&d));
+	ck_assert_uint_eq(rt.owed_bytes, engine__owed_bytes(&d));
 	free(run);
 	free(count);
 }
@@ -231,14 +231,14 @@ START_TEST(expiry_and_eviction_keep_the_gauges_exact)
 		track(i % 2 ? "jobs/x" : "files/y", payload, id);        /* the bound evicts */
 		check_gauges();
 	}
-	ck_assert_uint_gt(dlq__totals(&d)->evicted, 0);
+	ck_assert_uint_gt(engine__totals(&d)->evicted, 0);
 	ck_assert_int_eq(nack(id, "w", false), DLQ_NACK_RETRIED);
 	check_gauges();
 	fake.now_ms += 11000;                                      /* the window ends */
 	dlq__tick(&d);
 	dlq__tick(&d);
 	check_gauges();
-	ck_assert_uint_gt(dlq__totals(&d)->expired, 0);
+	ck_assert_uint_gt(engine__totals(&d)->expired, 0);
 	ck_assert_uint_eq(d.ledger.count, 0);
 }
 END_TEST

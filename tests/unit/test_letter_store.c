@@ -233,7 +233,7 @@ START_TEST(a_refused_redrive_keeps_the_letter)
 	start("64MB");
 	engine_dead_letter(&d, "jobs/a", "kept");
 	struct dlq_letter *l = d.letters.newest;
-	size_t owed = dlq__owed_count(&d); /* the dead letter itself, not yet taken */
+	size_t owed = engine__owed_count(&d); /* the dead letter itself, not yet taken */
 	fake.fail_publishes = 1;
 	struct dlq_redrive_result res;
 	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", false, &res), EIO);
@@ -241,7 +241,7 @@ START_TEST(a_refused_redrive_keeps_the_letter)
 	ck_assert_uint_eq(d.letters.count, 1);
 	ck_assert_uint_eq(d.counters.redriven, 0);
 	/* Nothing owed was left behind for the tick to publish. */
-	ck_assert_uint_eq(dlq__owed_count(&d), owed);
+	ck_assert_uint_eq(engine__owed_count(&d), owed);
 	letter_store__delete(&d, l);
 	ck_assert_uint_eq(d.letters.count, 0);
 	ck_assert_uint_eq(d.letters.bytes, 0);

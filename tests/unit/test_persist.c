@@ -192,11 +192,11 @@ static void decode_files(const char *snapshot, const char *journal, struct state
 	uint8_t *data;
 	size_t len;
 	read_all(snapshot, &data, &len);
-	ck_assert_int_eq(state_read__decode_snapshot(dlq__state_view(into), data, len, fake.now_ms, fake.wall_ms, rep), 0);
+	ck_assert_int_eq(state_read__decode_snapshot(engine__state_view(into), data, len, fake.now_ms, fake.wall_ms, rep), 0);
 	free(data);
 	if(journal){
 		read_all(journal, &data, &len);
-		ck_assert_int_eq(state_read__decode_journal(dlq__state_view(into), data, len, fake.now_ms, fake.wall_ms, rep), 0);
+		ck_assert_int_eq(state_read__decode_journal(engine__state_view(into), data, len, fake.now_ms, fake.wall_ms, rep), 0);
 		free(data);
 	}
 }
@@ -393,7 +393,7 @@ static void diverted_at(struct dlq_read_check *c, uintptr_t conn, const char *id
 	size_t before = fake.publish_count;
 	c->conn = conn;
 	ck_assert_msg(dlq__read_check(&d, c), "not removed at connection %u", (unsigned)conn);
-	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
+	ck_assert_uint_eq(engine__totals(&d)->diverted, 1);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, before + 1);
 	ck_assert_str_eq(pub(before)->topic, "dead/numbers");
@@ -430,7 +430,7 @@ START_TEST(a_message_in_a_session_across_a_restart_goes_on_from_its_count)
 
 	c.payload = after;
 	reconnect_keeping(&c, 2, 3);
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 2);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 2);
 	diverted_at(&c, 4, id);
 }
 END_TEST
@@ -447,7 +447,7 @@ START_TEST(after_a_crash_the_journal_continues_a_count)
 	struct dlq_read_check c;
 	delivered_once(before, id, &c);
 	reconnect_keeping(&c, 2, 2);
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 1);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 1);
 	char types[64];
 	journal_types(types, sizeof(types));
 	ck_assert_msg(strchr(types, '7') != NULL, "no delivery entry in the journal: %s", types);
@@ -602,7 +602,7 @@ START_TEST(a_held_copy_becomes_a_dead_letter_after_a_restart)
 	ck_assert_int_eq(nack(a, "sub1", false), DLQ_NACK_RETRIED);
 	dlq__tick(&d);
 	dlq__tick(&d);
-	ck_assert_uint_eq(dlq__owed_count(&d), 0);
+	ck_assert_uint_eq(engine__owed_count(&d), 0);
 	ck_assert_uint_eq(d.holds.records, 1);
 	size_t before = fake.publish_count;
 	restart_with(NULL, 0, true, 1000);
@@ -616,7 +616,7 @@ START_TEST(a_held_copy_becomes_a_dead_letter_after_a_restart)
 	const char *reason = hdr(before, DLQ_PROP_DEAD_LETTER_REASON);
 	ck_assert_msg(strstr(reason, "restarted") && strstr(reason, "\"sub1\""), "reason \"%s\"", reason);
 	ck_assert_str_eq(hdr(before, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_RESTART);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_RESTART], 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_RESTART], 1);
 	ck_assert_uint_eq(d.holds.records, 0);
 	dlq__tick(&d); /* the broker took the dead letter */
 
@@ -684,8 +684,8 @@ START_TEST(a_dead_letter_not_yet_published_survives_a_restart)
 	ck_assert_str_eq(hdr(0, DLQ_PROP_DEAD_LETTER_CLIENT), "sub1");
 	/* Its cause came back with it, and is counted as it is published. */
 	ck_assert_str_eq(hdr(0, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_NACK);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NACK], 1);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_NACK], 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters, 1);
 	/* Published once: the next start has nothing left to send. */
 	dlq__tick(&d);
 	dlq__tick(&d);
@@ -1138,9 +1138,9 @@ START_TEST(letters_past_their_age_at_a_restart_go_at_the_start)
 	restart_with(minute, 1, true, 50000);
 	ck_assert_uint_eq(d.letters.count, 1);
 	ck_assert_ptr_nonnull(letter_with(&d, "young"));
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_expired, 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_expired, 1);
 	ck_assert_uint_eq(d.policy_counters[3].dead_letters_expired, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_dropped, 0);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_dropped, 0);
 	ck_assert(fake_logged("dropped kept dead letters past their age"));
 
 	/* Gone from the state file: a start without the age bound finds the
@@ -1148,12 +1148,12 @@ START_TEST(letters_past_their_age_at_a_restart_go_at_the_start)
 	restart_with(NULL, 0, true, 0);
 	ck_assert_uint_eq(d.letters.count, 1);
 	ck_assert_ptr_nonnull(letter_with(&d, "young"));
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_expired, 0);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_expired, 0);
 
 	/* 10 s more: it is 60 s old at the next start with the bound. */
 	restart_with(minute, 1, true, 10000);
 	ck_assert_uint_eq(d.letters.count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_expired, 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_expired, 1);
 }
 END_TEST
 

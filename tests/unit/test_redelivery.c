@@ -146,12 +146,12 @@ START_TEST(window_one_crash_loop)
 		ck_assert(!check("s", conn, next_msg));
 		leave("s", conn);
 	}
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 2);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 2);
 	ck_assert_uint_eq(dead_letters("poison"), 0);
 
 	ck_assert(check("s", 4, poison));
 	ck_assert(!check("s", 4, next_msg));
-	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
+	ck_assert_uint_eq(engine__totals(&d)->diverted, 1);
 	ck_assert_uint_eq(dead_letters("poison"), 1);
 	ck_assert_uint_eq(dead_letters("next"), 0);
 	const struct fake_publish *p = dead_letter("poison");
@@ -171,10 +171,10 @@ START_TEST(window_one_crash_loop)
 	 * from the reconnect after. */
 	leave("s", 4);
 	ck_assert(!check("s", 5, next_msg));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 2);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 2);
 	leave("s", 5);
 	ck_assert(!check("s", 6, next_msg));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 3);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 3);
 	stop();
 }
 END_TEST
@@ -204,7 +204,7 @@ START_TEST(a_diverted_delivery_is_settled)
 	dlq__event(&d);
 	ck_assert_int_eq(engine_nack(&d, id, "s", true), DLQ_NACK_DIVERTED);
 	ck_assert_uint_eq(dead_letters("poison"), 1);
-	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
+	ck_assert_uint_eq(engine__totals(&d)->diverted, 1);
 	stop();
 }
 END_TEST
@@ -219,7 +219,7 @@ START_TEST(no_kick_after_the_connection_ended)
 {
 	char id[DLQ_ID_LEN + 1];
 	divert_poison(id);
-	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
+	ck_assert_uint_eq(engine__totals(&d)->diverted, 1);
 	leave("s", 4);
 	dlq__event(&d);
 	dlq__tick(&d);
@@ -262,7 +262,7 @@ START_TEST(queued_while_offline_is_not_counted)
 	/* First reconnect: poison was queued, never sent: not counted. */
 	ck_assert(!check("s", 2, poison));
 	ck_assert(!check("s", 2, next_msg));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 0);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 0);
 	leave("s", 2);
 	/* From then on it was sent: two more reconnects are attempts 2, 3. */
 	ck_assert(!check("s", 3, poison));
@@ -271,7 +271,7 @@ START_TEST(queued_while_offline_is_not_counted)
 	ck_assert(!check("s", 4, poison));
 	ck_assert(!check("s", 4, next_msg));
 	leave("s", 4);
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 2);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 2);
 	ck_assert(check("s", 5, poison));
 	ck_assert(!check("s", 5, next_msg));
 	ck_assert_uint_eq(dead_letters("poison"), 1);
@@ -289,7 +289,7 @@ START_TEST(unknown_client_is_not_assumed_connected)
 	publish("jobs/a", poison, id);
 	ck_assert(!check("s", 1, poison));
 	ck_assert(!check("s", 2, poison));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 0);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 0);
 	stop();
 }
 END_TEST
@@ -307,13 +307,13 @@ START_TEST(only_the_head_of_the_run_counts)
 	/* An untracked message heads the run: nothing counts. */
 	ck_assert(!check_qos("s", 2, "other/x", other, 1));
 	ck_assert(!check("s", 2, poison));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 0);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 0);
 	leave("s", 2);
 
 	/* A QoS 0 message first does not take the head's place. */
 	ck_assert(!check_qos("s", 3, "other/x", other, 0));
 	ck_assert(!check("s", 3, poison));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 1);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 1);
 	leave("s", 3);
 
 	/* The run is broken by another event: "next" is then a live routing,
@@ -321,7 +321,7 @@ START_TEST(only_the_head_of_the_run_counts)
 	ck_assert(!check("s", 4, poison));
 	dlq__event(&d);
 	ck_assert(!check("s", 4, next_msg));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 2);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 2);
 	stop();
 }
 END_TEST
@@ -338,7 +338,7 @@ START_TEST(qos0_is_never_counted)
 		leave("s", conn);
 		ck_assert(!check_qos("s", conn + 1, "jobs/a", poison, 0));
 	}
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 0);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 0);
 	ck_assert_uint_eq(dead_letters("poison"), 0);
 	stop();
 }
@@ -376,7 +376,7 @@ START_TEST(a_will_after_disconnect_is_not_a_connection)
 	leave("s", 1);
 	dlq__client_active(&d, "s", 1);
 	ck_assert(!check("s", 2, poison));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 1);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 1);
 	stop();
 }
 END_TEST
@@ -425,7 +425,7 @@ START_TEST(nacks_and_redeliveries_share_the_limit)
 	char stored_copy[] = "poison";
 	leave("s", 1);
 	ck_assert(!check_qos("s", 2, "jobs/a", stored_copy, 0));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 1);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 1);
 
 	struct dlq_nack n2 = {.id = copy_id_buf, .id_len = strlen(copy_id_buf), .client = "s", .client_persists = true};
 	dlq__event(&d);
@@ -454,7 +454,7 @@ START_TEST(kept_when_the_dead_letter_cannot_be_made)
 		leave("s", conn - 1);
 		ck_assert(!check("s", conn, big));
 	}
-	ck_assert_uint_eq(dlq__totals(&d)->diverted, 0);
+	ck_assert_uint_eq(engine__totals(&d)->diverted, 0);
 	ck_assert(fake_logged("is redelivered once more"));
 	stop();
 }
@@ -481,7 +481,7 @@ START_TEST(deliveries_leave_with_their_record)
 	ck_assert_uint_eq(d.redelivery.bound, 0);
 	leave("s", 1);
 	ck_assert(!check("s", 2, poison));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 0);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 0);
 	stop();
 }
 END_TEST
@@ -499,7 +499,7 @@ START_TEST(a_reused_address_with_other_content_is_not_the_record)
 	memcpy(buf, "potion", 7);
 	leave("s", 1);
 	ck_assert(!check("s", 2, buf));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 0);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 0);
 	stop();
 }
 END_TEST
@@ -524,7 +524,7 @@ START_TEST(a_copy_at_a_freed_address_is_found_by_its_content)
 	memcpy(buf, "bravo", 6);
 	leave("s", 1);
 	ck_assert(!check("s", 2, buf));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 1);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 1);
 	stop();
 }
 END_TEST
@@ -552,17 +552,17 @@ START_TEST(found_by_dlq_id_on_21)
 	ck_assert(!check_id("s", 1, elsewhere, id));
 	leave("s", 1);
 	ck_assert(!check_id("s", 2, poison, ""));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 0);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 0);
 	ck_assert(!check_id("s", 2, other, id));
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 0);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 0);
 	leave("s", 2);
 	for(uintptr_t conn = 3; conn <= 4; conn++){
 		ck_assert(!check_id("s", conn, elsewhere, id));
 		leave("s", conn);
 	}
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 2);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 2);
 	ck_assert(check_id("s", 5, elsewhere, id));
-	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
+	ck_assert_uint_eq(engine__totals(&d)->diverted, 1);
 	ck_assert_uint_eq(dead_letters("poison"), 1);
 	stop();
 }
@@ -580,7 +580,7 @@ START_TEST(off_records_nothing)
 		leave("s", conn);
 	}
 	ck_assert_uint_eq(d.redelivery.count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->redeliveries, 0);
+	ck_assert_uint_eq(engine__totals(&d)->redeliveries, 0);
 	stop();
 }
 END_TEST

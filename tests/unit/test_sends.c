@@ -123,12 +123,12 @@ START_TEST(diverted_at_max_attempts_sends)
 	ck_assert(!check_id("s", 4, "jobs/a", "queued", queued));
 	ck_assert(!check_id("t", 9, "jobs/a", "poison", id));
 	ck_assert_uint_eq(dead_letters(), 1);
-	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
+	ck_assert_uint_eq(engine__totals(&d)->diverted, 1);
 	const struct fake_publish *dl = &fake.publishes[0];
 	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_RETRY_COUNT), "3");
 	ck_assert_ptr_nonnull(strstr(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_REASON), "delivered 3 times"));
 	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_REDELIVERY_LIMIT);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_REDELIVERY_LIMIT], 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_REDELIVERY_LIMIT], 1);
 	stop();
 }
 END_TEST
@@ -183,11 +183,11 @@ START_TEST(nack_and_copy_use_the_sends)
 }
 END_TEST
 
-/* The ledger's bytes equal a recount of its records' (dlq__count_gauges). */
+/* The ledger's bytes equal a recount of its records' (recount__gauges). */
 static void expect_bytes_recounted(void)
 {
 	struct dlq_gauges total;
-	dlq__count_gauges(&d, NULL, &total);
+	recount__gauges(&d, NULL, &total);
 	ck_assert_uint_eq(total.ledger_bytes, d.ledger.bytes);
 	ck_assert_uint_eq(d.gauges.total.ledger_bytes, d.ledger.bytes);
 }
@@ -285,7 +285,7 @@ START_TEST(each_client_diverted_on_its_own)
 	}
 	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
 	ck_assert(check_id("t", 14, "jobs/a", "poison", id));
-	ck_assert_uint_eq(dlq__totals(&d)->diverted, 1);
+	ck_assert_uint_eq(engine__totals(&d)->diverted, 1);
 	ck_assert(!check_id("u", 21, "jobs/a", "poison", id));
 	ck_assert_uint_eq(sent("u", id, "jobs/a", "poison"), 2);
 	ck_assert_uint_eq(record__sends(d.ledger.oldest)->sends, 1);
@@ -299,7 +299,7 @@ START_TEST(each_client_diverted_on_its_own)
 	dlq__client_left(&d, "s", 3, false);
 	ck_assert(check_id("s", 4, "jobs/a", "poison", id));
 	ck_assert(d.ledger.oldest->flags & DLQ_RECORD_FIRST_DIVERTED);
-	ck_assert_uint_eq(dlq__totals(&d)->diverted, 2);
+	ck_assert_uint_eq(engine__totals(&d)->diverted, 2);
 	ck_assert_uint_eq(dead_letters(), 2);
 	stop();
 }

@@ -438,9 +438,9 @@ START_TEST(held_copies_say_whether_they_were_sent)
 	ck_assert_str_eq(dead_letter_prop("gone-unsent", DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_SUBSCRIBER_GONE);
 	ck_assert_str_eq(dead_letter_prop("off-sent", DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_OFFLINE_QOS0);
 	ck_assert_str_eq(dead_letter_prop("off-unsent", DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_OFFLINE_QOS0);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_SUBSCRIBER_GONE], 2);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_OFFLINE_QOS0], 2);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 4);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_SUBSCRIBER_GONE], 2);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_OFFLINE_QOS0], 2);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters, 4);
 	ck_assert_uint_eq(d.holds.records, 0);
 	stop();
 }

@@ -146,7 +146,7 @@ static const struct fake_publish *last_to(const char *topic)
 static void expect_gauges(void)
 {
 	struct dlq_gauges total;
-	dlq__count_gauges(&d, NULL, &total);
+	recount__gauges(&d, NULL, &total);
 	ck_assert_uint_eq(total.awaiting, d.gauges.total.awaiting);
 	ck_assert_uint_eq(total.awaiting, d.deadlines.count);
 	ck_assert_uint_eq(total.ledger_bytes, d.ledger.bytes);
@@ -171,8 +171,8 @@ START_TEST(a_hung_delivery_is_retried_at_its_deadline)
 	const struct fake_publish *copy = last_to("jobs/retry");
 	ck_assert_str_eq(fake_header_value(copy, DLQ_PROP_RETRY_COUNT), "1");
 	ck_assert_str_eq(fake_header_value(copy, DLQ_PROP_ORIGIN_ID), id);
-	ck_assert_uint_eq(dlq__totals(&d)->ack_timeouts, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->retry_copies, 1);
+	ck_assert_uint_eq(engine__totals(&d)->ack_timeouts, 1);
+	ck_assert_uint_eq(engine__totals(&d)->retry_copies, 1);
 	ck_assert_uint_eq(d.deadlines.count, 0);
 	ck_assert_int_eq(ack(id, "hung"), DLQ_NACK_TIMED_OUT);
 	ck_assert_int_eq(nack(id, "hung", false), DLQ_NACK_TIMED_OUT);
@@ -180,8 +180,8 @@ START_TEST(a_hung_delivery_is_retried_at_its_deadline)
 	ck_assert_ptr_nonnull(strstr(dlq__nack_status_text(DLQ_NACK_TIMED_OUT), "retry copy"));
 	tick_at(1000 + 120000);
 	ck_assert_uint_eq(fake.publish_count, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->acks_refused, 2);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks_refused, 1);
+	ck_assert_uint_eq(engine__totals(&d)->acks_refused, 2);
+	ck_assert_uint_eq(engine__totals(&d)->nacks_refused, 1);
 	expect_gauges();
 	stop();
 }
@@ -206,8 +206,8 @@ START_TEST(the_last_attempt_that_runs_out_is_dead_lettered)
 	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_RETRY_COUNT), "1");
 	ck_assert_ptr_null(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_FINAL));
 	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_ACK_TIMEOUT);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->dead_letters_by_cause[DLQ_DEAD_ACK_TIMEOUT], 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters, 1);
+	ck_assert_uint_eq(engine__totals(&d)->dead_letters_by_cause[DLQ_DEAD_ACK_TIMEOUT], 1);
 	ck_assert_int_eq(ack(id, "hung"), DLQ_NACK_TIMED_OUT_DEAD);
 
 	/* A chain: the copy of a pool job is sent to a good worker that ACKs. */
@@ -227,7 +227,7 @@ START_TEST(the_last_attempt_that_runs_out_is_dead_lettered)
 	size_t before = fake.publish_count;
 	tick_at(1000 + 2000 + 30000 + 60000);
 	ck_assert_uint_eq(fake.publish_count, before);
-	ck_assert_uint_eq(dlq__totals(&d)->acks, 1);
+	ck_assert_uint_eq(engine__totals(&d)->acks, 1);
 	stop();
 }
 END_TEST
@@ -254,8 +254,8 @@ START_TEST(progress_keeps_a_long_job_alive)
 	ck_assert_int_eq(settle(DLQ_SETTLE_PROGRESS, id, "w").status, DLQ_NACK_ALREADY_ACKED);
 	tick_at(1000 + 500000);
 	ck_assert_uint_eq(fake.publish_count, 0);
-	ck_assert_uint_eq(dlq__totals(&d)->progress, 5);
-	ck_assert_uint_eq(dlq__totals(&d)->ack_timeouts, 0);
+	ck_assert_uint_eq(engine__totals(&d)->progress, 5);
+	ck_assert_uint_eq(engine__totals(&d)->ack_timeouts, 0);
 	stop();
 }
 END_TEST
@@ -295,7 +295,7 @@ START_TEST(settled_once_per_client)
 	size_t before = published_to("jobs/retry");
 	tick_at(1000 + 30000);
 	ck_assert_uint_eq(published_to("jobs/retry"), before + 1);
-	ck_assert_uint_eq(dlq__totals(&d)->acks, 3);
+	ck_assert_uint_eq(engine__totals(&d)->acks, 3);
 	expect_gauges();
 	stop();
 }
@@ -320,8 +320,8 @@ START_TEST(a_final_nack_dead_letters_at_once)
 	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_FINAL), "true");
 	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_DEAD_LETTER_REASON), "schema error");
 	ck_assert_str_eq(fake_header_value(dl, DLQ_PROP_RETRY_COUNT), "1");
-	ck_assert_uint_eq(dlq__totals(&d)->final_nacks, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->nacks, 1);
+	ck_assert_uint_eq(engine__totals(&d)->final_nacks, 1);
+	ck_assert_uint_eq(engine__totals(&d)->nacks, 1);
 	ck_assert_uint_eq(d.deadlines.count, 0);
 	tick_at(1000 + 60000);
 	ck_assert_uint_eq(fake.publish_count, 1);
@@ -365,14 +365,14 @@ START_TEST(an_awaited_record_outlives_its_window)
 	sent("w", id, "jobs/a", "job");
 	tick_at(1000 + 15000);
 	ck_assert_uint_eq(d.ledger.count, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->expired, 1);
+	ck_assert_uint_eq(engine__totals(&d)->expired, 1);
 	tick_at(1000 + 30000);
 	ck_assert_uint_eq(published_to("jobs/retry"), 1);
 	/* The copy's own record is there; the original leaves at its next
 	 * window's end. */
 	tick_at(1000 + 15000 + 10001);
 	tick_at(1000 + 45000);
-	ck_assert_uint_eq(dlq__totals(&d)->expired, 3);
+	ck_assert_uint_eq(engine__totals(&d)->expired, 3);
 	stop();
 }
 END_TEST
@@ -694,7 +694,7 @@ START_TEST(a_copy_that_evicts_its_original)
 	ck_assert_int_eq(nack(id, "w", false), DLQ_NACK_RETRIED);
 	ck_assert_uint_eq(published_to("jobs/retry"), 1);
 	ck_assert_str_eq(fake_header_value(last_to("jobs/retry"), DLQ_PROP_ORIGIN_ID), id);
-	ck_assert_uint_eq(dlq__totals(&d)->evicted, 2);
+	ck_assert_uint_eq(engine__totals(&d)->evicted, 2);
 	ck_assert_uint_eq(d.ledger.count, 0);
 	ck_assert_int_eq(nack(id, "w", false), DLQ_NACK_UNKNOWN_ID);
 	expect_gauges();
@@ -702,15 +702,15 @@ START_TEST(a_copy_that_evicts_its_original)
 	/* Two ticks: the broker takes the copy, which is owed no more. */
 	tick_at(1001);
 	tick_at(1002);
-	ck_assert_uint_eq(dlq__owed_bytes(&d), 0);
+	ck_assert_uint_eq(engine__owed_bytes(&d), 0);
 	publish("jobs/b", payload, id);
 	sent("hung", id, "jobs/b", payload);
 	ck_assert_uint_eq(d.deadlines.count, 1);
 	tick_at(1002 + 30000);
 	ck_assert_uint_eq(published_to("jobs/retry"), 2);
 	ck_assert_str_eq(fake_header_value(last_to("jobs/retry"), DLQ_PROP_ORIGIN_ID), id);
-	ck_assert_uint_eq(dlq__totals(&d)->ack_timeouts, 1);
-	ck_assert_uint_eq(dlq__totals(&d)->evicted, 4);
+	ck_assert_uint_eq(engine__totals(&d)->ack_timeouts, 1);
+	ck_assert_uint_eq(engine__totals(&d)->evicted, 4);
 	ck_assert_uint_eq(d.deadlines.count, 0);
 	ck_assert_uint_eq(d.ledger.count, 0);
 	expect_gauges();

@@ -271,14 +271,14 @@ static void move_clocks(uint64_t down_ms, uint64_t new_mono)
 /* Encodes a at the current clocks into buf, then restarts the clocks. */
 static void restart(uint64_t down_ms, uint64_t new_mono)
 {
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	move_clocks(down_ms, new_mono);
 }
 
 static void decode(struct dlq *d, const uint8_t *data, size_t len, struct state_report *rep)
 {
 	memset(rep, 0, sizeof(*rep));
-	ck_assert_int_eq(state_read__decode_snapshot(dlq__state_view(d), data, len, fake.now_ms, fake.wall_ms, rep), 0);
+	ck_assert_int_eq(state_read__decode_snapshot(engine__state_view(d), data, len, fake.now_ms, fake.wall_ms, rep), 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -320,7 +320,7 @@ END_TEST
 START_TEST(an_empty_engine_restores_nothing)
 {
 	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	ck_assert_uint_ge(buf.len, HEADER_LEN);
 	ck_assert_mem_eq(buf.data, "DLQSTAT1", 8);
 	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
@@ -368,7 +368,7 @@ START_TEST(a_snapshot_restores_records_and_envelopes)
 	ck_assert_uint_eq(envelope_count(&b), 6);
 	ck_assert_uint_eq(b.outbox.owed.count, 4);
 	ck_assert_uint_eq(b.delayed.count, 2);
-	ck_assert_uint_eq(dlq__owed_bytes(&b), dlq__owed_bytes(&a));
+	ck_assert_uint_eq(engine__owed_bytes(&b), engine__owed_bytes(&a));
 	const struct dlq_envelope_list *lists[] = {&a.outbox.owed, &a.outbox.sent, &a.outbox.settling};
 	for(size_t i = 0; i < ARRAY_LEN(lists); i++){
 		for(const struct dlq_envelope *e = lists[i]->head; e; e = e->next){
@@ -498,7 +498,7 @@ START_TEST(restored_envelopes_are_published_and_delays_end_on_time)
 	dlq__tick(&b);
 	dlq__tick(&b);
 	ck_assert_uint_eq(envelope_count(&b), 0);
-	ck_assert_uint_eq(dlq__owed_bytes(&b), 0);
+	ck_assert_uint_eq(engine__owed_bytes(&b), 0);
 }
 END_TEST
 
@@ -629,7 +629,7 @@ static void populate_small(void)
 	fake.fail_publishes = 1;
 	ck_assert_int_eq(engine_nack(&a, x, "s", false), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_int_eq(engine_nack(&a, y, "s", false), DLQ_NACK_RETRIED);
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 }
 
 #define DONT_CARE (SIZE_MAX - 1)
@@ -647,7 +647,7 @@ static void expect_restored(const uint8_t *data, size_t len, const struct entry_
 	engine_start(&fresh, &live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state_read__decode_snapshot(dlq__state_view(&fresh), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_snapshot(engine__state_view(&fresh), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
 	if(damaged_at == SIZE_MAX){
 		ck_assert_msg(!rep.damaged, "%s: reported damaged (%s)", what, rep.problem);
 	}else if(damaged_at == SOMEWHERE){
@@ -793,7 +793,7 @@ START_TEST(a_bad_header_is_reported)
 	ck_assert(rep.damaged);
 	populate_small();
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(engine__state_view(&b), buf.data, buf.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(rep.damaged);
 	ck_assert_uint_eq(rep.damaged_at, 0);
 	ck_assert_msg(strstr(rep.problem, "bad header") != NULL, "problem \"%s\"", rep.problem);
@@ -1016,14 +1016,14 @@ START_TEST(a_snapshot_in_pieces_is_the_same_bytes)
 	static const size_t chunks[] = {1, 64, 1000, 1u << 20};
 	for(size_t i = 0; i < ARRAY_LEN(chunks); i++){
 		struct pieces p = {0};
-		ck_assert_int_eq(state__encode_snapshot_to(dlq__state_view(&a), fake.now_ms, fake.wall_ms, chunks[i],
+		ck_assert_int_eq(state__encode_snapshot_to(engine__state_view(&a), fake.now_ms, fake.wall_ms, chunks[i],
 				collect_piece, &p), 0);
 		ck_assert_uint_eq(p.all.len, buf.len);
 		ck_assert_mem_eq(p.all.data, buf.data, buf.len);
 		headers__free(&p.all);
 	}
 	struct pieces p = { .fail_at = 2 };
-	ck_assert_int_eq(state__encode_snapshot_to(dlq__state_view(&a), fake.now_ms, fake.wall_ms, 1, collect_piece, &p),
+	ck_assert_int_eq(state__encode_snapshot_to(engine__state_view(&a), fake.now_ms, fake.wall_ms, 1, collect_piece, &p),
 			ENOSPC);
 	headers__free(&p.all);
 }
@@ -1038,8 +1038,8 @@ START_TEST(a_journal_the_snapshot_holds_is_skipped)
 {
 	populate_small();
 	headers__free(&buf);
-	dlq__state_view(&a)->journal_covers = 5;
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	engine__state_view(&a)->journal_covers = 5;
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	struct dlq_envelope *added = dead_letter(a.next_seq, "added");
 	struct dlq_headers held = {0}, newer = {0}, legacy = {0};
 	ck_assert_int_eq(state__encode_journal_start(5, &held), 0);
@@ -1057,10 +1057,10 @@ START_TEST(a_journal_the_snapshot_holds_is_skipped)
 		engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 		decode(&b, buf.data, buf.len, &rep);
 		ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
-		ck_assert_uint_eq(dlq__state_view(&b)->journal_covers, 5);
+		ck_assert_uint_eq(engine__state_view(&b)->journal_covers, 5);
 		size_t before = envelope_count(&b);
 		memset(&rep, 0, sizeof(rep));
-		ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), journals[i]->data, journals[i]->len, fake.now_ms,
+		ck_assert_int_eq(state_read__decode_journal(engine__state_view(&b), journals[i]->data, journals[i]->len, fake.now_ms,
 				fake.wall_ms, &rep), 0);
 		ck_assert_msg(!rep.damaged, "journal %zu damaged: %s", i, rep.problem);
 		ck_assert_uint_eq(rep.journal_generation, generation[i]);
@@ -1071,13 +1071,13 @@ START_TEST(a_journal_the_snapshot_holds_is_skipped)
 	}
 	/* A snapshot without a generation holds none: every journal applies. */
 	headers__free(&buf);
-	dlq__state_view(&a)->journal_covers = 0;
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	engine__state_view(&a)->journal_covers = 0;
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert(!rep.damaged);
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), held.data, held.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(engine__state_view(&b), held.data, held.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(!rep.journal_held);
 	ck_assert_uint_eq(rep.journal_entries, 1);
 	/* A generation anywhere but first is damage; so is generation 0. */
@@ -1086,11 +1086,11 @@ START_TEST(a_journal_the_snapshot_holds_is_skipped)
 	ck_assert_int_eq(state__encode_add(added, fake.now_ms, fake.wall_ms, &late), 0);
 	ck_assert_int_eq(headers__append_raw(&late, held.data + 8, 9 + 8), 0);
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), late.data, late.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(engine__state_view(&b), late.data, late.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(rep.damaged);
 	ck_assert_int_eq(state__encode_journal_start(0, &zero), 0);
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), zero.data, zero.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(engine__state_view(&b), zero.data, zero.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(rep.damaged);
 	envelope__free(added);
 	headers__free(&held);
@@ -1130,7 +1130,7 @@ START_TEST(a_journal_replays_on_top_of_a_snapshot)
 	decode(&b, buf.data, buf.len, &rep);
 	ck_assert(!rep.damaged);
 	ck_assert_uint_eq(rep.envelopes, 2);
-	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(engine__state_view(&b), j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert_msg(!rep.damaged, "journal damaged: %s", rep.problem);
 	ck_assert_uint_eq(rep.journal_entries, 6);
 	ck_assert_uint_eq(rep.envelopes, 4); /* 2 from the snapshot, 2 added; the duplicate not */
@@ -1149,7 +1149,7 @@ START_TEST(a_journal_replays_on_top_of_a_snapshot)
 	ck_assert_uint_eq(envelope_count(&b), 2);
 	ck_assert_uint_eq(b.outbox.owed.count, 1);
 	ck_assert_uint_eq(b.delayed.count, 1);
-	ck_assert_uint_eq(dlq__owed_bytes(&b), added->bytes + later->bytes);
+	ck_assert_uint_eq(engine__owed_bytes(&b), added->bytes + later->bytes);
 	ck_assert_uint_gt(b.next_seq, later->seq);
 	/* The records come from the snapshot only. */
 	ck_assert_uint_eq(b.ledger.count, 3);
@@ -1160,7 +1160,7 @@ START_TEST(a_journal_replays_on_top_of_a_snapshot)
 	engine_start(&b2, &b2_live, standard, ARRAY_LEN(standard), 0);
 	decode(&b2, buf.data, buf.len, &rep);
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b2), j.data, j.len - 3, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(engine__state_view(&b2), j.data, j.len - 3, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(rep.damaged);
 	ck_assert_uint_eq(rep.journal_entries, 5);
 	ck_assert_ptr_nonnull(find_seq(&b2, delayed_seq, NULL)); /* its removal was lost */
@@ -1183,7 +1183,7 @@ START_TEST(a_journal_alone_restores_envelopes)
 	ck_assert_int_eq(state__encode_add(e, fake.now_ms, fake.wall_ms, &j), 0);
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
-	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(engine__state_view(&b), j.data, j.len, fake.now_ms, fake.wall_ms, &rep), 0);
 	ck_assert(!rep.damaged);
 	ck_assert_uint_eq(rep.journal_entries, 1);
 	ck_assert_uint_eq(b.outbox.owed.count, 1);
@@ -1231,7 +1231,7 @@ static struct dlq_envelope *letter(unsigned n, const char *filter, const char *o
 /* Keeps e in d's store, as the engine does after publishing it. */
 static void keep(struct dlq *d, struct dlq_envelope *e)
 {
-	struct dlq_letters *s = dlq__state_view(d)->letters;
+	struct dlq_letters *s = engine__state_view(d)->letters;
 	ck_assert_ptr_nonnull(s);
 	struct dlq_letter *l;
 	ck_assert_int_eq(letters__adopt(s, envelope__copy(e), &d->cfg.policies, &l), 0);
@@ -1285,7 +1285,7 @@ static struct dlq_letter *find_letter(struct dlq *d, unsigned n)
 	for(int i = 0; i < DLQ_ID_RAW_LEN; i++){
 		id.raw[i] = (uint8_t)(n * 16 + (unsigned)i);
 	}
-	return letters__find(dlq__state_view(d)->letters, &id);
+	return letters__find(engine__state_view(d)->letters, &id);
 }
 
 /* a of populate_small with three kept letters: of a policy, with a binary
@@ -1297,7 +1297,7 @@ static void populate_letters(void)
 	keep(&a, letter(2, "once", "once", "\0\xFF\x01", 3));
 	keep(&a, letter(3, "gone/#", "gone/x", "", 0));
 	headers__free(&buf);
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 }
 
 START_TEST(a_snapshot_restores_kept_letters_in_order)
@@ -1319,7 +1319,7 @@ START_TEST(a_snapshot_restores_kept_letters_in_order)
 	ck_assert_uint_eq(rep.envelopes, 2);
 	ck_assert_uint_eq(rep.letters, 3);
 
-	const struct dlq_letters *ka = dlq__state_view(&a)->letters, *kb = dlq__state_view(&b)->letters;
+	const struct dlq_letters *ka = engine__state_view(&a)->letters, *kb = engine__state_view(&b)->letters;
 	ck_assert_uint_eq(kb->count, 3);
 	ck_assert_uint_eq(kb->bytes, ka->bytes);
 	const struct dlq_letter *x = ka->oldest, *y = kb->oldest;
@@ -1345,11 +1345,11 @@ START_TEST(without_a_store_kept_letters_are_read_and_dropped)
 {
 	populate_letters();
 	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
-	struct dlq_letters *kb = dlq__state_view(&b)->letters;
-	dlq__state_view(&b)->letters = NULL;
+	struct dlq_letters *kb = engine__state_view(&b)->letters;
+	engine__state_view(&b)->letters = NULL;
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
-	dlq__state_view(&b)->letters = kb;
+	engine__state_view(&b)->letters = kb;
 	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
 	ck_assert_uint_eq(rep.records, 3);
 	ck_assert_uint_eq(rep.envelopes, 2);
@@ -1362,7 +1362,7 @@ END_TEST
 static void decode_journal(struct dlq *d, const struct dlq_headers *j, struct state_report *rep)
 {
 	memset(rep, 0, sizeof(*rep));
-	ck_assert_int_eq(state_read__decode_journal(dlq__state_view(d), j->data, j->len, fake.now_ms, fake.wall_ms, rep), 0);
+	ck_assert_int_eq(state_read__decode_journal(engine__state_view(d), j->data, j->len, fake.now_ms, fake.wall_ms, rep), 0);
 }
 
 START_TEST(a_journal_keeps_and_removes_letters)
@@ -1385,8 +1385,8 @@ START_TEST(a_journal_keeps_and_removes_letters)
 	decode_journal(&b, &j, &rep);
 	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
 	ck_assert_uint_eq(rep.journal_entries, 2);
-	ck_assert_uint_eq(dlq__state_view(&b)->letters->count, 0);
-	ck_assert_uint_eq(dlq__state_view(&b)->letters->bytes, 0);
+	ck_assert_uint_eq(engine__state_view(&b)->letters->count, 0);
+	ck_assert_uint_eq(engine__state_view(&b)->letters->bytes, 0);
 	ck_assert_ptr_null(find_letter(&b, 1));
 	engine_stop(&b, &b_live);
 
@@ -1404,7 +1404,7 @@ START_TEST(a_journal_keeps_and_removes_letters)
 	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
 	ck_assert_uint_eq(rep.journal_entries, 6);
 	ck_assert_uint_eq(rep.letters, 3);
-	const struct dlq_letters *kb = dlq__state_view(&b)->letters;
+	const struct dlq_letters *kb = engine__state_view(&b)->letters;
 	ck_assert_uint_eq(kb->count, 2);
 	ck_assert_uint_eq(kb->bytes, l1->bytes + l3->bytes);
 	same_letter(l1, kb->oldest);
@@ -1417,7 +1417,7 @@ START_TEST(a_journal_keeps_and_removes_letters)
 	/* A letter in the snapshot and again in the journal after it is kept
 	 * once. */
 	headers__free(&buf);
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	j.len = 8;
 	ck_assert_int_eq(state__encode_letter(l3, fake.now_ms, fake.wall_ms, &j), 0);
 	ck_assert_int_eq(state__encode_letter_gone(&l1->env->id, &j), 0);
@@ -1428,7 +1428,7 @@ START_TEST(a_journal_keeps_and_removes_letters)
 	decode_journal(&b, &j, &rep);
 	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
 	ck_assert_uint_eq(rep.letters, 0);
-	kb = dlq__state_view(&b)->letters;
+	kb = engine__state_view(&b)->letters;
 	ck_assert_uint_eq(kb->count, 2);
 	same_letter(l2, kb->oldest);
 	same_letter(l3, kb->newest);
@@ -1444,7 +1444,7 @@ START_TEST(a_journal_keeps_and_removes_letters)
 	decode(&b, bad.data, bad.len, &rep);
 	ck_assert(rep.damaged);
 	ck_assert_uint_eq(rep.damaged_at, ent[n - 1].at);
-	ck_assert_uint_eq(dlq__state_view(&b)->letters->count, 3);
+	ck_assert_uint_eq(engine__state_view(&b)->letters->count, 3);
 	headers__free(&gone);
 	headers__free(&bad);
 	headers__free(&j);
@@ -1457,11 +1457,11 @@ END_TEST
 static void expect_letter_refused(const struct dlq_headers *j, size_t at, const char *problem, bool store)
 {
 	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
-	struct dlq_letters *kb = dlq__state_view(&b)->letters;
-	if(!store) dlq__state_view(&b)->letters = NULL;
+	struct dlq_letters *kb = engine__state_view(&b)->letters;
+	if(!store) engine__state_view(&b)->letters = NULL;
 	struct state_report rep;
 	decode_journal(&b, j, &rep);
-	dlq__state_view(&b)->letters = kb;
+	engine__state_view(&b)->letters = kb;
 	ck_assert_msg(rep.damaged, "%s: restored", problem);
 	ck_assert_uint_eq(rep.damaged_at, at);
 	char expected[160];
@@ -1520,7 +1520,7 @@ static void same_task(const struct dlq_redrive_task *x, const struct dlq_redrive
 static void restore_a_into_b(struct state_report *rep)
 {
 	headers__free(&buf);
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	decode(&b, buf.data, buf.len, rep);
 	ck_assert_msg(!rep->damaged, "damaged: %s", rep->problem);
@@ -1700,7 +1700,7 @@ START_TEST(a_damaged_kept_letter_is_damage)
 	keep(&a, envelope__copy(good));
 	keep(&a, letter(2, "numbers", "numbers", "second", 6));
 	keep(&a, envelope__copy(after));
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	struct entry_info ent[8];
 	size_t n = entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent));
 	ck_assert_uint_eq(n, 4);
@@ -1714,7 +1714,7 @@ START_TEST(a_damaged_kept_letter_is_damage)
 	snprintf(expected, sizeof(expected), "checksum mismatch in a kept dead letter at byte %zu", ent[1].at);
 	ck_assert_msg(strstr(rep.problem, expected) != NULL, "problem \"%s\" lacks \"%s\"", rep.problem, expected);
 	ck_assert_uint_eq(rep.letters, 1);
-	ck_assert_uint_eq(dlq__state_view(&b)->letters->count, 1);
+	ck_assert_uint_eq(engine__state_view(&b)->letters->count, 1);
 	ck_assert_ptr_nonnull(find_letter(&b, 1));
 	ck_assert_ptr_null(find_letter(&b, 2));
 
@@ -1754,7 +1754,7 @@ static void expect_saved_again_the_same(void)
 {
 	struct state_report rep;
 	headers__free(&buf);
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&b), fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&b), fake.now_ms, fake.wall_ms, &buf), 0);
 	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
 	decode(&a, buf.data, buf.len, &rep);
 	ck_assert_msg(!rep.damaged, "damaged: %s", rep.problem);
@@ -1919,9 +1919,9 @@ static void expect_refused(const uint8_t *data, size_t len, bool journal, size_t
 	struct state_report rep;
 	memset(&rep, 0, sizeof(rep));
 	if(journal){
-		ck_assert_int_eq(state_read__decode_journal(dlq__state_view(&b), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
+		ck_assert_int_eq(state_read__decode_journal(engine__state_view(&b), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
 	}else{
-		ck_assert_int_eq(state_read__decode_snapshot(dlq__state_view(&b), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
+		ck_assert_int_eq(state_read__decode_snapshot(engine__state_view(&b), data, len, fake.now_ms, fake.wall_ms, &rep), 0);
 	}
 	ck_assert_msg(rep.damaged, "%s: restored", problem);
 	ck_assert_uint_eq(rep.damaged_at, at);
@@ -1941,7 +1941,7 @@ START_TEST(a_record_with_headers_mqtt_refuses_is_damage)
 		engine_track(&a, "numbers", "good", 1, &original, good);
 		engine_track(&a, "numbers", "bad", 1, &h, bad);
 		headers__free(&buf);
-		ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+		ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 		engine_stop(&a, &a_live);
 		struct entry_info ent[8];
 		ck_assert_uint_eq(entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent)), 3);
@@ -1976,7 +1976,7 @@ START_TEST(headers_a_client_may_send_are_restored)
 	engine_start(&a, &a_live, standard, ARRAY_LEN(standard), 0);
 	char id[DLQ_ID_LEN + 1];
 	engine_track(&a, "numbers", "edges", 1, &h, id);
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	engine_start(&b, &b_live, standard, ARRAY_LEN(standard), 0);
 	struct state_report rep;
 	decode(&b, buf.data, buf.len, &rep);
@@ -2056,7 +2056,7 @@ START_TEST(a_client_id_mqtt_refuses_is_damage)
 	engine_track(&a, "numbers", "x", 1, NULL, x);
 	engine_track(&a, "numbers", "y", 1, NULL, y);
 	ck_assert_int_eq(ledger__add_settler(&a.ledger, find(&a, y), "sub\x02", DLQ_SETTLED_NACK), 0);
-	ck_assert_int_eq(state__encode_snapshot(dlq__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
+	ck_assert_int_eq(state__encode_snapshot(engine__state_view(&a), fake.now_ms, fake.wall_ms, &buf), 0);
 	struct entry_info ent[8];
 	ck_assert_uint_eq(entries_of(buf.data, buf.len, ent, ARRAY_LEN(ent)), 3);
 	expect_refused(buf.data, buf.len, false, ent[1].at, "a NACKable delivery", "a client id holding a control character");
