@@ -7,6 +7,7 @@
  * cost to build from a policy file and to match is printed.
  */
 #include <check.h>
+#include "check_suite.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -847,35 +848,16 @@ static Suite *policy_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_add_sets_index_and_wildcards);
-	tcase_add_test(tc, test_index_in_finds_only_the_tables_own);
-	tcase_add_test(tc, test_precedence);
-	tcase_add_test(tc, test_precedence_length_then_order);
-	tcase_add_test(tc, test_dollar_topics);
-	tcase_add_test(tc, test_empty_levels);
-	tcase_add_test(tc, test_duplicate_filters);
-	tcase_add_test(tc, test_dead_letter_inside_filter);
-	tcase_add_test(tc, test_finish_checks_each_policy);
-	tcase_add_test(tc, test_add_after_finish_needs_finish);
-	tcase_add_test(tc, test_empty_table);
-	tcase_add_test(tc, test_ten_thousand_policies);
-	tcase_add_test(tc, test_ten_thousand_policies_cost);
-	tcase_add_test(tc, test_deep_filters);
-	tcase_add_test(tc, test_matches_reference);
-	suite_add_tcase(s, tc);
+	check_add(s, tc, CHECK_TESTS(test_add_sets_index_and_wildcards, test_index_in_finds_only_the_tables_own,
+			test_precedence, test_precedence_length_then_order, test_dollar_topics, test_empty_levels,
+			test_duplicate_filters, test_dead_letter_inside_filter, test_finish_checks_each_policy,
+			test_add_after_finish_needs_finish, test_empty_table, test_ten_thousand_policies,
+			test_ten_thousand_policies_cost, test_deep_filters, test_matches_reference));
 
-	tc = tcase_create("delays");
-	tcase_add_test(tc, test_set_defaults);
-	tcase_add_test(tc, test_no_delay_is_zero_always);
-	tcase_add_test(tc, test_fixed_delay);
-	tcase_add_test(tc, test_backoff);
-	tcase_add_test(tc, test_max_delay_caps);
-	tcase_add_test(tc, test_huge_attempts_do_not_overflow);
-	tcase_add_test(tc, test_a_huge_retry_max_delay_still_caps);
-	tcase_add_test(tc, test_jitter_bounds);
-	tcase_add_test(tc, test_requested_delay);
-	tcase_add_test(tc, test_finish_checks_delays);
-	suite_add_tcase(s, tc);
+	check_add(s, tcase_create("delays"), CHECK_TESTS(test_set_defaults, test_no_delay_is_zero_always, test_fixed_delay,
+			test_backoff, test_max_delay_caps, test_huge_attempts_do_not_overflow,
+			test_a_huge_retry_max_delay_still_caps, test_jitter_bounds, test_requested_delay,
+			test_finish_checks_delays));
 	return s;
 }
 

@@ -6,6 +6,7 @@
  * overlap, and the filter of a shared subscription.
  */
 #include <check.h>
+#include "check_suite.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,15 +243,8 @@ static Suite *topic_suite(void)
 	Suite *s = suite_create("topic");
 	TCase *tc = tcase_create("core");
 
-	tcase_add_test(tc, test_valid_filter_accepts);
-	tcase_add_test(tc, test_valid_filter_refuses);
-	tcase_add_test(tc, test_valid_length_limit);
-	tcase_add_test(tc, test_valid_publish);
-	tcase_add_test(tc, test_matches);
-	tcase_add_test(tc, test_wildcards);
-	tcase_add_test(tc, test_filters_overlap);
-	tcase_add_test(tc, test_shared_filter);
-	suite_add_tcase(s, tc);
+	check_add(s, tc, CHECK_TESTS(test_valid_filter_accepts, test_valid_filter_refuses, test_valid_length_limit,
+			test_valid_publish, test_matches, test_wildcards, test_filters_overlap, test_shared_filter));
 	return s;
 }
 
