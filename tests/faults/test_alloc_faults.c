@@ -17,7 +17,6 @@
  * reported instead of failing while its flag is 1.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +26,7 @@
 
 #include "alloc_fail.h"
 #include "api/control.h"
+#include "check_suite.h"
 #include "engine/dlq.h"
 #include "engine_fixture.h"
 #include "fake_port.h"

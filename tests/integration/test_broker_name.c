@@ -17,11 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "letters_common.h"
 #include "proc.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 #define NAME "plant-7"
 #define OTHER_NAME "plant-8"

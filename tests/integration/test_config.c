@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 /* True if one line of log contains every string of the NULL-terminated
  * list. */

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 /* Publishes payload to topic at QoS 1, with a v5 response topic and
  * correlation data when given. */

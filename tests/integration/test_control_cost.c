@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "flood.h"
 #include "harness.h"
 #include "limits_common.h"
 #include "raw.h"
-#include "check_suite.h"
 
 enum { RECORDS = 200000, DOCS = 3, PER_DOC = DLQ_MAX_COMMANDS };
 

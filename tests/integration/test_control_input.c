@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 /* Publishes payload to topic at QoS 1 with a v5 response topic (NULL:
  * none) and correlation data. */

@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 #include "redelivery_common.h"
-#include "check_suite.h"
 
 #define REPLY_TOPIC "count21/reply"
 

@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 #define MAX_ATTEMPTS 3
 

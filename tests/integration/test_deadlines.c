@@ -22,10 +22,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 #define SHARED "$share/workers/jobs/#"
 #define EXPIRY_S 3600

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "delay_checks.h"
 #include "harness.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 /* retry_delay=2s: the copy comes once, no earlier than 2 s after the NACK,
  * with retry-count 1 and first-nack-time; nothing comes before it. */

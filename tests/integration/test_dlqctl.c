@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 /* Waits for the k-th (0-based) delivery of payload on topic. */
 static const struct it_msg *delivery(struct client *c, const char *topic, const char *payload, size_t k)

@@ -31,10 +31,10 @@
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 
+#include "check_suite.h"
 #include "dlqctl.h"
 #include "harness.h"
 #include "mosquitto_dlq.h"
-#include "check_suite.h"
 
 #define ROUNDS 3000
 /* ...or as many as fit in this many milliseconds (a sanitizer build or a

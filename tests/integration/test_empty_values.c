@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
-#include "check_suite.h"
 
 /* The value of the user property called name on m, or NULL; unlike
  * msg_user, an empty name is a name. */

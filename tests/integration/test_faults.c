@@ -20,9 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
-#include "check_suite.h"
 
 #define REPLY_TOPIC "faults/reply"
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
 #include "check_suite.h"
+#include "harness.h"
 
 /* The n-th (0-based) message on topic with this payload, failing if absent. */
 static const struct it_msg *nth_with_payload(struct client *c, const char *topic, const char *payload, size_t k)

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
-#include "check_suite.h"
 
 START_TEST(test_roundtrip_v5_properties)
 {

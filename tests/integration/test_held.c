@@ -34,9 +34,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
-#include "check_suite.h"
 
 #define POLICY "policy jobs max_attempts=3 dead_letter=dlq/jobs"
 /* The reasons of a copy's dead letter when its client leaves without a

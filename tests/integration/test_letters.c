@@ -32,12 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "letters_common.h"
 #include "proc.h"
 #include "raw.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 /* ---- (1) the operator's story ---- */
 

@@ -17,12 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "limits_common.h"
 #include "proc.h"
 #include "raw.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 /* ---- helpers ---- */
 

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "flood.h"
 #include "harness.h"
 #include "limits_common.h"
-#include "check_suite.h"
 
 #define FLOOD_N 10000
 

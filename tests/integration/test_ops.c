@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 #define REPLY_TOPIC "ops/reply"
 

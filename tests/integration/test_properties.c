@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 static const char corr[] = { 'c', 'o', 'r', 'r', '\0', '\x01', '\xff' };
 

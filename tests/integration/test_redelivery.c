@@ -29,11 +29,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
 #include "raw.h"
 #include "redelivery_common.h"
-#include "check_suite.h"
 
 #define RECOUNT_LOG "recounts its in-flight window"
 

@@ -15,10 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 #include "redelivery_common.h"
-#include "check_suite.h"
 
 /* ---- defer: another access control decides ---- */
 

@@ -25,12 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "flood.h"
 #include "harness.h"
 #include "letters_common.h"
 #include "proc.h"
 #include "test_util.h"
-#include "check_suite.h"
 
 #define MAX_LETTERS 2000
 #define RATE 200

@@ -38,11 +38,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "delay_checks.h"
 #include "harness.h"
 #include "proc.h"
 #include "raw.h"
-#include "check_suite.h"
 
 #define WORKER "worker"
 #define INSPECTOR "inspector"

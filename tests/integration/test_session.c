@@ -31,9 +31,9 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
-#include "check_suite.h"
 
 #define POLICY "policy jobs max_attempts=2 dead_letter=dlq/jobs"
 #define CLIENT "w"

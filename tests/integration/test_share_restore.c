@@ -39,9 +39,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
-#include "check_suite.h"
 
 #define MEMBER "member"
 #define PLAIN "plain"

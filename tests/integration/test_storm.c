@@ -32,9 +32,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
-#include "check_suite.h"
 
 #define STORMER "stormer"
 #define INSPECTOR "inspector"

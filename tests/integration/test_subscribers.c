@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
 #include "check_suite.h"
+#include "harness.h"
 
 #define REPLY_TOPIC "subs/reply"
 #define POLICY_FILTER "jobs/#"

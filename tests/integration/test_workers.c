@@ -24,8 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
 #include "check_suite.h"
+#include "harness.h"
 #include "proc.h"
 #include "test_util.h"
 

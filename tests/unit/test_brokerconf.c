@@ -8,13 +8,13 @@
  * or "1"/"0" (src/conf.c, conf__parse_bool).
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/brokerconf.h"
+#include "check_suite.h"
 
 static struct broker_facts f;
 

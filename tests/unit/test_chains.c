@@ -6,11 +6,11 @@
  * unlinked and walked exactly once at every moment of it.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "check_suite.h"
 #include "util/chains.h"
 
 struct item {

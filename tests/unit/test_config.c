@@ -6,7 +6,6 @@
  * in its message, and for leaving nothing behind.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "mosquitto_dlq.h"
 #include "util/units.h"
@@ -1272,15 +1272,13 @@ START_TEST(test_broker_name_default)
 }
 END_TEST
 
-static Suite *config_suite(void)
+int main(void)
 {
 	Suite *s = suite_create("config");
-	TCase *tc = tcase_create("core");
-
-	check_add(s, tc, CHECK_TESTS(test_line_good, test_line_bad, test_duration, test_size, test_parse_good,
-			test_parse_defaults_and_limits, test_parse_policy_error_message, test_parse_unknown_and_twice,
-			test_parse_no_policies, test_parse_bad_values, test_parse_table_errors, test_long_value_is_cut,
-			test_json_good, test_json_bad, test_policy_file, test_policy_file_errors));
+	check_add(s, tcase_create("core"), CHECK_TESTS(test_line_good, test_line_bad, test_duration, test_size,
+			test_parse_good, test_parse_defaults_and_limits, test_parse_policy_error_message,
+			test_parse_unknown_and_twice, test_parse_no_policies, test_parse_bad_values, test_parse_table_errors,
+			test_long_value_is_cut, test_json_good, test_json_bad, test_policy_file, test_policy_file_errors));
 
 	check_add(s, tcase_create("delays and state"), CHECK_TESTS(test_line_delays_good, test_line_delays_bad,
 			test_json_delays_good, test_json_delays_bad, test_delay_ms, test_state_options, test_state_options_bad,
@@ -1293,16 +1291,5 @@ static Suite *config_suite(void)
 			test_broker_name_default));
 
 	check_add(s, tcase_create("age bound"), CHECK_TESTS(test_keep_for_good, test_keep_for_bad));
-	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(config_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

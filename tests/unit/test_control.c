@@ -6,7 +6,6 @@
  * every kind must come back as an "error" entry, never as silence.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "api/control.h"
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"

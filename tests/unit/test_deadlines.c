@@ -8,11 +8,11 @@
  * a state file.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "model/deadlines.h"
 #include "model/gauges.h"
 #include "model/ledger.h"

@@ -7,11 +7,11 @@
  * and the bound on the set of warnings.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "model/deadsubs.h"
 #include "engine/dlq.h"

@@ -10,11 +10,11 @@
  * n sequences per line instead of the default.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check_suite.h"
 #include "delivery_model.h"
 
 enum {

@@ -5,12 +5,12 @@
  * headers, in order, then the plugin's own (design.md, "Dead letters").
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "check_suite.h"
 #include "fake_port.h"
 #include "model/envelope.h"
 #include "model/record.h"

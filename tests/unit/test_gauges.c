@@ -8,13 +8,13 @@
  * must equal a fresh count (dlq__count_gauges) and the containers' own totals.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "api/status.h"
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine/recount.h"

@@ -7,12 +7,12 @@
  * the plugin's reserved user property names must be told from look-alikes.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
 #include "util/headers.h"

@@ -7,10 +7,10 @@
  * minutes are merged only when within the hour.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "model/history.h"
 
 /* 2026-09-21, some minute's start, in milliseconds. */

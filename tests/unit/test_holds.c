@@ -5,12 +5,12 @@
  * grows with the number of clients.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "model/holds.h"
 #include "model/record.h"
 #include "util/id.h"

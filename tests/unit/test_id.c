@@ -6,11 +6,11 @@
  * fails, no id is made.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
 #include "util/id.h"

@@ -5,13 +5,13 @@
  * needs room, with a byte count that always equals what the records hold.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "fake_port.h"
 #include "model/ledger.h"
 #include "util/headers.h"

@@ -12,12 +12,12 @@
  * refused publish keeps it.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "engine/dlq.h"
 #include "engine/letter_store.h"
 #include "engine/outbound.h"

@@ -9,7 +9,6 @@
  * against the fake broker port.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +16,7 @@
 #include <mosquitto.h>
 
 #include "api/letter_view.h"
+#include "check_suite.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"
 #include "fake_port.h"

@@ -6,12 +6,12 @@
  * letters growing the table.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "model/letters.h"
 #include "model/policy.h"
 #include "util/id.h"

@@ -8,12 +8,12 @@
  * so no answer comes from a table that was replaced.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"

@@ -5,11 +5,11 @@
  * the table of known limits per client.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "broker/packet_size.h"
+#include "check_suite.h"
 
 START_TEST(sizes_as_the_broker_counts_them)
 {

@@ -13,7 +13,6 @@
  * what the broker took is kept until its database file is replaced.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine/letter_store.h"

@@ -7,7 +7,6 @@
  * cost to build from a policy file and to match is printed.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -17,6 +16,7 @@
 
 #include <time.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "model/policy.h"
 #include "mosquitto_dlq.h"
@@ -842,7 +842,7 @@ START_TEST(test_finish_checks_delays)
 }
 END_TEST
 
-static Suite *policy_suite(void)
+int main(void)
 {
 	Suite *s = suite_create("policy");
 	TCase *tc = tcase_create("core");
@@ -858,16 +858,5 @@ static Suite *policy_suite(void)
 			test_backoff, test_max_delay_caps, test_huge_attempts_do_not_overflow,
 			test_a_huge_retry_max_delay_still_caps, test_jitter_bounds, test_requested_delay,
 			test_finish_checks_delays));
-	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(policy_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

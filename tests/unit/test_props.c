@@ -9,7 +9,6 @@
  * strings): an empty value stays an empty value.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include <mqtt_protocol.h>
 
 #include "broker/props.h"
+#include "check_suite.h"
 #include "fake_port.h"
 #include "fake_reader.h"
 #include "mosquitto_dlq.h"

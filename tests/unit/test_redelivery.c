@@ -10,11 +10,11 @@
  * connection is a number here (the broker's context pointer).
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"

@@ -13,7 +13,6 @@
  * letters (printed).
  */
 #include <check.h>
-#include "check_suite.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "engine/dlq.h"
 #include "engine/engine.h"
 #include "engine/letter_store.h"

@@ -7,11 +7,11 @@
  * sorted reference.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "model/envelope.h"
 #include "model/schedule.h"
 #include "test_util.h"

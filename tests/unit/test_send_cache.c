@@ -6,10 +6,10 @@
  * takes the slot; a record forgotten leaves it, another's stays.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "fake_port.h"
 #include "model/send_cache.h"
 #include "util/id.h"

@@ -8,12 +8,12 @@
  * Against the fake broker port.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/status.h"
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine/recount.h"

@@ -9,12 +9,12 @@
  * lasts, and the QoS 0 copies such a session cannot keep.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"

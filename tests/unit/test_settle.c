@@ -13,7 +13,6 @@
  * its clocks.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine/recount.h"

@@ -15,7 +15,6 @@
  * Everything runs on the fake port's clocks.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"

@@ -6,10 +6,10 @@
  * overlap, and the filter of a shared subscription.
  */
 #include <check.h>
-#include "check_suite.h"
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "test_util.h"
 #include "util/topic.h"
 
@@ -238,23 +238,9 @@ START_TEST(test_shared_filter)
 }
 END_TEST
 
-static Suite *topic_suite(void)
-{
-	Suite *s = suite_create("topic");
-	TCase *tc = tcase_create("core");
-
-	check_add(s, tc, CHECK_TESTS(test_valid_filter_accepts, test_valid_filter_refuses, test_valid_length_limit,
-			test_valid_publish, test_matches, test_wildcards, test_filters_overlap, test_shared_filter));
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(topic_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(check_suite("topic", tcase_create("core"), CHECK_TESTS(test_valid_filter_accepts,
+			test_valid_filter_refuses, test_valid_length_limit, test_valid_publish, test_matches, test_wildcards,
+			test_filters_overlap, test_shared_filter)));
 }
