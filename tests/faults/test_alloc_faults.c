@@ -26,6 +26,7 @@
 
 #include "alloc_fail.h"
 #include "api/control.h"
+#include "check_suite.h"
 #include "engine/dlq.h"
 #include "engine_fixture.h"
 #include "fake_port.h"
@@ -521,17 +522,8 @@ int main(void)
 {
 	verbose = getenv("FAULTS_VERBOSE") != NULL;
 	alloc_fail_hook_cjson();
-	Suite *s = suite_create("alloc_faults");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, test_chain);
-	tcase_add_test(tc, test_delay);
-	tcase_add_test(tc, test_client_gone);
-	tcase_add_test(tc, test_state);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(check_suite("alloc_faults", tc, CHECK_TESTS(test_chain, test_delay, test_client_gone,
+			test_state)));
 }

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -344,35 +343,11 @@ static void broker_spawn(const char *file, int line, struct broker *b)
 	 * async-signal-safe calls happen between fork and exec. */
 	char *argv[] = { (char *)bin, "-c", b->conf_path, NULL };
 	char **envp = b->nenv ? build_env(b) : NULL;
-	pid_t parent = getpid();
 	int logfd = open(b->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if(logfd < 0){
 		fail_at(file, line, "opening %s: %s", b->log_path, strerror(errno));
 	}
-	pid_t pid = fork();
-	if(pid < 0){
-		fail_at(file, line, "fork: %s", strerror(errno));
-	}
-	if(pid == 0){
-		/* The broker dies with the test's process, so a test that fails or
-		 * crashes leaves nothing running. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if(getppid() != parent){
-			_exit(127);
-		}
-		int devnull = open("/dev/null", O_RDONLY);
-		if(devnull >= 0){
-			dup2(devnull, 0);
-		}
-		dup2(logfd, 1);
-		dup2(logfd, 2);
-		if(envp){
-			execve(bin, argv, envp);
-		}else{
-			execv(bin, argv);
-		}
-		_exit(127);
-	}
+	pid_t pid = harness__spawn(file, line, bin, argv, envp, logfd, logfd);
 	close(logfd);
 	free(envp);
 	b->pid = pid;
@@ -448,6 +423,35 @@ char *broker_expect_refusal_at(const char *file, int line, struct broker *b)
  * right after a start may, is lost. A second one changes nothing else. */
 #define RESIGNAL_MS 2000
 
+/* Sends sig to b (SIGTERM again every RESIGNAL_MS, as a broker busy
+ * starting may miss the first) and waits up to HARNESS_WAIT_MS for it to
+ * exit; one that does not is killed with SIGKILL. Either way b is reaped
+ * (b->status). Returns whether it exited in time. */
+static bool signal_and_reap(struct broker *b, int sig)
+{
+	kill(b->pid, sig);
+	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
+	uint64_t again = it_now_ms() + RESIGNAL_MS;
+	int status;
+	bool in_time = true;
+	while(waitpid(b->pid, &status, WNOHANG) != b->pid){
+		if(sig == SIGTERM && it_now_ms() > again){
+			kill(b->pid, sig);
+			again = it_now_ms() + RESIGNAL_MS;
+		}
+		if(it_now_ms() > deadline){
+			kill(b->pid, SIGKILL);
+			waitpid(b->pid, &status, 0);
+			in_time = false;
+			break;
+		}
+		it_sleep_ms(5);
+	}
+	b->reaped = true;
+	b->status = status;
+	return in_time;
+}
+
 /* Stops b by PID: SIGTERM, then SIGKILL after HARNESS_WAIT_MS. Returns
  * whether it ended as it should: a started broker still running and exiting
  * with status 0, or a refusing broker that already exited. */
@@ -475,30 +479,11 @@ static bool broker_stop(struct broker *b, char *why, size_t whylen)
 		snprintf(why, whylen, "was no longer running at the end of the test: it %s", st);
 		return false;
 	}
-	kill(b->pid, SIGTERM);
-	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
-	uint64_t again = it_now_ms() + RESIGNAL_MS;
-	for(;;){
-		r = waitpid(b->pid, &status, WNOHANG);
-		if(r == b->pid){
-			break;
-		}
-		if(it_now_ms() > again){
-			kill(b->pid, SIGTERM);
-			again = it_now_ms() + RESIGNAL_MS;
-		}
-		if(it_now_ms() > deadline){
-			kill(b->pid, SIGKILL);
-			waitpid(b->pid, &status, 0);
-			b->reaped = true;
-			b->status = status;
-			snprintf(why, whylen, "did not exit within %d ms of SIGTERM", HARNESS_WAIT_MS);
-			return false;
-		}
-		it_sleep_ms(10);
+	if(!signal_and_reap(b, SIGTERM)){
+		snprintf(why, whylen, "did not exit within %d ms of SIGTERM", HARNESS_WAIT_MS);
+		return false;
 	}
-	b->reaped = true;
-	b->status = status;
+	status = b->status;
 	if(!(WIFEXITED(status) && WEXITSTATUS(status) == 0)){
 		char st[128];
 		describe_status(status, st, sizeof(st));
@@ -525,26 +510,10 @@ static int broker_end(const char *file, int line, struct broker *b, int sig)
 		describe_status(b->status, st, sizeof(st));
 		fail_at(file, line, "broker %s had already ended: it %s", b->label, st);
 	}
-	kill(b->pid, sig);
-	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
-	uint64_t again = it_now_ms() + RESIGNAL_MS;
-	while(waitpid(b->pid, &status, WNOHANG) != b->pid){
-		if(sig == SIGTERM && it_now_ms() > again){
-			kill(b->pid, sig);
-			again = it_now_ms() + RESIGNAL_MS;
-		}
-		if(it_now_ms() > deadline){
-			kill(b->pid, SIGKILL);
-			waitpid(b->pid, &status, 0);
-			b->reaped = true;
-			b->status = status;
-			fail_at(file, line, "broker %s did not exit within %d ms of signal %d", b->label, HARNESS_WAIT_MS, sig);
-		}
-		it_sleep_ms(5);
+	if(!signal_and_reap(b, sig)){
+		fail_at(file, line, "broker %s did not exit within %d ms of signal %d", b->label, HARNESS_WAIT_MS, sig);
 	}
-	b->reaped = true;
-	b->status = status;
-	return status;
+	return b->status;
 }
 
 void broker_shutdown_at(const char *file, int line, struct broker *b)

@@ -8,6 +8,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,4 +321,33 @@ TCase *harness_tcase(const char *name)
 	tcase_add_checked_fixture(tc, harness_setup, harness_teardown);
 	tcase_set_timeout(tc, HARNESS_TEST_TIMEOUT);
 	return tc;
+}
+
+pid_t harness__spawn(const char *file, int line, const char *bin, char *const argv[], char *const envp[], int out_fd,
+		int err_fd)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if(pid < 0){
+		fail_at(file, line, "fork: %s", strerror(errno));
+	}
+	if(pid == 0){
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if(getppid() != parent){
+			_exit(127);
+		}
+		int devnull = open("/dev/null", O_RDONLY);
+		if(devnull >= 0){
+			dup2(devnull, 0);
+		}
+		dup2(out_fd, 1);
+		dup2(err_fd, 2);
+		if(envp){
+			execve(bin, argv, envp);
+		}else{
+			execv(bin, argv);
+		}
+		_exit(127);
+	}
+	return pid;
 }

@@ -27,6 +27,15 @@ char *harness__xstrdup(const char *s);
 char *harness__read_file(const char *path);
 /* Returns 0 or -1 with errno set. */
 int harness__write_file(const char *path, const char *content);
+
+/* Starts bin with argv (and envp, or when NULL this process' environment)
+ * in a child whose standard input is /dev/null and whose output and errors
+ * go to out_fd and err_fd, and which dies with this process (a test that
+ * fails or crashes leaves nothing running). Returns the child's pid, or
+ * fails the test at file:line. Everything the child needs is prepared by
+ * the caller: only async-signal-safe calls happen between fork and exec. */
+pid_t harness__spawn(const char *file, int line, const char *bin, char *const argv[], char *const envp[], int out_fd,
+		int err_fd);
 /* Removes a directory that holds only files (a broker's). */
 void harness__remove_flat_dir(const char *dir);
 /* The run directory made by harness_init; each broker's is inside it. */

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -177,25 +176,7 @@ static struct proc *spawn_argv(const char *file, int line, const char *const *ar
 	if(pipe2(err, O_CLOEXEC)){
 		fail_at(file, line, "pipe: %s", strerror(errno));
 	}
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if(pid < 0){
-		fail_at(file, line, "fork: %s", strerror(errno));
-	}
-	if(pid == 0){
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if(getppid() != parent){
-			_exit(127);
-		}
-		int devnull = open("/dev/null", O_RDONLY);
-		if(devnull >= 0){
-			dup2(devnull, 0);
-		}
-		dup2(out[1], 1);
-		dup2(err[1], 2);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
+	pid_t pid = harness__spawn(file, line, argv[0], (char *const *)argv, NULL, out[1], err[1]);
 	close(out[1]);
 	close(err[1]);
 	p->pid = pid;

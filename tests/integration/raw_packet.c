@@ -13,24 +13,6 @@
 
 /* ---- building packets ---- */
 
-static void put8(struct body *p, unsigned v)
-{
-	ck_assert_msg(p->n < sizeof(p->b), "raw client: packet too large");
-	p->b[p->n++] = (unsigned char)v;
-}
-
-static void put16(struct body *p, unsigned v)
-{
-	put8(p, (v >> 8) & 0xFF);
-	put8(p, v & 0xFF);
-}
-
-static void put32(struct body *p, uint32_t v)
-{
-	put16(p, v >> 16);
-	put16(p, v & 0xFFFF);
-}
-
 static void put_bytes(struct body *p, const void *data, size_t len)
 {
 	ck_assert_msg(p->n + len <= sizeof(p->b), "raw client: packet too large");
@@ -40,11 +22,7 @@ static void put_bytes(struct body *p, const void *data, size_t len)
 	p->n += len;
 }
 
-static void put_str(struct body *p, const char *s)
-{
-	put16(p, (unsigned)strlen(s));
-	put_bytes(p, s, strlen(s));
-}
+#include "mqtt_wire.h"
 
 void packet__connect(struct body *p, const struct raw_options *o)
 {
@@ -55,14 +33,7 @@ void packet__connect(struct body *p, const struct raw_options *o)
 	put16(p, 60); /* keep alive */
 	if(v5){
 		struct body props = {0};
-		if(o->expiry_s){
-			put8(&props, 0x11);
-			put32(&props, o->expiry_s);
-		}
-		if(o->receive_max){
-			put8(&props, 0x21);
-			put16(&props, o->receive_max);
-		}
+		put_session_props(&props, o->expiry_s, o->receive_max);
 		if(o->max_packet_size){
 			put8(&props, 0x27);
 			put32(&props, o->max_packet_size);
@@ -126,47 +97,9 @@ size_t packet__frame(unsigned first, const struct body *body, unsigned char *out
 
 /* ---- parsing ---- */
 
-/* A variable byte integer at *pos in buf[0..len): 1 read, 0 incomplete,
- * -1 malformed (more than four bytes). */
-static int get_varint(const unsigned char *buf, size_t len, size_t *pos, size_t *value)
-{
-	size_t v = 0;
-	for(unsigned shift = 0; shift < 28; shift += 7){
-		if(*pos >= len){
-			return 0;
-		}
-		unsigned char d = buf[(*pos)++];
-		v |= (size_t)(d & 0x7F) << shift;
-		if(!(d & 0x80)){
-			*value = v;
-			return 1;
-		}
-	}
-	return -1;
-}
-
-
 bool packet__get16(const unsigned char *buf, size_t len, size_t *pos, unsigned *v)
 {
-	if(*pos + 2 > len){
-		return false;
-	}
-	*v = (unsigned)buf[*pos] << 8 | buf[*pos + 1];
-	*pos += 2;
-	return true;
-}
-
-/* A length-prefixed string or binary datum, borrowed from buf. */
-static bool get_str(const unsigned char *buf, size_t len, size_t *pos, const unsigned char **s, size_t *slen)
-{
-	unsigned n;
-	if(!packet__get16(buf, len, pos, &n) || *pos + n > len){
-		return false;
-	}
-	*s = buf + *pos;
-	*slen = n;
-	*pos += n;
-	return true;
+	return get16(buf, len, pos, v);
 }
 
 static char *dup_bytes(const unsigned char *s, size_t len)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "letters_common.h"
 #include "proc.h"
@@ -274,19 +275,9 @@ START_TEST(test_survives_a_restart_and_selects)
 }
 END_TEST
 
-static Suite *broker_name_suite(void)
-{
-	Suite *s = suite_create("broker_name");
-	TCase *tc = harness_tcase("broker name");
-	tcase_add_test(tc, test_dead_letter_carries_the_name);
-	tcase_add_test(tc, test_default_is_the_host_name);
-	tcase_add_test(tc, test_bad_names_are_refused);
-	tcase_add_test(tc, test_survives_a_restart_and_selects);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(broker_name_suite());
+	return harness_run(check_suite("broker_name", harness_tcase("broker name"),
+			CHECK_TESTS(test_dead_letter_carries_the_name, test_default_is_the_host_name, test_bad_names_are_refused,
+			test_survives_a_restart_and_selects)));
 }

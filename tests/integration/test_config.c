@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "test_util.h"
 
@@ -389,38 +390,18 @@ START_TEST(test_refuse_bad_dead_letter_keep_for)
 }
 END_TEST
 
-static Suite *config_suite(void)
-{
-	Suite *s = suite_create("config");
-	TCase *refused = harness_tcase("refused");
-	tcase_add_test(refused, test_refuse_dead_letter_inside_filter);
-	tcase_add_test(refused, test_refuse_dead_letter_inside_other_filter);
-	tcase_add_test(refused, test_refuse_max_attempts_zero);
-	tcase_add_test(refused, test_refuse_max_attempts_too_large);
-	tcase_add_test(refused, test_refuse_unknown_option);
-	tcase_add_test(refused, test_refuse_unknown_policy_key);
-	tcase_add_test(refused, test_refuse_bare_number_window);
-	tcase_add_test(refused, test_refuse_bad_size);
-	tcase_add_test(refused, test_refuse_wildcard_dead_letter);
-	tcase_add_test(refused, test_refuse_duplicate_filter);
-	tcase_add_test(refused, test_refuse_missing_policy_file);
-	tcase_add_test(refused, test_refuse_malformed_policy_file);
-	tcase_add_test(refused, test_refuse_unknown_key_in_policy_file);
-	tcase_add_test(refused, test_refuse_dead_letter_inside_filter_in_file);
-	tcase_add_test(refused, test_refuse_bad_ack_timeouts);
-	tcase_add_test(refused, test_ack_timeout_needs_redelivery_tracking_on_20);
-	tcase_add_test(refused, test_refuse_bad_dead_letter_keep_for);
-	suite_add_tcase(s, refused);
-	TCase *accepted = harness_tcase("accepted");
-	tcase_add_test(accepted, test_global_options_accepted);
-	tcase_add_test(accepted, test_no_policies_starts);
-	tcase_add_test(accepted, test_policy_file);
-	tcase_add_test(accepted, test_policy_precedence);
-	suite_add_tcase(s, accepted);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(config_suite());
+	Suite *s = suite_create("config");
+	check_add(s, harness_tcase("refused"), CHECK_TESTS(test_refuse_dead_letter_inside_filter,
+			test_refuse_dead_letter_inside_other_filter, test_refuse_max_attempts_zero,
+			test_refuse_max_attempts_too_large, test_refuse_unknown_option, test_refuse_unknown_policy_key,
+			test_refuse_bare_number_window, test_refuse_bad_size, test_refuse_wildcard_dead_letter,
+			test_refuse_duplicate_filter, test_refuse_missing_policy_file, test_refuse_malformed_policy_file,
+			test_refuse_unknown_key_in_policy_file, test_refuse_dead_letter_inside_filter_in_file,
+			test_refuse_bad_ack_timeouts, test_ack_timeout_needs_redelivery_tracking_on_20,
+			test_refuse_bad_dead_letter_keep_for));
+	check_add(s, harness_tcase("accepted"), CHECK_TESTS(test_global_options_accepted, test_no_policies_starts,
+			test_policy_file, test_policy_precedence));
+	return harness_run(s);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "test_util.h"
 
@@ -407,22 +408,9 @@ START_TEST(test_nack_from_v311_client)
 }
 END_TEST
 
-static Suite *control_suite(void)
-{
-	Suite *s = suite_create("control");
-	TCase *tc = harness_tcase("control");
-	tcase_add_test(tc, test_json_several_ids);
-	tcase_add_test(tc, test_response_topic_and_correlation);
-	tcase_add_test(tc, test_garbage_payloads);
-	tcase_add_test(tc, test_json_mixed_good_and_bad);
-	tcase_add_test(tc, test_duplicate_nack);
-	tcase_add_test(tc, test_nack_window_expired);
-	tcase_add_test(tc, test_nack_from_v311_client);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(control_suite());
+	return harness_run(check_suite("control", harness_tcase("control"), CHECK_TESTS(test_json_several_ids,
+			test_response_topic_and_correlation, test_garbage_payloads, test_json_mixed_good_and_bad,
+			test_duplicate_nack, test_nack_window_expired, test_nack_from_v311_client)));
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "flood.h"
 #include "harness.h"
 #include "limits_common.h"
@@ -127,17 +128,8 @@ START_TEST(test_status_documents_do_not_stall_the_broker)
 }
 END_TEST
 
-static Suite *control_cost_suite(void)
-{
-	Suite *s = suite_create("control_cost");
-	TCase *tc = harness_tcase("control_cost");
-	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, test_status_documents_do_not_stall_the_broker);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(control_cost_suite());
+	return harness_run(check_suite("control_cost", check_timeout(harness_tcase("control_cost"), 600),
+			CHECK_TESTS(test_status_documents_do_not_stall_the_broker)));
 }

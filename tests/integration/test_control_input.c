@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 #include "test_util.h"
@@ -234,18 +235,9 @@ START_TEST(test_a_delay_holding_u0000_is_refused)
 }
 END_TEST
 
-static Suite *control_input_suite(void)
-{
-	Suite *s = suite_create("control_input");
-	TCase *tc = harness_tcase("control_input");
-	tcase_add_test(tc, test_invalid_response_topics_get_the_default_reply_topic);
-	tcase_add_test(tc, test_an_unknown_command_is_echoed_as_valid_utf8);
-	tcase_add_test(tc, test_a_delay_holding_u0000_is_refused);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(control_input_suite());
+	return harness_run(check_suite("control_input", harness_tcase("control_input"),
+			CHECK_TESTS(test_invalid_response_topics_get_the_default_reply_topic,
+			test_an_unknown_command_is_echoed_as_valid_utf8, test_a_delay_holding_u0000_is_refused)));
 }

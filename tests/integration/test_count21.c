@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 #include "redelivery_common.h"
@@ -346,16 +347,8 @@ int main(void)
 	if(!harness_needs_21("count21", "exact counting needs 2.1's MESSAGE_OUT event")){
 		return HARNESS_EXIT_SKIP;
 	}
-	Suite *s = suite_create("count21");
-	TCase *tc = harness_tcase("count21");
-	tcase_set_timeout(tc, TEST_TIMEOUT);
-	tcase_add_test(tc, test_measured_case);
-	tcase_add_test(tc, test_delivery_count_on_by_default);
-	tcase_add_test(tc, test_delivery_count_always);
-	tcase_add_test(tc, test_delivery_count_off);
-	tcase_add_test(tc, test_first_subscriber_counted);
-	tcase_add_test(tc, test_retained_resubscribed);
-	tcase_add_test(tc, test_max_packet_size);
-	suite_add_tcase(s, tc);
-	return harness_run(s);
+	return harness_run(check_suite("count21", check_timeout(harness_tcase("count21"), TEST_TIMEOUT),
+			CHECK_TESTS(test_measured_case, test_delivery_count_on_by_default, test_delivery_count_always,
+			test_delivery_count_off, test_first_subscriber_counted, test_retained_resubscribed,
+			test_max_packet_size)));
 }

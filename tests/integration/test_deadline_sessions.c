@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 #include "test_util.h"
@@ -415,20 +416,11 @@ START_TEST(test_a_pool_job_left_to_a_hung_worker)
 }
 END_TEST
 
-static Suite *deadline_sessions_suite(void)
-{
-	Suite *s = suite_create("deadline_sessions");
-	TCase *tc = harness_tcase("deadline_sessions");
-	tcase_add_test(tc, test_a_subscriber_that_leaves_without_a_session);
-	tcase_add_test(tc, test_a_session_resumed_without_subscribing);
-	suite_add_tcase(s, tc);
-	tc = harness_tcase("pool");
-	tcase_add_test(tc, test_a_pool_job_left_to_a_hung_worker);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(deadline_sessions_suite());
+	Suite *s = suite_create("deadline_sessions");
+	check_add(s, harness_tcase("deadline_sessions"), CHECK_TESTS(test_a_subscriber_that_leaves_without_a_session,
+			test_a_session_resumed_without_subscribing));
+	check_add(s, harness_tcase("pool"), CHECK_TESTS(test_a_pool_job_left_to_a_hung_worker));
+	return harness_run(s);
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 #include "test_util.h"
@@ -926,25 +927,11 @@ START_TEST(test_dead_letter_causes)
 }
 END_TEST
 
-static Suite *deadlines_suite(void)
-{
-	Suite *s = suite_create("deadlines");
-	TCase *tc = harness_tcase("deadlines");
-	tcase_add_test(tc, test_pool_with_a_hung_worker);
-	tcase_add_test(tc, test_progress_keeps_a_long_job_alive);
-	tcase_add_test(tc, test_a_backlog_never_runs_out);
-	tcase_add_test(tc, test_replies);
-	tcase_add_test(tc, test_one_dead_letter_per_message);
-	tcase_add_test(tc, test_an_empty_payload_is_held);
-	tcase_add_test(tc, test_copy_behind_a_hung_slot_when_the_session_ends);
-	tcase_add_test(tc, test_deadline_across_sigterm);
-	tcase_add_test(tc, test_deadline_across_sigkill);
-	tcase_add_test(tc, test_dead_letter_causes);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(deadlines_suite());
+	return harness_run(check_suite("deadlines", harness_tcase("deadlines"), CHECK_TESTS(test_pool_with_a_hung_worker,
+			test_progress_keeps_a_long_job_alive, test_a_backlog_never_runs_out, test_replies,
+			test_one_dead_letter_per_message, test_an_empty_payload_is_held,
+			test_copy_behind_a_hung_slot_when_the_session_ends, test_deadline_across_sigterm,
+			test_deadline_across_sigkill, test_dead_letter_causes)));
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "delay_checks.h"
 #include "harness.h"
 #include "test_util.h"
@@ -555,29 +556,12 @@ START_TEST(test_fixed_retry_topic_delay)
 }
 END_TEST
 
-static Suite *delay_suite(void)
-{
-	Suite *s = suite_create("delay");
-	TCase *tc = harness_tcase("delay");
-	tcase_set_timeout(tc, 180);
-	tcase_add_test(tc, test_policy_delay);
-	tcase_add_test(tc, test_backoff_and_cap);
-	tcase_add_test(tc, test_jitter);
-	tcase_add_test(tc, test_json_delay_overrides_policy);
-	tcase_add_test(tc, test_compact_delay_ms);
-	tcase_add_test(tc, test_bad_delays_refused);
-	tcase_add_test(tc, test_long_nack_properties_read_whole);
-	tcase_add_test(tc, test_clean_subscriber_leaves_while_delayed);
-	tcase_add_test(tc, test_v5_session_without_option_counts_as_clean);
-	tcase_add_test(tc, test_v5_session_without_expiry_dead_letters);
-	tcase_add_test(tc, test_persistent_subscriber_back_before_due);
-	tcase_add_test(tc, test_persistent_subscriber_away_at_due);
-	tcase_add_test(tc, test_fixed_retry_topic_delay);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(delay_suite());
+	return harness_run(check_suite("delay", check_timeout(harness_tcase("delay"), 180), CHECK_TESTS(test_policy_delay,
+			test_backoff_and_cap, test_jitter, test_json_delay_overrides_policy, test_compact_delay_ms,
+			test_bad_delays_refused, test_long_nack_properties_read_whole, test_clean_subscriber_leaves_while_delayed,
+			test_v5_session_without_option_counts_as_clean, test_v5_session_without_expiry_dead_letters,
+			test_persistent_subscriber_back_before_due, test_persistent_subscriber_away_at_due,
+			test_fixed_retry_topic_delay)));
 }

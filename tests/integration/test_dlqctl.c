@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
 #include "test_util.h"
@@ -700,33 +701,14 @@ START_TEST(test_list_by_cause)
 }
 END_TEST
 
-static Suite *dlqctl_suite(void)
-{
-	Suite *s = suite_create("dlqctl");
-	TCase *tc = harness_tcase("status");
-	tcase_add_test(tc, test_status_and_policies);
-	tcase_add_test(tc, test_errors);
-	suite_add_tcase(s, tc);
-	tc = harness_tcase("inspect");
-	tcase_add_test(tc, test_inspect_rows);
-	tcase_add_test(tc, test_garbage_on_dead_letter_topic);
-	suite_add_tcase(s, tc);
-	tc = harness_tcase("redrive");
-	tcase_add_test(tc, test_redrive_stamps_afresh);
-	tcase_add_test(tc, test_redrive_dry_run);
-	tcase_add_test(tc, test_redrive_filters_and_max);
-	tcase_add_test(tc, test_redrive_interrupted);
-	tcase_add_test(tc, test_redrive_stops_when_consumers_still_fail);
-	tcase_add_test(tc, test_redrive_without_subscriber);
-	suite_add_tcase(s, tc);
-	tc = harness_tcase("store");
-	tcase_add_test(tc, test_store);
-	tcase_add_test(tc, test_list_by_cause);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(dlqctl_suite());
+	Suite *s = suite_create("dlqctl");
+	check_add(s, harness_tcase("status"), CHECK_TESTS(test_status_and_policies, test_errors));
+	check_add(s, harness_tcase("inspect"), CHECK_TESTS(test_inspect_rows, test_garbage_on_dead_letter_topic));
+	check_add(s, harness_tcase("redrive"), CHECK_TESTS(test_redrive_stamps_afresh, test_redrive_dry_run,
+			test_redrive_filters_and_max, test_redrive_interrupted, test_redrive_stops_when_consumers_still_fail,
+			test_redrive_without_subscriber));
+	check_add(s, harness_tcase("store"), CHECK_TESTS(test_store, test_list_by_cause));
+	return harness_run(s);
 }

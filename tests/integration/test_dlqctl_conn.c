@@ -31,6 +31,7 @@
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 
+#include "check_suite.h"
 #include "dlqctl.h"
 #include "harness.h"
 #include "mosquitto_dlq.h"
@@ -187,17 +188,8 @@ START_TEST(test_last_acknowledgement_survives_a_close)
 }
 END_TEST
 
-static Suite *conn_suite(void)
-{
-	Suite *s = suite_create("dlqctl-conn");
-	TCase *tc = harness_tcase("close");
-	tcase_set_timeout(tc, 180);
-	tcase_add_test(tc, test_last_acknowledgement_survives_a_close);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(conn_suite());
+	return harness_run(check_suite("dlqctl-conn", check_timeout(harness_tcase("close"), 180),
+			CHECK_TESTS(test_last_acknowledgement_survives_a_close)));
 }

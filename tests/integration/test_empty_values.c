@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 
@@ -168,17 +169,8 @@ START_TEST(test_nacks_with_empty_values)
 }
 END_TEST
 
-static Suite *empty_values_suite(void)
-{
-	Suite *s = suite_create("empty_values");
-	TCase *tc = harness_tcase("empty_values");
-	tcase_add_test(tc, test_empty_values_reach_the_dead_letter);
-	tcase_add_test(tc, test_nacks_with_empty_values);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(empty_values_suite());
+	return harness_run(check_suite("empty_values", harness_tcase("empty_values"),
+			CHECK_TESTS(test_empty_values_reach_the_dead_letter, test_nacks_with_empty_values)));
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
 
@@ -286,21 +287,10 @@ START_TEST(test_offline_inspector_with_a_full_queue)
 }
 END_TEST
 
-static Suite *faults_suite(void)
-{
-	Suite *s = suite_create("faults");
-	TCase *tc = harness_tcase("faults");
-	tcase_set_timeout(tc, 240);
-	tcase_add_test(tc, test_refused_retry_copy_arrives_once);
-	tcase_add_test(tc, test_refused_dead_letter_arrives_once);
-	tcase_add_test(tc, test_refused_copy_of_a_client_that_left_is_dead_lettered);
-	tcase_add_test(tc, test_refused_reply_is_lost_but_counted);
-	tcase_add_test(tc, test_offline_inspector_with_a_full_queue);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(faults_suite());
+	return harness_run(check_suite("faults", check_timeout(harness_tcase("faults"), 240),
+			CHECK_TESTS(test_refused_retry_copy_arrives_once, test_refused_dead_letter_arrives_once,
+			test_refused_copy_of_a_client_that_left_is_dead_lettered, test_refused_reply_is_lost_but_counted,
+			test_offline_inspector_with_a_full_queue)));
 }

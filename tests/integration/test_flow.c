@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 
 /* The n-th (0-based) message on topic with this payload, failing if absent. */
@@ -351,23 +352,9 @@ START_TEST(test_oversized_message_unstamped)
 }
 END_TEST
 
-static Suite *flow_suite(void)
-{
-	Suite *s = suite_create("flow");
-	TCase *tc = harness_tcase("flow");
-	tcase_add_test(tc, test_odd_even);
-	tcase_add_test(tc, test_max_attempts_one);
-	tcase_add_test(tc, test_retry_to_delivery_only_nacker);
-	tcase_add_test(tc, test_retry_to_fixed_topic);
-	tcase_add_test(tc, test_independent_chains);
-	tcase_add_test(tc, test_untracked_not_stamped);
-	tcase_add_test(tc, test_qos_levels);
-	tcase_add_test(tc, test_oversized_message_unstamped);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(flow_suite());
+	return harness_run(check_suite("flow", harness_tcase("flow"), CHECK_TESTS(test_odd_even, test_max_attempts_one,
+			test_retry_to_delivery_only_nacker, test_retry_to_fixed_topic, test_independent_chains,
+			test_untracked_not_stamped, test_qos_levels, test_oversized_message_unstamped)));
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 
@@ -288,24 +289,10 @@ START_TEST(test_raw_username)
 }
 END_TEST
 
-static Suite *harness_suite(void)
-{
-	Suite *s = suite_create("harness");
-	TCase *tc = harness_tcase("bare broker");
-	tcase_add_test(tc, test_roundtrip_v5_properties);
-	tcase_add_test(tc, test_v311_client);
-	tcase_add_test(tc, test_refusal_reported);
-	tcase_add_test(tc, test_two_brokers_are_private);
-	tcase_add_test(tc, test_helpers);
-	tcase_add_test(tc, test_raw_v311_redelivers_unacked);
-	tcase_add_test(tc, test_raw_v5_window_and_properties);
-	tcase_add_test(tc, test_raw_closed_by_broker_and_share);
-	tcase_add_test(tc, test_raw_username);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(harness_suite());
+	return harness_run(check_suite("harness", harness_tcase("bare broker"), CHECK_TESTS(test_roundtrip_v5_properties,
+			test_v311_client, test_refusal_reported, test_two_brokers_are_private, test_helpers,
+			test_raw_v311_redelivers_unacked, test_raw_v5_window_and_properties, test_raw_closed_by_broker_and_share,
+			test_raw_username)));
 }

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 
@@ -419,23 +420,14 @@ START_TEST(test_copy_over_the_maximum_packet_size_dead_letters_when_its_client_l
 }
 END_TEST
 
-static Suite *held_suite(void)
-{
-	Suite *s = suite_create("held");
-	TCase *tc = harness_tcase("held");
-	tcase_add_test(tc, test_nack_and_disconnect_in_one_write_dead_letters);
-	tcase_add_test(tc, test_nack_then_disconnect_after_puback_dead_letters);
-	tcase_add_test(tc, test_nack_then_reset_dead_letters);
-	tcase_add_test(tc, test_subscriber_that_leaves_after_its_copy_dead_letters);
-	tcase_add_test(tc, test_copy_queued_behind_the_window_dead_letters_when_its_client_leaves);
-	tcase_add_test(tc, test_qos0_copy_received_before_going_offline_dead_letters);
-	tcase_add_test(tc, test_qos0_copy_waits_for_an_offline_persistent_session);
-	tcase_add_test(tc, test_copy_over_the_maximum_packet_size_dead_letters_when_its_client_leaves);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(held_suite());
+	return harness_run(check_suite("held", harness_tcase("held"),
+			CHECK_TESTS(test_nack_and_disconnect_in_one_write_dead_letters,
+			test_nack_then_disconnect_after_puback_dead_letters, test_nack_then_reset_dead_letters,
+			test_subscriber_that_leaves_after_its_copy_dead_letters,
+			test_copy_queued_behind_the_window_dead_letters_when_its_client_leaves,
+			test_qos0_copy_received_before_going_offline_dead_letters,
+			test_qos0_copy_waits_for_an_offline_persistent_session,
+			test_copy_over_the_maximum_packet_size_dead_letters_when_its_client_leaves)));
 }

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "letters_common.h"
 #include "proc.h"
@@ -1532,7 +1533,7 @@ START_TEST(test_age_bound_across_restart)
 }
 END_TEST
 
-static Suite *letters_suite(void)
+int main(void)
 {
 	Suite *s = suite_create("letters");
 	TCase *tc = harness_tcase("letters");
@@ -1540,27 +1541,9 @@ static Suite *letters_suite(void)
 	 * the harness's default on a busy machine, the more so under a
 	 * sanitizer. */
 	tcase_set_timeout(tc, 480);
-	tcase_add_test(tc, test_operator_story);
-	tcase_add_test(tc, test_restart_sigterm);
-	tcase_add_test(tc, test_state_of_the_previous_version);
-	tcase_add_test(tc, test_restart_sigkill_save_on_change);
-	tcase_add_test(tc, test_bound_drops_oldest);
-	tcase_add_test(tc, test_paging_and_filters);
-	tcase_add_test(tc, test_cause_filter);
-	tcase_add_test(tc, test_bad_input);
-	tcase_add_test(tc, test_oversized_command);
-	tcase_add_test(tc, test_access);
-	tcase_add_test(tc, test_store_off);
-	tcase_add_test(tc, test_policy_bound);
-	tcase_add_test(tc, test_large_payload_cut);
-	tcase_add_test(tc, test_sys_topics);
-	tcase_add_test(tc, test_age_bound);
-	tcase_add_test(tc, test_age_bound_across_restart);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-int main(void)
-{
-	return harness_run(letters_suite());
+	check_add(s, tc, CHECK_TESTS(test_operator_story, test_restart_sigterm, test_state_of_the_previous_version,
+			test_restart_sigkill_save_on_change, test_bound_drops_oldest, test_paging_and_filters, test_cause_filter,
+			test_bad_input, test_oversized_command, test_access, test_store_off, test_policy_bound,
+			test_large_payload_cut, test_sys_topics, test_age_bound, test_age_bound_across_restart));
+	return harness_run(s);
 }

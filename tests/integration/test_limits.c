@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "limits_common.h"
 #include "proc.h"
@@ -360,21 +361,13 @@ START_TEST(test_oversized_payload_is_counted)
 }
 END_TEST
 
-static Suite *limits_suite(void)
+int main(void)
 {
 	Suite *s = suite_create("limits");
 	TCase *tc = harness_tcase("limits");
 	/* 10,000-policy brokers take longer than the harness's default, the
 	 * more so under a sanitizer. */
 	tcase_set_timeout(tc, 480);
-	tcase_add_test(tc, test_ten_thousand_filters);
-	tcase_add_test(tc, test_longest_topics);
-	tcase_add_test(tc, test_oversized_payload_is_counted);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-int main(void)
-{
-	return harness_run(limits_suite());
+	check_add(s, tc, CHECK_TESTS(test_ten_thousand_filters, test_longest_topics, test_oversized_payload_is_counted));
+	return harness_run(s);
 }

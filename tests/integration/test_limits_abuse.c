@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "flood.h"
 #include "harness.h"
 #include "limits_common.h"
@@ -392,23 +393,14 @@ START_TEST(test_nack_of_id_never_received_respects_read_acl)
 }
 END_TEST
 
-static Suite *limits_abuse_suite(void)
+int main(void)
 {
 	Suite *s = suite_create("limits_abuse");
 	TCase *tc = harness_tcase("limits_abuse");
 	/* Floods and a 16 MiB message take longer than the harness's default,
 	 * the more so under a sanitizer. */
 	tcase_set_timeout(tc, 480);
-	tcase_add_test(tc, test_nack_flood);
-	tcase_add_test(tc, test_control_flood);
-	tcase_add_test(tc, test_oversized_control_document);
-	tcase_add_test(tc, test_nack_of_id_never_received);
-	tcase_add_test(tc, test_nack_of_id_never_received_respects_read_acl);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-int main(void)
-{
-	return harness_run(limits_abuse_suite());
+	check_add(s, tc, CHECK_TESTS(test_nack_flood, test_control_flood, test_oversized_control_document,
+			test_nack_of_id_never_received, test_nack_of_id_never_received_respects_read_acl));
+	return harness_run(s);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
 #include "test_util.h"
@@ -486,27 +487,13 @@ START_TEST(test_reload_removed_filter_keeps_old_policy)
 }
 END_TEST
 
-static Suite *ops_suite(void)
-{
-	Suite *s = suite_create("ops");
-	TCase *tc = harness_tcase("status");
-	tcase_add_test(tc, test_get_status_counters);
-	tcase_add_test(tc, test_list_policies);
-	tcase_add_test(tc, test_reset_counters);
-	tcase_add_test(tc, test_bad_requests_get_error_replies);
-	tcase_add_test(tc, test_sys_topics);
-	suite_add_tcase(s, tc);
-	tc = harness_tcase("reload");
-	tcase_add_test(tc, test_reload_changes_max_attempts);
-	tcase_add_test(tc, test_no_policies_then_reload);
-	tcase_add_test(tc, test_reload_invalid_file_keeps_policies);
-	tcase_add_test(tc, test_reload_chain_in_flight_follows_new_policy);
-	tcase_add_test(tc, test_reload_removed_filter_keeps_old_policy);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(ops_suite());
+	Suite *s = suite_create("ops");
+	check_add(s, harness_tcase("status"), CHECK_TESTS(test_get_status_counters, test_list_policies, test_reset_counters,
+			test_bad_requests_get_error_replies, test_sys_topics));
+	check_add(s, harness_tcase("reload"), CHECK_TESTS(test_reload_changes_max_attempts, test_no_policies_then_reload,
+			test_reload_invalid_file_keeps_policies, test_reload_chain_in_flight_follows_new_policy,
+			test_reload_removed_filter_keeps_old_policy));
+	return harness_run(s);
 }

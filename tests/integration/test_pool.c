@@ -565,7 +565,7 @@ START_TEST(test_pool_restart)
 }
 END_TEST
 
-static Suite *pool_suite(void)
+int main(void)
 {
 	Suite *s = suite_create("pool");
 	TCase *tc = harness_tcase("pool");
@@ -573,10 +573,5 @@ static Suite *pool_suite(void)
 	/* python and node, each with SIGTERM and with SIGKILL. */
 	tcase_add_loop_test(tc, test_pool_restart, 0, 2 * POOL_LANGS);
 	suite_add_tcase(s, tc);
-	return s;
-}
-
-int main(void)
-{
-	return harness_run(pool_suite());
+	return harness_run(s);
 }

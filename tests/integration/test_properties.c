@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "test_util.h"
 
@@ -227,19 +228,8 @@ START_TEST(test_v311_publisher)
 }
 END_TEST
 
-static Suite *properties_suite(void)
-{
-	Suite *s = suite_create("properties");
-	TCase *tc = harness_tcase("properties");
-	tcase_add_test(tc, test_properties_preserved);
-	tcase_add_test(tc, test_reserved_names_not_carried);
-	tcase_add_test(tc, test_binary_and_empty_payloads);
-	tcase_add_test(tc, test_v311_publisher);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(properties_suite());
+	return harness_run(check_suite("properties", harness_tcase("properties"), CHECK_TESTS(test_properties_preserved,
+			test_reserved_names_not_carried, test_binary_and_empty_payloads, test_v311_publisher)));
 }

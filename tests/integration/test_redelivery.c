@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
 #include "raw.h"
@@ -520,30 +521,12 @@ START_TEST(test_restart_in_flight_v5_sigkill)
 }
 END_TEST
 
-static Suite *redelivery_suite(void)
-{
-	Suite *s = suite_create("redelivery");
-	TCase *tc = harness_tcase("redelivery");
-	tcase_set_timeout(tc, TEST_TIMEOUT);
-	tcase_add_test(tc, test_window1_v311);
-	tcase_add_test(tc, test_window1_v5);
-	tcase_add_test(tc, test_default_window_v311);
-	tcase_add_test(tc, test_other_subscriber_unaffected);
-	tcase_add_test(tc, test_other_subscriber_first);
-	tcase_add_test(tc, test_gone_before_the_kick);
-	tcase_add_test(tc, test_queued_messages_not_counted);
-	tcase_add_test(tc, test_nack_then_redeliveries);
-	tcase_add_test(tc, test_shared_subscription);
-	tcase_add_test(tc, test_off_by_default);
-	tcase_add_test(tc, test_off_v5);
-	tcase_add_test(tc, test_restart_in_flight_v311_sigterm);
-	tcase_add_test(tc, test_restart_in_flight_v5_sigterm);
-	tcase_add_test(tc, test_restart_in_flight_v5_sigkill);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(redelivery_suite());
+	return harness_run(check_suite("redelivery", check_timeout(harness_tcase("redelivery"), TEST_TIMEOUT),
+			CHECK_TESTS(test_window1_v311, test_window1_v5, test_default_window_v311, test_other_subscriber_unaffected,
+			test_other_subscriber_first, test_gone_before_the_kick, test_queued_messages_not_counted,
+			test_nack_then_redeliveries, test_shared_subscription, test_off_by_default, test_off_v5,
+			test_restart_in_flight_v311_sigterm, test_restart_in_flight_v5_sigterm,
+			test_restart_in_flight_v5_sigkill)));
 }

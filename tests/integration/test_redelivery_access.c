@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 #include "redelivery_common.h"
@@ -294,23 +295,9 @@ START_TEST(test_startup_lines)
 }
 END_TEST
 
-static Suite *redelivery_access_suite(void)
-{
-	Suite *s = suite_create("redelivery_access");
-	TCase *tc = harness_tcase("redelivery_access");
-	tcase_set_timeout(tc, TEST_TIMEOUT);
-	tcase_add_test(tc, test_acl_file_defer);
-	tcase_add_test(tc, test_dynsec_defer);
-	tcase_add_test(tc, test_refuse_allow_with_acl_file);
-	tcase_add_test(tc, test_refuse_allow_with_other_plugin);
-	tcase_add_test(tc, test_refuse_defer_alone);
-	tcase_add_test(tc, test_refuse_bad_value);
-	tcase_add_test(tc, test_startup_lines);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(redelivery_access_suite());
+	return harness_run(check_suite("redelivery_access", check_timeout(harness_tcase("redelivery_access"), TEST_TIMEOUT),
+			CHECK_TESTS(test_acl_file_defer, test_dynsec_defer, test_refuse_allow_with_acl_file,
+			test_refuse_allow_with_other_plugin, test_refuse_defer_alone, test_refuse_bad_value, test_startup_lines)));
 }

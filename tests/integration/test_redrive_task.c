@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "flood.h"
 #include "harness.h"
 #include "letters_common.h"
@@ -745,24 +746,13 @@ START_TEST(test_dlqctl_redrive_all_draws_a_bar_on_a_terminal)
 }
 END_TEST
 
-static Suite *redrive_task_suite(void)
-{
-	Suite *s = suite_create("redrive_task");
-	TCase *tc = harness_tcase("redrive_task");
-	/* Tasks of 10 s and more, and thousands of letters made first. */
-	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, test_bad_input);
-	tcase_add_test(tc, test_one_task_per_policy_and_cancel);
-	tcase_add_test(tc, test_task_at_rate);
-	tcase_add_test(tc, test_sigterm_resumes);
-	tcase_add_test(tc, test_sigterm_resumes_with_journal);
-	tcase_add_test(tc, test_dlqctl_redrive_all);
-	tcase_add_test(tc, test_dlqctl_redrive_all_draws_a_bar_on_a_terminal);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(redrive_task_suite());
+	Suite *s = suite_create("redrive_task");
+	/* Tasks of 10 s and more, and thousands of letters made first. */
+	check_add(s, check_timeout(harness_tcase("redrive_task"), 600), CHECK_TESTS(test_bad_input,
+			test_one_task_per_policy_and_cancel, test_task_at_rate, test_sigterm_resumes,
+			test_sigterm_resumes_with_journal, test_dlqctl_redrive_all,
+			test_dlqctl_redrive_all_draws_a_bar_on_a_terminal));
+	return harness_run(s);
 }

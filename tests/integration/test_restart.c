@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "delay_checks.h"
 #include "harness.h"
 #include "proc.h"
@@ -1159,33 +1160,19 @@ START_TEST(test_per_listener_settings_refused)
 }
 END_TEST
 
-static Suite *restart_suite(void)
+int main(void)
 {
 	Suite *s = suite_create("restart");
 	TCase *tc = harness_tcase("restart");
 	tcase_set_timeout(tc, 180);
-	tcase_add_test(tc, test_delayed_copy_survives_sigterm);
-	tcase_add_test(tc, test_lasting_session_known_across_sigterm);
-	tcase_add_test(tc, test_ledger_survives_sigterm);
-	tcase_add_test(tc, test_rate_history_survives_sigterm);
-	tcase_add_test(tc, test_held_copy_of_a_session_restored_by_the_broker);
-	tcase_add_test(tc, test_unpublished_dead_letter_survives_sigterm);
-	tcase_add_test(tc, test_saved_dead_letter_reaches_a_session_connected_at_sigterm);
-	tcase_add_test(tc, test_last_pass_divert_survives_sigterm);
-	tcase_add_test(tc, test_clean_start_session_not_saved);
+	check_tests(tc, CHECK_TESTS(test_delayed_copy_survives_sigterm, test_lasting_session_known_across_sigterm,
+			test_ledger_survives_sigterm, test_rate_history_survives_sigterm,
+			test_held_copy_of_a_session_restored_by_the_broker, test_unpublished_dead_letter_survives_sigterm,
+			test_saved_dead_letter_reaches_a_session_connected_at_sigterm, test_last_pass_divert_survives_sigterm,
+			test_clean_start_session_not_saved));
 	tcase_add_loop_test(tc, test_save_on_change_survives_sigkill, 0, 2);
-	tcase_add_test(tc, test_sigkill_during_a_background_save);
-	tcase_add_test(tc, test_full_disk_during_a_background_save);
-	tcase_add_test(tc, test_sigkill_loses_changes_since_last_snapshot);
-	tcase_add_test(tc, test_truncated_state_file);
-	tcase_add_test(tc, test_garbage_state_file);
-	tcase_add_test(tc, test_no_broker_persistence_dead_letters_restored_copy);
-	tcase_add_test(tc, test_per_listener_settings_refused);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-int main(void)
-{
-	return harness_run(restart_suite());
+	check_add(s, tc, CHECK_TESTS(test_sigkill_during_a_background_save, test_full_disk_during_a_background_save,
+			test_sigkill_loses_changes_since_last_snapshot, test_truncated_state_file, test_garbage_state_file,
+			test_no_broker_persistence_dead_letters_restored_copy, test_per_listener_settings_refused));
+	return harness_run(s);
 }

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 
@@ -300,21 +301,10 @@ START_TEST(test_close_after_nack_v311_persistent_keeps_copy)
 }
 END_TEST
 
-static Suite *session_suite(void)
-{
-	Suite *s = suite_create("session");
-	TCase *tc = harness_tcase("session");
-	tcase_add_test(tc, test_takeover_v5_dead_letters);
-	tcase_add_test(tc, test_takeover_v311_clean_dead_letters);
-	tcase_add_test(tc, test_close_after_nack_v5_dead_letters);
-	tcase_add_test(tc, test_close_after_nack_v5_no_clean_start_dead_letters);
-	tcase_add_test(tc, test_takeover_v311_persistent_keeps_copy);
-	tcase_add_test(tc, test_close_after_nack_v311_persistent_keeps_copy);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(session_suite());
+	return harness_run(check_suite("session", harness_tcase("session"), CHECK_TESTS(test_takeover_v5_dead_letters,
+			test_takeover_v311_clean_dead_letters, test_close_after_nack_v5_dead_letters,
+			test_close_after_nack_v5_no_clean_start_dead_letters, test_takeover_v311_persistent_keeps_copy,
+			test_close_after_nack_v311_persistent_keeps_copy)));
 }

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "raw.h"
 
@@ -376,20 +377,8 @@ START_TEST(test_reconnect_recipe)
 }
 END_TEST
 
-static Suite *share_restore_suite(void)
-{
-	Suite *s = suite_create("share_restore");
-	TCase *tc = harness_tcase("share_restore");
-	tcase_add_test(tc, test_restart_bare);
-	tcase_add_test(tc, test_restart_recipe);
-	tcase_add_test(tc, test_reconnect_bare);
-	tcase_add_test(tc, test_reconnect_recipe);
-	tcase_add_test(tc, test_retries_to_any_member);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(share_restore_suite());
+	return harness_run(check_suite("share_restore", harness_tcase("share_restore"), CHECK_TESTS(test_restart_bare,
+			test_restart_recipe, test_reconnect_bare, test_reconnect_recipe, test_retries_to_any_member)));
 }

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
 
@@ -333,17 +334,8 @@ START_TEST(test_sigkill_mid_nack_storm)
 }
 END_TEST
 
-static Suite *storm_suite(void)
-{
-	Suite *s = suite_create("storm");
-	TCase *tc = harness_tcase("storm");
-	tcase_set_timeout(tc, 180);
-	tcase_add_test(tc, test_sigkill_mid_nack_storm);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(storm_suite());
+	return harness_run(check_suite("storm", check_timeout(harness_tcase("storm"), 180),
+			CHECK_TESTS(test_sigkill_mid_nack_storm)));
 }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 
 #define REPLY_TOPIC "subs/reply"
@@ -236,19 +237,9 @@ START_TEST(test_subscription_kept_across_a_resumed_session)
 }
 END_TEST
 
-static Suite *subscribers_suite(void)
-{
-	Suite *s = suite_create("subscribers");
-	TCase *tc = harness_tcase("without_nack");
-	tcase_add_test(tc, test_old_protocol_subscriber_reported);
-	tcase_add_test(tc, test_subscribers_of_dead_letters);
-	tcase_add_test(tc, test_copies_honour_the_subscription);
-	tcase_add_test(tc, test_subscription_kept_across_a_resumed_session);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(subscribers_suite());
+	return harness_run(check_suite("subscribers", harness_tcase("without_nack"),
+			CHECK_TESTS(test_old_protocol_subscriber_reported, test_subscribers_of_dead_letters,
+			test_copies_honour_the_subscription, test_subscription_kept_across_a_resumed_session)));
 }

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
 #include "test_util.h"
@@ -413,20 +414,13 @@ START_TEST(test_pool_worker_acks)
 }
 END_TEST
 
-static Suite *workers_suite(void)
+int main(void)
 {
 	Suite *s = suite_create("workers");
 	TCase *tc = harness_tcase("workers");
-	tcase_add_loop_test(tc, test_flow, 0, LANG_COUNT);
-	tcase_add_loop_test(tc, test_flow_publisher_dlq_id, 0, LANG_COUNT);
-	tcase_add_loop_test(tc, test_untracked, 0, LANG_COUNT);
+	check_loops(tc, 0, LANG_COUNT, CHECK_TESTS(test_flow, test_flow_publisher_dlq_id, test_untracked));
 	tcase_add_test(tc, test_node_nack_denied);
 	tcase_add_loop_test(tc, test_pool_worker_acks, LANG_PYTHON, LANG_COUNT);
 	suite_add_tcase(s, tc);
-	return s;
-}
-
-int main(void)
-{
-	return harness_run(workers_suite());
+	return harness_run(s);
 }

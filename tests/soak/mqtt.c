@@ -56,24 +56,6 @@ struct body {
 	size_t n, cap;
 };
 
-static void put8(struct body *p, unsigned v)
-{
-	reserve(&p->b, p->n, &p->cap, 1);
-	p->b[p->n++] = (unsigned char)v;
-}
-
-static void put16(struct body *p, unsigned v)
-{
-	put8(p, (v >> 8) & 0xFF);
-	put8(p, v & 0xFF);
-}
-
-static void put32(struct body *p, uint32_t v)
-{
-	put16(p, v >> 16);
-	put16(p, v & 0xFFFF);
-}
-
 static void put_bytes(struct body *p, const void *data, size_t len)
 {
 	reserve(&p->b, p->n, &p->cap, len);
@@ -81,20 +63,7 @@ static void put_bytes(struct body *p, const void *data, size_t len)
 	p->n += len;
 }
 
-static void put_str(struct body *p, const char *s)
-{
-	put16(p, (unsigned)strlen(s));
-	put_bytes(p, s, strlen(s));
-}
-
-static void put_varint(struct body *p, size_t len)
-{
-	do{
-		unsigned char d = len % 128;
-		len /= 128;
-		put8(p, len ? d | 0x80 : d);
-	}while(len);
-}
+#include "mqtt_wire.h"
 
 /* The body being built; one at a time (the soak has one thread). */
 static struct body scratch_body;
@@ -129,39 +98,6 @@ static bool emit(struct mq_conn *c, unsigned first, const struct body *body)
 }
 
 /* ---- parsing ---- */
-
-static int get_varint(const unsigned char *buf, size_t len, size_t *pos, size_t *value)
-{
-	size_t v = 0;
-	for(unsigned shift = 0; shift < 28; shift += 7){
-		if(*pos >= len) return 0;
-		unsigned char d = buf[(*pos)++];
-		v |= (size_t)(d & 0x7F) << shift;
-		if(!(d & 0x80)){
-			*value = v;
-			return 1;
-		}
-	}
-	return -1;
-}
-
-static bool get16(const unsigned char *buf, size_t len, size_t *pos, unsigned *v)
-{
-	if(*pos + 2 > len) return false;
-	*v = (unsigned)buf[*pos] << 8 | buf[*pos + 1];
-	*pos += 2;
-	return true;
-}
-
-static bool get_str(const unsigned char *buf, size_t len, size_t *pos, const unsigned char **s, size_t *slen)
-{
-	unsigned n;
-	if(!get16(buf, len, pos, &n) || *pos + n > len) return false;
-	*s = buf + *pos;
-	*slen = n;
-	*pos += n;
-	return true;
-}
 
 /* Copies bytes into the connection's scratch as a NUL-terminated string;
  * returns its offset (pointers are made once the scratch stops growing). */
@@ -411,14 +347,7 @@ int mq_open(struct mq_conn *c)
 	put8(p, c->clean_start ? 0x02 : 0);
 	put16(p, 0); /* keep alive off */
 	struct body props = {0};
-	if(c->expiry_s){
-		put8(&props, 0x11);
-		put32(&props, c->expiry_s);
-	}
-	if(c->receive_max){
-		put8(&props, 0x21);
-		put16(&props, c->receive_max);
-	}
+	put_session_props(&props, c->expiry_s, c->receive_max);
 	put_varint(p, props.n);
 	put_bytes(p, props.b, props.n);
 	free(props.b);

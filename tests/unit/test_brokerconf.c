@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "broker/brokerconf.h"
+#include "check_suite.h"
 
 static struct broker_facts f;
 
@@ -251,33 +252,13 @@ START_TEST(where_and_how_often_the_broker_saves)
 }
 END_TEST
 
-static Suite *brokerconf_suite(void)
-{
-	Suite *s = suite_create("brokerconf");
-	TCase *tc = tcase_create("scan_text");
-	tcase_add_test(tc, defaults_are_false);
-	tcase_add_test(tc, persistence_true_and_false);
-	tcase_add_test(tc, where_and_how_often_the_broker_saves);
-	tcase_add_test(tc, the_last_occurrence_wins);
-	tcase_add_test(tc, comments_and_similar_keys_are_ignored);
-	tcase_add_test(tc, per_listener_settings);
-	tcase_add_test(tc, booleans_are_read_as_mosquitto_reads_them);
-	tcase_add_test(tc, acl_file_and_plugin_lines_are_read);
-	tcase_add_test(tc, allow_is_refused_beside_another_acl_source);
-	tcase_add_test(tc, defer_is_refused_without_another_acl_source);
-	tcase_add_test(tc, a_plugin_loaded_first_is_warned_about);
-	tcase_add_test(tc, an_unread_configuration_is_refused);
-	tcase_add_test(tc, the_acl_file_plugin_is_an_acl_source);
-	tcase_add_test(tc, v21_warns_only_about_an_acl_plugin_before_this_one);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(brokerconf_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(check_suite("brokerconf", tcase_create("scan_text"), CHECK_TESTS(defaults_are_false,
+			persistence_true_and_false, where_and_how_often_the_broker_saves, the_last_occurrence_wins,
+			comments_and_similar_keys_are_ignored, per_listener_settings, booleans_are_read_as_mosquitto_reads_them,
+			acl_file_and_plugin_lines_are_read, allow_is_refused_beside_another_acl_source,
+			defer_is_refused_without_another_acl_source, a_plugin_loaded_first_is_warned_about,
+			an_unread_configuration_is_refused, the_acl_file_plugin_is_an_acl_source,
+			v21_warns_only_about_an_acl_plugin_before_this_one)));
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "check_suite.h"
 #include "util/chains.h"
 
 struct item {
@@ -196,24 +197,10 @@ START_TEST(free_in_a_doubling_frees_both_tables)
 	ck_assert_uint_eq(c.size, 0);
 }
 
-static Suite *chains_suite(void)
-{
-	Suite *s = suite_create("chains");
-	TCase *tc = tcase_create("chains");
-	tcase_add_test(tc, an_empty_table_finds_nothing_and_unlinks_nothing);
-	tcase_add_test(tc, a_doubling_moves_chains_over_the_following_inserts);
-	tcase_add_test(tc, unlink_works_in_both_tables_of_a_doubling);
-	tcase_add_test(tc, a_steady_count_never_doubles);
-	tcase_add_test(tc, free_in_a_doubling_frees_both_tables);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(chains_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(check_suite("chains", tcase_create("chains"),
+			CHECK_TESTS(an_empty_table_finds_nothing_and_unlinks_nothing,
+			a_doubling_moves_chains_over_the_following_inserts, unlink_works_in_both_tables_of_a_doubling,
+			a_steady_count_never_doubles, free_in_a_doubling_frees_both_tables)));
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "mosquitto_dlq.h"
 #include "util/units.h"
@@ -1271,66 +1272,24 @@ START_TEST(test_broker_name_default)
 }
 END_TEST
 
-static Suite *config_suite(void)
-{
-	Suite *s = suite_create("config");
-	TCase *tc = tcase_create("core");
-
-	tcase_add_test(tc, test_line_good);
-	tcase_add_test(tc, test_line_bad);
-	tcase_add_test(tc, test_duration);
-	tcase_add_test(tc, test_size);
-	tcase_add_test(tc, test_parse_good);
-	tcase_add_test(tc, test_parse_defaults_and_limits);
-	tcase_add_test(tc, test_parse_policy_error_message);
-	tcase_add_test(tc, test_parse_unknown_and_twice);
-	tcase_add_test(tc, test_parse_no_policies);
-	tcase_add_test(tc, test_parse_bad_values);
-	tcase_add_test(tc, test_parse_table_errors);
-	tcase_add_test(tc, test_long_value_is_cut);
-	tcase_add_test(tc, test_json_good);
-	tcase_add_test(tc, test_json_bad);
-	tcase_add_test(tc, test_policy_file);
-	tcase_add_test(tc, test_policy_file_errors);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("delays and state");
-	tcase_add_test(tc, test_line_delays_good);
-	tcase_add_test(tc, test_line_delays_bad);
-	tcase_add_test(tc, test_json_delays_good);
-	tcase_add_test(tc, test_json_delays_bad);
-	tcase_add_test(tc, test_delay_ms);
-	tcase_add_test(tc, test_state_options);
-	tcase_add_test(tc, test_state_options_bad);
-	tcase_add_test(tc, test_delivery_count_option);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("deadlines");
-	tcase_add_test(tc, test_ack_timeout_good);
-	tcase_add_test(tc, test_ack_timeout_bad);
-	tcase_add_test(tc, test_ack_timeout_needs_a_send_signal);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("broker name");
-	tcase_add_test(tc, test_broker_name_good);
-	tcase_add_test(tc, test_broker_name_bad);
-	tcase_add_test(tc, test_broker_name_default);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("age bound");
-	tcase_add_test(tc, test_keep_for_good);
-	tcase_add_test(tc, test_keep_for_bad);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(config_suite());
-	int failed;
+	Suite *s = suite_create("config");
+	check_add(s, tcase_create("core"), CHECK_TESTS(test_line_good, test_line_bad, test_duration, test_size,
+			test_parse_good, test_parse_defaults_and_limits, test_parse_policy_error_message,
+			test_parse_unknown_and_twice, test_parse_no_policies, test_parse_bad_values, test_parse_table_errors,
+			test_long_value_is_cut, test_json_good, test_json_bad, test_policy_file, test_policy_file_errors));
 
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	check_add(s, tcase_create("delays and state"), CHECK_TESTS(test_line_delays_good, test_line_delays_bad,
+			test_json_delays_good, test_json_delays_bad, test_delay_ms, test_state_options, test_state_options_bad,
+			test_delivery_count_option));
+
+	check_add(s, tcase_create("deadlines"), CHECK_TESTS(test_ack_timeout_good, test_ack_timeout_bad,
+			test_ack_timeout_needs_a_send_signal));
+
+	check_add(s, tcase_create("broker name"), CHECK_TESTS(test_broker_name_good, test_broker_name_bad,
+			test_broker_name_default));
+
+	check_add(s, tcase_create("age bound"), CHECK_TESTS(test_keep_for_good, test_keep_for_bad));
+	return check_run(s);
 }

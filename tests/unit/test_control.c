@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "api/control.h"
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"
@@ -878,65 +879,34 @@ static void teardown(void)
 	fake_reset();
 }
 
-static Suite *control_suite(void)
-{
-	Suite *s = suite_create("control");
-	TCase *tc = tcase_create("compact");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_compact_nack_is_carried_out_and_answered);
-	tcase_add_test(tc, a_compact_nack_that_went_well_builds_no_reply_unless_asked);
-	tcase_add_test(tc, a_compact_nack_carries_its_reason_to_the_dead_letter);
-	tcase_add_test(tc, a_failed_compact_nack_is_answered_with_an_error);
-	tcase_add_test(tc, a_garbage_payload_is_not_echoed_whole);
-	tcase_add_test(tc, white_space_around_a_compact_id_is_forgiven);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("json");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, json_commands_are_answered_in_order_with_their_correlation_data);
-	tcase_add_test(tc, every_bad_command_gets_its_own_error);
-	tcase_add_test(tc, a_document_that_is_not_json_is_answered_with_an_error);
-	tcase_add_test(tc, a_document_without_a_commands_array_is_answered_with_an_error);
-	tcase_add_test(tc, an_empty_command_list_gets_an_empty_reply);
-	tcase_add_test(tc, too_many_commands_are_refused_as_a_whole);
-	tcase_add_test(tc, the_most_commands_allowed_are_all_answered);
-	tcase_add_test(tc, an_oversized_document_is_refused_before_parsing);
-	tcase_add_test(tc, the_sender_is_the_nacking_client);
-	tcase_add_test(tc, get_history_reports_each_policys_minutes);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("reasons");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, an_overlong_reason_is_cut_to_the_limit);
-	tcase_add_test(tc, a_reason_is_made_safe_for_a_user_property);
-	tcase_add_test(tc, an_empty_or_null_reason_means_attempts_ran_out);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("delays");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_json_delay_holds_the_copy_back_and_is_answered);
-	tcase_add_test(tc, json_delays_are_capped_and_zero_means_at_once);
-	tcase_add_test(tc, a_bad_json_delay_is_an_error_and_changes_nothing);
-	tcase_add_test(tc, a_compact_delay_ms_holds_the_copy_back);
-	tcase_add_test(tc, a_bad_compact_delay_ms_is_an_error_naming_it);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("settling");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, the_compact_topics_are_known_by_name);
-	tcase_add_test(tc, compact_acks_and_progress_are_answered);
-	tcase_add_test(tc, a_compact_ack_that_went_well_builds_no_reply);
-	tcase_add_test(tc, final_nacks);
-	tcase_add_test(tc, json_acks_need_an_id);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(control_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("control");
+	check_add(s, check_fixture(tcase_create("compact"), setup, teardown),
+			CHECK_TESTS(a_compact_nack_is_carried_out_and_answered,
+			a_compact_nack_that_went_well_builds_no_reply_unless_asked,
+			a_compact_nack_carries_its_reason_to_the_dead_letter, a_failed_compact_nack_is_answered_with_an_error,
+			a_garbage_payload_is_not_echoed_whole, white_space_around_a_compact_id_is_forgiven));
+
+	check_add(s, check_fixture(tcase_create("json"), setup, teardown),
+			CHECK_TESTS(json_commands_are_answered_in_order_with_their_correlation_data,
+			every_bad_command_gets_its_own_error, a_document_that_is_not_json_is_answered_with_an_error,
+			a_document_without_a_commands_array_is_answered_with_an_error, an_empty_command_list_gets_an_empty_reply,
+			too_many_commands_are_refused_as_a_whole, the_most_commands_allowed_are_all_answered,
+			an_oversized_document_is_refused_before_parsing, the_sender_is_the_nacking_client,
+			get_history_reports_each_policys_minutes));
+
+	check_add(s, check_fixture(tcase_create("reasons"), setup, teardown),
+			CHECK_TESTS(an_overlong_reason_is_cut_to_the_limit, a_reason_is_made_safe_for_a_user_property,
+			an_empty_or_null_reason_means_attempts_ran_out));
+
+	check_add(s, check_fixture(tcase_create("delays"), setup, teardown),
+			CHECK_TESTS(a_json_delay_holds_the_copy_back_and_is_answered, json_delays_are_capped_and_zero_means_at_once,
+			a_bad_json_delay_is_an_error_and_changes_nothing, a_compact_delay_ms_holds_the_copy_back,
+			a_bad_compact_delay_ms_is_an_error_naming_it));
+
+	check_add(s, check_fixture(tcase_create("settling"), setup, teardown),
+			CHECK_TESTS(the_compact_topics_are_known_by_name, compact_acks_and_progress_are_answered,
+			a_compact_ack_that_went_well_builds_no_reply, final_nacks, json_acks_need_an_id));
+	return check_run(s);
 }

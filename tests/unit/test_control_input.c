@@ -17,6 +17,7 @@
 
 #include "api/control.h"
 #include "api/control_input.h"
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"
@@ -296,28 +297,15 @@ START_TEST(clean_cuts_at_character_boundaries_and_replaces_what_is_not_text)
 }
 END_TEST
 
-static Suite *control_input_suite(void)
-{
-	Suite *s = suite_create("control_input");
-	TCase *tc = tcase_create("core");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, response_topics_that_are_not_topic_names_are_named);
-	tcase_add_test(tc, a_reply_for_an_invalid_response_topic_goes_to_the_default_topic);
-	tcase_add_test(tc, an_unknown_command_is_echoed_cut_at_a_character_boundary);
-	tcase_add_test(tc, text_that_is_not_utf8_is_refused_naming_the_byte);
-	tcase_add_test(tc, a_string_holding_u0000_is_refused_naming_its_member);
-	tcase_add_test(tc, status_commands_of_one_message_are_capped);
-	tcase_add_test(tc, the_first_status_command_runs_whatever_the_policies);
-	tcase_add_test(tc, clean_cuts_at_character_boundaries_and_replaces_what_is_not_text);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(control_input_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	Suite *s = suite_create("control_input");
+	check_add(s, check_fixture(tcase_create("core"), setup, teardown),
+			CHECK_TESTS(response_topics_that_are_not_topic_names_are_named,
+			a_reply_for_an_invalid_response_topic_goes_to_the_default_topic,
+			an_unknown_command_is_echoed_cut_at_a_character_boundary, text_that_is_not_utf8_is_refused_naming_the_byte,
+			a_string_holding_u0000_is_refused_naming_its_member, status_commands_of_one_message_are_capped,
+			the_first_status_command_runs_whatever_the_policies,
+			clean_cuts_at_character_boundaries_and_replaces_what_is_not_text));
+	return check_run(s);
 }

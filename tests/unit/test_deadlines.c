@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "model/deadlines.h"
 #include "model/gauges.h"
 #include "model/ledger.h"
@@ -336,28 +337,12 @@ START_TEST(a_thousand_in_order)
 }
 END_TEST
 
-static Suite *deadlines_suite(void)
-{
-	Suite *s = suite_create("deadlines");
-	TCase *tc = tcase_create("queues");
-	tcase_add_test(tc, clocks_run_out_in_order_of_their_ends);
-	tcase_add_test(tc, a_thousand_in_order);
-	tcase_add_test(tc, restore_sorts_the_queues);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("rules");
-	tcase_add_test(tc, per_send_deliveries_count_and_leave);
-	tcase_add_test(tc, sequential_one_at_a_time);
-	tcase_add_test(tc, sequential_offline_and_back);
-	tcase_add_test(tc, sequential_resume_is_seen_at_the_takeover);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(deadlines_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("deadlines");
+	check_add(s, tcase_create("queues"), CHECK_TESTS(clocks_run_out_in_order_of_their_ends, a_thousand_in_order,
+			restore_sorts_the_queues));
+	check_add(s, tcase_create("rules"), CHECK_TESTS(per_send_deliveries_count_and_leave, sequential_one_at_a_time,
+			sequential_offline_and_back, sequential_resume_is_seen_at_the_takeover));
+	return check_run(s);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "model/deadsubs.h"
 #include "engine/dlq.h"
@@ -106,21 +107,8 @@ START_TEST(logged_once_per_client_and_filter_and_counted)
 }
 END_TEST
 
-static Suite *deadsubs_suite(void)
-{
-	Suite *s = suite_create("deadsubs");
-	TCase *tc = tcase_create("deadsubs");
-	tcase_add_test(tc, filters_that_take_in_dead_letters_and_work);
-	tcase_add_test(tc, logged_once_per_client_and_filter_and_counted);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(deadsubs_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(check_suite("deadsubs", tcase_create("deadsubs"),
+			CHECK_TESTS(filters_that_take_in_dead_letters_and_work, logged_once_per_client_and_filter_and_counted)));
 }

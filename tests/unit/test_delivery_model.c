@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check_suite.h"
 #include "delivery_model.h"
 
 enum {
@@ -183,30 +184,18 @@ START_TEST(random_sequences_on_2_0)
 }
 END_TEST
 
-static Suite *model_suite(void)
+int main(void)
 {
 	Suite *s = suite_create("delivery_model");
 	TCase *tc = tcase_create("random");
 	tcase_set_timeout(tc, 300); /* an upper bound: meson.build says why */
-	tcase_add_test(tc, random_sequences_on_2_1);
-	tcase_add_test(tc, random_sequences_on_2_0);
-	suite_add_tcase(s, tc);
+	check_add(s, tc, CHECK_TESTS(random_sequences_on_2_1, random_sequences_on_2_0));
 	tc = tcase_create("found");
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, a_copy_owed_at_a_restart_is_dead_lettered_once_on_2_1);
-	tcase_add_test(tc, a_copy_owed_at_a_restart_is_dead_lettered_once_on_2_0);
-	tcase_add_test(tc, the_line_goes_on_past_a_delivery_settled_while_it_waited_on_2_0);
-	tcase_add_test(tc, a_copy_dead_lettered_at_a_leave_is_not_again_at_a_restart_on_2_1);
-	tcase_add_test(tc, a_copy_published_again_after_a_restart_that_reached_its_client_is_dropped_on_2_1);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(model_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	check_add(s, tc, CHECK_TESTS(a_copy_owed_at_a_restart_is_dead_lettered_once_on_2_1,
+			a_copy_owed_at_a_restart_is_dead_lettered_once_on_2_0,
+			the_line_goes_on_past_a_delivery_settled_while_it_waited_on_2_0,
+			a_copy_dead_lettered_at_a_leave_is_not_again_at_a_restart_on_2_1,
+			a_copy_published_again_after_a_restart_that_reached_its_client_is_dropped_on_2_1));
+	return check_run(s);
 }

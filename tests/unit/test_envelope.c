@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "check_suite.h"
 #include "fake_port.h"
 #include "model/envelope.h"
 #include "model/record.h"
@@ -552,40 +553,21 @@ START_TEST(every_cause_has_its_own_word)
 }
 END_TEST
 
-static Suite *envelope_suite(void)
-{
-	Suite *s = suite_create("envelope");
-	TCase *tc = tcase_create("time");
-	tcase_add_test(tc, format_time_writes_rfc3339_utc_with_milliseconds);
-	tcase_add_test(tc, format_time_agrees_with_strftime);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("retry copy");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_targeted_retry_copy_goes_to_the_record_topic_for_its_client);
-	tcase_add_test(tc, a_fixed_retry_copy_is_an_ordinary_publish_to_retry_to);
-	tcase_add_test(tc, what_copies_and_dead_letters_add_to_a_packet);
-	tcase_add_test(tc, a_copy_of_a_copy_keeps_the_chains_origin);
-	tcase_add_test(tc, headers_are_appended_to_what_the_list_holds);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("dead letter");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_dead_letter_carries_the_documented_headers_in_order);
-	tcase_add_test(tc, without_a_reason_the_dead_letter_says_attempts_ran_out);
-	tcase_add_test(tc, a_dead_letter_has_at_least_qos_1);
-	tcase_add_test(tc, a_dead_letter_without_original_headers_has_only_the_plugins);
-	tcase_add_test(tc, a_dead_letter_from_a_copy_replaces_it);
-	tcase_add_test(tc, every_cause_has_its_own_word);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(envelope_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("envelope");
+	check_add(s, tcase_create("time"), CHECK_TESTS(format_time_writes_rfc3339_utc_with_milliseconds,
+			format_time_agrees_with_strftime));
+
+	check_add(s, check_fixture(tcase_create("retry copy"), setup, teardown),
+			CHECK_TESTS(a_targeted_retry_copy_goes_to_the_record_topic_for_its_client,
+			a_fixed_retry_copy_is_an_ordinary_publish_to_retry_to, what_copies_and_dead_letters_add_to_a_packet,
+			a_copy_of_a_copy_keeps_the_chains_origin, headers_are_appended_to_what_the_list_holds));
+
+	check_add(s, check_fixture(tcase_create("dead letter"), setup, teardown),
+			CHECK_TESTS(a_dead_letter_carries_the_documented_headers_in_order,
+			without_a_reason_the_dead_letter_says_attempts_ran_out, a_dead_letter_has_at_least_qos_1,
+			a_dead_letter_without_original_headers_has_only_the_plugins, a_dead_letter_from_a_copy_replaces_it,
+			every_cause_has_its_own_word));
+	return check_run(s);
 }

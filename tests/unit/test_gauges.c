@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api/status.h"
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine/recount.h"
@@ -348,27 +349,13 @@ START_TEST(redelivery_tracking_bytes_keep_the_gauges_exact)
 }
 END_TEST
 
-static Suite *gauges_suite(void)
-{
-	Suite *s = suite_create("gauges");
-	TCase *tc = tcase_create("core");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, tracking_nacks_ticks_and_refusals_keep_the_gauges_exact);
-	tcase_add_test(tc, clients_leaving_keep_the_gauges_exact);
-	tcase_add_test(tc, expiry_and_eviction_keep_the_gauges_exact);
-	tcase_add_test(tc, a_reload_keeps_each_filters_rate_history);
-	tcase_add_test(tc, a_reload_recounts_records_that_change_policy);
-	tcase_add_test(tc, a_restore_from_the_state_file_counts_what_it_restores);
-	tcase_add_test(tc, redelivery_tracking_bytes_keep_the_gauges_exact);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(gauges_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	Suite *s = suite_create("gauges");
+	check_add(s, check_fixture(tcase_create("core"), setup, teardown),
+			CHECK_TESTS(tracking_nacks_ticks_and_refusals_keep_the_gauges_exact, clients_leaving_keep_the_gauges_exact,
+			expiry_and_eviction_keep_the_gauges_exact, a_reload_keeps_each_filters_rate_history,
+			a_reload_recounts_records_that_change_policy, a_restore_from_the_state_file_counts_what_it_restores,
+			redelivery_tracking_bytes_keep_the_gauges_exact));
+	return check_run(s);
 }

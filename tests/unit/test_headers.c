@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
 #include "util/headers.h"
@@ -360,41 +361,17 @@ static void teardown(void)
 	fake_reset();
 }
 
-static Suite *headers_suite(void)
-{
-	Suite *s = suite_create("headers");
-	TCase *tc = tcase_create("encoding");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, every_kind_round_trips_in_order);
-	tcase_add_test(tc, the_encoding_is_the_documented_one);
-	tcase_add_test(tc, empty_parts_round_trip);
-	tcase_add_test(tc, parts_of_65535_bytes_round_trip);
-	tcase_add_test(tc, parts_over_65535_bytes_are_refused);
-	tcase_add_test(tc, many_entries_grow_the_buffer);
-	tcase_add_test(tc, append_raw_concatenates_lists);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("malformed");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, an_empty_list_has_no_entries);
-	tcase_add_test(tc, truncated_buffers_stop_the_walk);
-	tcase_add_test(tc, an_overlong_length_stops_the_walk);
-	tcase_add_test(tc, a_part_without_its_nul_is_malformed);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("reserved");
-	tcase_add_test(tc, the_plugins_names_are_reserved);
-	tcase_add_test(tc, look_alikes_are_not_reserved);
-	tcase_add_test(tc, only_len_bytes_of_the_name_count);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(headers_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("headers");
+	check_add(s, check_fixture(tcase_create("encoding"), setup, teardown), CHECK_TESTS(every_kind_round_trips_in_order,
+			the_encoding_is_the_documented_one, empty_parts_round_trip, parts_of_65535_bytes_round_trip,
+			parts_over_65535_bytes_are_refused, many_entries_grow_the_buffer, append_raw_concatenates_lists));
+
+	check_add(s, check_fixture(tcase_create("malformed"), setup, teardown), CHECK_TESTS(an_empty_list_has_no_entries,
+			truncated_buffers_stop_the_walk, an_overlong_length_stops_the_walk, a_part_without_its_nul_is_malformed));
+
+	check_add(s, tcase_create("reserved"), CHECK_TESTS(the_plugins_names_are_reserved, look_alikes_are_not_reserved,
+			only_len_bytes_of_the_name_count));
+	return check_run(s);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "model/history.h"
 
 /* 2026-09-21, some minute's start, in milliseconds. */
@@ -164,27 +165,11 @@ START_TEST(restored_minutes_merge_within_the_hour)
 }
 END_TEST
 
-static Suite *history_suite(void)
-{
-	Suite *s = suite_create("history");
-	TCase *tc = tcase_create("history");
-	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, minutes_start_on_the_minute);
-	tcase_add_test(tc, events_count_in_their_minute);
-	tcase_add_test(tc, a_gap_reads_as_nothing_and_old_minutes_fall_out);
-	tcase_add_test(tc, the_ring_holds_the_last_sixty_minutes);
-	tcase_add_test(tc, a_clock_far_forward_leaves_an_empty_hour);
-	tcase_add_test(tc, a_clock_put_back_drops_the_minutes_after_it);
-	tcase_add_test(tc, restored_minutes_merge_within_the_hour);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(history_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(check_suite("history", check_fixture(tcase_create("history"), setup, NULL),
+			CHECK_TESTS(minutes_start_on_the_minute, events_count_in_their_minute,
+			a_gap_reads_as_nothing_and_old_minutes_fall_out, the_ring_holds_the_last_sixty_minutes,
+			a_clock_far_forward_leaves_an_empty_hour, a_clock_put_back_drops_the_minutes_after_it,
+			restored_minutes_merge_within_the_hour)));
 }

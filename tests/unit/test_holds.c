@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "model/holds.h"
 #include "model/record.h"
 #include "util/id.h"
@@ -123,22 +124,9 @@ START_TEST(many_clients_grow_the_table)
 }
 END_TEST
 
-static Suite *holds_suite(void)
-{
-	Suite *s = suite_create("holds");
-	TCase *tc = tcase_create("holds");
-	tcase_add_test(tc, records_are_held_by_client_and_released_one_by_one);
-	tcase_add_test(tc, many_clients_grow_the_table);
-	tcase_add_test(tc, an_original_cannot_be_held);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(holds_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(check_suite("holds", tcase_create("holds"),
+			CHECK_TESTS(records_are_held_by_client_and_released_one_by_one, many_clients_grow_the_table,
+			an_original_cannot_be_held)));
 }

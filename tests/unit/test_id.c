@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
 #include "util/id.h"
@@ -263,35 +264,16 @@ START_TEST(hashes_are_distinct_unless_two_are_equal)
 }
 END_TEST
 
-static Suite *id_suite(void)
-{
-	Suite *s = suite_create("id");
-	TCase *tc = tcase_create("text");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, known_vectors_encode_as_rfc4648_base64url);
-	tcase_add_test(tc, decode_inverts_encode);
-	tcase_add_test(tc, every_character_decodes_in_every_position);
-	tcase_add_test(tc, decode_refuses_wrong_lengths);
-	tcase_add_test(tc, decode_refuses_characters_outside_base64url);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("idgen");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, idgen_draws_distinct_ids);
-	tcase_add_test(tc, idgen_draws_distinct_ids_from_the_os);
-	tcase_add_test(tc, ids_are_the_random_sources_bytes);
-	tcase_add_test(tc, a_failing_random_source_makes_no_id);
-	tcase_add_test(tc, a_failure_when_the_pool_runs_out_makes_no_id);
-	tcase_add_test(tc, hashes_are_distinct_unless_two_are_equal);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(id_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("id");
+	check_add(s, check_fixture(tcase_create("text"), setup, teardown),
+			CHECK_TESTS(known_vectors_encode_as_rfc4648_base64url, decode_inverts_encode,
+			every_character_decodes_in_every_position, decode_refuses_wrong_lengths,
+			decode_refuses_characters_outside_base64url));
+
+	check_add(s, check_fixture(tcase_create("idgen"), setup, teardown), CHECK_TESTS(idgen_draws_distinct_ids,
+			idgen_draws_distinct_ids_from_the_os, ids_are_the_random_sources_bytes, a_failing_random_source_makes_no_id,
+			a_failure_when_the_pool_runs_out_makes_no_id, hashes_are_distinct_unless_two_are_equal));
+	return check_run(s);
 }

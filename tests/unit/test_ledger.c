@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "fake_port.h"
 #include "model/ledger.h"
 #include "util/headers.h"
@@ -629,51 +630,29 @@ static void teardown(void)
 	fake_reset();
 }
 
-static Suite *ledger_suite(void)
-{
-	Suite *s = suite_create("ledger");
-	TCase *tc = tcase_create("records");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_record_keeps_what_it_was_made_from);
-	tcase_add_test(tc, an_original_is_the_small_record);
-	tcase_add_test(tc, a_counting_original_has_the_sends_part);
-	tcase_add_test(tc, an_original_made_in_one_pass_is_the_record_the_others_make);
-	tcase_add_test(tc, an_origin_topic_equal_to_the_topic_is_the_topic);
-	tcase_add_test(tc, a_topic_over_65535_bytes_makes_no_record);
-	tcase_add_test(tc, inserted_records_are_found_by_id);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("leaving");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, records_expire_oldest_first_after_the_window);
-	tcase_add_test(tc, expiry_stops_at_the_first_record_inside_the_window);
-	tcase_add_test(tc, eviction_frees_the_oldest_until_the_target);
-	tcase_add_test(tc, bytes_return_to_zero_after_mixed_removals);
-	tcase_add_test(tc, cleanup_frees_records_and_their_nackers);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("nackers");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_nacker_is_recorded_once_per_client);
-	tcase_add_test(tc, nackers_of_a_record_not_yet_inserted_count_once_inserted);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("scale");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120); /* valgrind */
-	tcase_add_test(tc, a_hundred_thousand_records_grow_the_table);
-	tcase_add_test(tc, a_doubling_moves_records_over_the_following_calls);
-	tcase_add_test(tc, a_reserve_sizes_the_table_at_once);
-	tcase_add_test(tc, cleanup_in_a_doubling_frees_both_tables);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(ledger_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("ledger");
+	check_add(s, check_fixture(tcase_create("records"), setup, teardown),
+			CHECK_TESTS(a_record_keeps_what_it_was_made_from, an_original_is_the_small_record,
+			a_counting_original_has_the_sends_part, an_original_made_in_one_pass_is_the_record_the_others_make,
+			an_origin_topic_equal_to_the_topic_is_the_topic, a_topic_over_65535_bytes_makes_no_record,
+			inserted_records_are_found_by_id));
+
+	check_add(s, check_fixture(tcase_create("leaving"), setup, teardown),
+			CHECK_TESTS(records_expire_oldest_first_after_the_window,
+			expiry_stops_at_the_first_record_inside_the_window, eviction_frees_the_oldest_until_the_target,
+			bytes_return_to_zero_after_mixed_removals, cleanup_frees_records_and_their_nackers));
+
+	check_add(s, check_fixture(tcase_create("nackers"), setup, teardown),
+			CHECK_TESTS(a_nacker_is_recorded_once_per_client,
+			nackers_of_a_record_not_yet_inserted_count_once_inserted));
+
+	TCase *tc = tcase_create("scale");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120); /* valgrind */
+	check_add(s, tc, CHECK_TESTS(a_hundred_thousand_records_grow_the_table,
+			a_doubling_moves_records_over_the_following_calls, a_reserve_sizes_the_table_at_once,
+			cleanup_in_a_doubling_frees_both_tables));
+	return check_run(s);
 }

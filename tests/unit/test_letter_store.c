@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "engine/dlq.h"
 #include "engine/letter_store.h"
 #include "engine/outbound.h"
@@ -889,46 +890,22 @@ START_TEST(the_tick_cost_with_100000_letters_kept)
 }
 END_TEST
 
-static Suite *letter_store_suite(void)
-{
-	Suite *s = suite_create("letter_store");
-	TCase *tc = tcase_create("letter_store");
-	tcase_add_test(tc, every_dead_letter_is_kept_and_found_under_its_published_id);
-	tcase_add_test(tc, the_bound_drops_the_oldest_and_counts_them);
-	tcase_add_test(tc, a_letter_larger_than_the_store_is_not_kept_but_counted);
-	tcase_add_test(tc, a_redrive_republishes_tracks_and_then_lets_go);
-	tcase_add_test(tc, a_refused_redrive_keeps_the_letter);
-	tcase_add_test(tc, with_the_store_off_nothing_is_kept_or_named);
-	tcase_add_test(tc, a_policy_bound_drops_only_its_own_oldest);
-	tcase_add_test(tc, a_letter_published_again_makes_no_room);
-	tcase_add_test(tc, pages_follow_their_cursor_in_either_order);
-	tcase_add_test(tc, a_page_goes_on_after_its_last_letter_left);
-	tcase_add_test(tc, each_filter_narrows_the_page_and_its_count);
-	tcase_add_test(tc, the_cause_filter_lists_one_cause);
-	tcase_add_test(tc, a_page_ends_early_near_the_reply_bound);
-	tcase_add_test(tc, what_the_asker_may_not_read_is_left_out);
-	tcase_add_test(tc, a_purge_takes_one_policys_letters);
-	tcase_add_test(tc, who_the_store_answers);
-	tcase_add_test(tc, the_store_full_warning_comes_once_a_minute);
-	tcase_add_test(tc, room_for_nothing_brings_the_store_within_a_smaller_bound);
-	suite_add_tcase(s, tc);
-
-	TCase *age = tcase_create("age");
-	tcase_add_test(age, letters_past_the_store_age_go_at_the_tick);
-	tcase_add_test(age, a_policy_age_overrides_the_store_age);
-	tcase_add_test(age, age_drops_are_counted_apart_from_size_drops);
-	tcase_add_test(age, a_letter_accepted_after_its_age_goes_at_the_next_tick);
-	tcase_add_test(age, a_backlog_of_aged_letters_goes_over_several_ticks);
-	tcase_add_test(age, the_tick_cost_with_100000_letters_kept);
-	suite_add_tcase(s, age);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(letter_store_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("letter_store");
+	check_add(s, tcase_create("letter_store"), CHECK_TESTS(every_dead_letter_is_kept_and_found_under_its_published_id,
+			the_bound_drops_the_oldest_and_counts_them, a_letter_larger_than_the_store_is_not_kept_but_counted,
+			a_redrive_republishes_tracks_and_then_lets_go, a_refused_redrive_keeps_the_letter,
+			with_the_store_off_nothing_is_kept_or_named, a_policy_bound_drops_only_its_own_oldest,
+			a_letter_published_again_makes_no_room, pages_follow_their_cursor_in_either_order,
+			a_page_goes_on_after_its_last_letter_left, each_filter_narrows_the_page_and_its_count,
+			the_cause_filter_lists_one_cause, a_page_ends_early_near_the_reply_bound,
+			what_the_asker_may_not_read_is_left_out, a_purge_takes_one_policys_letters, who_the_store_answers,
+			the_store_full_warning_comes_once_a_minute, room_for_nothing_brings_the_store_within_a_smaller_bound));
+
+	check_add(s, tcase_create("age"), CHECK_TESTS(letters_past_the_store_age_go_at_the_tick,
+			a_policy_age_overrides_the_store_age, age_drops_are_counted_apart_from_size_drops,
+			a_letter_accepted_after_its_age_goes_at_the_next_tick, a_backlog_of_aged_letters_goes_over_several_ticks,
+			the_tick_cost_with_100000_letters_kept));
+	return check_run(s);
 }

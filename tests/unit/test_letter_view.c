@@ -16,6 +16,7 @@
 #include <mosquitto.h>
 
 #include "api/letter_view.h"
+#include "check_suite.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"
 #include "fake_port.h"
@@ -163,25 +164,9 @@ START_TEST(base64_gives_the_bytes_back)
 }
 END_TEST
 
-static Suite *letter_view_suite(void)
-{
-	Suite *s = suite_create("letter_view");
-	TCase *tc = tcase_create("payload");
-	tcase_add_test(tc, text_is_shown_as_it_is);
-	tcase_add_test(tc, what_mqtt_refuses_is_base64);
-	tcase_add_test(tc, base64_gives_the_bytes_back);
-	tcase_add_test(tc, the_summary_says_the_cause);
-	tcase_add_test(tc, the_summary_says_the_broker);
-	tcase_add_test(tc, a_reload_keeps_the_broker_name);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(letter_view_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(check_suite("letter_view", tcase_create("payload"), CHECK_TESTS(text_is_shown_as_it_is,
+			what_mqtt_refuses_is_base64, base64_gives_the_bytes_back, the_summary_says_the_cause,
+			the_summary_says_the_broker, a_reload_keeps_the_broker_name)));
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "model/letters.h"
 #include "model/policy.h"
 #include "util/id.h"
@@ -200,23 +201,9 @@ START_TEST(many_letters_grow_the_table)
 }
 END_TEST
 
-static Suite *letters_suite(void)
-{
-	Suite *s = suite_create("letters");
-	TCase *tc = tcase_create("letters");
-	tcase_add_test(tc, letters_are_kept_in_order_and_found_by_id);
-	tcase_add_test(tc, bytes_and_tallies_follow_the_letters_and_a_new_table);
-	tcase_add_test(tc, a_letter_of_a_filter_no_policy_has_is_kept_untallied);
-	tcase_add_test(tc, many_letters_grow_the_table);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(letters_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(check_suite("letters", tcase_create("letters"),
+			CHECK_TESTS(letters_are_kept_in_order_and_found_by_id, bytes_and_tallies_follow_the_letters_and_a_new_table,
+			a_letter_of_a_filter_no_policy_has_is_kept_untallied, many_letters_grow_the_table)));
 }

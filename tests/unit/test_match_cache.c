@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"
@@ -267,25 +268,9 @@ START_TEST(the_engine_sees_a_reload_at_once)
 }
 END_TEST
 
-static Suite *match_cache_suite(void)
-{
-	Suite *s = suite_create("match_cache");
-	TCase *tc = tcase_create("cache");
-	tcase_add_test(tc, answers_are_the_tries_hit_or_miss);
-	tcase_add_test(tc, topics_in_one_slot_take_turns);
-	tcase_add_test(tc, bounded_however_many_topics);
-	tcase_add_test(tc, long_topics_bypass_the_cache);
-	tcase_add_test(tc, a_new_generation_empties_the_cache);
-	tcase_add_test(tc, the_engine_sees_a_reload_at_once);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(match_cache_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(check_suite("match_cache", tcase_create("cache"), CHECK_TESTS(answers_are_the_tries_hit_or_miss,
+			topics_in_one_slot_take_turns, bounded_however_many_topics, long_topics_bypass_the_cache,
+			a_new_generation_empties_the_cache, the_engine_sees_a_reload_at_once)));
 }

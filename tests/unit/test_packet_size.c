@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "broker/packet_size.h"
+#include "check_suite.h"
 
 START_TEST(sizes_as_the_broker_counts_them)
 {
@@ -56,21 +57,8 @@ START_TEST(limits_per_client)
 }
 END_TEST
 
-static Suite *packet_size_suite(void)
-{
-	Suite *s = suite_create("packet_size");
-	TCase *tc = tcase_create("core");
-	tcase_add_test(tc, sizes_as_the_broker_counts_them);
-	tcase_add_test(tc, limits_per_client);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(packet_size_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(check_suite("packet_size", tcase_create("core"), CHECK_TESTS(sizes_as_the_broker_counts_them,
+			limits_per_client)));
 }

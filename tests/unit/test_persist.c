@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine/letter_store.h"
@@ -1516,67 +1517,42 @@ START_TEST(what_is_kept_is_bounded_and_not_saved_at_shutdown)
 }
 END_TEST
 
-static Suite *persist_suite(void)
-{
-	Suite *s = suite_create("persist");
-	TCase *tc = tcase_create("restart");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_first_start_writes_an_empty_snapshot);
-	tcase_add_test(tc, a_delayed_copy_comes_back_after_a_restart_and_goes_out_on_time);
-	tcase_add_test(tc, a_targeted_copy_reaches_a_persisting_session_after_a_restart);
-	tcase_add_test(tc, without_broker_persistence_a_restored_targeted_copy_becomes_a_dead_letter);
-	tcase_add_test(tc, a_v5_subscriber_has_no_session_after_a_restart);
-	tcase_add_test(tc, a_dead_letter_not_yet_published_survives_a_restart);
-	tcase_add_test(tc, a_message_in_a_session_across_a_restart_goes_on_from_its_count);
-	tcase_add_test(tc, exact_counts_go_on_after_a_restart);
-	tcase_add_test(tc, a_held_copy_becomes_a_dead_letter_after_a_restart);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("damage");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_damaged_file_is_kept_aside_and_the_start_goes_on);
-	tcase_add_test(tc, a_truncated_file_restores_what_precedes_the_damage);
-	tcase_add_test(tc, a_state_file_with_properties_mqtt_refuses_is_kept_aside_and_says_why);
-	tcase_add_test(tc, a_state_file_that_cannot_be_written_fails_the_start);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("crash");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, the_journal_gets_an_entry_per_change);
-	tcase_add_test(tc, kept_dead_letters_survive_a_crash_and_a_restart);
-	tcase_add_test(tc, letters_past_their_age_at_a_restart_go_at_the_start);
-	tcase_add_test(tc, after_a_crash_snapshot_and_journal_restore_every_envelope);
-	tcase_add_test(tc, with_save_on_change_a_crash_loses_no_nackable_delivery);
-	tcase_add_test(tc, with_a_journal_sync_interval_changes_are_written_at_once_and_synced_by_the_tick);
-	tcase_add_test(tc, after_a_crash_the_journal_restores_held_copies);
-	tcase_add_test(tc, after_a_crash_the_journal_continues_a_count);
-	tcase_add_test(tc, exact_counts_go_on_after_a_crash);
-	tcase_add_test(tc, without_save_on_change_a_crash_loses_what_came_after_the_last_snapshot);
-	tcase_add_test(tc, a_snapshot_is_saved_after_the_interval_when_something_changed);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("background");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_background_save_holds_what_came_before_its_fork);
-	tcase_add_test(tc, a_crash_during_a_background_save_loses_nothing);
-	tcase_add_test(tc, a_journal_the_snapshot_holds_is_not_applied_again);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("broker saves");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_taken_copy_is_kept_until_the_broker_saves_its_database);
-	tcase_add_test(tc, a_save_seen_when_a_copy_is_taken_does_not_count_for_it);
-	tcase_add_test(tc, a_held_copy_and_a_broker_that_does_not_save_keep_nothing);
-	tcase_add_test(tc, what_is_kept_is_bounded_and_not_saved_at_shutdown);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(persist_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("persist");
+	check_add(s, check_fixture(tcase_create("restart"), setup, teardown),
+			CHECK_TESTS(a_first_start_writes_an_empty_snapshot,
+			a_delayed_copy_comes_back_after_a_restart_and_goes_out_on_time,
+			a_targeted_copy_reaches_a_persisting_session_after_a_restart,
+			without_broker_persistence_a_restored_targeted_copy_becomes_a_dead_letter,
+			a_v5_subscriber_has_no_session_after_a_restart, a_dead_letter_not_yet_published_survives_a_restart,
+			a_message_in_a_session_across_a_restart_goes_on_from_its_count, exact_counts_go_on_after_a_restart,
+			a_held_copy_becomes_a_dead_letter_after_a_restart));
+
+	check_add(s, check_fixture(tcase_create("damage"), setup, teardown),
+			CHECK_TESTS(a_damaged_file_is_kept_aside_and_the_start_goes_on,
+			a_truncated_file_restores_what_precedes_the_damage,
+			a_state_file_with_properties_mqtt_refuses_is_kept_aside_and_says_why,
+			a_state_file_that_cannot_be_written_fails_the_start));
+
+	check_add(s, check_fixture(tcase_create("crash"), setup, teardown),
+			CHECK_TESTS(the_journal_gets_an_entry_per_change, kept_dead_letters_survive_a_crash_and_a_restart,
+			letters_past_their_age_at_a_restart_go_at_the_start,
+			after_a_crash_snapshot_and_journal_restore_every_envelope,
+			with_save_on_change_a_crash_loses_no_nackable_delivery,
+			with_a_journal_sync_interval_changes_are_written_at_once_and_synced_by_the_tick,
+			after_a_crash_the_journal_restores_held_copies, after_a_crash_the_journal_continues_a_count,
+			exact_counts_go_on_after_a_crash, without_save_on_change_a_crash_loses_what_came_after_the_last_snapshot,
+			a_snapshot_is_saved_after_the_interval_when_something_changed));
+
+	check_add(s, check_fixture(tcase_create("background"), setup, teardown),
+			CHECK_TESTS(a_background_save_holds_what_came_before_its_fork,
+			a_crash_during_a_background_save_loses_nothing, a_journal_the_snapshot_holds_is_not_applied_again));
+
+	check_add(s, check_fixture(tcase_create("broker saves"), setup, teardown),
+			CHECK_TESTS(a_taken_copy_is_kept_until_the_broker_saves_its_database,
+			a_save_seen_when_a_copy_is_taken_does_not_count_for_it,
+			a_held_copy_and_a_broker_that_does_not_save_keep_nothing,
+			what_is_kept_is_bounded_and_not_saved_at_shutdown));
+	return check_run(s);
 }

@@ -16,6 +16,7 @@
 
 #include <time.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "model/policy.h"
 #include "mosquitto_dlq.h"
@@ -841,51 +842,21 @@ START_TEST(test_finish_checks_delays)
 }
 END_TEST
 
-static Suite *policy_suite(void)
+int main(void)
 {
 	Suite *s = suite_create("policy");
 	TCase *tc = tcase_create("core");
 
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_add_sets_index_and_wildcards);
-	tcase_add_test(tc, test_index_in_finds_only_the_tables_own);
-	tcase_add_test(tc, test_precedence);
-	tcase_add_test(tc, test_precedence_length_then_order);
-	tcase_add_test(tc, test_dollar_topics);
-	tcase_add_test(tc, test_empty_levels);
-	tcase_add_test(tc, test_duplicate_filters);
-	tcase_add_test(tc, test_dead_letter_inside_filter);
-	tcase_add_test(tc, test_finish_checks_each_policy);
-	tcase_add_test(tc, test_add_after_finish_needs_finish);
-	tcase_add_test(tc, test_empty_table);
-	tcase_add_test(tc, test_ten_thousand_policies);
-	tcase_add_test(tc, test_ten_thousand_policies_cost);
-	tcase_add_test(tc, test_deep_filters);
-	tcase_add_test(tc, test_matches_reference);
-	suite_add_tcase(s, tc);
+	check_add(s, tc, CHECK_TESTS(test_add_sets_index_and_wildcards, test_index_in_finds_only_the_tables_own,
+			test_precedence, test_precedence_length_then_order, test_dollar_topics, test_empty_levels,
+			test_duplicate_filters, test_dead_letter_inside_filter, test_finish_checks_each_policy,
+			test_add_after_finish_needs_finish, test_empty_table, test_ten_thousand_policies,
+			test_ten_thousand_policies_cost, test_deep_filters, test_matches_reference));
 
-	tc = tcase_create("delays");
-	tcase_add_test(tc, test_set_defaults);
-	tcase_add_test(tc, test_no_delay_is_zero_always);
-	tcase_add_test(tc, test_fixed_delay);
-	tcase_add_test(tc, test_backoff);
-	tcase_add_test(tc, test_max_delay_caps);
-	tcase_add_test(tc, test_huge_attempts_do_not_overflow);
-	tcase_add_test(tc, test_a_huge_retry_max_delay_still_caps);
-	tcase_add_test(tc, test_jitter_bounds);
-	tcase_add_test(tc, test_requested_delay);
-	tcase_add_test(tc, test_finish_checks_delays);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(policy_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	check_add(s, tcase_create("delays"), CHECK_TESTS(test_set_defaults, test_no_delay_is_zero_always, test_fixed_delay,
+			test_backoff, test_max_delay_caps, test_huge_attempts_do_not_overflow,
+			test_a_huge_retry_max_delay_still_caps, test_jitter_bounds, test_requested_delay,
+			test_finish_checks_delays));
+	return check_run(s);
 }

@@ -17,6 +17,7 @@
 #include <mqtt_protocol.h>
 
 #include "broker/props.h"
+#include "check_suite.h"
 #include "fake_port.h"
 #include "fake_reader.h"
 #include "mosquitto_dlq.h"
@@ -374,48 +375,22 @@ static void teardown(void)
 	fake_reset();
 }
 
-static Suite *props_suite(void)
-{
-	Suite *s = suite_create("props");
-	TCase *tc = tcase_create("to headers");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_loop_test(tc, message_properties_become_headers_in_order, 0, 2);
-	tcase_add_loop_test(tc, properties_are_appended_to_the_list, 0, 2);
-	tcase_add_loop_test(tc, reserved_names_and_one_hop_properties_are_not_carried, 0, 2);
-	tcase_add_loop_test(tc, no_properties_make_no_headers, 0, 2);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("from headers");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_loop_test(tc, headers_become_the_same_properties_again, 0, 2);
-	tcase_add_loop_test(tc, the_plugins_own_headers_become_user_properties, 0, 2);
-	tcase_add_loop_test(tc, an_empty_header_list_makes_no_properties, 0, 2);
-	tcase_add_loop_test(tc, a_malformed_header_list_makes_no_properties, 0, 2);
-	tcase_add_loop_test(tc, text_that_is_not_utf8_is_refused, 0, 2);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("user value");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_loop_test(tc, user_value_finds_the_first_property_of_a_name, 0, 2);
-	tcase_add_loop_test(tc, user_value_is_cut_to_the_buffer, 0, 2);
-	tcase_add_loop_test(tc, last_user_value_finds_the_last_of_a_name, 0, 2);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("empty values");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, the_fake_21_reader_gives_null_for_empties);
-	tcase_add_loop_test(tc, empty_values_are_carried_as_empty, 0, 2);
-	tcase_add_loop_test(tc, empty_user_values_are_found_as_empty, 0, 2);
-	tcase_add_loop_test(tc, empty_strings_are_present, 0, 2);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(props_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("props");
+	suite_add_tcase(s, check_loops(check_fixture(tcase_create("to headers"), setup, teardown), 0, 2,
+			CHECK_TESTS(message_properties_become_headers_in_order, properties_are_appended_to_the_list,
+			reserved_names_and_one_hop_properties_are_not_carried, no_properties_make_no_headers)));
+	suite_add_tcase(s, check_loops(check_fixture(tcase_create("from headers"), setup, teardown), 0, 2,
+			CHECK_TESTS(headers_become_the_same_properties_again, the_plugins_own_headers_become_user_properties,
+			an_empty_header_list_makes_no_properties, a_malformed_header_list_makes_no_properties,
+			text_that_is_not_utf8_is_refused)));
+	suite_add_tcase(s, check_loops(check_fixture(tcase_create("user value"), setup, teardown), 0, 2,
+			CHECK_TESTS(user_value_finds_the_first_property_of_a_name, user_value_is_cut_to_the_buffer,
+			last_user_value_finds_the_last_of_a_name)));
+	TCase *tc = check_add(s, check_fixture(tcase_create("empty values"), setup, teardown),
+			CHECK_TESTS(the_fake_21_reader_gives_null_for_empties));
+	check_loops(tc, 0, 2, CHECK_TESTS(empty_values_are_carried_as_empty, empty_user_values_are_found_as_empty,
+			empty_strings_are_present));
+	return check_run(s);
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"
@@ -585,36 +586,14 @@ START_TEST(off_records_nothing)
 }
 END_TEST
 
-static Suite *redelivery_suite(void)
-{
-	Suite *s = suite_create("redelivery");
-	TCase *tc = tcase_create("core");
-	tcase_add_test(tc, window_one_crash_loop);
-	tcase_add_test(tc, a_diverted_delivery_is_settled);
-	tcase_add_test(tc, no_kick_after_the_connection_ended);
-	tcase_add_test(tc, queued_while_offline_is_not_counted);
-	tcase_add_test(tc, unknown_client_is_not_assumed_connected);
-	tcase_add_test(tc, only_the_head_of_the_run_counts);
-	tcase_add_test(tc, qos0_is_never_counted);
-	tcase_add_test(tc, other_subscribers_are_unaffected);
-	tcase_add_test(tc, a_will_after_disconnect_is_not_a_connection);
-	tcase_add_test(tc, every_copy_in_the_run_goes_with_the_diverted_one);
-	tcase_add_test(tc, nacks_and_redeliveries_share_the_limit);
-	tcase_add_test(tc, kept_when_the_dead_letter_cannot_be_made);
-	tcase_add_test(tc, deliveries_leave_with_their_record);
-	tcase_add_test(tc, a_reused_address_with_other_content_is_not_the_record);
-	tcase_add_test(tc, a_copy_at_a_freed_address_is_found_by_its_content);
-	tcase_add_test(tc, off_records_nothing);
-	tcase_add_test(tc, found_by_dlq_id_on_21);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(redelivery_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(check_suite("redelivery", tcase_create("core"), CHECK_TESTS(window_one_crash_loop,
+			a_diverted_delivery_is_settled, no_kick_after_the_connection_ended, queued_while_offline_is_not_counted,
+			unknown_client_is_not_assumed_connected, only_the_head_of_the_run_counts, qos0_is_never_counted,
+			other_subscribers_are_unaffected, a_will_after_disconnect_is_not_a_connection,
+			every_copy_in_the_run_goes_with_the_diverted_one, nacks_and_redeliveries_share_the_limit,
+			kept_when_the_dead_letter_cannot_be_made, deliveries_leave_with_their_record,
+			a_reused_address_with_other_content_is_not_the_record, a_copy_at_a_freed_address_is_found_by_its_content,
+			off_records_nothing, found_by_dlq_id_on_21)));
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "engine/dlq.h"
 #include "engine/engine.h"
 #include "engine/letter_store.h"
@@ -595,33 +596,17 @@ START_TEST(the_tick_cost_with_a_task_and_100000_letters_kept)
 }
 END_TEST
 
-static Suite *redrive_task_suite(void)
-{
-	Suite *s = suite_create("redrive_task");
-	TCase *tc = tcase_create("core");
-	/* 100,000 letters made and a million ticks, on a busy machine. */
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, a_burst_is_a_tenth_of_a_second_and_one);
-	tcase_add_test(tc, the_bucket_holds_the_rate_and_one_burst);
-	tcase_add_test(tc, a_first_refill_gives_one_burst);
-	tcase_add_test(tc, one_task_runs_per_policy);
-	tcase_add_test(tc, ended_tasks_go_past_the_bound_running_ones_stay);
-	tcase_add_test(tc, a_task_moves_its_letters_at_its_rate);
-	tcase_add_test(tc, a_refused_publish_is_failed_and_the_letter_kept);
-	tcase_add_test(tc, a_cancel_stops_a_task_and_one_per_policy_runs);
-	tcase_add_test(tc, a_task_goes_on_when_the_letter_it_is_at_leaves_the_store);
-	tcase_add_test(tc, a_restart_goes_on_after_the_letters_tried_and_counts_each_failure_once);
-	tcase_add_test(tc, a_crash_goes_on_from_the_journaled_place_and_counts_each_failure_once);
-	tcase_add_test(tc, the_tick_cost_with_a_task_and_100000_letters_kept);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(redrive_task_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	Suite *s = suite_create("redrive_task");
+	/* 100,000 letters made and a million ticks, on a busy machine. */
+	check_add(s, check_timeout(tcase_create("core"), 120), CHECK_TESTS(a_burst_is_a_tenth_of_a_second_and_one,
+			the_bucket_holds_the_rate_and_one_burst, a_first_refill_gives_one_burst, one_task_runs_per_policy,
+			ended_tasks_go_past_the_bound_running_ones_stay, a_task_moves_its_letters_at_its_rate,
+			a_refused_publish_is_failed_and_the_letter_kept, a_cancel_stops_a_task_and_one_per_policy_runs,
+			a_task_goes_on_when_the_letter_it_is_at_leaves_the_store,
+			a_restart_goes_on_after_the_letters_tried_and_counts_each_failure_once,
+			a_crash_goes_on_from_the_journaled_place_and_counts_each_failure_once,
+			the_tick_cost_with_a_task_and_100000_letters_kept));
+	return check_run(s);
 }

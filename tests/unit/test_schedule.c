@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "model/envelope.h"
 #include "model/schedule.h"
 #include "test_util.h"
@@ -315,22 +316,13 @@ static Suite *schedule_suite(void)
 	TCase *tc = tcase_create("heap");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, an_empty_schedule_has_nothing_due);
-	tcase_add_test(tc, envelopes_come_out_in_order_of_due_time);
-	tcase_add_test(tc, equal_due_times_keep_their_order_of_arrival);
-	tcase_add_test(tc, any_envelope_can_be_removed);
-	tcase_add_test(tc, bytes_follow_the_envelopes);
-	tcase_add_test(tc, ten_thousand_random_operations_match_a_sorted_reference);
-	tcase_add_test(tc, a_large_schedule_grows_and_drains_in_order);
-	suite_add_tcase(su, tc);
+	check_add(su, tc, CHECK_TESTS(an_empty_schedule_has_nothing_due, envelopes_come_out_in_order_of_due_time,
+			equal_due_times_keep_their_order_of_arrival, any_envelope_can_be_removed, bytes_follow_the_envelopes,
+			ten_thousand_random_operations_match_a_sorted_reference, a_large_schedule_grows_and_drains_in_order));
 	return su;
 }
 
 int main(void)
 {
-	SRunner *sr = srunner_create(schedule_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(schedule_suite());
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "fake_port.h"
 #include "model/send_cache.h"
 #include "util/id.h"
@@ -99,22 +100,9 @@ START_TEST(without_slots_nothing_is_found)
 }
 END_TEST
 
-static Suite *send_cache_suite(void)
-{
-	Suite *s = suite_create("send_cache");
-	TCase *tc = tcase_create("core");
-	tcase_add_test(tc, a_send_is_known_only_by_all_it_was_remembered_with);
-	tcase_add_test(tc, a_record_with_the_same_prefix_takes_the_slot);
-	tcase_add_test(tc, without_slots_nothing_is_found);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(send_cache_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(check_suite("send_cache", tcase_create("core"),
+			CHECK_TESTS(a_send_is_known_only_by_all_it_was_remembered_with,
+			a_record_with_the_same_prefix_takes_the_slot, without_slots_nothing_is_found)));
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "api/status.h"
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine/recount.h"
@@ -443,30 +444,11 @@ START_TEST(interleaved_sends_count_per_record)
 }
 END_TEST
 
-static Suite *sends_suite(void)
-{
-	Suite *s = suite_create("sends");
-	TCase *tc = tcase_create("core");
-	tcase_add_test(tc, sends_are_attempts_per_client);
-	tcase_add_test(tc, diverted_at_max_attempts_sends);
-	tcase_add_test(tc, live_connection_checks_do_not_divert);
-	tcase_add_test(tc, nack_and_copy_use_the_sends);
-	tcase_add_test(tc, sends_leave_with_their_record);
-	tcase_add_test(tc, first_clients_per_record);
-	tcase_add_test(tc, each_client_diverted_on_its_own);
-	tcase_add_test(tc, interleaved_sends_count_per_record);
-	tcase_add_test(tc, a_send_is_found_by_its_stored_addresses);
-	tcase_add_test(tc, a_client_is_found_by_its_connection);
-	tcase_add_test(tc, deliveries_come_from_slabs_and_go_back);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(sends_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(check_suite("sends", tcase_create("core"), CHECK_TESTS(sends_are_attempts_per_client,
+			diverted_at_max_attempts_sends, live_connection_checks_do_not_divert, nack_and_copy_use_the_sends,
+			sends_leave_with_their_record, first_clients_per_record, each_client_diverted_on_its_own,
+			interleaved_sends_count_per_record, a_send_is_found_by_its_stored_addresses,
+			a_client_is_found_by_its_connection, deliveries_come_from_slabs_and_go_back)));
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"
@@ -446,32 +447,15 @@ START_TEST(held_copies_say_whether_they_were_sent)
 }
 END_TEST
 
-static Suite *sessions_suite(void)
-{
-	Suite *s = suite_create("sessions");
-	TCase *tc = tcase_create("table");
-	tcase_add_test(tc, offline_makes_a_session_last_until_a_clean_start);
-	tcase_add_test(tc, subscriptions_give_qos_and_identifiers);
-	tcase_add_test(tc, a_resumed_session_keeps_its_subscriptions);
-	tcase_add_test(tc, too_many_subscriptions_make_them_unknown);
-	tcase_add_test(tc, many_clients_stay_within_the_bound);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("engine");
-	tcase_add_test(tc, a_copy_honours_the_subscription);
-	tcase_add_test(tc, an_unknown_subscription_keeps_the_old_rule);
-	tcase_add_test(tc, a_delayed_copy_waits_for_a_session_that_lasts);
-	tcase_add_test(tc, a_qos0_copy_for_an_offline_session_is_dead_lettered);
-	tcase_add_test(tc, qos0_copies_handed_over_become_dead_letters_when_offline);
-	tcase_add_test(tc, held_copies_say_whether_they_were_sent);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(sessions_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("sessions");
+	check_add(s, tcase_create("table"), CHECK_TESTS(offline_makes_a_session_last_until_a_clean_start,
+			subscriptions_give_qos_and_identifiers, a_resumed_session_keeps_its_subscriptions,
+			too_many_subscriptions_make_them_unknown, many_clients_stay_within_the_bound));
+	check_add(s, tcase_create("engine"), CHECK_TESTS(a_copy_honours_the_subscription,
+			an_unknown_subscription_keeps_the_old_rule, a_delayed_copy_waits_for_a_session_that_lasts,
+			a_qos0_copy_for_an_offline_session_is_dead_lettered,
+			qos0_copies_handed_over_become_dead_letters_when_offline, held_copies_say_whether_they_were_sent));
+	return check_run(s);
 }

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine/recount.h"
@@ -718,39 +719,16 @@ START_TEST(a_copy_that_evicts_its_original)
 }
 END_TEST
 
-static Suite *settle_suite(void)
-{
-	Suite *s = suite_create("settle");
-	TCase *tc = tcase_create("2.1");
-	tcase_add_test(tc, a_hung_delivery_is_retried_at_its_deadline);
-	tcase_add_test(tc, the_last_attempt_that_runs_out_is_dead_lettered);
-	tcase_add_test(tc, progress_keeps_a_long_job_alive);
-	tcase_add_test(tc, settled_once_per_client);
-	tcase_add_test(tc, a_final_nack_dead_letters_at_once);
-	tcase_add_test(tc, a_resend_starts_the_clock_again);
-	tcase_add_test(tc, an_awaited_record_outlives_its_window);
-	tcase_add_test(tc, no_deadline_without_ack_timeout);
-	tcase_add_test(tc, reload_changes_deadlines);
-	tcase_add_test(tc, a_copy_that_evicts_its_original);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("2.0");
-	tcase_add_test(tc, sequential_on_2_0);
-	tcase_add_test(tc, a_targeted_copy_is_held_on_2_0);
-	tcase_add_test(tc, an_empty_payload_is_held_on_2_0);
-	tcase_add_test(tc, a_copy_at_an_earlier_copys_address_is_held_on_2_0);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("restarts");
-	tcase_add_test(tc, deadlines_survive_a_shutdown);
-	tcase_add_test(tc, deadlines_survive_a_crash_with_the_journal);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(settle_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("settle");
+	check_add(s, tcase_create("2.1"), CHECK_TESTS(a_hung_delivery_is_retried_at_its_deadline,
+			the_last_attempt_that_runs_out_is_dead_lettered, progress_keeps_a_long_job_alive, settled_once_per_client,
+			a_final_nack_dead_letters_at_once, a_resend_starts_the_clock_again, an_awaited_record_outlives_its_window,
+			no_deadline_without_ack_timeout, reload_changes_deadlines, a_copy_that_evicts_its_original));
+	check_add(s, tcase_create("2.0"), CHECK_TESTS(sequential_on_2_0, a_targeted_copy_is_held_on_2_0,
+			an_empty_payload_is_held_on_2_0, a_copy_at_an_earlier_copys_address_is_held_on_2_0));
+	check_add(s, tcase_create("restarts"), CHECK_TESTS(deadlines_survive_a_shutdown,
+			deadlines_survive_a_crash_with_the_journal));
+	return check_run(s);
 }

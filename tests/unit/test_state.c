@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "config/config.h"
 #include "engine/dlq.h"
 #include "engine_calls.h"
@@ -2514,90 +2515,49 @@ START_TEST(a_damaged_history_entry_is_reported)
 }
 END_TEST
 
-static Suite *state_suite(void)
-{
-	Suite *s = suite_create("state");
-	TCase *tc = tcase_create("snapshot");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, crc32_is_the_ieee_one);
-	tcase_add_test(tc, crc32_is_the_same_at_every_length_and_alignment);
-	tcase_add_test(tc, an_empty_engine_restores_nothing);
-	tcase_add_test(tc, a_snapshot_restores_records_and_envelopes);
-	tcase_add_test(tc, restored_records_are_nackable_as_before);
-	tcase_add_test(tc, restored_envelopes_are_published_and_delays_end_on_time);
-	tcase_add_test(tc, records_without_their_policy_are_skipped_and_counted);
-	tcase_add_test(tc, records_past_the_nack_window_are_skipped_and_counted);
-	tcase_add_test(tc, after_a_long_stop_every_delay_has_ended);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("damage");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, a_file_cut_at_any_byte_restores_what_precedes_the_cut);
-	tcase_add_test(tc, a_snapshot_cut_between_entries_is_reported);
-	tcase_add_test(tc, a_flipped_byte_anywhere_restores_what_precedes_it);
-	tcase_add_test(tc, a_bad_header_is_reported);
-	tcase_add_test(tc, a_journal_the_snapshot_holds_is_skipped);
-	tcase_add_test(tc, a_snapshot_in_pieces_is_the_same_bytes);
-	tcase_add_test(tc, an_entry_of_the_wrong_kind_is_damage);
-	tcase_add_test(tc, data_after_the_end_is_damage);
-	tcase_add_test(tc, an_entry_missing_from_the_middle_is_damage);
-	tcase_add_test(tc, a_record_twice_in_a_snapshot_is_restored_once);
-	tcase_add_test(tc, a_large_snapshot_restores_its_records_in_a_slab);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("content");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_record_with_headers_mqtt_refuses_is_damage);
-	tcase_add_test(tc, headers_a_client_may_send_are_restored);
-	tcase_add_test(tc, an_envelope_with_strings_mqtt_refuses_is_damage);
-	tcase_add_test(tc, a_client_id_mqtt_refuses_is_damage);
-	tcase_add_test(tc, a_delivery_count_for_a_client_id_mqtt_refuses_is_damage);
-	tcase_add_test(tc, sends_to_each_client_survive_a_snapshot);
-	tcase_add_test(tc, redeliveries_survive_a_snapshot);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("journal");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_journal_replays_on_top_of_a_snapshot);
-	tcase_add_test(tc, a_journal_alone_restores_envelopes);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("letters");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_snapshot_restores_kept_letters_in_order);
-	tcase_add_test(tc, without_a_store_kept_letters_are_read_and_dropped);
-	tcase_add_test(tc, a_journal_keeps_and_removes_letters);
-	tcase_add_test(tc, a_snapshot_and_a_journal_restore_redrive_tasks);
-	tcase_add_test(tc, a_running_task_s_place_is_restored_and_moved_on_by_later_removals);
-	tcase_add_test(tc, a_damaged_kept_letter_is_damage);
-	tcase_add_test(tc, a_letter_from_a_file_before_causes_has_a_default_cause);
-	tcase_add_test(tc, a_letter_keeps_its_broker_and_an_older_one_gets_this_brokers);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("history");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_snapshot_keeps_each_policys_last_hour);
-	tcase_add_test(tc, a_history_entry_is_restored_by_its_filter);
-	tcase_add_test(tc, a_damaged_history_entry_is_reported);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("files");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, a_file_is_written_whole_or_not_at_all);
-	tcase_add_test(tc, a_missing_file_reads_as_none);
-	tcase_add_test(tc, a_file_that_cannot_be_read_is_an_error);
-	tcase_add_test(tc, appending_adds_to_the_end);
-	tcase_add_test(tc, a_snapshot_survives_the_file_round_trip);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(state_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	Suite *s = suite_create("state");
+	check_add(s, check_fixture(tcase_create("snapshot"), setup, teardown), CHECK_TESTS(crc32_is_the_ieee_one,
+			crc32_is_the_same_at_every_length_and_alignment, an_empty_engine_restores_nothing,
+			a_snapshot_restores_records_and_envelopes, restored_records_are_nackable_as_before,
+			restored_envelopes_are_published_and_delays_end_on_time,
+			records_without_their_policy_are_skipped_and_counted, records_past_the_nack_window_are_skipped_and_counted,
+			after_a_long_stop_every_delay_has_ended));
+
+	TCase *tc = tcase_create("damage");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	check_add(s, tc, CHECK_TESTS(a_file_cut_at_any_byte_restores_what_precedes_the_cut,
+			a_snapshot_cut_between_entries_is_reported, a_flipped_byte_anywhere_restores_what_precedes_it,
+			a_bad_header_is_reported, a_journal_the_snapshot_holds_is_skipped, a_snapshot_in_pieces_is_the_same_bytes,
+			an_entry_of_the_wrong_kind_is_damage, data_after_the_end_is_damage,
+			an_entry_missing_from_the_middle_is_damage, a_record_twice_in_a_snapshot_is_restored_once,
+			a_large_snapshot_restores_its_records_in_a_slab));
+
+	check_add(s, check_fixture(tcase_create("content"), setup, teardown),
+			CHECK_TESTS(a_record_with_headers_mqtt_refuses_is_damage, headers_a_client_may_send_are_restored,
+			an_envelope_with_strings_mqtt_refuses_is_damage, a_client_id_mqtt_refuses_is_damage,
+			a_delivery_count_for_a_client_id_mqtt_refuses_is_damage, sends_to_each_client_survive_a_snapshot,
+			redeliveries_survive_a_snapshot));
+
+	check_add(s, check_fixture(tcase_create("journal"), setup, teardown),
+			CHECK_TESTS(a_journal_replays_on_top_of_a_snapshot, a_journal_alone_restores_envelopes));
+
+	check_add(s, check_fixture(tcase_create("letters"), setup, teardown),
+			CHECK_TESTS(a_snapshot_restores_kept_letters_in_order, without_a_store_kept_letters_are_read_and_dropped,
+			a_journal_keeps_and_removes_letters, a_snapshot_and_a_journal_restore_redrive_tasks,
+			a_running_task_s_place_is_restored_and_moved_on_by_later_removals, a_damaged_kept_letter_is_damage,
+			a_letter_from_a_file_before_causes_has_a_default_cause,
+			a_letter_keeps_its_broker_and_an_older_one_gets_this_brokers));
+
+	check_add(s, check_fixture(tcase_create("history"), setup, teardown),
+			CHECK_TESTS(a_snapshot_keeps_each_policys_last_hour, a_history_entry_is_restored_by_its_filter,
+			a_damaged_history_entry_is_reported));
+
+	check_add(s, check_fixture(tcase_create("files"), setup, teardown),
+			CHECK_TESTS(a_file_is_written_whole_or_not_at_all, a_missing_file_reads_as_none,
+			a_file_that_cannot_be_read_is_an_error, appending_adds_to_the_end,
+			a_snapshot_survives_the_file_round_trip));
+	return check_run(s);
 }

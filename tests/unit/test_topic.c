@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "test_util.h"
 #include "util/topic.h"
 
@@ -237,30 +238,9 @@ START_TEST(test_shared_filter)
 }
 END_TEST
 
-static Suite *topic_suite(void)
-{
-	Suite *s = suite_create("topic");
-	TCase *tc = tcase_create("core");
-
-	tcase_add_test(tc, test_valid_filter_accepts);
-	tcase_add_test(tc, test_valid_filter_refuses);
-	tcase_add_test(tc, test_valid_length_limit);
-	tcase_add_test(tc, test_valid_publish);
-	tcase_add_test(tc, test_matches);
-	tcase_add_test(tc, test_wildcards);
-	tcase_add_test(tc, test_filters_overlap);
-	tcase_add_test(tc, test_shared_filter);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(topic_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(check_suite("topic", tcase_create("core"), CHECK_TESTS(test_valid_filter_accepts,
+			test_valid_filter_refuses, test_valid_length_limit, test_valid_publish, test_matches, test_wildcards,
+			test_filters_overlap, test_shared_filter)));
 }
