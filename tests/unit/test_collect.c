@@ -7,13 +7,15 @@
  * from the state file (the key is the letter's id and broker, both kept);
  * another broker's letter of the same id is not kept, and said so; a
  * message that is no dead letter is not kept, and a warning names its
- * topic; the store's bound applies to collected letters as to its own.
+ * topic; the store's bound applies to collected letters as to its own; a
+ * reload whose policies would overlap a collect filter is refused.
  */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/dlq.h"
 #include "engine/engine.h"
@@ -154,6 +156,37 @@ START_TEST(the_bound_applies_to_collected_letters)
 }
 END_TEST
 
+/* A reload whose policy file would overlap a collect filter is refused,
+ * naming both, and the policies and filters in use stay. */
+START_TEST(a_reload_that_would_overlap_is_refused)
+{
+	char path[] = "/tmp/dlq-collect-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	FILE *f = fdopen(fd, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("{\"policies\":[{\"filter\":\"mail/#\",\"max_attempts\":2,\"dead_letter\":\"dead/mail\"}]}", f);
+	fclose(f);
+	struct dlq_option opts[] = {
+		{"policy_file", path},
+		{"collect", "fleet/+/dead/#"},
+	};
+	fake_reset();
+	engine_start(&d, &d_live, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("{\"policies\":[{\"filter\":\"fleet/#\",\"max_attempts\":2,\"dead_letter\":\"dead/fleet\"}]}", f);
+	fclose(f);
+	char err[512];
+	ck_assert_int_eq(dlq__reload(&d, opts, ARRAY_LEN(opts), err, sizeof(err)), EINVAL);
+	ck_assert_msg(strstr(err, "plugin_opt_collect \"fleet/+/dead/#\" overlaps the filter \"fleet/#\""), "%s", err);
+	ck_assert_str_eq(d.cfg.policies.items[0].filter, "mail/#");
+	ck_assert(dlq__collects(&d, "fleet/edge-1/dead/orders"));
+	unlink(path);
+	stop();
+}
+END_TEST
+
 static Suite *collect_suite(void)
 {
 	Suite *s = suite_create("collect");
@@ -161,6 +194,7 @@ static Suite *collect_suite(void)
 	tcase_add_test(tc, a_collected_letter_is_kept_once_as_its_makers);
 	tcase_add_test(tc, no_dead_letter_is_refused_and_logged_with_its_topic);
 	tcase_add_test(tc, the_bound_applies_to_collected_letters);
+	tcase_add_test(tc, a_reload_that_would_overlap_is_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
