@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(policy_line policy_json config control state_snapshot state_journal props sessions sends packet_size message_out delivery_model)
+[ ${#targets[@]} -eq 0 ] && targets=(policy_line policy_json config control state_snapshot state_journal props sessions sends packet_size message_out delivery_model collected)
 jobs=${FUZZ_JOBS:-1}
 build=build-fuzz
 

@@ -15,36 +15,6 @@
 #include "util/errtext.h"
 #include "util/topic.h"
 
-/* RFC 3339 UTC ("2026-12-02T10:00:00Z", fraction optional) into ms since
- * the epoch. */
-static bool parse_time_text(const char *s, int64_t *out)
-{
-	struct tm tm;
-	memset(&tm, 0, sizeof(tm));
-	int y, mo, da, h, mi, se, used = 0;
-	if(sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &da, &h, &mi, &se, &used) != 6 || used != 19) return false;
-	const char *p = s + used;
-	int64_t ms = 0;
-	if(*p == '.'){
-		int digits = 0;
-		for(p++; *p >= '0' && *p <= '9'; p++, digits++){
-			if(digits < 3) ms = ms * 10 + (*p - '0');
-		}
-		if(digits == 0) return false;
-		for(; digits < 3; digits++) ms *= 10;
-	}
-	if(strcmp(p, "Z") || mo < 1 || mo > 12 || da < 1 || da > 31 || h > 23 || mi > 59 || se > 60) return false;
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = da;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = se;
-	time_t t = timegm(&tm);
-	*out = (int64_t)t * 1000 + ms;
-	return true;
-}
-
 /* A time member: absent (*given false), ms since the epoch or RFC 3339 text. */
 static int time_member(const cJSON *cmd, const char *name, bool *given, int64_t *out, char *err, size_t errlen)
 {
@@ -53,7 +23,7 @@ static int time_member(const cJSON *cmd, const char *name, bool *given, int64_t 
 	if(v == NULL || cJSON_IsNull(v)) return 0;
 	if(cJSON_IsNumber(v) && isfinite(v->valuedouble) && fabs(v->valuedouble) < 9.0e15){
 		*out = (int64_t)v->valuedouble;
-	}else if(!cJSON_IsString(v) || !parse_time_text(v->valuestring, out)){
+	}else if(!cJSON_IsString(v) || !envelope__parse_time(v->valuestring, out)){
 		errtext__set(err, errlen, "\"%s\" must be milliseconds since the epoch or RFC 3339 UTC text, "
 				"e.g. \"2026-12-02T10:00:00Z\"", name);
 		return EINVAL;

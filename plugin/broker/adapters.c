@@ -74,11 +74,37 @@ static __attribute__((noinline)) void track_message(struct dlq_plugin *pl, struc
 	}
 }
 
+/* A message of no policy on a broker that collects: kept in the store when
+ * it is on a plugin_opt_collect filter (engine/collect.c). It goes on to
+ * its subscribers unchanged whatever the store made of it. */
+static __attribute__((noinline)) void maybe_collect(struct dlq_plugin *pl, struct mosquitto_evt_message *ed)
+{
+	if(!dlq__collects(pl->engine, ed->topic)) return;
+	struct dlq_headers h = {0};
+	if(ed->properties && props__all_to_headers(&pl->caps.props, ed->properties, &h)){
+		headers__free(&h);
+		port__log(DLQ_LOG_ERR, "out of memory: the message on " QFMT " (plugin_opt_collect) is not kept", Q(ed->topic));
+		return;
+	}
+	struct dlq_collected_msg m = {
+		.topic = ed->topic,
+		.client = mosquitto_client_id(ed->client),
+		.payload = ed->payload,
+		.payload_len = ed->payloadlen,
+		.qos = ed->qos,
+		.headers = h.data,
+		.headers_len = h.len,
+	};
+	dlq__collect(pl->engine, &m);
+	headers__free(&h);
+}
+
 /* A message the match cache had no answer for. */
 static __attribute__((noinline)) int message_not_plain(struct dlq_plugin *pl, struct mosquitto_evt_message *ed)
 {
 	const struct dlq_policy *policy = dlq__policy_missed(pl->engine, ed->topic);
 	if(policy) track_message(pl, ed, policy);
+	else if(pl->collecting) maybe_collect(pl, ed);
 	return MOSQ_ERR_SUCCESS;
 }
 
@@ -95,6 +121,7 @@ int adapter__message(int event, void *event_data, void *userdata)
 	bool hit = dlq__policy_cached(pl->engine, ed->topic, &policy);
 	if(hit){
 		if(policy) track_message(pl, ed, policy);
+		else if(pl->collecting) maybe_collect(pl, ed);
 		return MOSQ_ERR_SUCCESS;
 	}
 	return message_not_plain(pl, ed);

@@ -415,10 +415,15 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	}
 	*userdata = pl;
 	const struct dlq_config *c = dlq__config(pl->engine);
+	pl->collecting = c->collect.count > 0;
 	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
 			"max_pending_bytes %" PRIu64 ", broker name \"%s\"", DLQ_VERSION, c->policies.count, c->nack_window_ms,
 			c->max_pending_bytes, c->broker_name);
 	if(c->policies.count == 0) adapter__log_no_policies();
+	for(size_t i = 0; i < c->collect.count; i++){
+		port__log(DLQ_LOG_NOTICE, "collecting other brokers' dead letters on \"%s\" (plugin_opt_collect)",
+				c->collect.items[i]);
+	}
 	log_access_mode(c->redelivery, pl->caps.line);
 	log_counting(pl);
 	return MOSQ_ERR_SUCCESS;

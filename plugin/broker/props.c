@@ -21,7 +21,8 @@ static const char *or_empty(const char *s)
 	return s ? s : "";
 }
 
-static int add_one(const struct dlq_prop_reader *r, const mosquitto_property *p, struct dlq_headers *h)
+static int add_one(const struct dlq_prop_reader *r, const mosquitto_property *p, struct dlq_headers *h,
+		bool keep_reserved)
 {
 	int id = r->identifier(p);
 	int rc = 0;
@@ -52,7 +53,7 @@ static int add_one(const struct dlq_prop_reader *r, const mosquitto_property *p,
 			if(r->read_string_pair(p, id, &name, &s, false)){
 				const char *n = or_empty(name);
 				const char *v = or_empty(s);
-				if(!headers__is_reserved(n, strlen(n))){
+				if(keep_reserved || !headers__is_reserved(n, strlen(n))){
 					rc = headers__add(h, DLQ_HDR_USER_PROPERTY, n, strlen(n), v, strlen(v));
 				}
 			}
@@ -68,13 +69,24 @@ static int add_one(const struct dlq_prop_reader *r, const mosquitto_property *p,
 	return rc;
 }
 
-int props__to_headers(const struct dlq_prop_reader *r, const mosquitto_property *props, struct dlq_headers *h)
+static int to_headers(const struct dlq_prop_reader *r, const mosquitto_property *props, struct dlq_headers *h,
+		bool keep_reserved)
 {
 	for(const mosquitto_property *p = props; p; p = r->next(p)){
-		int rc = add_one(r, p, h);
+		int rc = add_one(r, p, h, keep_reserved);
 		if(rc) return rc;
 	}
 	return 0;
+}
+
+int props__to_headers(const struct dlq_prop_reader *r, const mosquitto_property *props, struct dlq_headers *h)
+{
+	return to_headers(r, props, h, false);
+}
+
+int props__all_to_headers(const struct dlq_prop_reader *r, const mosquitto_property *props, struct dlq_headers *h)
+{
+	return to_headers(r, props, h, true);
 }
 
 int props__from_headers(const uint8_t *data, size_t len, mosquitto_property **out)

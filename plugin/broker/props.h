@@ -26,6 +26,11 @@
  * are not carried. Returns 0 or ENOMEM. */
 int props__to_headers(const struct dlq_prop_reader *r, const mosquitto_property *props, struct dlq_headers *h);
 
+/* The same with the plugin's reserved names kept too: a collected dead
+ * letter's (plugin_opt_collect), whose dead-letter-* properties are what
+ * it is. */
+int props__all_to_headers(const struct dlq_prop_reader *r, const mosquitto_property *props, struct dlq_headers *h);
+
 /* Builds a property list from an encoded header list into *out (which must
  * be NULL on entry). Returns 0, or ENOMEM/EINVAL with *out freed and NULL. */
 int props__from_headers(const uint8_t *data, size_t len, mosquitto_property **out);

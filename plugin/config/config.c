@@ -420,6 +420,7 @@ int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config
 	struct dlq_config c;
 	const char *first[SINGLE_COUNT] = {NULL};
 	unsigned lines = 0;
+	unsigned collect_lines = 0;
 	int rc = EINVAL;
 
 	memset(out, 0, sizeof(*out));
@@ -438,6 +439,11 @@ int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config
 
 		if(!strcmp(key, "policy")){
 			rc = add_policy_line(&c, ++lines, v, err, errlen);
+			if(rc) goto error;
+			continue;
+		}
+		if(!strcmp(key, "collect")){
+			rc = collect_filters__add(&c.collect, ++collect_lines, v, err, errlen);
 			if(rc) goto error;
 			continue;
 		}
@@ -469,6 +475,8 @@ int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config
 		goto error;
 	}
 	rc = policy__table_finish(&c.policies, err, errlen);
+	if(rc) goto error;
+	rc = collect_filters__check(&c.collect, &c.policies, c.dead_letter_keep, err, errlen);
 	if(rc) goto error;
 	*out = c;
 	return 0;
@@ -507,6 +515,7 @@ void config__free(struct dlq_config *c)
 {
 	if(c == NULL) return;
 	policy__table_free(&c->policies);
+	collect_filters__free(&c->collect);
 	free(c->policy_file);
 	free(c->state_file);
 	free(c->broker_name);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/collect_filters.h"
 #include "config/policy_parse.h"
 #include "model/policy.h"
 
@@ -78,6 +79,7 @@ struct dlq_config {
 	enum dlq_letter_access dead_letter_access; /* plugin_opt_dead_letter_access */
 	char *broker_name;                /* owned; plugin_opt_broker_name, or NULL until config__name_broker gives it
 	                                   * the host name: what every dead letter carries as dead-letter-broker */
+	struct dlq_collect_filters collect; /* plugin_opt_collect lines: other brokers' dead letters kept here */
 };
 
 /* Parses every option (in order) into *out, reading plugin_opt_policy_file

@@ -113,6 +113,28 @@ bool dlq__policy_cached(struct dlq *d, const char *topic, const struct dlq_polic
  * the cache a second time). */
 const struct dlq_policy *dlq__policy_missed(struct dlq *d, const char *topic);
 
+/* ---- Collecting (collect.c): other brokers' dead letters, carried in
+ * by bridges on plugin_opt_collect filters ---- */
+
+/* An inbound publish on a collect filter, its parts borrowed. */
+struct dlq_collected_msg {
+	const char *topic;
+	const char *client;      /* who sent it (the bridge), for the log; may be NULL */
+	const void *payload;
+	uint32_t payload_len;
+	uint8_t qos;
+	const uint8_t *headers;  /* every property it came with, the plugin's names too (encoded, util/headers.h) */
+	size_t headers_len;
+};
+
+/* Whether topic is on a plugin_opt_collect filter. */
+bool dlq__collects(const struct dlq *d, const char *topic);
+/* Keeps the dead letter m carries in the store, once per its broker and
+ * dead-letter-id; one that is no dead letter is not kept, and logged with
+ * its topic and why. Nothing is returned: the message goes on to its
+ * subscribers whatever became of it here. */
+void dlq__collect(struct dlq *d, const struct dlq_collected_msg *m);
+
 /* Any broker event other than those below: it ends a reconnect's run of
  * access checks, and may give the next tick work (a quiet tick looks
  * again). */

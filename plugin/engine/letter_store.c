@@ -5,6 +5,7 @@
  * outbound path, which keeps letters here; every change is noted to the
  * store port, every log line goes through the broker port.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -175,6 +176,24 @@ unsigned letter_store__expire(struct dlq *d, uint64_t now, unsigned limit)
 
 /* ---- keeping ---- */
 
+/* Keeps copy (taken) as the newest letter, of the policy with index
+ * policy, after making room for it. Returns 0 (*out the letter), E2BIG
+ * (larger than its bound: counted as dropped, copy freed) or ENOMEM. */
+static int keep_copy(struct dlq *d, struct dlq_envelope *copy, long policy, struct dlq_letter **out)
+{
+	size_t bytes = letters__bytes_of(copy);
+	letter_store__room(d, bytes, policy);
+	if(bytes > policy_keep(d, policy)){
+		envelope__free(copy);
+		return E2BIG;
+	}
+	if(letters__adopt(&d->letters, copy, &d->cfg.policies, out)) return ENOMEM;
+	store_port__letter(&d->store, *out);
+	d->changes++;
+	note_due(d, *out);
+	return 0;
+}
+
 void letter_store__keep(struct dlq *d, const struct dlq_envelope *e)
 {
 	if(d->letters.max_bytes == 0) return;
@@ -189,22 +208,31 @@ void letter_store__keep(struct dlq *d, const struct dlq_envelope *e)
 		return;
 	}
 	struct dlq_letter *l;
-	if(copy){
-		size_t bytes = letters__bytes_of(copy);
-		long policy = policy__index_in(&d->cfg.policies, e->policy);
-		letter_store__room(d, bytes, policy);
-		if(bytes > policy_keep(d, policy)){
-			envelope__free(copy);
-			return;
-		}
-	}
-	if(copy == NULL || letters__adopt(&d->letters, copy, &d->cfg.policies, &l)){
+	int rc = copy ? keep_copy(d, copy, policy__index_in(&d->cfg.policies, e->policy), &l) : ENOMEM;
+	if(rc == ENOMEM){
 		port__log(DLQ_LOG_ERR, "out of memory: the dead letter on " QFMT " was published but is not kept", Q(e->topic));
-		return;
 	}
-	store_port__letter(&d->store, l);
-	d->changes++;
-	note_due(d, l);
+}
+
+enum letter_store_collected letter_store__keep_collected(struct dlq *d, struct dlq_envelope *e)
+{
+	if(d->letters.max_bytes == 0){
+		envelope__free(e);
+		return LETTER_STORE_COLLECTED_OFF;
+	}
+	/* Its maker's id names it here too: a second delivery of it (a QoS 1
+	 * bridge's resend, a link that came back) finds it, also after a
+	 * restart, since the state file keeps both id and broker. */
+	struct dlq_letter *same = letters__find(&d->letters, &e->id);
+	if(same){
+		bool dup = same->env->broker && e->broker && !strcmp(same->env->broker, e->broker);
+		envelope__free(e);
+		return dup ? LETTER_STORE_COLLECTED_DUPLICATE : LETTER_STORE_COLLECTED_CLASH;
+	}
+	struct dlq_letter *l;
+	int rc = keep_copy(d, e, letters__policy_of(&d->cfg.policies, e->filter), &l);
+	if(rc == E2BIG) return LETTER_STORE_COLLECTED_TOO_LARGE;
+	return rc ? LETTER_STORE_COLLECTED_NOMEM : LETTER_STORE_COLLECTED_KEPT;
 }
 
 /* ---- access ---- */

@@ -76,6 +76,24 @@ void letter_store__name(struct dlq *d, struct dlq_envelope *e);
  * caller's. Failures are logged: e was published, so the caller goes on. */
 void letter_store__keep(struct dlq *d, const struct dlq_envelope *e);
 
+/* What became of a letter collected from another broker. */
+enum letter_store_collected {
+	LETTER_STORE_COLLECTED_KEPT,
+	LETTER_STORE_COLLECTED_DUPLICATE, /* the letter of that broker and id is kept already */
+	LETTER_STORE_COLLECTED_CLASH,     /* another broker's letter of that id is kept: not kept */
+	LETTER_STORE_COLLECTED_TOO_LARGE, /* larger than its bound: counted as dropped */
+	LETTER_STORE_COLLECTED_OFF,       /* the store keeps nothing */
+	LETTER_STORE_COLLECTED_NOMEM,
+};
+
+/* Keeps e (taken; a dead letter another broker's plugin made, read by
+ * model/collected.h: its id the maker's dead-letter-id) as the newest
+ * letter, of the policy of its filter here, if any, room made as for
+ * the broker's own. The dedup key is the maker's name and its id: one of
+ * that broker and id kept already is left as it is. Logs nothing (the
+ * caller names the topic). */
+enum letter_store_collected letter_store__keep_collected(struct dlq *d, struct dlq_envelope *e);
+
 /* Makes room for a letter of bytes (letters__bytes_of) of the policy with
  * index policy (-1: none): that policy's oldest letters dropped while its
  * own bound (dead_letter_keep=) needs it, then the store's oldest while

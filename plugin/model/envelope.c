@@ -306,6 +306,34 @@ void envelope__format_time(int64_t ms, char out[32])
 	out[24] = '\0';
 }
 
+bool envelope__parse_time(const char *s, int64_t *out)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	int y, mo, da, h, mi, se, used = 0;
+	if(sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &da, &h, &mi, &se, &used) != 6 || used != 19) return false;
+	const char *p = s + used;
+	int64_t ms = 0;
+	if(*p == '.'){
+		int digits = 0;
+		for(p++; *p >= '0' && *p <= '9'; p++, digits++){
+			if(digits < 3) ms = ms * 10 + (*p - '0');
+		}
+		if(digits == 0) return false;
+		for(; digits < 3; digits++) ms *= 10;
+	}
+	if(strcmp(p, "Z") || mo < 1 || mo > 12 || da < 1 || da > 31 || h > 23 || mi > 59 || se > 60) return false;
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = da;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = se;
+	time_t t = timegm(&tm);
+	*out = (int64_t)t * 1000 + ms;
+	return true;
+}
+
 /* n in decimal; n < 100000 (retry counts are uint16_t). */
 static void put_count(char out[8], unsigned n)
 {

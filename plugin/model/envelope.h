@@ -132,4 +132,10 @@ void envelope__free(struct dlq_envelope *e);
  * outside 1000-9999 are written as strftime's %Y writes them (unpadded). */
 void envelope__format_time(int64_t ms, char out[32]);
 
+/* RFC 3339 UTC ("2026-12-02T10:00:00Z", fraction optional, cut to
+ * milliseconds) into ms since the epoch in *out: what format_time writes
+ * and the letter filters' since and until read. False when s is no such
+ * text. */
+bool envelope__parse_time(const char *s, int64_t *out);
+
 #endif

@@ -24,7 +24,7 @@ static uint64_t letter_key(const void *item)
 }
 
 /* The index of the policy whose filter is filter in table, or -1. */
-static long policy_index(const struct dlq_policy_table *table, const char *filter)
+long letters__policy_of(const struct dlq_policy_table *table, const char *filter)
 {
 	if(table == NULL || filter == NULL) return -1;
 	for(size_t i = 0; i < table->count; i++){
@@ -136,7 +136,7 @@ int letters__adopt(struct dlq_letters *s, struct dlq_envelope *e, const struct d
 	e->policy = NULL;
 	l->env = e;
 	l->order = s->next_order++;
-	l->policy = policy_index(table, e->filter);
+	l->policy = letters__policy_of(table, e->filter);
 	l->bytes = letters__bytes_of(e);
 	chains__link(&s->index, l, letter_key(l));
 	l->older = s->newest;
@@ -174,7 +174,7 @@ int letters__retable(struct dlq_letters *s, const struct dlq_policy_table *table
 {
 	int rc = tallies_for(s, table);
 	for(struct dlq_letter *l = s->oldest; l; l = l->newer){
-		l->policy = rc ? -1 : policy_index(table, l->env->filter);
+		l->policy = rc ? -1 : letters__policy_of(table, l->env->filter);
 		tally(s, l, +1);
 	}
 	return rc;

@@ -117,6 +117,10 @@ static inline bool letters__over(const struct dlq_letters *s, size_t bytes)
 int letters__adopt(struct dlq_letters *s, struct dlq_envelope *e, const struct dlq_policy_table *table,
 		struct dlq_letter **out);
 
+/* The index in table of the policy whose filter is filter exactly (a
+ * letter's dead-letter-filter), or -1 (none, or filter NULL). */
+long letters__policy_of(const struct dlq_policy_table *table, const char *filter);
+
 /* The letter with this id, or NULL. */
 struct dlq_letter *letters__find(const struct dlq_letters *s, const struct dlq_id *id);
 

@@ -188,8 +188,11 @@ def check_options(a, page, policy_defaults, problems, fed):
     code = source_names(os.path.join(root, 'plugin/config/config.c'),
                         r'\} single_options\[\] = \{(.*?)\n\};', 'the single_options table')
     with open(os.path.join(root, 'plugin/config/config.c'), encoding='utf-8') as f:
-        if '!strcmp(key, "policy")' in f.read():
-            code.append('policy')
+        source = f.read()
+    # The repeatable options, parsed apart from the table: one line each.
+    for key in ('policy', 'collect'):
+        if '!strcmp(key, "%s")' % key in source:
+            code.append(key)
     documented = {}
     for term, text, line in definitions(page.section_named('OPTIONS')):
         names = [s for s in spans(term) if s.startswith('plugin_opt_')]

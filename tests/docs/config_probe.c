@@ -53,6 +53,10 @@ static void print_config(const struct dlq_config *c)
 	printf("option dead_letter_access %s\n", c->dead_letter_access == DLQ_LETTER_ACCESS_CONTROL ? "control" : "check");
 	/* "-": not given, the host name at start (config__name_broker). */
 	printf("option broker_name %s\n", or_dash(c->broker_name));
+	/* One line of the filters, "-" for none (the default). */
+	printf("option collect ");
+	for(size_t i = 0; i < c->collect.count; i++) printf("%s%s", i ? " " : "", c->collect.items[i]);
+	printf("%s\n", c->collect.count ? "" : "-");
 	for(size_t i = 0; i < c->policies.count; i++){
 		const struct dlq_policy *p = &c->policies.items[i];
 		char keep[24] = "none";

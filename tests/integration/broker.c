@@ -47,6 +47,7 @@ struct broker {
 	bool per_listener_settings;
 	char *env[MAX_ENV];    /* "NAME=value" (or "NAME" to unset) for the broker */
 	size_t nenv;
+	char *bin;             /* broker_use_bin's, or NULL: MOSQUITTO_BIN's */
 };
 
 /* What the current test (one forked process) started. */
@@ -156,6 +157,7 @@ bool broker__stop_all(char *problems, size_t len)
 	}
 	for(size_t i = 0; i < nbrokers; i++){
 		free(brokers[i]->extra);
+		free(brokers[i]->bin);
 		for(size_t k = 0; k < brokers[i]->nfiles; k++){
 			free(brokers[i]->files[k]);
 		}
@@ -296,6 +298,12 @@ void broker_setenv(struct broker *b, const char *name, const char *value)
 	b->env[b->nenv++] = entry;
 }
 
+void broker_use_bin(struct broker *b, const char *bin)
+{
+	free(b->bin);
+	b->bin = bin && *bin ? strdup(bin) : NULL;
+}
+
 void broker_per_listener_settings(struct broker *b, bool on)
 {
 	b->per_listener_settings = on;
@@ -338,7 +346,7 @@ static void broker_spawn(const char *file, int line, struct broker *b)
 	}
 	free(conf);
 
-	const char *bin = broker_bin();
+	const char *bin = b->bin ? b->bin : broker_bin();
 	/* Everything the child needs is prepared before fork: only
 	 * async-signal-safe calls happen between fork and exec. */
 	char *argv[] = { (char *)bin, "-c", b->conf_path, NULL };

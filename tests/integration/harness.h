@@ -151,6 +151,11 @@ int broker_version(void);
  * the harness's own first line). */
 void broker_per_listener_settings(struct broker *b, bool on);
 
+/* Runs b with the broker binary bin (NULL or "": MOSQUITTO_BIN's, the
+ * suite's), from its next start on: a fleet whose centre runs another
+ * broker line than its edges. */
+void broker_use_bin(struct broker *b, const char *bin);
+
 /* Stops a running broker with SIGTERM and waits for it to exit; fails the
  * test unless it exits with status 0 within HARNESS_WAIT_MS. */
 #define broker_shutdown(b) broker_shutdown_at(__FILE__, __LINE__, (b))

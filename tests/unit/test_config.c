@@ -1272,6 +1272,80 @@ START_TEST(test_broker_name_default)
 }
 END_TEST
 
+/* ---- plugin_opt_collect (issue 39, "Collecting") ---- */
+
+/* One filter a line, kept in order; collecting beside policies of other
+ * topics. */
+START_TEST(test_collect_good)
+{
+	const struct dlq_option opts[] = {
+		{"policy", "orders/# max_attempts=3 dead_letter=dead/orders"},
+		{"collect", "fleet/+/dead/#"},
+		{"collect", "plant-7/dead/orders"},
+	};
+	struct dlq_config c;
+	ck_assert_msg(config__parse(opts, ARRAY_LEN(opts), &c, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(c.collect.count, 2);
+	ck_assert_str_eq(c.collect.items[0], "fleet/+/dead/#");
+	ck_assert_str_eq(c.collect.items[1], "plant-7/dead/orders");
+	ck_assert(collect_filters__match(&c.collect, "fleet/edge-1/dead/orders"));
+	ck_assert(!collect_filters__match(&c.collect, "orders/1"));
+	ck_assert(!collect_filters__match(&c.collect, "dead/orders"));
+	config__free(&c);
+
+	/* None given: nothing collected. */
+	struct dlq_config none;
+	ck_assert_int_eq(config__parse(opts, 1, &none, err, sizeof(err)), 0);
+	ck_assert_uint_eq(none.collect.count, 0);
+	config__free(&none);
+}
+END_TEST
+
+/* Refused at start, naming the line, the filter and what it would do: not
+ * a filter, a '$' filter, twice, overlapping a policy's filter (tracked
+ * and collected), taking a policy's own dead-letter topic (kept twice),
+ * or with the store off. */
+START_TEST(test_collect_bad)
+{
+	static const struct bad_option cases[] = {
+		{"collect", "", {"plugin_opt_collect #1 \"\"", "not a topic filter"}},
+		{"collect", "fleet/#/x", {"plugin_opt_collect #1 \"fleet/#/x\"", "not a topic filter"}},
+		{"collect", "$SYS/#", {"\"$SYS/#\"", "outside '$'"}},
+		/* The test policy is z max_attempts=3 dead_letter=d. */
+		{"collect", "#", {"plugin_opt_collect \"#\" overlaps the filter \"z\"", "tracked and collected"}},
+		{"collect", "+", {"\"+\" overlaps the filter \"z\"", "plugin_opt_policy #1"}},
+	};
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
+		expect_option_refused(&cases[i]);
+	}
+	const struct dlq_option dead[] = {
+		{"policy", "orders/# max_attempts=3 dead_letter=fleet/here/dead/orders"},
+		{"collect", "fleet/+/dead/#"},
+	};
+	parse_fails(dead, ARRAY_LEN(dead));
+	ERR_HAS("plugin_opt_collect \"fleet/+/dead/#\" takes \"fleet/here/dead/orders\"", "dead-letter topic",
+			"plugin_opt_policy #1", "keeps its own letters");
+	const struct dlq_option overlap[] = {
+		{"policy", "fleet/+/dead/urgent max_attempts=3 dead_letter=dead/urgent"},
+		{"collect", "fleet/edge-1/#"},
+	};
+	parse_fails(overlap, ARRAY_LEN(overlap));
+	ERR_HAS("\"fleet/edge-1/#\" overlaps the filter \"fleet/+/dead/urgent\"");
+	const struct dlq_option twice[] = {
+		{"collect", "fleet/+/dead/#"},
+		{"collect", "fleet/+/dead/#"},
+	};
+	parse_fails(twice, ARRAY_LEN(twice));
+	ERR_HAS("plugin_opt_collect #2 \"fleet/+/dead/#\"", "given twice");
+	const struct dlq_option off[] = {
+		{"collect", "fleet/+/dead/#"},
+		{"dead_letter_keep", "0"},
+	};
+	parse_fails(off, ARRAY_LEN(off));
+	ERR_HAS("plugin_opt_collect \"fleet/+/dead/#\"", "plugin_opt_dead_letter_keep 0");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("config");
@@ -1288,7 +1362,7 @@ int main(void)
 			test_ack_timeout_needs_a_send_signal));
 
 	check_add(s, tcase_create("broker name"), CHECK_TESTS(test_broker_name_good, test_broker_name_bad,
-			test_broker_name_default));
+			test_broker_name_default, test_collect_good, test_collect_bad));
 
 	check_add(s, tcase_create("age bound"), CHECK_TESTS(test_keep_for_good, test_keep_for_bad));
 	return check_run(s);

@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
+/*
+ * A fleet (issue 39, "Collecting"): three edge brokers, each its own
+ * mosquitto with the plugin, a policy and a worker that NACKs odd numbers,
+ * bridge their dead-letter topics with MQTT v5 bridges to a central broker
+ * whose plugin collects them (plugin_opt_collect fleet/+/dead/#) into its
+ * dead-letter store. Nobody subscribes to dead letters anywhere. The
+ * central store holds every edge's letters once, under the edge's name and
+ * its letter ids; one edge's link is cut (a TCP relay in this process that
+ * the test closes, relay.h) while its worker makes more, and when it returns they
+ * arrive, none lost, none twice; the centre stops (SIGTERM, then SIGKILL,
+ * with an edge making letters while it is down) and keeps everything; a
+ * letter delivered twice is kept once, before and after a restart;
+ * garbage on a collected filter is refused with a log line naming the
+ * topic, goes on to its subscribers, and the broker lives; a collect
+ * filter that would double-keep is refused at start.
+ *
+ * DLQ_FLEET_CENTRE_BIN (optional) runs the centre on another broker binary
+ * than the edges (MOSQUITTO_BIN): a fleet of mixed broker lines.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "letters_common.h"
+#include "proc.h"
+#include "relay.h"
+#include "test_util.h"
+
+#define EDGES 3
+#define COLLECT "fleet/+/dead/#"
+
+/* ---- the brokers ---- */
+
+/* The central broker: the plugin collecting COLLECT, its state journaled
+ * (a SIGKILL loses no letter it acknowledged), a loopback TCP listener for
+ * the bridges. */
+static struct broker *centre_new(int port)
+{
+	struct broker *c = broker_new("centre");
+	broker_use_bin(c, getenv("DLQ_FLEET_CENTRE_BIN"));
+	broker_plugin(c);
+	broker_conf(c, "plugin_opt_broker_name centre");
+	broker_conf(c, "plugin_opt_collect " COLLECT);
+	broker_conf(c, "plugin_opt_state_file %s", broker_path(c, STATE_NAME));
+	broker_conf(c, "plugin_opt_state_save_on_change true");
+	broker_conf(c, "plugin_opt_dead_letter_access control");
+	broker_conf(c, "listener %d 127.0.0.1", port);
+	broker_start(c);
+	return c;
+}
+
+/* Edge n ("edge-<n>"): a policy whose every NACK dead-letters, and a v5
+ * bridge carrying dead/# to fleet/edge-<n>/dead/# through port. */
+static struct broker *edge_new(int n, int port)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "edge-%d", n);
+	struct broker *e = broker_new(name);
+	broker_plugin(e);
+	broker_conf(e, "plugin_opt_broker_name %s", name);
+	broker_conf(e, "plugin_opt_policy orders/# max_attempts=1 dead_letter=dead/orders");
+	broker_conf(e, "plugin_opt_dead_letter_access control");
+	broker_conf(e, "connection %s-centre", name);
+	broker_conf(e, "address 127.0.0.1:%d", port);
+	broker_conf(e, "remote_clientid %s", name);
+	broker_conf(e, "bridge_protocol_version mqttv50");
+	broker_conf(e, "cleansession false");
+	broker_conf(e, "notifications false");
+	broker_conf(e, "restart_timeout 1");
+	broker_conf(e, "topic dead/# out 1 \"\" fleet/%s/", name);
+	broker_start(e);
+	return e;
+}
+
+/* Waits until the centre's log says the bridge of edge n connected for
+ * the k-th time since the centre's start. */
+static void wait_bridge(struct broker *centre, int n, size_t k)
+{
+	char needle[64];
+	snprintf(needle, sizeof(needle), " as edge-%d (", n);
+	ck_assert_msg(it_wait_log(centre, needle, k, HARNESS_WAIT_MS), "edge-%d's bridge did not connect (%zu)", n, k);
+}
+
+/* ---- letters ---- */
+
+/* Publishes numbers from..to on orders/<k> through pub; worker NACKs each
+ * odd one ("odd"), which dead-letters it, and leaves the even ones be. */
+static void make_letters(struct client *pub, struct client *worker, int from, int to)
+{
+	for(int k = from; k <= to; k++){
+		char topic[32], payload[16];
+		snprintf(topic, sizeof(topic), "orders/%d", k);
+		snprintf(payload, sizeof(payload), "%d", k);
+		size_t have = client_count(worker, "orders/#");
+		client_publish_str(pub, topic, payload, 1);
+		const struct it_msg *m = client_expect(worker, "orders/#", have + 1);
+		ck_assert_str_eq(m->payload, payload);
+		if(k % 2) client_nack(worker, dlq_id_of(m), "odd");
+	}
+}
+
+/* The ids of the letters c's broker keeps of broker (NULL: all), sorted
+ * ("id" of each listDeadLetters summary), at most max; returns how many. */
+static size_t letter_ids(struct client *c, const char *broker, char (*ids)[ID_BUF], size_t max)
+{
+	cJSON *tmpl = cJSON_CreateObject();
+	if(broker) cJSON_AddStringToObject(tmpl, "broker", broker);
+	size_t pages;
+	size_t n = list_all(c, tmpl, 100, ids, max, &pages);
+	cJSON_Delete(tmpl);
+	qsort(ids, n < max ? n : max, ID_BUF, (int (*)(const void *, const void *))strcmp);
+	return n;
+}
+
+/* Waits until c's broker keeps want letters of broker (NULL: in all). */
+static void wait_letters(struct client *c, const char *broker, size_t want)
+{
+	char ids[64][ID_BUF];
+	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
+	size_t n;
+	while((n = letter_ids(c, broker, ids, 64)) != want && it_now_ms() < deadline) it_sleep_ms(50);
+	ck_assert_msg(n == want, "%zu letters of %s kept, not %zu", n, broker ? broker : "any broker", want);
+}
+
+/* The centre keeps each letter edge (its client ed) keeps, once, as
+ * edge's, and no other of edge's. */
+static void expect_same_letters(struct client *central, struct client *ed, const char *edge, size_t want)
+{
+	char mine[64][ID_BUF], kept[64][ID_BUF];
+	size_t n = letter_ids(ed, NULL, mine, 64);
+	ck_assert_msg(n == want, "%s keeps %zu letters, not %zu", edge, n, want);
+	wait_letters(central, edge, want);
+	ck_assert_uint_eq(letter_ids(central, edge, kept, 64), want);
+	for(size_t i = 0; i < want; i++){
+		ck_assert_msg(!strcmp(mine[i], kept[i]), "%s's letter %s is kept at the centre as %s", edge, mine[i], kept[i]);
+		ck_assert_msg(i == 0 || strcmp(kept[i - 1], kept[i]), "%s's letter %s is kept twice", edge, kept[i]);
+	}
+}
+
+struct fleet {
+	int port;
+	struct broker *centre;
+	struct client *ops;       /* at the centre */
+	struct link *links[EDGES];
+	struct broker *edges[EDGES];
+	struct client *pubs[EDGES], *workers[EDGES], *edge_ops[EDGES];
+};
+
+static void fleet_start(struct fleet *f)
+{
+	f->port = it_free_port();
+	f->centre = centre_new(f->port);
+	for(int i = 0; i < EDGES; i++){
+		char name[32];
+		f->links[i] = link_new(f->port);
+		f->edges[i] = edge_new(i + 1, link_port(f->links[i]));
+		snprintf(name, sizeof(name), "pub-%d", i + 1);
+		f->pubs[i] = client_new(f->edges[i], name, MQTT_PROTOCOL_V5);
+		snprintf(name, sizeof(name), "worker-%d", i + 1);
+		f->workers[i] = client_new(f->edges[i], name, MQTT_PROTOCOL_V5);
+		client_subscribe(f->workers[i], "orders/#", 1);
+		snprintf(name, sizeof(name), "ops-%d", i + 1);
+		f->edge_ops[i] = ops_client(f->edges[i], name);
+	}
+	for(int i = 0; i < EDGES; i++) wait_bridge(f->centre, i + 1, 1);
+	f->ops = ops_client(f->centre, "ops");
+}
+
+static void fleet_stop(struct fleet *f)
+{
+	for(int i = 0; i < EDGES; i++) link_free(f->links[i]);
+}
+
+/* Each edge's letters are at the centre, each once. */
+static void expect_fleet(struct fleet *f, const size_t want[EDGES])
+{
+	size_t all = 0;
+	for(int i = 0; i < EDGES; i++){
+		char name[16];
+		snprintf(name, sizeof(name), "edge-%d", i + 1);
+		expect_same_letters(f->ops, f->edge_ops[i], name, want[i]);
+		all += want[i];
+	}
+	wait_letters(f->ops, NULL, all);
+}
+
+START_TEST(test_fleet_collects_every_letter_once)
+{
+	struct fleet f;
+	fleet_start(&f);
+	size_t want[EDGES] = {0};
+
+	/* 1..6 on every edge: 1, 3, 5 are dead letters. */
+	for(int i = 0; i < EDGES; i++){
+		make_letters(f.pubs[i], f.workers[i], 1, 6);
+		want[i] = 3;
+	}
+	expect_fleet(&f, want);
+	ck_assert_msg(log_has(f.centre, "kept the dead letter ") && !log_has(f.centre, "is no dead letter"),
+			"the centre's log does not say what it kept");
+
+	/* edge-2's link is cut while its worker makes three more. */
+	link_cut(f.links[1]);
+	make_letters(f.pubs[1], f.workers[1], 7, 12);
+	char ids[64][ID_BUF];
+	ck_assert_uint_eq(letter_ids(f.edge_ops[1], NULL, ids, 64), 6);
+	ck_assert_uint_eq(letter_ids(f.ops, "edge-2", ids, 64), 3);
+	/* The link returns: they arrive, none lost, none twice. */
+	link_restore(f.links[1]);
+	wait_bridge(f.centre, 2, 2);
+	want[1] = 6;
+	expect_fleet(&f, want);
+
+	/* The centre stops (SIGTERM) and starts: it keeps them all. */
+	broker_shutdown(f.centre);
+	broker_start(f.centre);
+	f.ops = ops_client(f.centre, "ops-2");
+	wait_letters(f.ops, NULL, 12);
+	for(int i = 0; i < EDGES; i++) wait_bridge(f.centre, i + 1, 1);
+	expect_fleet(&f, want);
+
+	/* It is killed (SIGKILL); edge-3 makes letters while it is down. */
+	broker_kill(f.centre);
+	make_letters(f.pubs[2], f.workers[2], 7, 10);
+	broker_start(f.centre);
+	f.ops = ops_client(f.centre, "ops-3");
+	want[2] = 5;
+	expect_fleet(&f, want);
+	ck_assert_msg(!log_has(f.centre, "is no dead letter") && !log_has(f.centre, "not kept"),
+			"the centre refused a letter");
+	fleet_stop(&f);
+}
+END_TEST
+
+/* ---- one centre alone ---- */
+
+/* A centre alone, with its ops client and a v5 client subscribed to
+ * fleet/# (the letters' subscriber: it must get every message, kept or
+ * not). */
+static struct broker *centre_alone(struct client **ops, struct client **watch)
+{
+	struct broker *c = centre_new(it_free_port());
+	*ops = ops_client(c, "ops");
+	*watch = client_new(c, "watch", MQTT_PROTOCOL_V5);
+	client_subscribe(*watch, "fleet/#", 1);
+	return c;
+}
+
+/* Publishes from c on topic a dead letter of broker with id, QoS 1, as
+ * edge's bridge delivers it (its properties those an edge's plugin
+ * writes, after one of the publisher's own). Returns the reason code of
+ * its PUBACK. */
+static int publish_letter(struct client *c, const char *topic, const char *broker, const char *id,
+		const char *payload)
+{
+	mosquitto_property *p = NULL;
+	static const char *const names[] = {
+		DLQ_PROP_RETRY_COUNT, DLQ_PROP_ORIGIN_TOPIC, DLQ_PROP_ORIGIN_ID, DLQ_PROP_DEAD_LETTER_REASON,
+		DLQ_PROP_DEAD_LETTER_CLIENT, DLQ_PROP_DEAD_LETTER_FILTER, DLQ_PROP_DEAD_LETTER_TIME,
+		DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_PROP_DEAD_LETTER_BROKER, DLQ_PROP_DEAD_LETTER_ID,
+	};
+	const char *values[] = {
+		"1", "orders/1", "OOOOOOOOOOOOOOOO", "odd", "worker-9", "orders/#", "2026-12-06T23:00:00.000Z", "nack",
+		broker, id,
+	};
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, "tenant", "acme"), 0);
+	for(size_t i = 0; i < ARRAY_LEN(names); i++){
+		ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, names[i], values[i]), 0);
+	}
+	int rc = client_publish(c, topic, payload, (int)strlen(payload), 1, p);
+	mosquitto_property_free_all(&p);
+	return rc;
+}
+
+/* A letter a bridge delivers twice is kept once, also when the second
+ * comes after a restart (the key, broker and id, is in the state file);
+ * another broker's letter of the same id is not kept, and said so. The
+ * letters go on to the centre's subscribers unchanged. */
+START_TEST(test_a_letter_delivered_twice_is_kept_once)
+{
+	struct client *ops, *watch;
+	struct broker *c = centre_alone(&ops, &watch);
+	struct client *bridge = client_new(c, "bridge", MQTT_PROTOCOL_V5);
+	ck_assert_int_lt(publish_letter(bridge, "fleet/edge-9/dead/orders", "edge-9", "EEEEEEEEEEEEEEE9", "nine"), 0x80);
+	wait_letters(ops, "edge-9", 1);
+	ck_assert_int_lt(publish_letter(bridge, "fleet/edge-9/dead/orders", "edge-9", "EEEEEEEEEEEEEEE9", "nine"), 0x80);
+	ck_assert_msg(it_wait_log(c, "EEEEEEEEEEEEEEE9 of broker \"edge-9\" on \"fleet/edge-9/dead/orders\" is kept already",
+			1, HARNESS_WAIT_MS), "the second delivery was not seen as one");
+	ck_assert_int_lt(publish_letter(bridge, "fleet/edge-8/dead/orders", "edge-8", "EEEEEEEEEEEEEEE9", "eight"), 0x80);
+	ck_assert_msg(it_wait_log(c, "a letter of another broker is kept under the same id", 1, HARNESS_WAIT_MS),
+			"a clash was not logged");
+	char ids[4][ID_BUF];
+	ck_assert_uint_eq(letter_ids(ops, NULL, ids, 4), 1);
+	ck_assert_str_eq(ids[0], "EEEEEEEEEEEEEEE9");
+	/* Every one went on to the subscriber, as published. */
+	client_expect(watch, "fleet/#", 3);
+	client_sync(watch);
+	client_expect_exactly(watch, "fleet/#", 3);
+	ck_assert_str_eq(msg_user(client_msg(watch, "fleet/#", 0), DLQ_PROP_DEAD_LETTER_ID), "EEEEEEEEEEEEEEE9");
+	ck_assert_str_eq(msg_user(client_msg(watch, "fleet/#", 0), "tenant"), "acme");
+
+	/* What the store shows of it: the maker's name and letter, the
+	 * publisher's own property. */
+	cJSON *cmd = cmd_new(DLQ_COMMAND_GET_DEAD_LETTER);
+	cJSON_AddStringToObject(cmd, "id", "EEEEEEEEEEEEEEE9");
+	const cJSON *e;
+	cJSON *doc = ask(ops, cmd, &e);
+	char *t = json_text(entry_data(e));
+	ck_assert_msg(strstr(t, "\"edge-9\"") && strstr(t, "\"orders/1\"") && strstr(t, "\"tenant\"")
+			&& strstr(t, "fleet/edge-9/dead/orders"), "%s", t);
+	free(t);
+	cJSON_Delete(doc);
+
+	broker_kill(c);
+	broker_start(c);
+	ops = ops_client(c, "ops-2");
+	bridge = client_new(c, "bridge-2", MQTT_PROTOCOL_V5);
+	ck_assert_int_lt(publish_letter(bridge, "fleet/edge-9/dead/orders", "edge-9", "EEEEEEEEEEEEEEE9", "nine"), 0x80);
+	ck_assert_msg(it_wait_log(c, "is kept already", 1, HARNESS_WAIT_MS), "the restarted centre kept it again");
+	ck_assert_uint_eq(letter_ids(ops, NULL, ids, 4), 1);
+}
+END_TEST
+
+/* Garbage on a collected filter: no properties (v3.1.1 and v5), half a
+ * dead letter's, one wrong, 1 MiB without properties, one at QoS 0. Each is refused from the store
+ * with a warning naming its topic, goes on to subscribers (the plugin only
+ * keeps copies), and the publisher stays connected; the broker lives and
+ * keeps a real letter after. */
+START_TEST(test_garbage_is_refused_and_logged)
+{
+	struct client *ops, *watch;
+	struct broker *c = centre_alone(&ops, &watch);
+	struct client *v3 = client_new(c, "v3", MQTT_PROTOCOL_V311);
+	struct client *v5 = client_new(c, "v5", MQTT_PROTOCOL_V5);
+
+	client_publish_str(v3, "fleet/a/dead/x", "no properties", 1);
+	client_publish_str(v5, "fleet/b/dead/x", "no properties", 1);
+	mosquitto_property *p = NULL;
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, DLQ_PROP_DEAD_LETTER_ID, "zzz"),
+			0);
+	ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, DLQ_PROP_DEAD_LETTER_BROKER,
+			"edge/1"), 0);
+	client_publish(v5, "fleet/f/dead/x", "half", 4, 1, p);
+	mosquitto_property_free_all(&p);
+	/* Every property there but one wrong. */
+	publish_letter(v5, "fleet/c/dead/x", "edge-1", "zzz", "wrong");
+	size_t big_len = 1024 * 1024;
+	char *big = malloc(big_len);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'g', big_len);
+	client_publish(v5, "fleet/d/dead/x", big, (int)big_len, 1, NULL);
+	free(big);
+	/* One at QoS 0. */
+	client_publish_str(v5, "fleet/e/dead/x", "q0", 0);
+
+	static const char *const topics[] = {
+		"fleet/a/dead/x", "fleet/b/dead/x", "fleet/f/dead/x", "fleet/c/dead/x", "fleet/d/dead/x", "fleet/e/dead/x",
+	};
+	for(size_t i = 0; i < ARRAY_LEN(topics); i++){
+		char needle[128];
+		snprintf(needle, sizeof(needle), "the message on \"%s\" from \"%s\" is no dead letter and is not kept",
+				topics[i], client_id(i == 0 ? v3 : v5));
+		ck_assert_msg(it_wait_log(c, needle, 1, HARNESS_WAIT_MS), "no warning for %s", topics[i]);
+	}
+	ck_assert_msg(log_has(c, "fleet/c/dead/x\" from \"") && log_has(c, "(plugin_opt_collect): user property "
+			"dead-letter-id \"zzz\": not 16 base64url characters"), "the warning does not say what is wrong");
+	ck_assert_msg(log_has(c, "(plugin_opt_collect): user property origin-topic missing"),
+			"the warning does not name the missing property");
+	client_expect(watch, "fleet/#", ARRAY_LEN(topics));
+	client_sync(watch);
+	client_expect_exactly(watch, "fleet/#", ARRAY_LEN(topics));
+	ck_assert_int_eq(client_msg(watch, "fleet/d/dead/x", 0)->payloadlen, (int)big_len);
+	ck_assert_msg(client_connected(v3) && client_connected(v5) && !client_disconnects(v5),
+			"a publisher of garbage was disconnected");
+	char ids[4][ID_BUF];
+	ck_assert_uint_eq(letter_ids(ops, NULL, ids, 4), 0);
+
+	/* The broker lives and keeps a real letter. */
+	ck_assert_int_lt(publish_letter(v5, "fleet/edge-1/dead/orders", "edge-1", "EEEEEEEEEEEEEEE1", "one"), 0x80);
+	wait_letters(ops, "edge-1", 1);
+}
+END_TEST
+
+/* A collect filter that would keep a letter twice, or track what it
+ * collects, is refused at start, naming both. */
+START_TEST(test_overlapping_collect_is_refused)
+{
+	struct broker *b = broker_new("overlap");
+	broker_plugin(b);
+	broker_conf(b, "plugin_opt_policy orders/# max_attempts=1 dead_letter=fleet/here/dead/orders");
+	broker_conf(b, "plugin_opt_collect " COLLECT);
+	char *log = broker_expect_refusal(b);
+	ck_assert_msg(strstr(log, "plugin_opt_collect \"" COLLECT "\" takes \"fleet/here/dead/orders\", the dead-letter "
+			"topic of plugin_opt_policy #1"), "%s", log);
+	free(log);
+}
+END_TEST
+
+static Suite *fleet_suite(void)
+{
+	Suite *s = suite_create("fleet");
+	TCase *tc = harness_tcase("fleet");
+	tcase_add_test(tc, test_fleet_collects_every_letter_once);
+	tcase_add_test(tc, test_a_letter_delivered_twice_is_kept_once);
+	tcase_add_test(tc, test_garbage_is_refused_and_logged);
+	tcase_add_test(tc, test_overlapping_collect_is_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return harness_run(fleet_suite());
+}
