@@ -786,6 +786,12 @@ static int survey_records(const uint8_t *data, size_t len, size_t pos, size_t *n
  * below it, a chunk's huge page could outlive the few records in it). */
 #define RESTORE_SLAB_MIN ((size_t)16 << 20)
 
+/* Whether the entry at e, of blen bytes of body, ends in its own CRC. */
+static bool entry_sum_sound(const uint8_t *e, uint32_t blen)
+{
+	return be32(e + 5 + blen) == state__crc32(e, 5 + (size_t)blen);
+}
+
 /* The checker: a thread that verifies the entries' checksums ahead of
  * the walk, on another core (the CRC was a tenth of a start from
  * 1,000,000 records). The walk verifies itself whatever the checker has
@@ -811,7 +817,7 @@ static void *check_ahead(void *arg)
 		if(c->len - at < 9) break;
 		uint32_t blen = be32(c->data + at + 1);
 		if(c->len - at - 9 < blen) break;
-		if(be32(c->data + at + 5 + blen) != state__crc32(c->data + at, 5 + (size_t)blen)) break;
+		if(!entry_sum_sound(c->data + at, blen)) break;
 		at += 9 + (size_t)blen;
 		__atomic_store_n(&c->checked, at, __ATOMIC_RELAXED);
 	}
@@ -846,7 +852,7 @@ static int decode_walk(struct state_view *v, const uint8_t *data, size_t len, si
 			__atomic_store_n(&checker->walked, pos, __ATOMIC_RELAXED);
 			checked = pos + 9 + (size_t)blen <= __atomic_load_n(&checker->checked, __ATOMIC_RELAXED);
 		}
-		if(!checked && be32(data + pos + 5 + blen) != state__crc32(data + pos, 5 + (size_t)blen)){
+		if(!checked && !entry_sum_sound(data + pos, blen)){
 			/* Named by its type byte, which may be what is damaged: a
 			 * lead for whoever inspects the file, not a certainty. */
 			char what[sizeof(rep->problem)];
