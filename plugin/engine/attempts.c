@@ -66,7 +66,7 @@ static void retry(struct dlq *d, struct dlq_record *r, const struct dlq_failure 
 	}
 	e->seq = d->next_seq++;
 	e->retry_count = (uint16_t)res->attempt;
-	/* Its QoS is decided when it is published (engine__copy_qos). */
+	/* Its QoS is decided when it is published (outbound__copy_qos). */
 	e->target_persists = target && f->client_persists;
 	e->target_settles = target && f->client_settles;
 	int64_t requested = f->delay_requested ? (int64_t)(f->delay_ms > INT64_MAX ? INT64_MAX : f->delay_ms) : -1;
@@ -76,17 +76,17 @@ static void retry(struct dlq *d, struct dlq_record *r, const struct dlq_failure 
 		/* 2.0 has no session for the client any more (a deadline ran
 		 * out after it left), and would drop a copy published for it
 		 * alone in silence: its dead letter, as 2.1 makes one when it
-		 * says so (engine__copy_qos). Not delayed: nothing it waits
+		 * says so (outbound__copy_qos). Not delayed: nothing it waits
 		 * for can bring the session back. */
 		res->status = DLQ_NACK_RETRIED;
 		store_port__add(&d->store, e, false);
-		engine__copy_unreachable(d, e, ENGINE_COPY_NO_SESSION);
+		outbound__copy_unreachable(d, e, OUTBOUND_COPY_NO_SESSION);
 		return;
 	}
 	if(e->delay_ms == 0){
 		res->status = DLQ_NACK_RETRIED;
 		store_port__add(&d->store, e, false);
-		engine__send(d, e);
+		outbound__send(d, e);
 		return;
 	}
 	e->due_ms = port__now_ms() + e->delay_ms;
@@ -106,7 +106,7 @@ static void dead_letter(struct dlq *d, struct dlq_record *r, const struct dlq_fa
 	/* A final NACK at the last attempt is a final NACK's. */
 	enum dlq_cause cause = f->final ? DLQ_DEAD_FINAL
 			: f->how == DLQ_SETTLED_TIMEOUT ? DLQ_DEAD_ACK_TIMEOUT : DLQ_DEAD_NACK;
-	int rc = engine__dead_letter_of(d, r, f->client, cause, f->reason, res->attempt, f->bounded);
+	int rc = outbound__dead_letter_of(d, r, f->client, cause, f->reason, res->attempt, f->bounded);
 	res->status = rc == 0 ? DLQ_NACK_DEAD_LETTERED : rc == ENOSPC ? DLQ_NACK_FULL : DLQ_NACK_NOMEM;
 }
 
@@ -149,7 +149,7 @@ void engine__attempt_failed(struct dlq *d, struct dlq_record *r, const struct dl
 	engine__deadline_done(d, r, f->client);
 	/* The envelope, the settler and the copy's record took room: the
 	 * ledger gives it back, r perhaps too (the caller must not use r). */
-	engine__make_room(d, 0);
+	outbound__make_room(d, 0);
 }
 
 /* A settlement command refused because client settled r before: how it

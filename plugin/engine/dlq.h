@@ -271,7 +271,7 @@ void dlq__client_connected(struct dlq *d, const char *client, bool clean_start);
 
 /* client subscribed to filter ("$share/<group>/" prefix and all) with
  * granted QoS qos and subscription identifier identifier (0: none): kept
- * for its targeted retry copies (engine__copy_qos), and checked against the
+ * for its targeted retry copies (outbound__copy_qos), and checked against the
  * dead-letter topics (dlq__subscribed_to_dead_letters). */
 void dlq__subscribed(struct dlq *d, const char *client, const char *filter, uint8_t qos, uint32_t identifier);
 

@@ -56,7 +56,7 @@ void dlq__sent(struct dlq *d, const char *client, uintptr_t conn, const char *id
 	 * counted as an attempt. */
 	unsigned sends = deliveries__sends(&st);
 	if(sends > 1) COUNT(d, r->policy, redeliveries, 1);
-	engine__note_delivery(d, r, client);
+	outbound__note_delivery(d, r, client);
 	s->attempt = engine__attempt_of(r, sends);
 	s->policy = r->policy;
 	s->record = r;
@@ -91,13 +91,13 @@ bool engine__read_check_exact(struct dlq *d, const struct dlq_read_check *c)
 	if(ledger__has_settler(r, c->client)) return false;
 	unsigned delivered = engine__attempt_of(r, sends);
 	if(delivered < r->policy->max_attempts) return false;
-	if(!engine__divert_redelivered(d, r, c->client, delivered)) return false;
+	if(!outbound__divert_redelivered(d, r, c->client, delivered)) return false;
 	deliveries__set_diverted(&st);
 	/* Out of the session and dead-lettered: its clock, if one ran, with
 	 * it. */
 	struct dlq_deadline *e = deadlines__find(&d->deadlines, r, c->client);
 	if(e) deadlines__remove(&d->deadlines, e);
-	engine__note_delivery(d, r, c->client);
+	outbound__note_delivery(d, r, c->client);
 	/* A message sent before is in flight, and 2.1.2 still keeps the
 	 * in-flight slot of one removed by a reconnect access check
 	 * (src/database.c: db__client_messages_check_acl does not give back

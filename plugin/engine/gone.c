@@ -172,7 +172,7 @@ static void dead_letter_held(struct dlq *d, const char *client, enum leave how)
 		unsigned delivered = record__attempt(r) > 1 ? record__attempt(r) - 1u : 1u;
 		held_reason(d, r, client, how == LEAVE_OFFLINE, reason, sizeof(reason));
 		enum dlq_cause cause = how == LEAVE_OFFLINE ? DLQ_DEAD_OFFLINE_QOS0 : DLQ_DEAD_SUBSCRIBER_GONE;
-		if(engine__dead_letter_of(d, r, client, cause, reason, delivered, false)){
+		if(outbound__dead_letter_of(d, r, client, cause, reason, delivered, false)){
 			port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " that left is lost",
 					Q(record__topic(r)), Q(client));
 		}
@@ -258,7 +258,7 @@ static void divert_list(struct dlq *d, struct dlq_envelope_list *list, const cha
 		if(is_copy_for(e, client, qos0_only)){
 			/* Unlinked first: divert may push onto this very list. */
 			outbox__unlink(&d->outbox, list, e);
-			if(engine__divert_copy(d, e, qos0_only ? DLQ_DEAD_OFFLINE_QOS0 : DLQ_DEAD_SUBSCRIBER_GONE, reason)){
+			if(outbound__divert_copy(d, e, qos0_only ? DLQ_DEAD_OFFLINE_QOS0 : DLQ_DEAD_SUBSCRIBER_GONE, reason)){
 				diverted_copy(d, e, client);
 				envelope__free(e);
 			}else{
@@ -301,7 +301,7 @@ static void client_gone(struct dlq *d, const char *client, enum leave how)
 	}
 	for(size_t i = 0; i < n; i++){
 		schedule__remove(&d->delayed, found[i]);
-		if(engine__divert_copy(d, found[i], DLQ_DEAD_SUBSCRIBER_GONE, reason)){
+		if(outbound__divert_copy(d, found[i], DLQ_DEAD_SUBSCRIBER_GONE, reason)){
 			envelope__free(found[i]);
 		}else if(schedule__push(&d->delayed, found[i])){
 			/* The heap only shrank, so this cannot fail; free rather than leak. */

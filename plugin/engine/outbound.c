@@ -34,7 +34,7 @@ static const char *kind_text(const struct dlq_envelope *e)
 
 /* Makes room for bytes more in the ledger, oldest records first, without
  * touching what is owed. */
-void engine__evict_for(struct dlq *d, size_t bytes)
+void outbound__evict_for(struct dlq *d, size_t bytes)
 {
 	if(d->evict_held) return;
 	uint64_t max = d->cfg.max_pending_bytes;
@@ -53,13 +53,13 @@ void engine__evict_for(struct dlq *d, size_t bytes)
 }
 
 /* Records a delivery in the ledger if it fits. Takes r either way. */
-int engine__remember(struct dlq *d, struct dlq_record *r)
+int outbound__remember(struct dlq *d, struct dlq_record *r)
 {
-	return engine__remember_sized(d, r, record__bytes(r));
+	return outbound__remember_sized(d, r, record__bytes(r));
 }
 
 
-int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct dlq_sub_match *m)
+int outbound__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct dlq_sub_match *m)
 {
 	memset(m, 0, sizeof(*m));
 	int qos = envelope__qos(e);
@@ -67,7 +67,7 @@ int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct d
 	/* The broker drops a publish for a client id it has no session for,
 	 * silently (src/loop.c, queue_plugin_msgs). */
 	if(d->broker.has_session && !d->broker.has_session(d->broker.ctx, e->target_client)){
-		return ENGINE_COPY_NO_SESSION;
+		return OUTBOUND_COPY_NO_SESSION;
 	}
 	if(sessions__match(&d->sessions, e->target_client, e->topic, m)){
 		/* MQTT 5 (3.8.4): the lower of the message's QoS and the granted
@@ -78,7 +78,7 @@ int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct d
 		 * (src/database.c, db__message_insert_outgoing; unless
 		 * queue_qos0_messages): neither would it keep this copy. */
 		if(qos == 0 && !d->broker.queue_qos0_messages && sessions__offline_known(&d->sessions, e->target_client)){
-			return ENGINE_COPY_QOS0_OFFLINE;
+			return OUTBOUND_COPY_QOS0_OFFLINE;
 		}
 		return qos;
 	}
@@ -112,7 +112,7 @@ static struct dlq_record *copy_record_new(const struct dlq_envelope *e, uint8_t 
 	return copy;
 }
 
-void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy)
+void outbound__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy)
 {
 	if(holds__add(&d->holds, copy, e->target_client)){
 		port__log(DLQ_LOG_ERR, "out of memory: the retry copy on " QFMT " for " QFMT " is lost if that client "
@@ -130,7 +130,7 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record
 {
 	e->recorded = true;
 	copy->created_ms = port__now_ms();
-	if(engine__remember(d, copy)){
+	if(outbound__remember(d, copy)){
 		port__log(DLQ_LOG_WARNING, "retry copy on " QFMT " does not fit max_pending_bytes: it is sent, "
 				"but it cannot be NACKed", Q(e->topic));
 		return;
@@ -139,7 +139,7 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record
 	/* 2.1 shows sends and the end of a lasting session: a copy for one
 	 * is held too, so that one never sent when the session ends (queued
 	 * behind a hung in-flight window) is dead-lettered, not lost. */
-	if(e->target_client && (!e->target_persists || d->broker.exact_counting)) engine__hold(d, e, copy);
+	if(e->target_client && (!e->target_persists || d->broker.exact_counting)) outbound__hold(d, e, copy);
 	/* 2.0 makes no READ check of a publish to one client: the copy is
 	 * routed to its client now, and its deadline goes by that. (2.1
 	 * shows its send, MESSAGE_OUT.) */
@@ -158,12 +158,12 @@ static void record_copy(struct dlq *d, struct dlq_envelope *e, struct dlq_record
 		if(redelivery__note_copy(&d->redelivery, &d->ledger, copy, e->target_client)){
 			port__log(DLQ_LOG_ERR, "out of memory: redeliveries of the retry copy on " QFMT " are not counted", Q(e->topic));
 		}else if(e->target_client){
-			engine__note_delivery(d, copy, e->target_client);
+			outbound__note_delivery(d, copy, e->target_client);
 		}
 	}
 }
 
-void engine__note_delivery(struct dlq *d, const struct dlq_record *r, const char *client)
+void outbound__note_delivery(struct dlq *d, const struct dlq_record *r, const char *client)
 {
 	d->changes++;
 	struct dlq_delivery_saved s;
@@ -189,22 +189,22 @@ static bool reached_its_client(struct dlq *d, const struct dlq_envelope *e)
 	return deliveries__sent_to(&d->redelivery, r, e->target_client, &st) && deliveries__sends(&st) > 0;
 }
 
-int engine__publish(struct dlq *d, struct dlq_envelope *e)
+int outbound__publish(struct dlq *d, struct dlq_envelope *e)
 {
 	struct dlq_envelope_props props;
 	struct dlq_headers h = {0};
 	struct dlq_record *copy = NULL;
 	struct dlq_sub_match m;
 	int rc = 0;
-	int qos = engine__copy_qos(d, e, &m);
-	if(qos == ENGINE_COPY_NO_SESSION && reached_its_client(d, e)){
+	int qos = outbound__copy_qos(d, e, &m);
+	if(qos == OUTBOUND_COPY_NO_SESSION && reached_its_client(d, e)){
 		store_port__remove(&d->store, e->seq);
 		envelope__free(e);
 		d->changes++;
 		return -1;
 	}
 	if(qos < 0){
-		engine__copy_unreachable(d, e, qos);
+		outbound__copy_unreachable(d, e, qos);
 		return -1;
 	}
 	if(e->kind == DLQ_ENV_RETRY_COPY && !e->recorded && e->policy){
@@ -215,7 +215,7 @@ int engine__publish(struct dlq *d, struct dlq_envelope *e)
 		/* The plugin's properties go to the port as strings, after the
 		 * original's encoded headers: no encoded copy of them is made,
 		 * except to add the subscription identifiers of a targeted copy
-		 * (2.1, engine__copy_qos). */
+		 * (2.1, outbound__copy_qos). */
 		const uint8_t *hdr = e->headers;
 		size_t hdr_len = e->headers_len;
 		if(m.id_count){
@@ -263,9 +263,9 @@ int engine__publish(struct dlq *d, struct dlq_envelope *e)
 	return rc;
 }
 
-void engine__send(struct dlq *d, struct dlq_envelope *e)
+void outbound__send(struct dlq *d, struct dlq_envelope *e)
 {
-	int rc = engine__publish(d, e);
+	int rc = outbound__publish(d, e);
 	if(rc <= 0) return;
 	COUNT(d, e->policy, publish_failures, 1);
 	if(e->failures++ == 0){
@@ -275,7 +275,7 @@ void engine__send(struct dlq *d, struct dlq_envelope *e)
 	outbox__push(&d->outbox, &d->outbox.owed, e);
 }
 
-int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, enum dlq_cause cause,
+int outbound__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, enum dlq_cause cause,
 		const char *reason, unsigned delivered, bool bounded)
 {
 	struct dlq_envelope *e = envelope__dead_letter(r, client, d->cfg.broker_name, cause, reason, port__wall_ms());
@@ -289,11 +289,11 @@ int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *clie
 	letter_store__name(d, e);
 	e->retry_count = (uint16_t)delivered;
 	store_port__add(&d->store, e, false);
-	engine__send(d, e);
+	outbound__send(d, e);
 	return 0;
 }
 
-bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, enum dlq_cause cause, const char *reason)
+bool outbound__divert_copy(struct dlq *d, const struct dlq_envelope *e, enum dlq_cause cause, const char *reason)
 {
 	struct dlq_envelope *dl = envelope__dead_letter_from_copy(e, d->cfg.broker_name, cause, reason, port__wall_ms());
 	if(dl == NULL){
@@ -305,22 +305,22 @@ bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, enum dlq_c
 	letter_store__name(d, dl);
 	store_port__add(&d->store, dl, true);
 	store_port__remove(&d->store, e->seq);
-	engine__send(d, dl);
+	outbound__send(d, dl);
 	return true;
 }
 
-void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why)
+void outbound__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why)
 {
 	char reason[512];
-	enum dlq_cause cause = why == ENGINE_COPY_NO_SESSION ? DLQ_DEAD_NO_SESSION : DLQ_DEAD_OFFLINE_QOS0;
-	if(why == ENGINE_COPY_NO_SESSION){
+	enum dlq_cause cause = why == OUTBOUND_COPY_NO_SESSION ? DLQ_DEAD_NO_SESSION : DLQ_DEAD_OFFLINE_QOS0;
+	if(why == OUTBOUND_COPY_NO_SESSION){
 		snprintf(reason, sizeof(reason), "subscriber " QFMT " has no session at the broker when its retry copy is "
 				"due (it left without one, or the broker restarted without it)", Q(e->target_client));
 	}else{
 		snprintf(reason, sizeof(reason), "subscriber " QFMT " is offline and its subscription to " QFMT " is QoS 0: "
 				"the broker keeps no QoS 0 message for an offline session", Q(e->target_client), Q(e->topic));
 	}
-	if(engine__divert_copy(d, e, cause, reason)){
+	if(outbound__divert_copy(d, e, cause, reason)){
 		envelope__free(e);
 	}else{
 		outbox__push(&d->outbox, &d->outbox.owed, e);
@@ -329,7 +329,7 @@ void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why)
 /* Dead-letters a message redelivered once too often to client, as a NACK
  * at its last allowed attempt would. Returns whether the dead letter was
  * made (if not, the message must stay in the session). */
-bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char *client, unsigned delivered)
+bool outbound__divert_redelivered(struct dlq *d, struct dlq_record *r, const char *client, unsigned delivered)
 {
 	char reason[512];
 	snprintf(reason, sizeof(reason), "delivered %u times to " QFMT " without acknowledgement (max_attempts %u): "
@@ -340,7 +340,7 @@ bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char 
 	 * dead letter. Without the memory for it the dead letter is made all
 	 * the same. */
 	bool settled = ledger__add_settler(&d->ledger, r, client, DLQ_SETTLED_DIVERTED) == 0;
-	int rc = engine__dead_letter_of(d, r, client, DLQ_DEAD_REDELIVERY_LIMIT, reason, delivered, true);
+	int rc = outbound__dead_letter_of(d, r, client, DLQ_DEAD_REDELIVERY_LIMIT, reason, delivered, true);
 	if(rc && settled) ledger__drop_last_settler(&d->ledger, r);
 	if(rc == 0 && settled) store_port__settler(&d->store, r, client, DLQ_SETTLED_DIVERTED);
 	if(rc){

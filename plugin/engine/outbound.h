@@ -17,51 +17,51 @@
 #include "model/envelope.h"
 
 /* Evicts the oldest records until bytes more fit beside what is owed
- * (engine__make_room, when they do not). */
-void engine__evict_for(struct dlq *d, size_t bytes);
+ * (outbound__make_room, when they do not). */
+void outbound__evict_for(struct dlq *d, size_t bytes);
 
 /* Makes room for bytes more in the ledger, oldest records first, without
  * touching what is owed; not while a failed attempt is under way
  * (d->evict_held: its retry copy's record must not evict the record the
  * attempt still uses, often the oldest): it makes room when done. Inline:
  * every tracked message asks, and nearly always there is room. */
-static inline void engine__make_room(struct dlq *d, size_t bytes)
+static inline void outbound__make_room(struct dlq *d, size_t bytes)
 {
-	if(d->ledger.bytes + engine__owed_bytes(d) + bytes > d->cfg.max_pending_bytes) engine__evict_for(d, bytes);
+	if(d->ledger.bytes + engine__owed_bytes(d) + bytes > d->cfg.max_pending_bytes) outbound__evict_for(d, bytes);
 }
 
 /* Records r in the ledger if it fits the memory bound (making room,
  * oldest first). Takes r either way. Returns 0, ENOSPC (it does not fit
  * beside what is owed: freed) or an error of ledger__insert. */
-int engine__remember(struct dlq *d, struct dlq_record *r);
-/* engine__remember for a record whose record__bytes the caller knows
+int outbound__remember(struct dlq *d, struct dlq_record *r);
+/* outbound__remember for a record whose record__bytes the caller knows
  * (the tracked path: inline). */
-static inline int engine__remember_sized(struct dlq *d, struct dlq_record *r, size_t bytes)
+static inline int outbound__remember_sized(struct dlq *d, struct dlq_record *r, size_t bytes)
 {
 	if(engine__owed_bytes(d) + bytes > d->cfg.max_pending_bytes){
 		record__free(r);
 		return ENOSPC;
 	}
-	engine__make_room(d, bytes);
+	outbound__make_room(d, bytes);
 	return ledger__insert_sized(&d->ledger, r, bytes);
 }
 
 /* Hands e to the broker. Accepted: e waits in "sent" until the broker has
  * taken it. Refused (or no memory for a copy's record): e waits in "owed".
  * Takes e either way. */
-void engine__send(struct dlq *d, struct dlq_envelope *e);
-/* engine__send without the refusal's handling: returns 0 (accepted, e
+void outbound__send(struct dlq *d, struct dlq_envelope *e);
+/* outbound__send without the refusal's handling: returns 0 (accepted, e
  * waits in "sent"), -1 (a targeted copy that cannot reach its client: e
- * was made its dead letter, engine__copy_unreachable), or the broker's
+ * was made its dead letter, outbound__copy_unreachable), or the broker's
  * errno (nothing published or counted, e still the caller's). */
-int engine__publish(struct dlq *d, struct dlq_envelope *e);
+int outbound__publish(struct dlq *d, struct dlq_envelope *e);
 
 /* Makes and sends the dead letter of r for client after `delivered`
  * deliveries, for cause (DLQ_DEAD_FINAL: a final NACK's, which says so,
  * dead-letter-final): 0, ENOSPC (what is owed would pass max_pending_bytes;
  * only checked when bounded) or ENOMEM; on failure nothing was published or
  * recorded. */
-int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, enum dlq_cause cause,
+int outbound__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *client, enum dlq_cause cause,
 		const char *reason, unsigned delivered, bool bounded);
 
 /* The copy record for a targeted copy e (for a client whose session does
@@ -70,38 +70,38 @@ int engine__dead_letter_of(struct dlq *d, struct dlq_record *r, const char *clie
  * outlives the connection; when the session ends, a copy the broker never
  * sent is dead-lettered and one it sent is let go (its deadline, if any,
  * runs on: gone.c). */
-void engine__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy);
+void outbound__hold(struct dlq *d, const struct dlq_envelope *e, struct dlq_record *copy);
 
 /* Dead-letters the message of r, delivered `delivered` times to client
  * without acknowledgement, as a NACK at its last allowed attempt would.
  * Returns whether the dead letter was made (if not, the message must stay
  * in the session). */
-bool engine__divert_redelivered(struct dlq *d, struct dlq_record *r, const char *client, unsigned delivered);
+bool outbound__divert_redelivered(struct dlq *d, struct dlq_record *r, const char *client, unsigned delivered);
 
 /* Replaces the retry copy e (for one client) by its dead letter with
  * cause and reason, noted and sent. Returns false, with nothing changed,
  * when the dead letter could not be made; e itself is the caller's either
  * way. */
-bool engine__divert_copy(struct dlq *d, const struct dlq_envelope *e, enum dlq_cause cause, const char *reason);
+bool outbound__divert_copy(struct dlq *d, const struct dlq_envelope *e, enum dlq_cause cause, const char *reason);
 
 /* The counts of the delivery of r to client changed: the state file is to
  * save them (a snapshot at its next save; the journal at once, when there
  * is one), so that a restart goes on from them. */
-void engine__note_delivery(struct dlq *d, const struct dlq_record *r, const char *client);
+void outbound__note_delivery(struct dlq *d, const struct dlq_record *r, const char *client);
 
-/* Why a targeted copy cannot reach its client (engine__copy_qos). */
-#define ENGINE_COPY_QOS0_OFFLINE (-1) /* a QoS 0 subscription of an offline session */
-#define ENGINE_COPY_NO_SESSION (-2)   /* the broker (2.1) has no session for the client */
+/* Why a targeted copy cannot reach its client (outbound__copy_qos). */
+#define OUTBOUND_COPY_QOS0_OFFLINE (-1) /* a QoS 0 subscription of an offline session */
+#define OUTBOUND_COPY_NO_SESSION (-2)   /* the broker (2.1) has no session for the client */
 
 /* The QoS targeted retry copy e goes out with (dead letters and ordinary
  * copies: their own), filling *m with what the target's subscriptions say
- * (m->id_count 0 when nothing is known); or a negative ENGINE_COPY_* when
+ * (m->id_count 0 when nothing is known); or a negative OUTBOUND_COPY_* when
  * the copy cannot reach its client.  */
-int engine__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct dlq_sub_match *m);
+int outbound__copy_qos(const struct dlq *d, const struct dlq_envelope *e, struct dlq_sub_match *m);
 
 /* Replaces copy e, which cannot reach its client for reason why (a
- * negative ENGINE_COPY_*), with its dead letter. Takes e (kept in "owed"
+ * negative OUTBOUND_COPY_*), with its dead letter. Takes e (kept in "owed"
  * if the dead letter cannot be made). */
-void engine__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why);
+void outbound__copy_unreachable(struct dlq *d, struct dlq_envelope *e, int why);
 
 #endif

@@ -43,7 +43,7 @@ int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, 
 	e->time_ms = port__wall_ms();
 	e->redriven = true;
 	e->seq = d->next_seq++;
-	int rc = engine__publish(d, e);
+	int rc = outbound__publish(d, e);
 	if(rc){
 		/* Never a targeted copy, so never handed elsewhere: refused. */
 		envelope__free(e);

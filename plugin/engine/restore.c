@@ -21,7 +21,7 @@
  * loads plugins): a copy for one of them waits for it, whatever was
  * thought of the session when it NACKed; one for another client, with
  * broker persistence, waits too, and is dead-lettered when it falls due if
- * the broker has no session for the client by then (engine__copy_qos). */
+ * the broker has no session for the client by then (outbound__copy_qos). */
 static bool unreachable(const struct dlq *d, struct dlq_envelope *e)
 {
 	if(e->kind != DLQ_ENV_RETRY_COPY || e->target_client == NULL) return false;

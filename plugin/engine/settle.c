@@ -54,7 +54,7 @@ void dlq__settle(struct dlq *d, const struct dlq_settle *s, struct dlq_nack_resu
 	if(e) engine__note_deadline(d, deadlines__done(&d->deadlines, e, now));
 	res->status = DLQ_NACK_ACKED;
 	COUNT(d, policy, acks, 1);
-	engine__make_room(d, 0);
+	outbound__make_room(d, 0);
 	return;
 
 refused:

@@ -85,7 +85,7 @@ static __attribute__((noinline)) uint64_t tick_work(struct dlq *d)
 	struct dlq_envelope *e;
 	while((e = schedule__peek(&d->delayed)) != NULL && e->due_ms <= now){
 		schedule__remove(&d->delayed, e);
-		engine__send(d, e);
+		outbound__send(d, e);
 	}
 
 	/* Try everything owed once; what fails again goes back in order. */
@@ -93,7 +93,7 @@ static __attribute__((noinline)) uint64_t tick_work(struct dlq *d)
 	while(n-- > 0){
 		e = d->outbox.owed.head;
 		outbox__unlink(&d->outbox, &d->outbox.owed, e);
-		engine__send(d, e);
+		outbound__send(d, e);
 	}
 
 	/* Everything accepted so far is taken at the top of the next pass. */

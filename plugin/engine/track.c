@@ -38,7 +38,7 @@ int dlq__track(struct dlq *d, const struct dlq_policy *policy, const char *topic
 		port__log(DLQ_LOG_ERR, "out of memory: message on " QFMT " not tracked", Q(topic));
 		return ENOMEM;
 	}
-	rc = engine__remember_sized(d, r, bytes);
+	rc = outbound__remember_sized(d, r, bytes);
 	if(rc == ENOSPC){
 		COUNT(d, policy, untracked_full, 1);
 		return rc;
@@ -92,7 +92,7 @@ static bool read_check_counted(struct dlq *d, const struct dlq_read_check *c, co
 	 * from this session goes too: its dead letter is made. */
 	if(dv->diverted) return v->in_burst;
 	if(!v->redelivery){
-		if(v->held_now) engine__note_delivery(d, dv->record, c->client);
+		if(v->held_now) outbound__note_delivery(d, dv->record, c->client);
 		return false;
 	}
 
@@ -104,14 +104,14 @@ static bool read_check_counted(struct dlq *d, const struct dlq_read_check *c, co
 	if(ledger__has_settler(dv->record, c->client)) return false;
 	const struct dlq_policy *p = dv->record->policy;
 	unsigned delivered = record__attempt(dv->record) + dv->redeliveries;
-	if(delivered < p->max_attempts || !engine__divert_redelivered(d, dv->record, c->client, delivered)){
+	if(delivered < p->max_attempts || !outbound__divert_redelivered(d, dv->record, c->client, delivered)){
 		dv->redeliveries++;
 		COUNT(d, p, redeliveries, 1);
-		engine__note_delivery(d, dv->record, c->client);
+		outbound__note_delivery(d, dv->record, c->client);
 		return false;
 	}
 	dv->diverted = true;
-	engine__note_delivery(d, dv->record, c->client);
+	outbound__note_delivery(d, dv->record, c->client);
 	if(v->first_in_burst && redelivery__queue_kick(&d->redelivery, dv->client, c->conn)){
 		port__log(DLQ_LOG_ERR, "out of memory: " QFMT " may receive nothing more until it reconnects", Q(c->client));
 	}

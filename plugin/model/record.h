@@ -65,7 +65,7 @@ struct dlq_record_more {
 	struct dlq_record *hold_prev;
 	int64_t first_nack_ms;     /* wall clock of the chain's first NACK; 0: none yet */
 	struct dlq_id origin_id;   /* the first id of the chain */
-	bool hold_lasting;         /* held for a session that lasts (2.1): see engine__hold */
+	bool hold_lasting;         /* held for a session that lasts (2.1): see outbound__hold */
 };
 
 /* What Mosquitto 2.1's exact counting (exact_counting.c) keeps of an original in

@@ -166,7 +166,7 @@ START_TEST(a_letter_published_again_makes_no_room)
 	struct dlq_envelope *again = envelope__copy(newest->env);
 	ck_assert_ptr_nonnull(again);
 	again->policy = &d.cfg.policies.items[0];
-	engine__send(&d, again);
+	outbound__send(&d, again);
 	ck_assert_uint_eq(d.letters.count, kept);
 	ck_assert_uint_eq(d.counters.dead_letters_dropped, dropped);
 	ck_assert_ptr_eq(d.letters.newest, newest);
