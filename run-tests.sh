@@ -21,7 +21,12 @@
 #                   headers, in build/, and run that against the line's
 #                   broker (a broker upgraded under a plugin not rebuilt);
 #                   its log is build/meson-logs/testlog-on-LINE.txt.
-# DLQ_BUILD_DIR overrides build/ for the host's own line.
+# DLQ_BUILD_DIR overrides build/ for the host's own line. DLQ_TEST_JOBS is
+# how many suites run at a time (meson's --num-processes; default 4, on two
+# cores: the integration suites mostly wait for brokers, clients and real
+# delays, about 30% of two cores at 2 at a time, 2026-12-07; the longest
+# start first, tests/integration/meson.build's priorities).
+
 set -euo pipefail
 
 cd "$(dirname "$0")"
@@ -82,7 +87,8 @@ meson compile -C "$build"
 # Counts come from this run's log only.
 rm -f "$build/meson-logs/$logbase.txt"
 rc=0
-env "${test_env[@]}" meson test -C "$build" --print-errorlogs --logbase "$logbase" "${args[@]}" || rc=$?
+env "${test_env[@]}" meson test -C "$build" --print-errorlogs --logbase "$logbase" \
+	--num-processes "${DLQ_TEST_JOBS:-4}" "${args[@]}" || rc=$?
 
 # The browser test's screenshots (tests/console), named for the CI log.
 if grep -q '^screenshot: ' "$build/meson-logs/$logbase.txt" 2>/dev/null; then

@@ -36,7 +36,7 @@ broker_release() {
 	fi
 }
 
-BROKER_PASS_ENV=(CI CK_TIMEOUT_MULTIPLIER DLQ_TEST_SLOWDOWN SANITIZE_KNOWN)
+BROKER_PASS_ENV=(CI CK_TIMEOUT_MULTIPLIER DLQ_TEST_JOBS DLQ_TEST_SLOWDOWN SANITIZE_KNOWN)
 
 broker_chroot() {
 	local envv=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8) v

@@ -20,6 +20,8 @@
 # Deadlines in the tests are scaled by DLQ_TEST_SLOWDOWN (default here 3) and
 # Check's per-test timeouts by CK_TIMEOUT_MULTIPLIER (likewise): everything
 # runs several times slower under the sanitizers, on a busy machine more so.
+# DLQ_TEST_JOBS suites run at a time (default here 3, run-tests.sh's 4 less
+# one for the sanitizers' CPU).
 # Ends, like run-tests.sh, with "tests: N passed, M failed".
 set -euo pipefail
 
@@ -84,7 +86,7 @@ export MOSQUITTO_BIN=$PWD/scripts/mosquitto-asan.sh
 start=$(date +%s)
 rc=0
 # Integration tests start brokers under ASan: fewer at once, more time each.
-meson test -C "$build" --print-errorlogs --num-processes 2 --timeout-multiplier 3 "${args[@]}" || rc=$?
+meson test -C "$build" --print-errorlogs --num-processes "${DLQ_TEST_JOBS:-3}" --timeout-multiplier 3 "${args[@]}" || rc=$?
 elapsed=$(( $(date +%s) - start ))
 
 reports=$(find "$logs" -type f -size +0 | sort)
