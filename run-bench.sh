@@ -68,6 +68,9 @@ if [ -n "$line" ]; then
 		mapfile -t broker_opts < <(broker_meson_args)
 		export LD_LIBRARY_PATH=$BROKER_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	elif [ "$BROKER_KIND" = chroot ]; then
+		# For scripts/mosquitto-chroot.sh: DLQ_BROKERS_DIR may put the root
+		# outside this folder.
+		export BROKER_ROOT
 		# scripts/brokers.sh installs valgrind in the root.
 		if [ -x "$BROKER_ROOT/usr/bin/valgrind" ]; then
 			broker_args+=(--valgrind-root "$BROKER_ROOT")
