@@ -21,12 +21,15 @@
 #                   headers, in build/, and run that against the line's
 #                   broker (a broker upgraded under a plugin not rebuilt);
 #                   its log is build/meson-logs/testlog-on-LINE.txt.
+#                   The fleet suite then runs a fleet of mixed lines: its
+#                   three edges on the host's own broker (the build's own
+#                   line) and its centre on LINE's, and fails unless their
+#                   logs say so (DLQ_FLEET_EDGE_BIN, DLQ_FLEET_*_LINE).
 # DLQ_BUILD_DIR overrides build/ for the host's own line. DLQ_TEST_JOBS is
 # how many suites run at a time (meson's --num-processes; default 4, on two
 # cores: the integration suites mostly wait for brokers, clients and real
 # delays, about 30% of two cores at 2 at a time, 2026-12-07; the longest
 # start first, tests/integration/meson.build's priorities).
-
 set -euo pipefail
 
 cd "$(dirname "$0")"
@@ -64,6 +67,14 @@ if $host_build; then
 	logbase=testlog-on-$line
 	# The host's client library, as a host that upgraded only its broker has.
 	test_env=("MOSQUITTO_BIN=$BROKER_BIN")
+	# The root scripts/mosquitto-chroot.sh runs (DLQ_BROKERS_DIR may put it
+	# outside this folder).
+	[ "$BROKER_KIND" = chroot ] && test_env+=("BROKER_ROOT=$BROKER_ROOT")
+	# A fleet of mixed lines at no extra cost: the fleet suite's edges on
+	# the host's broker, for which the plugin was built, its centre on
+	# LINE's, which this run is about (tests/integration/test_fleet.c).
+	host_bin=$(scripts/brokers.sh env "$host" | sed -n 's/^BROKER_BIN=//p')
+	test_env+=("DLQ_FLEET_EDGE_BIN=$host_bin" "DLQ_FLEET_EDGE_LINE=$host" "DLQ_FLEET_CENTRE_LINE=$line")
 elif [ "$BROKER_KIND" = chroot ]; then
 	# The root's own compiler, headers, libraries and broker: this script again, inside.
 	echo "== mosquitto $line: building and testing inside $BROKER_ROOT"

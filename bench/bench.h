@@ -3,7 +3,7 @@
  * The benchmark's shared declarations: the brokers it starts and stops
  * itself (broker.c), the load driver that runs every client of a phase in
  * one thread (load.c, client.c), the suites (suite.c with its tables in
- * report.c, durability.c, memory.c, callgrind.c, growth.c, letters.c, deadlines.c, saves.c), clocks and
+ * report.c, durability.c, memory.c, callgrind.c, growth.c, letters.c, deadlines.c, saves.c, fleet.c), clocks and
  * statistics (stats.c).
  * Nothing here is a test: figures are printed, never asserted.
  */
@@ -269,6 +269,7 @@ struct bench_config {
 	bool run_letters;             /* opt-in (issue 24's dead-letter store): not part of the default run */
 	bool run_deadlines;           /* opt-in (issue 35's acknowledgement deadlines): not part of the default run */
 	bool run_saves;               /* opt-in (issue 36's background saves): not part of the default run */
+	bool run_fleet;               /* opt-in (issue 39's fleet): not part of the default run */
 	uint64_t letters_count;       /* --letters-count: dead letters the letters suite keeps; 0: its default */
 	bool no_valgrind;             /* --no-callgrind: the growth suite skips its callgrind runs too */
 };

@@ -9,7 +9,6 @@
  * wait times out, and says so). As an operator it sends the store's
  * commands with a response topic of its own and times each reply.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,15 +152,8 @@ int letters_client__open(struct letters_client *c, const struct broker *b, const
 	c->link.name = "letters client";
 	snprintf(id, sizeof(id), "%s-%d", label, (int)getpid());
 	snprintf(c->reply_topic, sizeof(c->reply_topic), "bench/letters/reply/%d", (int)getpid());
-	c->m = mosquitto_new(id, true, c);
+	c->m = link__connect(c, id, b, "letters", on_message);
 	if(c->m == NULL) return -1;
-	mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
-	link__callbacks_set(c->m);
-	mosquitto_message_v5_callback_set(c->m, on_message);
-	if(mosquitto_connect(c->m, b->host, b->port, 60)){
-		fprintf(stderr, "dlq_bench: letters: cannot connect to %s: %s\n", b->host, strerror(errno));
-		return -1;
-	}
 	if(pump(c, LW_CONNECTED, 1, "the connection")) return -1;
 	const char *topics[] = { "jobs/#", LETTERS_DEAD_LETTER, c->reply_topic };
 	for(int i = 0; i < 3; i++){

@@ -2,9 +2,12 @@
 /*
  * The connection state every bench client keeps (link.h).
  */
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <mosquitto.h>
+#include <mqtt_protocol.h>
 
 #include "link.h"
 
@@ -54,4 +57,20 @@ void link__callbacks_set(struct mosquitto *m)
 	mosquitto_connect_v5_callback_set(m, on_connect);
 	mosquitto_subscribe_v5_callback_set(m, on_subscribe);
 	mosquitto_disconnect_v5_callback_set(m, on_disconnect);
+}
+
+struct mosquitto *link__connect(void *ud, const char *id, const struct broker *b, const char *suite,
+		void (*on_message)(struct mosquitto *, void *, const struct mosquitto_message *, const mosquitto_property *))
+{
+	struct mosquitto *m = mosquitto_new(id, true, ud);
+	if(m == NULL) return NULL;
+	mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
+	link__callbacks_set(m);
+	mosquitto_message_v5_callback_set(m, on_message);
+	if(mosquitto_connect(m, b->host, b->port, 60)){
+		fprintf(stderr, "dlq_bench: %s: cannot connect to %s: %s\n", suite, b->host, strerror(errno));
+		mosquitto_destroy(m);
+		return NULL;
+	}
+	return m;
 }

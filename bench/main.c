@@ -43,6 +43,9 @@ static void usage(FILE *f, const char *prog)
 		"                     saves (not in the default: about 10 minutes; what a client sees while the\n"
 		"                     state is saved, 100,000 and 1,000,000 kept, beside the broker's autosave;\n"
 		"                     --quick: 10,000, about 2 minutes)\n"
+		"                     fleet (not in the default: about 2 minutes; three edges bridged to a centre,\n"
+		"                     bare, collecting, and collecting with its journal: letters/s at the centre,\n"
+		"                     its CPU per 1,000 letters, NACK-to-centre time; --quick: one run, shorter)\n"
 		"  --letters-count N  dead letters the letters suite keeps (default 10,000, quick 1,000; above\n"
 		"                     40,000 its store-on brokers get dead_letter_keep 4GB)\n"
 		"  --no-callgrind     skip the callgrind suite, and the growth suite's callgrind runs\n"
@@ -162,7 +165,7 @@ static int parse_int(const char *s)
 static int parse_only(const char *list, struct bench_config *cfg)
 {
 	cfg->run_throughput = cfg->run_memory = cfg->run_callgrind = cfg->run_durability = cfg->run_growth
-			= cfg->run_letters = cfg->run_deadlines = cfg->run_saves = false;
+			= cfg->run_letters = cfg->run_deadlines = cfg->run_saves = cfg->run_fleet = false;
 	char buf[128];
 	snprintf(buf, sizeof(buf), "%s", list);
 	for(char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)){
@@ -174,6 +177,7 @@ static int parse_only(const char *list, struct bench_config *cfg)
 		else if(!strcmp(t, "letters")) cfg->run_letters = true;
 		else if(!strcmp(t, "deadlines")) cfg->run_deadlines = true;
 		else if(!strcmp(t, "saves")) cfg->run_saves = true;
+		else if(!strcmp(t, "fleet")) cfg->run_fleet = true;
 		else return -1;
 	}
 	return 0;
@@ -280,7 +284,7 @@ int main(int argc, char **argv)
 			case 'o':
 				if(parse_only(optarg, &cfg)){
 					fprintf(stderr, "%s: --only takes throughput, durability, memory, callgrind, growth, letters, "
-							"deadlines, saves\n", argv[0]);
+							"deadlines, saves, fleet\n", argv[0]);
 					return 2;
 				}
 				break;
@@ -348,6 +352,7 @@ int main(int argc, char **argv)
 	if(cfg.run_letters && !bench__interrupted() && suite__letters(&cfg)) rc = 1;
 	if(cfg.run_deadlines && !bench__interrupted() && suite__deadlines(&cfg)) rc = 1;
 	if(cfg.run_saves && !bench__interrupted() && suite__saves(&cfg)) rc = 1;
+	if(cfg.run_fleet && !bench__interrupted() && suite__fleet(&cfg)) rc = 1;
 	mosquitto_lib_cleanup();
 	if(bench__interrupted()){
 		fprintf(stderr, "%s: interrupted\n", argv[0]);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: EPL-2.0 OR BSD-3-Clause */
 /*
  * What the throughput suite (suite.c) measures per cell and round, and the
- * tables made of it (report.c); and the growth, letters, deadlines and
- * saves suites.
+ * tables made of it (report.c); and the growth, letters, deadlines, saves
+ * and fleet suites.
  */
 #ifndef DLQ_BENCH_SUITE_H
 #define DLQ_BENCH_SUITE_H
@@ -78,5 +78,13 @@ int suite__deadlines(const struct bench_config *cfg);
  * (Markdown), progress to stderr; returns 0, or -1 if a broker or a phase
  * failed. */
 int suite__saves(const struct bench_config *cfg);
+
+/* The fleet suite (fleet.c, issue 39): three edges NACKing every original
+ * into dead letters, bridged (MQTT v5, QoS 1) to a centre that is bare,
+ * collecting, or collecting with its journal: letters per second at the
+ * centre, its CPU per 1,000 letters, and the time from a NACK at an edge
+ * to the letter at the centre. Prints its tables to stdout (Markdown),
+ * progress to stderr; returns 0, or -1 if a broker or a phase failed. */
+int suite__fleet(const struct bench_config *cfg);
 
 #endif

@@ -88,6 +88,19 @@ static const char *broker_bin(void)
 	return bin && *bin ? bin : "/usr/sbin/mosquitto";
 }
 
+/* The version in the first "mosquitto version X.Y.Z" of text, as
+ * broker_version() gives it, or 0 if there is none. */
+static int version_in(const char *text)
+{
+	for(const char *p = strstr(text, READY_LINE_PREFIX); p; p = strstr(p + 1, READY_LINE_PREFIX)){
+		int major, minor, revision;
+		if(sscanf(p + strlen(READY_LINE_PREFIX), "%d.%d.%d", &major, &minor, &revision) == 3){
+			return major * 1000000 + minor * 1000 + revision;
+		}
+	}
+	return 0;
+}
+
 int broker_version(void)
 {
 	static int version = -1;
@@ -98,15 +111,18 @@ int broker_version(void)
 	FILE *fp = popen(cmd, "r");
 	if(fp == NULL) return version;
 	char line[512];
-	while(fgets(line, sizeof(line), fp)){
-		int major, minor, revision;
-		const char *p = strstr(line, READY_LINE_PREFIX);
-		if(p && sscanf(p + strlen(READY_LINE_PREFIX), "%d.%d.%d", &major, &minor, &revision) == 3){
-			version = major * 1000000 + minor * 1000 + revision;
-			break;
-		}
+	while(version == 0 && fgets(line, sizeof(line), fp)){
+		version = version_in(line);
 	}
 	pclose(fp);
+	return version;
+}
+
+int broker_running_version(const struct broker *b)
+{
+	char *log = broker_log_since_start(b);
+	int version = version_in(log);
+	free(log);
 	return version;
 }
 

@@ -140,6 +140,10 @@ void broker_setenv(struct broker *b, const char *name, const char *value);
  * behaviours are the broker line's, and a test says which it expects. */
 int broker_version(void);
 #define BROKER_IS_21() (broker_version() >= 2001000)
+/* The version b says it is in its log since its last start ("mosquitto
+ * version X.Y.Z starting"), as broker_version() gives it, or 0 if it has
+ * said none: a broker run with broker_use_bin may be of another line. */
+int broker_running_version(const struct broker *b);
 /* User properties the plugin adds to each send of a tracked message on its
  * way to an MQTT v5 subscriber, its first to that subscriber excepted:
  * delivery-count on 2.1 (with plugin_opt_delivery_count on, the default),

@@ -4,6 +4,10 @@
  * thread copies bytes both ways between each accepted connection and one
  * it opens to the target port; a cut closes them all and the listening
  * socket, as a pulled cable and a host that refuses connections would.
+ * While cut, the port stays bound by a socket that does not listen (a
+ * connection to it is refused), so that no other process's socket, an
+ * outgoing connection's included, takes the port before the restore binds
+ * it again: under load it did, and the restore failed with EADDRINUSE.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -25,6 +29,7 @@ struct link {
 	int port;            /* where the edge's bridge connects */
 	int target;          /* the centre's port */
 	int lfd;             /* listening; -1 while cut */
+	int hold;            /* bound to port, not listening, while cut; else -1 */
 	int fds[LINK_PAIRS][2];
 	size_t n;
 	pthread_t thread;
@@ -32,15 +37,24 @@ struct link {
 	bool stop;
 };
 
-static int listen_on(int port)
+/* A socket bound to port on loopback (0: one the kernel chooses), with
+ * SO_REUSEPORT, which lets the listener and the cut's holder share it. */
+static int bind_on(int port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(fd, 0);
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	ck_assert_msg(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind %d: %s", port, strerror(errno));
+	return fd;
+}
+
+static int listen_on(int port)
+{
+	int fd = bind_on(port);
 	ck_assert_int_eq(listen(fd, 8), 0);
 	return fd;
 }
@@ -129,6 +143,7 @@ struct link *link_new(int target)
 	struct link *l = calloc(1, sizeof(*l));
 	ck_assert_ptr_nonnull(l);
 	l->target = target;
+	l->hold = -1;
 	/* Port 0: the kernel's free port, taken at once (it_free_port's may
 	 * be another suite's by the time it is bound). */
 	l->lfd = listen_on(0);
@@ -145,7 +160,11 @@ struct link *link_new(int target)
 void link_cut(struct link *l)
 {
 	pthread_mutex_lock(&l->mu);
-	if(l->lfd >= 0) close(l->lfd);
+	if(l->lfd >= 0){
+		/* The port is held before the listener goes. */
+		l->hold = bind_on(l->port);
+		close(l->lfd);
+	}
 	l->lfd = -1;
 	while(l->n) close_pair(l, 0);
 	pthread_mutex_unlock(&l->mu);
@@ -154,7 +173,11 @@ void link_cut(struct link *l)
 void link_restore(struct link *l)
 {
 	pthread_mutex_lock(&l->mu);
-	if(l->lfd < 0) l->lfd = listen_on(l->port);
+	if(l->lfd < 0){
+		l->lfd = listen_on(l->port);
+		close(l->hold);
+		l->hold = -1;
+	}
 	pthread_mutex_unlock(&l->mu);
 }
 
@@ -162,6 +185,8 @@ void link_free(struct link *l)
 {
 	link_cut(l);
 	pthread_mutex_lock(&l->mu);
+	if(l->hold >= 0) close(l->hold);
+	l->hold = -1;
 	l->stop = true;
 	pthread_mutex_unlock(&l->mu);
 	pthread_join(l->thread, NULL);

@@ -15,8 +15,12 @@
  * topic, goes on to its subscribers, and the broker lives; a collect
  * filter that would double-keep is refused at start.
  *
- * DLQ_FLEET_CENTRE_BIN (optional) runs the centre on another broker binary
- * than the edges (MOSQUITTO_BIN): a fleet of mixed broker lines.
+ * A fleet of mixed broker lines: DLQ_FLEET_CENTRE_BIN and DLQ_FLEET_EDGE_BIN
+ * (optional) run the centre and the edges on other broker binaries than
+ * MOSQUITTO_BIN, and DLQ_FLEET_CENTRE_LINE and DLQ_FLEET_EDGE_LINE (optional,
+ * "2.1", "2.0", "2.0.11") are the lines each must say it is in its log, or
+ * the test fails: run-tests.sh --host-build sets them all, edges on the
+ * host's broker and the centre on the line asked for (docs/development.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +37,23 @@
 
 /* ---- the brokers ---- */
 
+/* Fails unless b's log since its start names a version of the line in the
+ * environment variable var ("2.1" takes 2.1.2, not 2.10.0), if var is set;
+ * says which version b runs. */
+static void expect_line(const struct broker *b, const char *label, const char *var)
+{
+	const char *line = getenv(var);
+	int v = broker_running_version(b);
+	char version[48];
+	snprintf(version, sizeof(version), "%d.%d.%d", v / 1000000, v / 1000 % 1000, v % 1000);
+	printf("fleet: %s runs mosquitto %s\n", label, v ? version : "of no version in its log");
+	if(!line || !*line) return;
+	size_t n = strlen(line);
+	ck_assert_msg(v && !strncmp(version, line, n) && (version[n] == '.' || version[n] == '\0'),
+			"%s runs mosquitto %s, not %s (%s): the fleet is not of the lines asked for", label,
+			v ? version : "of no version in its log", line, var);
+}
+
 /* The central broker: the plugin collecting COLLECT, its state journaled
  * (a SIGKILL loses no letter it acknowledged), a loopback TCP listener for
  * the bridges. */
@@ -48,6 +69,7 @@ static struct broker *centre_new(int port)
 	broker_conf(c, "plugin_opt_dead_letter_access control");
 	broker_conf(c, "listener %d 127.0.0.1", port);
 	broker_start(c);
+	expect_line(c, "the centre", "DLQ_FLEET_CENTRE_LINE");
 	return c;
 }
 
@@ -58,6 +80,7 @@ static struct broker *edge_new(int n, int port)
 	char name[16];
 	snprintf(name, sizeof(name), "edge-%d", n);
 	struct broker *e = broker_new(name);
+	broker_use_bin(e, getenv("DLQ_FLEET_EDGE_BIN"));
 	broker_plugin(e);
 	broker_conf(e, "plugin_opt_broker_name %s", name);
 	broker_conf(e, "plugin_opt_policy orders/# max_attempts=1 dead_letter=dead/orders");
@@ -71,6 +94,7 @@ static struct broker *edge_new(int n, int port)
 	broker_conf(e, "restart_timeout 1");
 	broker_conf(e, "topic dead/# out 1 \"\" fleet/%s/", name);
 	broker_start(e);
+	expect_line(e, name, "DLQ_FLEET_EDGE_LINE");
 	return e;
 }
 
