@@ -539,6 +539,10 @@ START_TEST(test_collecting_at_a_glance)
 	ck_assert_int_eq((int)cJSON_GetObjectItemCaseSensitive(first, "kept")->valuedouble, 1);
 	cJSON_Delete(doc);
 
+	p = dlqctl_expect(0, c, "status");
+	ck_assert_msg(strstr(proc_out(p), "collected from other brokers (plugin_opt_collect): 5; kept already: 1; "
+			"refused: 200\n"), "%s", proc_out(p));
+
 	/* resetCounters zeroes them as the others. */
 	cJSON_Delete(ask(ops, cmd_new(DLQ_COMMAND_RESET_COUNTERS), &e));
 	ck_assert_uint_eq((unsigned)status_total(ops, "collected"), 0);
