@@ -118,6 +118,9 @@
 #define DLQ_COMMAND_REDRIVE_DEAD_LETTERS "redriveDeadLetters"
 #define DLQ_COMMAND_DELETE_DEAD_LETTERS "deleteDeadLetters"
 #define DLQ_COMMAND_PURGE_DEAD_LETTERS "purgeDeadLetters"
+/* The kept letters by the broker that made them (dead-letter-broker):
+ * each broker's letters, bytes and newest letter (docs/fleet.md). */
+#define DLQ_COMMAND_LIST_BROKERS "listBrokers"
 /* Redrive tasks: every kept letter a filter matches, published again at a
  * paced rate (docs/dead-letter-store.md); their progress is getStatus'
  * "redriveTasks". */
@@ -156,6 +159,9 @@
 #define DLQ_MAX_LETTER_IDS 100
 #define DLQ_MAX_LIST_REPLY_BYTES (256 * 1024)
 #define DLQ_MAX_LETTER_PAYLOAD_REPLY (256 * 1024)
+/* At most this many brokers in one listBrokers reply (about 200 bytes
+ * each); its "after" gives the next ones. */
+#define DLQ_MAX_BROKERS_LISTED 1000
 /* A redrive task's rate, in letters a second: 100 unless its "rate" says
  * otherwise, at most 10,000. It moves at most one burst at once, a tenth of
  * a second's worth and one more (rate / 10 rounded up, plus 1: 21 at 200

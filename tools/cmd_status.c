@@ -110,6 +110,12 @@ int cmd__status(const struct dlqctl_opts *o)
 		printf("dead letters kept: %s; dropped for the store's size: %s; dropped for their age: %s\n",
 				num(totals, "keptDeadLetters", b5, sizeof(b5)), num(totals, "deadLettersDropped", b6, sizeof(b6)),
 				num(totals, "deadLettersExpired", b7, sizeof(b7)));
+		/* A plugin older than collecting's counters has none. */
+		if(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(totals, "collected"))){
+			printf("collected from other brokers (plugin_opt_collect): %s; kept already: %s; refused: %s\n",
+					num(totals, "collected", b1, sizeof(b1)), num(totals, "collectedDuplicates", b2, sizeof(b2)),
+					num(totals, "collectedRefused", b3, sizeof(b3)));
+		}
 	}else{
 		fprintf(stderr, "dlqctl: out of memory\n");
 	}

@@ -70,6 +70,7 @@ static const struct {
 	{ "status", "status", ARGS_NONE, OPT_JSON, cmd__status },
 	{ "policies", "policies", ARGS_NONE, OPT_JSON, cmd__policies },
 	{ "reset-counters", "reset-counters", ARGS_NONE, OPT_JSON, cmd__reset_counters },
+	{ "brokers", "brokers", ARGS_NONE, OPT_JSON, cmd__brokers },
 	{ "list", "list", ARGS_NONE, OPT_JSON | OPT_ORDER | OPT_LIMIT | OPT_SELECT | OPT_FILTER | OPT_ALL, cmd__list },
 	{ "show", "show", ARGS_ID, OPT_JSON, cmd__show },
 	{ "redrive", "redrive ID...", ARGS_IDS, OPT_JSON | OPT_TO, cmd__store_redrive },
@@ -94,6 +95,8 @@ static void usage(FILE *f)
 		"  policies               the policies in use (listPolicies)\n"
 		"  reset-counters         zero the counters (resetCounters)\n"
 		"  list                   the dead letters the plugin keeps, newest first (listDeadLetters)\n"
+		"  brokers                the kept dead letters by the broker that made them: letters, bytes,\n"
+		"                         the newest letter's time (listBrokers)\n"
 		"  show ID                one kept dead letter: every field, its properties and its payload\n"
 		"                         (getDeadLetter)\n"
 		"  redrive ID...          the plugin republishes these kept dead letters to their origin topic\n"
@@ -125,8 +128,9 @@ static void usage(FILE *f)
 		"  --timeout SECONDS      how long to wait for a reply or an acknowledgement (default 5)\n"
 		"\n"
 		"Options:\n"
-		"  --json                 status, policies, reset-counters, list, show, redrive ID..., delete,\n"
-		"                         purge: print the plugin's data as JSON (list --all: each page's;\n"
+		"  --json                 status, policies, reset-counters, list, brokers, show, redrive ID...,\n"
+		"                         delete, purge: print the plugin's data as JSON (list --all, brokers:\n"
+		"                         each page's;\n"
 		"                         redrive --all: the task when it ends);\n"
 		"                         inspect: one JSON object per dead letter and line\n"
 		"  --follow               inspect: keep printing until interrupted\n"

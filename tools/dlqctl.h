@@ -311,6 +311,8 @@ int cmd__inspect(const struct dlqctl_opts *o);
 int cmd__redrive(const struct dlqctl_opts *o);
 /* cmd_store.c and cmd_show.c: the plugin's dead-letter store. */
 int cmd__list(const struct dlqctl_opts *o);
+/* cmd_brokers.c: the kept letters by broker (listBrokers). */
+int cmd__brokers(const struct dlqctl_opts *o);
 int cmd__show(const struct dlqctl_opts *o);
 int cmd__store_redrive(const struct dlqctl_opts *o);
 int cmd__delete(const struct dlqctl_opts *o);

@@ -31,7 +31,7 @@
 static const char *const names[] = {
 	DLQ_COMMAND_LIST_DEAD_LETTERS, DLQ_COMMAND_GET_DEAD_LETTER, DLQ_COMMAND_REDRIVE_DEAD_LETTERS,
 	DLQ_COMMAND_DELETE_DEAD_LETTERS, DLQ_COMMAND_PURGE_DEAD_LETTERS, DLQ_COMMAND_START_REDRIVE_TASK,
-	DLQ_COMMAND_CANCEL_REDRIVE_TASK,
+	DLQ_COMMAND_CANCEL_REDRIVE_TASK, DLQ_COMMAND_LIST_BROKERS,
 };
 
 bool letter_commands__is(const char *name)
@@ -275,6 +275,60 @@ static int run_purge(struct dlq *d, const struct letter_store_asker *who, const 
 	return 0;
 }
 
+/* ---- listBrokers ---- */
+
+/* {"broker","kept","bytes","newestTime","newestTimeMs","newestId"} of t,
+ * or NULL when out of memory. */
+static cJSON *broker_entry(const struct dlq_broker_tally *t)
+{
+	const struct dlq_envelope *e = t->newest ? t->newest->env : NULL;
+	char id[DLQ_ID_LEN + 1] = "", when[32] = "";
+	if(e){
+		id__encode(&e->id, id);
+		envelope__format_time(e->time_ms, when);
+	}
+	cJSON *o = cJSON_CreateObject();
+	if(o == NULL || !add_str(o, "broker", t->name) || !add_num(o, "kept", (double)t->count)
+			|| !add_num(o, "bytes", (double)t->bytes) || !add_str(o, "newestTime", when)
+			|| !add_num(o, "newestTimeMs", e ? (double)e->time_ms : 0) || !add_str(o, "newestId", id)){
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* Every broker with kept letters, by name, from the tallies the store
+ * keeps (no walk of the letters): at most DLQ_MAX_BROKERS_LISTED, those
+ * whose name sorts after "after" when it is given; "count" is every
+ * broker's, "next" the "after" of the next reply when there is one. */
+static int run_brokers(struct dlq *d, const cJSON *cmd, cJSON **data, char *err, size_t errlen)
+{
+	const char *after;
+	if(letter_filter__string(cmd, "after", &after, err, errlen)) return EINVAL;
+	size_t n;
+	const struct dlq_broker_tally *t = letter_store__brokers(d, &n);
+	size_t i = 0;
+	while(after && i < n && strcmp(t[i].name, after) <= 0) i++;
+	cJSON *list;
+	cJSON *o = object_with_array("brokers", &list);
+	if(o == NULL) return ENOMEM;
+	size_t listed = 0;
+	for(; i < n && listed < DLQ_MAX_BROKERS_LISTED; i++, listed++){
+		cJSON *b = broker_entry(&t[i]);
+		if(b == NULL || !cJSON_AddItemToArray(list, b)){
+			cJSON_Delete(b);
+			cJSON_Delete(o);
+			return ENOMEM;
+		}
+	}
+	if(!add_num(o, "count", (double)n) || (i < n && !add_str(o, "next", t[i - 1].name))){
+		cJSON_Delete(o);
+		return ENOMEM;
+	}
+	*data = o;
+	return 0;
+}
+
 int letter_commands__run(struct dlq *d, const struct letter_store_asker *who, const char *name, const cJSON *cmd,
 		cJSON **data, char *err, size_t errlen)
 {
@@ -295,5 +349,6 @@ int letter_commands__run(struct dlq *d, const struct letter_store_asker *who, co
 	if(!strcmp(name, DLQ_COMMAND_GET_DEAD_LETTER)) return run_get(d, who, cmd, data, err, errlen);
 	if(!strcmp(name, DLQ_COMMAND_REDRIVE_DEAD_LETTERS)) return run_by_ids(d, who, cmd, true, data, err, errlen);
 	if(!strcmp(name, DLQ_COMMAND_DELETE_DEAD_LETTERS)) return run_by_ids(d, who, cmd, false, data, err, errlen);
+	if(!strcmp(name, DLQ_COMMAND_LIST_BROKERS)) return run_brokers(d, cmd, data, err, errlen);
 	return run_purge(d, who, cmd, data, err, errlen);
 }

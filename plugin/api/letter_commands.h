@@ -2,7 +2,7 @@
 /*
  * The dead-letter store's commands on $CONTROL/dlq/v1 (listDeadLetters,
  * getDeadLetter, redriveDeadLetters, deleteDeadLetters, purgeDeadLetters,
- * and the redrive task commands, api/task_commands.h, run behind the same
+ * listBrokers, and the redrive task commands, api/task_commands.h, run behind the same
  * refusals):
  * each checks its members, calls the dead-letter store (engine/letter_store.h,
  * which asks the broker's access control per letter with

@@ -34,6 +34,7 @@ static const char *const names[] = {
 	"records", "ledger_bytes", "pending", "delayed", "owed_bytes",
 	"redriven", "dead_letters_dropped", "dead_letters_expired", "kept_dead_letters", "kept_dead_letter_bytes",
 	"acks", "acks_refused", "progress", "ack_timeouts", "final_nacks", "awaiting_ack",
+	"collected", "collected_duplicates", "collected_refused",
 };
 #define FIXED_COUNT (sizeof(names) / sizeof(names[0]))
 #define NAME_COUNT (FIXED_COUNT + DLQ_DEAD_CAUSES)
@@ -61,6 +62,7 @@ static void values_of(const struct dlq_figures *f, uint64_t v[NAME_COUNT])
 		g->records, g->ledger_bytes, g->pending, g->delayed, g->owed_bytes,
 		c->redriven, c->dead_letters_dropped, c->dead_letters_expired, kept.count, kept.bytes,
 		c->acks, c->acks_refused, c->progress, c->ack_timeouts, c->final_nacks, g->awaiting,
+		c->collected, c->collected_duplicates, c->collected_refused,
 	};
 	memcpy(v, all, sizeof(all));
 	for(size_t i = 0; i < DLQ_DEAD_CAUSES; i++){

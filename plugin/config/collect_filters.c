@@ -65,12 +65,17 @@ int collect_filters__check(const struct dlq_collect_filters *f, const struct dlq
 	return 0;
 }
 
-bool collect_filters__match(const struct dlq_collect_filters *f, const char *topic)
+long collect_filters__index(const struct dlq_collect_filters *f, const char *topic)
 {
 	for(size_t i = 0; i < f->count; i++){
-		if(topic__matches(f->items[i], topic)) return true;
+		if(topic__matches(f->items[i], topic)) return (long)i;
 	}
-	return false;
+	return -1;
+}
+
+bool collect_filters__match(const struct dlq_collect_filters *f, const char *topic)
+{
+	return collect_filters__index(f, topic) >= 0;
 }
 
 void collect_filters__free(struct dlq_collect_filters *f)

@@ -36,6 +36,9 @@ int collect_filters__check(const struct dlq_collect_filters *f, const struct dlq
 /* Whether topic is on one of f's filters. */
 bool collect_filters__match(const struct dlq_collect_filters *f, const char *topic);
 
+/* The index of the first of f's filters topic is on, or -1. */
+long collect_filters__index(const struct dlq_collect_filters *f, const char *topic);
+
 void collect_filters__free(struct dlq_collect_filters *f);
 
 #endif

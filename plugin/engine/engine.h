@@ -39,6 +39,14 @@
 #include "util/id.h"
 #include "util/port.h"
 
+/* The refusal warnings of one plugin_opt_collect filter in the current
+ * window (collect.c): those logged, and those counted and not logged. */
+struct dlq_collect_warn {
+	uint64_t window_ms; /* port__now_ms() at the window's first warning */
+	unsigned logged;
+	uint64_t unlogged;
+};
+
 struct dlq {
 	struct dlq_config cfg;    /* owned */
 	struct dlq_broker broker; /* owned: what the broker is (dlq__init) */
@@ -86,6 +94,11 @@ struct dlq {
 	struct dlq_letters letters;
 	uint64_t last_letter_drop_log_ms; /* rate limit of the "store full" warning */
 	uint64_t last_letter_expire_log_ms; /* rate limit of the "past their age" notice */
+	/* The warnings of messages refused on a plugin_opt_collect filter
+	 * (collect.c): a limiter per filter, by its index; owned, made at the
+	 * first refusal (collect_warn_count of them, the filters' count then). */
+	struct dlq_collect_warn *collect_warn;
+	size_t collect_warn_count;
 	/* The tick (port__now_ms) from which the next pass of the age bound
 	 * is due (letter_store__expire); UINT64_MAX when no kept letter has
 	 * an age bound. */

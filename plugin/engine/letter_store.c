@@ -315,6 +315,11 @@ void letter_store__list(struct dlq *d, const struct letter_store_query *q, const
 	}
 }
 
+const struct dlq_broker_tally *letter_store__brokers(const struct dlq *d, size_t *count)
+{
+	return letters__brokers(&d->letters, count);
+}
+
 void letter_store__purge(struct dlq *d, const struct letter_store_asker *who, const char *filter, size_t *purged,
 		size_t *refused)
 {

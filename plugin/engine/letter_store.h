@@ -151,6 +151,13 @@ bool letter_store__may_write(const struct dlq *d, const struct letter_store_aske
 void letter_store__list(struct dlq *d, const struct letter_store_query *q, const struct letter_store_asker *who,
 		struct letter_store_page *page);
 
+/* The kept letters by broker, sorted by name: *count tallies (borrowed,
+ * valid until the store changes), kept up to date as letters come and go
+ * (model/letters.h), so this costs nothing with many letters. Every kept
+ * letter is counted, as getStatus' keptDeadLetters counts them, whoever
+ * asks. */
+const struct dlq_broker_tally *letter_store__brokers(const struct dlq *d, size_t *count);
+
 /* Deletes every letter of the policy filter (NULL: every letter) that who
  * may read: *purged of them, *refused left for want of permission. */
 void letter_store__purge(struct dlq *d, const struct letter_store_asker *who, const char *filter, size_t *purged,

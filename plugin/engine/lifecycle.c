@@ -173,6 +173,9 @@ void dlq__cleanup(struct dlq *d)
 	redrive_tasks__detach(d);
 	redrive_task__list_cleanup(&d->tasks);
 	letters__cleanup(&d->letters);
+	free(d->collect_warn);
+	d->collect_warn = NULL;
+	d->collect_warn_count = 0;
 	gauges__cleanup(&d->gauges);
 	free(d->policy_counters);
 	d->policy_counters = NULL;

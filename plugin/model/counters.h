@@ -37,6 +37,10 @@ struct dlq_counters {
 	uint64_t progress;         /* progress reports accepted: a delivery's clock started again */
 	uint64_t ack_timeouts;     /* deliveries whose ack_timeout ran out: each a failed attempt */
 	uint64_t final_nacks;      /* final NACKs accepted (also counted in nacks) */
+	/* Collecting (plugin_opt_collect; totals only): */
+	uint64_t collected;            /* other brokers' dead letters kept */
+	uint64_t collected_duplicates; /* ... already kept (a bridge's second delivery): kept once */
+	uint64_t collected_refused;    /* messages not kept: no dead letter, or another broker's letter holds the id */
 };
 
 #endif

@@ -61,6 +61,79 @@ static void tally(struct dlq_letters *s, struct dlq_letter *l, int sign)
 	t->oldest = n;
 }
 
+/* The broker name l is tallied under: "" for a letter without one. */
+static const char *broker_of(const struct dlq_letter *l)
+{
+	return l->env->broker ? l->env->broker : "";
+}
+
+/* The index of the tally of broker name, or where it would go (*found
+ * false): a binary search of the sorted tallies. */
+static size_t broker_slot(const struct dlq_letters *s, const char *name, bool *found)
+{
+	size_t lo = 0, hi = s->broker_count;
+	while(lo < hi){
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(s->brokers[mid].name, name);
+		if(c == 0){
+			*found = true;
+			return mid;
+		}
+		if(c < 0) lo = mid + 1;
+		else hi = mid;
+	}
+	*found = false;
+	return lo;
+}
+
+/* The tally of broker name, made (empty) when there is none. Returns it,
+ * or NULL when out of memory (the store is left as it was). */
+static struct dlq_broker_tally *broker_tally(struct dlq_letters *s, const char *name)
+{
+	bool found;
+	size_t i = broker_slot(s, name, &found);
+	if(found) return &s->brokers[i];
+	if(s->broker_count == s->brokers_cap){
+		size_t cap = s->brokers_cap ? s->brokers_cap * 2 : 8;
+		struct dlq_broker_tally *b = realloc(s->brokers, cap * sizeof(*b));
+		if(b == NULL) return NULL;
+		s->brokers = b;
+		s->brokers_cap = cap;
+	}
+	char *copy = strdup(name);
+	if(copy == NULL) return NULL;
+	memmove(&s->brokers[i + 1], &s->brokers[i], (s->broker_count - i) * sizeof(*s->brokers));
+	s->broker_count++;
+	s->brokers[i] = (struct dlq_broker_tally){ .name = copy };
+	return &s->brokers[i];
+}
+
+/* Counts l (still linked) out of its broker's tally. The tally of a
+ * broker's last letter goes; when l was its broker's newest, the next one
+ * is found older from it: only a letter deleted by id or redriven can be
+ * a broker's newest with older ones left (the bounds drop the oldest), so
+ * the walk is an operator's, as a list is. */
+static void broker_out(struct dlq_letters *s, struct dlq_letter *l)
+{
+	bool found;
+	const char *name = broker_of(l);
+	size_t i = broker_slot(s, name, &found);
+	if(!found) return;
+	struct dlq_broker_tally *t = &s->brokers[i];
+	t->count--;
+	t->bytes -= l->bytes;
+	if(t->count == 0){
+		free(t->name);
+		memmove(t, t + 1, (s->broker_count - i - 1) * sizeof(*t));
+		s->broker_count--;
+		return;
+	}
+	if(t->newest != l) return;
+	struct dlq_letter *o = l->older;
+	while(o && strcmp(broker_of(o), name)) o = o->older;
+	t->newest = o;
+}
+
 static int tallies_for(struct dlq_letters *s, const struct dlq_policy_table *table)
 {
 	free(s->per);
@@ -100,6 +173,10 @@ void letters__cleanup(struct dlq_letters *s)
 	}
 	chains__free(&s->index);
 	free(s->per);
+	for(size_t i = 0; i < s->broker_count; i++){
+		free(s->brokers[i].name);
+	}
+	free(s->brokers);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -127,7 +204,9 @@ int letters__adopt(struct dlq_letters *s, struct dlq_envelope *e, const struct d
 		return EEXIST;
 	}
 	struct dlq_letter *l = calloc(1, sizeof(*l));
-	if(l == NULL || chains__grow(&s->index, s->count, offsetof(struct dlq_letter, hnext), letter_key)){
+	struct dlq_broker_tally *b = NULL;
+	if(l == NULL || chains__grow(&s->index, s->count, offsetof(struct dlq_letter, hnext), letter_key)
+			|| (b = broker_tally(s, e->broker ? e->broker : "")) == NULL){
 		free(l);
 		envelope__free(e);
 		return ENOMEM;
@@ -146,6 +225,9 @@ int letters__adopt(struct dlq_letters *s, struct dlq_envelope *e, const struct d
 	s->count++;
 	s->bytes += l->bytes;
 	tally(s, l, +1);
+	b->count++;
+	b->bytes += l->bytes;
+	b->newest = l;
 	*out = l;
 	return 0;
 }
@@ -154,6 +236,7 @@ void letters__remove(struct dlq_letters *s, struct dlq_letter *l)
 {
 	/* While l is linked: its policy's next oldest is found from it. */
 	tally(s, l, -1);
+	broker_out(s, l);
 	/* A walk at l goes on at the next newer letter: while l still
 	 * knows it. */
 	for(struct dlq_letter_cursor *c = s->cursors; c; c = c->next){

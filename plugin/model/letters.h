@@ -13,7 +13,10 @@
  * the letters of no policy). Per-policy
  * tallies are by the index of the letter's filter in the current policy
  * table, found again after a reload (letters__retable). The letters hold
- * no policy pointer: a reload may free the table.
+ * no policy pointer: a reload may free the table. Per-broker tallies (the
+ * letters, bytes and newest letter of each dead-letter-broker) are kept as
+ * letters come and go, for a summary by broker (listBrokers) that does not
+ * walk the store.
  */
 #ifndef DLQ_LETTERS_H
 #define DLQ_LETTERS_H
@@ -69,6 +72,16 @@ struct dlq_letter_tally {
 	struct dlq_letter *oldest; /* borrowed: the policy's oldest letter, NULL when none */
 };
 
+/* The letters of one broker (their dead-letter-broker; "" for letters
+ * without one): kept up to date as letters are kept and leave, so that a
+ * summary by broker costs a line per broker, not a walk of the store. */
+struct dlq_broker_tally {
+	char *name;                /* owned */
+	uint64_t count;
+	uint64_t bytes;
+	struct dlq_letter *newest; /* borrowed: the broker's newest kept letter */
+};
+
 struct dlq_letters {
 	struct chains index;         /* of the letters, by id */
 	size_t count;
@@ -89,6 +102,11 @@ struct dlq_letters {
 	struct dlq_letter *page_end;
 	/* Borrowed: the cursors registered (letters__track). */
 	struct dlq_letter_cursor *cursors;
+	/* Owned: a tally per broker with kept letters, sorted by name
+	 * (strcmp); brokers of them, room for brokers_cap. */
+	struct dlq_broker_tally *brokers;
+	size_t broker_count;
+	size_t brokers_cap;
 };
 
 /* Sets up an empty store for table with the bound max_bytes (0: off).
@@ -153,6 +171,14 @@ void letters__untrack(struct dlq_letters *s, struct dlq_letter_cursor *c);
 /* Registers c placed at at (a letter of s, borrowed; NULL: past the
  * newest): a walk restored where it was. */
 void letters__track_at(struct dlq_letters *s, struct dlq_letter_cursor *c, struct dlq_letter *at);
+
+/* The tallies by broker, sorted by name: *count of them (borrowed; valid
+ * until the store changes). */
+static inline const struct dlq_broker_tally *letters__brokers(const struct dlq_letters *s, size_t *count)
+{
+	*count = s->broker_count;
+	return s->brokers;
+}
 
 /* The tally of the policy with index i (zero when out of range). */
 struct dlq_letter_tally letters__tally(const struct dlq_letters *s, size_t i);

@@ -18,6 +18,9 @@
 // a redrive task of every letter the filter matches (its confirmation and
 // progress bar),
 // an ACK, a final NACK and an ack timeout on a second policy, and the
+// fleet at a glance (the broker also collects: letters of three edge
+// brokers published on its collect filter, the Brokers table with each
+// one's count and newest letter, a click showing one broker's letters), the
 // errors said in words (a wrong password, a broker without the plugin, no
 // broker at all), with the basics of accessibility. Screenshots go to
 // DLQ_SCREENSHOTS, each path printed ("screenshot: …").
@@ -57,6 +60,11 @@ const FINAL_REASON = 'this one can never succeed';
 // The plugin's plugin_opt_broker_name: each letter's dead-letter-broker,
 // shown in the table's Broker column and the details.
 const BROKER_NAME = 'console-edge-1';
+
+// The fleet (docs/fleet.md): the collect filter of the console's broker,
+// and the letters of three edge brokers published on it, by broker.
+const FLEET_COLLECT = 'fleet/+/dead/#';
+const FLEET = { 'edge-1': 3, 'edge-2': 2, 'edge-3': 1 };
 
 function assert(cond, what) {
   if (!cond) throw new Error(what);
@@ -204,6 +212,9 @@ class Broker {
         // other plugin).
         'plugin_opt_redelivery_tracking allow',
         `plugin_opt_broker_name ${BROKER_NAME}`,
+        // A fleet's centre too: the dead letters three edges' bridges
+        // would carry in, published by the test (fleetLetter).
+        `plugin_opt_collect ${FLEET_COLLECT}`,
         // 2.0.21 exports no mosquitto_acl_check: the store's commands are
         // then for whoever may publish to $CONTROL/dlq/v1 (here: every
         // user of the password file; there is no acl_file).
@@ -306,6 +317,22 @@ class Worker {
   stop() {
     this.proc.kill('SIGTERM');
   }
+}
+
+// Publishes from c, as an edge's MQTT v5 bridge would carry it to the
+// centre, the n-th dead letter of the fleet, made by the broker edge: on
+// fleet/<edge>/dead/orders with every property an edge's plugin writes
+// (model/collected.c reads them all), 10 - n minutes before now.
+async function fleetLetter(c, edge, n) {
+  const id = ('FLEETLETTER' + String(n).padStart(5, '0')).slice(0, 16);
+  const userProperties = {
+    'retry-count': '2', 'origin-topic': `orders/${n}`, 'origin-id': id.replace('FLEET', 'ORIGN'),
+    'dead-letter-reason': 'the order cannot be shipped', 'dead-letter-client': `${edge}-worker`,
+    'dead-letter-filter': 'orders/#', 'dead-letter-time': new Date(Date.now() - (10 - n) * 60000).toISOString(),
+    'dead-letter-cause': 'nack', 'dead-letter-broker': edge, 'dead-letter-id': id,
+  };
+  await new Promise((resolve, reject) => c.publish(`fleet/${edge}/dead/orders`, JSON.stringify({ order: n }),
+    { qos: 1, properties: { userProperties } }, (e) => (e ? reject(e) : resolve())));
 }
 
 async function shot(page, name) {
@@ -823,6 +850,67 @@ async function main() {
     await shot(page, '07d-redrive-all-done.png');
     await page.select('#filter-policy', '');
     await page.click('#apply-filter');
+  });
+
+  t.step('the fleet at a glance: letters of three edge brokers collected, the Brokers table counts each, one broker\'s letters on click', async () => {
+    const fleet = await mqttClient(broker.mqttPort, 'publisher', { clientId: 'console-test-bridge' });
+    try {
+      let n = 0;
+      for (const [edge, count] of Object.entries(FLEET)) {
+        for (let i = 0; i < count; i++) await fleetLetter(fleet, edge, ++n);
+      }
+    } finally {
+      fleet.end(true);
+    }
+    const total = Object.values(FLEET).reduce((a, b) => a + b, 0);
+    await waitFor('the plugin to keep every fleet letter', async () =>
+      (await control.run({ command: 'getStatus' })).totals.collected === total);
+    const plugin = (await control.run({ command: 'listBrokers' })).brokers;
+    for (const [edge, count] of Object.entries(FLEET)) {
+      const b = plugin.find((x) => x.broker === edge);
+      assert(b && b.kept === count, `the plugin's listBrokers for ${edge}: ${JSON.stringify(b)}`);
+    }
+    // A row per broker, by name, as the plugin lists them (this broker's
+    // own letters among them), each with its newest letter's time.
+    const rowsOf = () => page.$$eval('#brokers-table tbody tr', (trs) => trs.map((tr) => ({
+      broker: tr.dataset.broker, cells: [...tr.cells].map((c) => c.textContent) })));
+    await waitFor('the Brokers table to list the fleet', async () => {
+      const r = await rowsOf();
+      return Object.entries(FLEET).every(([edge, count]) => r.some((x) => x.broker === edge && x.cells[1] === String(count)));
+    });
+    const rows = await rowsOf();
+    assert(JSON.stringify(rows.map((r) => r.broker)) === JSON.stringify(plugin.map((b) => b.broker)), `rows ${JSON.stringify(rows.map((r) => r.broker))}, the plugin's ${JSON.stringify(plugin.map((b) => b.broker))}`);
+    for (const b of plugin) {
+      const r = rows.find((x) => x.broker === b.broker);
+      const when = await page.evaluate((ms) => window.DlqConsole.format.time(ms), b.newestTimeMs);
+      assert(r.cells[0] === b.broker && r.cells[1] === String(b.kept) && r.cells[3] === when,
+        `the row of ${b.broker}: ${JSON.stringify(r.cells)}; the plugin's ${JSON.stringify(b)}`);
+    }
+    assert(await visible(page, '#brokers-table'), 'the Brokers table is not shown');
+    await waitFor('the fleet letters in the list', async () => {
+      const shown = await page.$$eval('#letters tbody tr.letter', (trs) => trs.map((tr) => tr.cells[8].textContent));
+      return Object.keys(FLEET).every((edge) => shown.includes(edge));
+    });
+    const c = await lowContrast(page);
+    assert(c.out.length === 0, `contrast: ${c.out.join('; ')}`);
+    const missing = await unlabelled(page);
+    assert(missing.length === 0, `controls without a label: ${missing.join(', ')}`);
+    await shot(page, '10-fleet.png');
+
+    // edge-2's button: the list shows its two letters alone, and the
+    // filter's Broker field says so.
+    await page.click('#brokers-table tr[data-broker="edge-2"] button.pick-broker');
+    await waitFor('edge-2\'s letters alone', async () => {
+      const shown = await page.$$eval('#letters tbody tr.letter', (trs) => trs.map((tr) => tr.cells[8].textContent));
+      return shown.length === FLEET['edge-2'] && shown.every((b) => b === 'edge-2');
+    });
+    assert((await page.$eval('#filter-broker', (e) => e.value)) === 'edge-2', 'the Broker field does not say edge-2');
+    assert((await text(page, '#letters-count')).includes(`of ${FLEET['edge-2']}`), `count line: ${await text(page, '#letters-count')}`);
+    await shot(page, '10b-fleet-one-broker.png');
+    await page.$eval('#filter-broker', (e) => { e.value = ''; });
+    await page.click('#apply-filter');
+    await waitFor('every letter again', async () => (await page.$$eval('#letters tbody tr.letter',
+      (trs) => trs.map((tr) => tr.cells[8].textContent))).includes('edge-3'));
   });
 
   t.step('a broker without the plugin: the page says so', async () => {

@@ -422,6 +422,160 @@ START_TEST(test_overlapping_collect_is_refused)
 }
 END_TEST
 
+/* ---- the fleet at a glance: counters, warnings, letters by broker ---- */
+
+/* Garbage messages a test_collecting_at_a_glance burst publishes. */
+#define GARBAGE_BURST 200
+
+/* A centre of its own, alone (COLLECT, $SYS every second), with its ops
+ * client. */
+static struct broker *glance_centre(struct client **ops)
+{
+	struct broker *c = broker_new("glance");
+	broker_use_bin(c, getenv("DLQ_FLEET_CENTRE_BIN"));
+	broker_plugin(c);
+	broker_conf(c, "plugin_opt_broker_name centre");
+	broker_conf(c, "plugin_opt_collect " COLLECT);
+	broker_conf(c, "plugin_opt_dead_letter_access control");
+	broker_conf(c, "plugin_opt_sys_interval 1s");
+	broker_start(c);
+	*ops = ops_client(c, "ops");
+	return c;
+}
+
+/* The number getStatus' totals say for name. */
+static double status_total(struct client *ops, const char *name)
+{
+	const cJSON *e;
+	cJSON *doc = ask(ops, cmd_new(DLQ_COMMAND_GET_STATUS), &e);
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(entry_data(e), "totals"), name);
+	ck_assert_msg(cJSON_IsNumber(v), "getStatus' totals have no number \"%s\"", name);
+	double n = v->valuedouble;
+	cJSON_Delete(doc);
+	return n;
+}
+
+/* Waits until sys (subscribed to $SYS/broker/dlq/#) got want on
+ * $SYS/broker/dlq/<name>. */
+static void wait_sys_value(struct client *sys, const char *name, const char *want)
+{
+	char topic[128];
+	snprintf(topic, sizeof(topic), DLQ_SYS_TOPIC_PREFIX "%s", name);
+	uint64_t deadline = it_now_ms() + HARNESS_WAIT_MS;
+	while(client_find_payload(sys, topic, want, 0) == NULL){
+		ck_assert_msg(it_now_ms() < deadline, "no \"%s\" on %s", want, topic);
+		client_wait(sys, topic, client_count(sys, topic) + 1, 100);
+	}
+}
+
+/* Collecting is counted (getStatus' collected, collectedDuplicates,
+ * collectedRefused; the same on $SYS, whose names are Prometheus metric
+ * names; zeroed by resetCounters); a burst of garbage on a collect filter
+ * logs a bounded number of warnings (10 and one that says the rest are
+ * not logged), every one counted; listBrokers and dlqctl brokers give
+ * each broker's letters and newest letter, and dlqctl list --broker only
+ * its letters. */
+START_TEST(test_collecting_at_a_glance)
+{
+	struct client *ops;
+	struct broker *c = glance_centre(&ops);
+	struct client *sys = ops_client(c, "sys");
+	client_subscribe(sys, DLQ_SYS_TOPIC_PREFIX "#", 1);
+	struct client *bridge = client_new(c, "bridge", MQTT_PROTOCOL_V5);
+	static const struct { const char *broker, *id; } letters[] = {
+		{ "edge-1", "GGGGGGGGGGGGGGG1" }, { "edge-2", "GGGGGGGGGGGGGGG2" }, { "edge-3", "GGGGGGGGGGGGGGG3" },
+		{ "edge-1", "GGGGGGGGGGGGGGG4" },
+	};
+	for(size_t i = 0; i < ARRAY_LEN(letters); i++){
+		char topic[64];
+		snprintf(topic, sizeof(topic), "fleet/%s/dead/orders", letters[i].broker);
+		ck_assert_int_lt(publish_letter(bridge, topic, letters[i].broker, letters[i].id, "order"), 0x80);
+	}
+	wait_letters(ops, NULL, ARRAY_LEN(letters));
+	/* One delivered again. */
+	ck_assert_int_lt(publish_letter(bridge, "fleet/edge-2/dead/orders", "edge-2", "GGGGGGGGGGGGGGG2", "order"), 0x80);
+	ck_assert_msg(it_wait_log(c, "is kept already", 1, HARNESS_WAIT_MS), "the second delivery was not seen as one");
+
+	/* A burst of garbage, then a real letter: once it is kept, the
+	 * plugin has seen the whole burst. */
+	for(int i = 0; i < GARBAGE_BURST; i++){
+		client_publish_str(bridge, "fleet/junk/dead/x", "garbage", 1);
+	}
+	ck_assert_int_lt(publish_letter(bridge, "fleet/edge-3/dead/orders", "edge-3", "GGGGGGGGGGGGGGG5", "order"), 0x80);
+	wait_letters(ops, "edge-3", 2);
+	ck_assert_uint_eq((unsigned)status_total(ops, "collected"), ARRAY_LEN(letters) + 1);
+	ck_assert_uint_eq((unsigned)status_total(ops, "collectedDuplicates"), 1);
+	ck_assert_uint_eq((unsigned)status_total(ops, "collectedRefused"), GARBAGE_BURST);
+	char *log = broker_log_since_start(c);
+	size_t warned = it_count(log, "is no dead letter and is not kept");
+	size_t quiet = it_count(log, "messages on plugin_opt_collect \"" COLLECT "\" refused within 60 s: the next ones "
+			"are counted (collectedRefused) and not logged");
+	free(log);
+	ck_assert_msg(warned == 10 && quiet == 1, "%d garbage messages logged %zu warnings and %zu notes that the rest "
+			"are not logged; want 10 and 1", GARBAGE_BURST, warned, quiet);
+	wait_sys_value(sys, "collected", "5");
+	wait_sys_value(sys, "collected_duplicates", "1");
+	char burst[16];
+	snprintf(burst, sizeof(burst), "%d", GARBAGE_BURST);
+	wait_sys_value(sys, "collected_refused", burst);
+
+	/* By broker: by name, each one's letters and newest letter. */
+	const cJSON *e;
+	cJSON *doc = ask(ops, cmd_new(DLQ_COMMAND_LIST_BROKERS), &e);
+	const cJSON *data = entry_data(e);
+	const cJSON *brokers = cJSON_GetObjectItemCaseSensitive(data, "brokers");
+	static const struct { const char *broker, *newest; int kept; } want[] = {
+		{ "edge-1", "GGGGGGGGGGGGGGG4", 2 }, { "edge-2", "GGGGGGGGGGGGGGG2", 1 }, { "edge-3", "GGGGGGGGGGGGGGG5", 2 },
+	};
+	ck_assert_int_eq(cJSON_GetArraySize(brokers), ARRAY_LEN(want));
+	ck_assert_int_eq((int)cJSON_GetObjectItemCaseSensitive(data, "count")->valuedouble, ARRAY_LEN(want));
+	ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(data, "next"));
+	for(size_t i = 0; i < ARRAY_LEN(want); i++){
+		const cJSON *b = cJSON_GetArrayItem(brokers, (int)i);
+		expect_str_member(b, "broker", want[i].broker);
+		expect_str_member(b, "newestId", want[i].newest);
+		expect_str_member(b, "newestTime", "2026-12-06T23:00:00.000Z");
+		ck_assert_int_eq((int)cJSON_GetObjectItemCaseSensitive(b, "kept")->valuedouble, want[i].kept);
+		ck_assert_int_gt((int)cJSON_GetObjectItemCaseSensitive(b, "bytes")->valuedouble, 0);
+	}
+	cJSON_Delete(doc);
+	struct proc *p = dlqctl_expect(0, c, "brokers");
+	const char *out = proc_out(p);
+	ck_assert_msg(it_count(out, "\n") == 4 && strstr(out, "BROKER") && strstr(out, "NEWEST-LETTER"), "%s", out);
+	for(size_t i = 0; i < ARRAY_LEN(want); i++){
+		char row[64];
+		snprintf(row, sizeof(row), "%s ", want[i].broker);
+		ck_assert_msg(strstr(out, row), "no row of %s:\n%s", want[i].broker, out);
+	}
+	p = dlqctl_expect(0, c, "list", "--broker", "edge-1");
+	out = proc_out(p);
+	ck_assert_msg(it_count(out, "\n") == 3 && strstr(out, "GGGGGGGGGGGGGGG1") && strstr(out, "GGGGGGGGGGGGGGG4")
+			&& !strstr(out, "edge-2") && !strstr(out, "edge-3"), "%s", out);
+
+	/* One letter deleted: its broker's count and newest follow. */
+	cJSON *del = cmd_new(DLQ_COMMAND_DELETE_DEAD_LETTERS);
+	cJSON *ids = cJSON_AddArrayToObject(del, "ids");
+	cJSON_AddItemToArray(ids, cJSON_CreateString("GGGGGGGGGGGGGGG4"));
+	cJSON_Delete(ask(ops, del, &e));
+	doc = ask(ops, cmd_new(DLQ_COMMAND_LIST_BROKERS), &e);
+	const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(entry_data(e), "brokers"), 0);
+	expect_str_member(first, "newestId", "GGGGGGGGGGGGGGG1");
+	ck_assert_int_eq((int)cJSON_GetObjectItemCaseSensitive(first, "kept")->valuedouble, 1);
+	cJSON_Delete(doc);
+
+	p = dlqctl_expect(0, c, "status");
+	ck_assert_msg(strstr(proc_out(p), "collected from other brokers (plugin_opt_collect): 5; kept already: 1; "
+			"refused: 200\n"), "%s", proc_out(p));
+
+	/* resetCounters zeroes them as the others. */
+	cJSON_Delete(ask(ops, cmd_new(DLQ_COMMAND_RESET_COUNTERS), &e));
+	ck_assert_uint_eq((unsigned)status_total(ops, "collected"), 0);
+	ck_assert_uint_eq((unsigned)status_total(ops, "collectedDuplicates"), 0);
+	ck_assert_uint_eq((unsigned)status_total(ops, "collectedRefused"), 0);
+	wait_sys_value(sys, "collected_refused", "0");
+}
+END_TEST
+
 static Suite *fleet_suite(void)
 {
 	Suite *s = suite_create("fleet");
@@ -430,6 +584,7 @@ static Suite *fleet_suite(void)
 	tcase_add_test(tc, test_a_letter_delivered_twice_is_kept_once);
 	tcase_add_test(tc, test_garbage_is_refused_and_logged);
 	tcase_add_test(tc, test_overlapping_collect_is_refused);
+	tcase_add_test(tc, test_collecting_at_a_glance);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -7,7 +7,8 @@
  * from the state file (the key is the letter's id and broker, both kept);
  * another broker's letter of the same id is not kept, and said so; a
  * message that is no dead letter is not kept, and a warning names its
- * topic; the store's bound applies to collected letters as to its own; a
+ * topic, at most 10 a minute a filter (the rest counted, and said); the
+ * letters kept, again and refused are counted; the store's bound applies to collected letters as to its own; a
  * reload whose policies would overlap a collect filter is refused.
  */
 #include <check.h>
@@ -131,6 +132,44 @@ START_TEST(no_dead_letter_is_refused_and_logged_with_its_topic)
 }
 END_TEST
 
+/* A flood of garbage on a collect filter does not flood the log: 10
+ * warnings in a minute, then one that says the rest are not logged; every
+ * refusal counted (collectedRefused). The first warning of the next
+ * minute says how many were not logged. A letter kept and one delivered
+ * again are counted too. */
+START_TEST(a_flood_of_garbage_logs_a_bounded_number_of_warnings)
+{
+	start("1MiB");
+	fake.now_ms = 1000;
+	struct dlq_collected_msg m = {
+		.topic = "fleet/edge-1/dead/orders", .client = "flooder", .payload = "junk", .payload_len = 4, .qos = 1,
+	};
+	for(int i = 0; i < 100; i++){
+		fake.now_ms += 100;
+		dlq__collect(&d, &m);
+	}
+	ck_assert_uint_eq(d.counters.collected_refused, 100);
+	ck_assert_uint_eq(logged_count("is no dead letter and is not kept"), 10);
+	ck_assert_uint_eq(logged_count("10 messages on plugin_opt_collect \"fleet/+/dead/#\" refused within 60 s: the next "
+			"ones are counted (collectedRefused) and not logged for the rest of the 60 s"), 1);
+	/* A minute after the window's first warning: logged again, with the
+	 * count of those that were not. */
+	fake.now_ms = 1100 + 60000;
+	dlq__collect(&d, &m);
+	ck_assert_uint_eq(logged_count("is no dead letter and is not kept"), 11);
+	ck_assert(fake_logged("(plugin_opt_collect): user property dead-letter-id missing (and 90 more refused on this "
+			"filter since the last warning, not logged)"));
+	deliver("fleet/edge-1/dead/orders", "edge-1", "AAAAAAAAAAAAAAA1", "one");
+	deliver("fleet/edge-1/dead/orders", "edge-1", "AAAAAAAAAAAAAAA1", "one");
+	ck_assert_uint_eq(d.counters.collected, 1);
+	ck_assert_uint_eq(d.counters.collected_duplicates, 1);
+	ck_assert_uint_eq(d.counters.collected_refused, 101);
+	dlq__reset_counters(&d);
+	ck_assert_uint_eq(d.counters.collected + d.counters.collected_duplicates + d.counters.collected_refused, 0);
+	stop();
+}
+END_TEST
+
 /* A collected letter counts against the store's bound: the oldest make
  * room, and a letter larger than the bound is not kept (counted as
  * dropped), with a warning naming it. */
@@ -195,6 +234,7 @@ static Suite *collect_suite(void)
 	tcase_add_test(tc, no_dead_letter_is_refused_and_logged_with_its_topic);
 	tcase_add_test(tc, the_bound_applies_to_collected_letters);
 	tcase_add_test(tc, a_reload_that_would_overlap_is_refused);
+	tcase_add_test(tc, a_flood_of_garbage_logs_a_bounded_number_of_warnings);
 	suite_add_tcase(s, tc);
 	return s;
 }

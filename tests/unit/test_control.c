@@ -333,7 +333,7 @@ START_TEST(every_bad_command_gets_its_own_error)
 	/* The known names come from the command tables, in their order. */
 	expect_error(entry(r, 1), "retry", NULL, "unknown command \"retry\" (known: nack, ack, progress, listPolicies, "
 			"getStatus, resetCounters, getHistory, listDeadLetters, getDeadLetter, redriveDeadLetters, "
-			"deleteDeadLetters, purgeDeadLetters, startRedriveTask, cancelRedriveTask)");
+			"deleteDeadLetters, purgeDeadLetters, startRedriveTask, cancelRedriveTask, listBrokers)");
 	expect_str(entry(r, 1), "correlationData", "x");
 	expect_error(entry(r, 2), DLQ_COMMAND_NACK, NULL, "\"id\"");
 	expect_str(entry(r, 2), "correlationData", "y");

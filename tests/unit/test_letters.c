@@ -3,7 +3,8 @@
  * Unit tests of letters.c: kept dead letters found by id and listed in the
  * order kept, a second keep of the same id refused, bytes and per-policy
  * tallies kept exact through removals and a new policy table, and many
- * letters growing the table.
+ * letters growing the table; the tallies by broker sorted by name and
+ * exact as letters come and go.
  */
 #include <check.h>
 #include <errno.h>
@@ -201,9 +202,92 @@ START_TEST(many_letters_grow_the_table)
 }
 END_TEST
 
+/* A dead letter with id n made by the broker named broker (NULL: none). */
+static struct dlq_envelope *letter_of(unsigned n, const char *broker)
+{
+	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/jobs", "jobs/x", "jobs/#", "dead/jobs",
+			"max_attempts (3) reached", "worker", broker, "x", 1, NULL, 0);
+	ck_assert_ptr_nonnull(e);
+	struct dlq_id id = id_of(n);
+	e->id = id;
+	e->time_ms = 1790000000000LL + n;
+	return e;
+}
+
+/* The tally of broker name, which must be there. */
+static const struct dlq_broker_tally *tally_of(const struct dlq_letters *s, const char *name)
+{
+	size_t n;
+	const struct dlq_broker_tally *t = letters__brokers(s, &n);
+	for(size_t i = 0; i < n; i++){
+		if(!strcmp(t[i].name, name)) return &t[i];
+	}
+	ck_abort_msg("no tally of broker \"%s\"", name);
+	return NULL;
+}
+
+START_TEST(each_brokers_letters_are_tallied_as_they_come_and_go)
+{
+	struct dlq_letters s;
+	ck_assert_int_eq(letters__init(&s, &table, 1u << 20), 0);
+	const char *makers[] = { "edge-2", "edge-1", "edge-3", "edge-1", NULL, "edge-1" };
+	struct dlq_letter *kept[6];
+	for(unsigned n = 0; n < 6; n++){
+		ck_assert_int_eq(letters__adopt(&s, letter_of(n + 1, makers[n]), &table, &kept[n]), 0);
+	}
+	size_t count;
+	const struct dlq_broker_tally *t = letters__brokers(&s, &count);
+	/* By name; a letter without a broker's name under "". */
+	ck_assert_uint_eq(count, 4);
+	ck_assert_str_eq(t[0].name, "");
+	ck_assert_str_eq(t[1].name, "edge-1");
+	ck_assert_str_eq(t[2].name, "edge-2");
+	ck_assert_str_eq(t[3].name, "edge-3");
+	ck_assert_uint_eq(tally_of(&s, "edge-1")->count, 3);
+	ck_assert_ptr_eq(tally_of(&s, "edge-1")->newest, kept[5]);
+	ck_assert_uint_eq(tally_of(&s, "edge-2")->count, 1);
+	uint64_t bytes = 0;
+	for(size_t i = 0; i < count; i++){
+		bytes += t[i].bytes;
+	}
+	ck_assert_uint_eq(bytes, s.bytes);
+	/* edge-1's newest deleted: its next newest is found older. */
+	letters__remove(&s, kept[5]);
+	letters__free(kept[5]);
+	ck_assert_uint_eq(tally_of(&s, "edge-1")->count, 2);
+	ck_assert_ptr_eq(tally_of(&s, "edge-1")->newest, kept[3]);
+	ck_assert_uint_eq(tally_of(&s, "edge-1")->bytes, kept[1]->bytes + kept[3]->bytes);
+	/* An older one of edge-1 leaves: the newest stays. */
+	letters__remove(&s, kept[1]);
+	letters__free(kept[1]);
+	ck_assert_ptr_eq(tally_of(&s, "edge-1")->newest, kept[3]);
+	/* edge-2's only letter leaves: so does its tally. */
+	letters__remove(&s, kept[0]);
+	letters__free(kept[0]);
+	t = letters__brokers(&s, &count);
+	ck_assert_uint_eq(count, 3);
+	ck_assert_str_eq(t[2].name, "edge-3");
+	/* Many brokers stay sorted. */
+	for(unsigned n = 100; n < 400; n++){
+		char name[16];
+		snprintf(name, sizeof(name), "b%u", (n * 7919u) % 1000u);
+		struct dlq_letter *l;
+		ck_assert_int_eq(letters__adopt(&s, letter_of(n, name), &table, &l), 0);
+	}
+	t = letters__brokers(&s, &count);
+	ck_assert_uint_eq(count, 303);
+	for(size_t i = 1; i < count; i++){
+		ck_assert_int_lt(strcmp(t[i - 1].name, t[i].name), 0);
+	}
+	letters__cleanup(&s);
+	ck_assert_uint_eq(s.broker_count, 0);
+}
+END_TEST
+
 int main(void)
 {
 	return check_run(check_suite("letters", tcase_create("letters"),
 			CHECK_TESTS(letters_are_kept_in_order_and_found_by_id, bytes_and_tallies_follow_the_letters_and_a_new_table,
-			a_letter_of_a_filter_no_policy_has_is_kept_untallied, many_letters_grow_the_table)));
+			a_letter_of_a_filter_no_policy_has_is_kept_untallied, many_letters_grow_the_table,
+			each_brokers_letters_are_tallied_as_they_come_and_go)));
 }

@@ -7,7 +7,9 @@
  * changed; one letter's details on click; redrive and delete of the ticked
  * letters after a confirmation; a redrive task of every letter the filter
  * matches after a confirmation that says how many and how fast, its
- * progress bar fed by getStatus. Every failure is said in #alert.
+ * progress bar fed by getStatus; the kept letters by broker (listBrokers,
+ * when the store changed), a broker's letters shown on click. Every
+ * failure is said in #alert.
  */
 (function () {
 	'use strict';
@@ -233,10 +235,11 @@
 			$('tasks').hidden = tasks.length === 0;
 			D.letters.renderTasks($('tasks-list'), tasks);
 			const t = status.totals || {};
-			const mark = t.keptDeadLetters + '/' + t.deadLetters + '/' + t.redriven + '/' + t.keptDeadLetterBytes;
+			const mark = t.keptDeadLetters + '/' + t.deadLetters + '/' + t.redriven + '/' + t.keptDeadLetterBytes + '/' + t.collected;
 			if (mark !== state.storeMark) {
 				/* New letters show at once on the newest page; on an older
 				 * one, the operator chooses when to go back. */
+				await loadBrokers();
 				if (state.pages.index === 0 || state.storeMark === null) await loadLetters();
 				else $('page-info').textContent = 'The store changed: go back to the newest page to see it.';
 				state.storeMark = mark;
@@ -247,6 +250,36 @@
 		} finally {
 			state.polling = false;
 		}
+	}
+
+	/* The Brokers table, from the counts the store keeps (listBrokers: no
+	 * walk of the letters); hidden for a plugin older than the command. */
+	async function loadBrokers() {
+		let data;
+		try {
+			data = await state.control.run({ command: 'listBrokers' });
+		} catch (e) {
+			if (e instanceof D.ControlError && e.kind === 'command') {
+				$('brokers').hidden = true;
+				return;
+			}
+			throw e;
+		}
+		$('brokers').hidden = false;
+		D.letters.renderBrokers($('brokers-table').tBodies[0], data.brokers, D.format, showBroker);
+	}
+
+	/* Only the letters of broker name, from the newest page on. */
+	function showBroker(name) {
+		$('filter-broker').value = name;
+		applyFilter();
+		$('letters-title').scrollIntoView();
+	}
+
+	function applyFilter() {
+		state.pages.setFilter($('filter-policy').value, $('filter-reason').value.trim(), $('filter-cause').value,
+			$('filter-broker').value.trim());
+		loadLetters();
 	}
 
 	async function loadLetters() {
@@ -375,9 +408,7 @@
 		$('disconnect').addEventListener('click', disconnect);
 		$('letter-filter').addEventListener('submit', (ev) => {
 			ev.preventDefault();
-			state.pages.setFilter($('filter-policy').value, $('filter-reason').value.trim(), $('filter-cause').value,
-				$('filter-broker').value.trim());
-			loadLetters();
+			applyFilter();
 		});
 		$('chart-by-cause').addEventListener('change', () => {
 			state.byCause = $('chart-by-cause').checked;

@@ -4,7 +4,8 @@
  * first, paged by the plugin's cursor, filtered by policy, reason,
  * dead-letter cause and the broker that made them), which letters are ticked, the redrive task the
  * current filter makes (startRedriveTask), and the DOM of the table, of
- * one letter's details, of an action's results and of the tasks' progress.
+ * one letter's details, of an action's results, of the tasks' progress and
+ * of the kept letters by broker (listBrokers).
  * Everything a client controls (topics, reasons, payloads, properties)
  * goes into the page as text (textContent), never as markup.
  */
@@ -219,5 +220,34 @@
 		}
 	}
 
-	root.letters = { LetterPages, cell: td, renderTable, renderDetails, renderResults, renderTasks, taskWords, PAGE };
+	/* listBrokers' brokers into tbody: a row per broker (its name, letters
+	 * kept, their bytes, the newest letter's time) with a button that
+	 * shows only its letters, onPick(name). */
+	function renderBrokers(tbody, brokers, format, onPick) {
+		tbody.textContent = '';
+		for (const b of brokers || []) {
+			const tr = document.createElement('tr');
+			tr.dataset.broker = b.broker;
+			const th = document.createElement('th');
+			th.scope = 'row';
+			th.textContent = b.broker || '(no name)';
+			tr.appendChild(th);
+			tr.appendChild(td(format.counter(b.kept), 'num kept'));
+			tr.appendChild(td(format.bytes(b.bytes), 'num'));
+			tr.appendChild(td(b.newestTimeMs ? format.time(b.newestTimeMs) : '—', 'newest'));
+			const show = document.createElement('td');
+			const btn = document.createElement('button');
+			btn.type = 'button';
+			btn.className = 'plain pick-broker';
+			btn.textContent = 'Show its letters';
+			btn.setAttribute('aria-label', 'Show only the dead letters of broker ' + (b.broker || '(no name)'));
+			btn.disabled = !b.broker;
+			btn.addEventListener('click', () => onPick(b.broker));
+			show.appendChild(btn);
+			tr.appendChild(show);
+			tbody.appendChild(tr);
+		}
+	}
+
+	root.letters = { LetterPages, cell: td, renderTable, renderDetails, renderResults, renderTasks, renderBrokers, taskWords, PAGE };
 })(typeof module !== 'undefined' ? module.exports : (window.DlqConsole = window.DlqConsole || {}));
