@@ -294,7 +294,8 @@ run_suite() {
 	check "the module $(module_named) is where dlq.conf names it" test -f "$root$(module_named)"
 	check "dlqctl and the man pages are installed" test -x "$root/usr/bin/dlqctl" -a \
 		-f "$root/usr/share/man/man1/dlqctl.1.gz" -a -f "$root/usr/share/man/man7/mosquitto-dlq.7.gz"
-	check "the docs and the console screenshot the README shows are installed" test -f "$root/usr/share/doc/mosquitto-dlq/docs/console.png" -a \
+	check "the docs and the screenshots they show are installed" test -f "$root/usr/share/doc/mosquitto-dlq/docs/console.png" -a \
+		-f "$root/usr/share/doc/mosquitto-dlq/docs/console-task.png" -a -f "$root/usr/share/doc/mosquitto-dlq/docs/console-fleet.png" -a \
 		-d "$root/usr/share/doc/mosquitto-dlq/docs" -a -n "$(ls "$root"/usr/share/doc/mosquitto-dlq/README.md* 2>/dev/null)"
 	check "README.md and the docs it links to are not compressed (the links work)" test -f "$root/usr/share/doc/mosquitto-dlq/README.md" -a \
 		-f "$root/usr/share/doc/mosquitto-dlq/docs/durable-state.md" -a -f "$root/usr/share/doc/mosquitto-dlq/docs/operations.md"
