@@ -13,7 +13,11 @@
  * letter delivered twice is kept once, before and after a restart;
  * garbage on a collected filter is refused with a log line naming the
  * topic, goes on to its subscribers, and the broker lives; a collect
- * filter that would double-keep is refused at start.
+ * filter that would double-keep is refused at start. A redrive at the
+ * centre sends an edge's letter home over its bridge
+ * (plugin_opt_redrive_home, plugin_opt_redrive_from): that edge's worker
+ * gets it again as a new chain, no other edge sees it, and forged or
+ * stray requests on an edge are refused.
  *
  * DLQ_FLEET_CENTRE_BIN (optional) runs the centre on another broker binary
  * than the edges (MOSQUITTO_BIN): a fleet of mixed broker lines.
