@@ -220,12 +220,17 @@ static int by_ids_batch(struct control *ctl, const struct by_ids *b, char *const
 		char *shown = letter__printable(id, false);
 		char *why = letter__printable(error ? error : "the reply says neither \"result\" nor \"error\"", false);
 		answered++;
-		if(result && !strcmp(result, b->done) && !error){
+		/* A letter of another broker redriven at a centre with
+		 * plugin_opt_redrive_home: "sent home to <broker>", published
+		 * "via" its home topic. */
+		bool home = b->redrive && result && !strncmp(result, "sent home to ", 13);
+		if(result && (home || !strcmp(result, b->done)) && !error){
 			(*done)++;
 			if(t){
 				const cJSON *tracked = cJSON_GetObjectItemCaseSensitive(r, "tracked");
 				const char *cells[] = {
-					id, result, control__str(r, "topic"), cJSON_IsBool(tracked) ? (cJSON_IsTrue(tracked) ? "yes" : "no") : NULL,
+					id, result, control__str(r, home ? "via" : "topic"),
+					cJSON_IsBool(tracked) ? (cJSON_IsTrue(tracked) ? "yes" : "no") : NULL,
 				};
 				if(add_printable_row(t, cells, b->redrive ? 4 : 2)) ok = false;
 			}

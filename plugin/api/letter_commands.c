@@ -215,8 +215,9 @@ static int run_by_ids(struct dlq *d, const struct letter_store_asker *who, const
 	bool ok = true;
 	cJSON_ArrayForEach(id, ids){
 		char msg[256];
+		char home[DLQ_HOME_TOPIC_MAX];
 		struct dlq_letter *l = letter_by_text(d, id->valuestring);
-		const char *to = l && redrive ? (topic ? topic : l->env->origin_topic) : NULL;
+		const char *to = l && redrive ? dlq__redrive_target(d, l, topic, home) : NULL;
 		cJSON *r;
 		if(l == NULL){
 			r = result_entry(results, id->valuestring, NULL, UNKNOWN_ID);
@@ -230,11 +231,18 @@ static int run_by_ids(struct dlq *d, const struct letter_store_asker *who, const
 			/* The target is copied: the letter, where it may point, goes. */
 			char *target = errtext__dup_range(to, strlen(to));
 			struct dlq_redrive_result res;
-			int rc = target ? dlq__redrive_letter(d, l, target, who->client, false, &res) : ENOMEM;
+			int rc = target ? dlq__redrive_letter(d, l, topic ? target : NULL, who->client, false, &res) : ENOMEM;
 			if(rc){
 				errtext__set(msg, sizeof(msg), "publish failed: %s; the letter is kept",
 						rc == EIO ? "the random source failed (no dlq-id)" : strerror(rc));
 				r = result_entry(results, id->valuestring, NULL, msg);
+			}else if(res.home){
+				/* Sent, not known to have arrived: the bridge's session
+				 * holds it while the broker is unreachable. */
+				errtext__set(msg, sizeof(msg), "sent home to %s", res.broker);
+				r = result_entry(results, id->valuestring, msg, NULL);
+				ok = r && add_str(r, "broker", res.broker) && add_str(r, "via", res.topic)
+						&& cJSON_AddBoolToObject(r, "tracked", false);
 			}else{
 				r = result_entry(results, id->valuestring, "redriven", NULL);
 				ok = r && add_str(r, "topic", target) && cJSON_AddBoolToObject(r, "tracked", res.tracked)

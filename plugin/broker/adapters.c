@@ -74,16 +74,20 @@ static __attribute__((noinline)) void track_message(struct dlq_plugin *pl, struc
 	}
 }
 
-/* A message of no policy on a broker that collects: kept in the store when
- * it is on a plugin_opt_collect filter (engine/collect.c). It goes on to
- * its subscribers unchanged whatever the store made of it. */
+/* A message of no policy on a broker that collects or takes redrive
+ * requests: kept in the store when it is on a plugin_opt_collect filter
+ * (engine/collect.c), redriven when it is a request on
+ * plugin_opt_redrive_from's topic (engine/redrive_request.c). It goes on
+ * to its subscribers unchanged whatever the plugin made of it. */
 static __attribute__((noinline)) void maybe_collect(struct dlq_plugin *pl, struct mosquitto_evt_message *ed)
 {
-	if(!dlq__collects(pl->engine, ed->topic)) return;
+	bool collect = dlq__collects(pl->engine, ed->topic);
+	if(!collect && !dlq__redrive_requested(pl->engine, ed->topic)) return;
 	struct dlq_headers h = {0};
 	if(ed->properties && props__all_to_headers(&pl->caps.props, ed->properties, &h)){
 		headers__free(&h);
-		port__log(DLQ_LOG_ERR, "out of memory: the message on " QFMT " (plugin_opt_collect) is not kept", Q(ed->topic));
+		port__log(DLQ_LOG_ERR, "out of memory: the message on " QFMT " (%s) is not read", Q(ed->topic),
+				collect ? "plugin_opt_collect" : "plugin_opt_redrive_from");
 		return;
 	}
 	struct dlq_collected_msg m = {
@@ -95,7 +99,8 @@ static __attribute__((noinline)) void maybe_collect(struct dlq_plugin *pl, struc
 		.headers = h.data,
 		.headers_len = h.len,
 	};
-	dlq__collect(pl->engine, &m);
+	if(collect) dlq__collect(pl->engine, &m);
+	else dlq__redrive_request(pl->engine, &m);
 	headers__free(&h);
 }
 

@@ -28,7 +28,8 @@ struct dlq_plugin {
 	bool own_check;                    /* acl_check is running for the plugin: ignore the callback */
 	struct dlq_packet_limits limits;   /* owned: clients' Maximum Packet Sizes, where 2.1 shows them */
 	struct dlq_sys sys;                /* owned: $SYS/broker/dlq/..., published from the tick */
-	bool collecting;                   /* plugin_opt_collect gave filters (read once: a reload keeps them) */
+	bool collecting;                   /* plugin_opt_collect gave filters, or plugin_opt_redrive_from a topic
+	                                    * (read once: a reload keeps them) */
 };
 
 int adapter__message(int event, void *event_data, void *userdata);

@@ -415,7 +415,7 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	}
 	*userdata = pl;
 	const struct dlq_config *c = dlq__config(pl->engine);
-	pl->collecting = c->collect.count > 0;
+	pl->collecting = c->collect.count > 0 || c->redrive.from_topic != NULL;
 	port__log(DLQ_LOG_NOTICE, "mosquitto-dlq %s loaded: %zu policies, nack_window %" PRIu64 " ms, "
 			"max_pending_bytes %" PRIu64 ", broker name \"%s\"", DLQ_VERSION, c->policies.count, c->nack_window_ms,
 			c->max_pending_bytes, c->broker_name);
@@ -423,6 +423,14 @@ DLQ_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **u
 	for(size_t i = 0; i < c->collect.count; i++){
 		port__log(DLQ_LOG_NOTICE, "collecting other brokers' dead letters on \"%s\" (plugin_opt_collect)",
 				c->collect.items[i]);
+	}
+	if(c->redrive.home){
+		port__log(DLQ_LOG_NOTICE, "other brokers' letters redriven here are sent home on \"%s\" "
+				"(plugin_opt_redrive_home)", c->redrive.home);
+	}
+	if(c->redrive.from_topic){
+		port__log(DLQ_LOG_NOTICE, "taking redrive requests on \"%s\" from \"%s\" (plugin_opt_redrive_from)",
+				c->redrive.from_topic, c->redrive.from_client);
 	}
 	log_access_mode(c->redelivery, pl->caps.line);
 	log_counting(pl);

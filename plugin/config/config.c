@@ -392,6 +392,16 @@ int config__name_broker(struct dlq_config *c, const char *host, char *err, size_
 	return dup_text(&c->broker_name, host, err, errlen);
 }
 
+static int set_redrive_home(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	return redrive_paths__set_home(&c->redrive, v, err, errlen);
+}
+
+static int set_redrive_from(struct dlq_config *c, const char *v, char *err, size_t errlen)
+{
+	return redrive_paths__set_from(&c->redrive, v, err, errlen);
+}
+
 /* The options that may be given once, and what sets each. */
 static const struct {
 	const char *key;
@@ -412,6 +422,8 @@ static const struct {
 	{"dead_letter_keep_for", set_dead_letter_keep_for},
 	{"dead_letter_access", set_dead_letter_access},
 	{"broker_name", set_broker_name},
+	{"redrive_home", set_redrive_home},
+	{"redrive_from", set_redrive_from},
 };
 #define SINGLE_COUNT (sizeof(single_options) / sizeof(single_options[0]))
 
@@ -478,6 +490,8 @@ int config__parse(const struct dlq_option *opts, size_t count, struct dlq_config
 	if(rc) goto error;
 	rc = collect_filters__check(&c.collect, &c.policies, c.dead_letter_keep, err, errlen);
 	if(rc) goto error;
+	rc = redrive_paths__check(&c.redrive, &c.policies, &c.collect, err, errlen);
+	if(rc) goto error;
 	*out = c;
 	return 0;
 
@@ -516,6 +530,7 @@ void config__free(struct dlq_config *c)
 	if(c == NULL) return;
 	policy__table_free(&c->policies);
 	collect_filters__free(&c->collect);
+	redrive_paths__free(&c->redrive);
 	free(c->policy_file);
 	free(c->state_file);
 	free(c->broker_name);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "config/collect_filters.h"
+#include "config/redrive_paths.h"
 #include "config/policy_parse.h"
 #include "model/policy.h"
 
@@ -80,6 +81,7 @@ struct dlq_config {
 	char *broker_name;                /* owned; plugin_opt_broker_name, or NULL until config__name_broker gives it
 	                                   * the host name: what every dead letter carries as dead-letter-broker */
 	struct dlq_collect_filters collect; /* plugin_opt_collect lines: other brokers' dead letters kept here */
+	struct dlq_redrive_paths redrive;   /* plugin_opt_redrive_home, plugin_opt_redrive_from */
 };
 
 /* Parses every option (in order) into *out, reading plugin_opt_policy_file

@@ -353,16 +353,45 @@ int dlq__reload(struct dlq *d, const struct dlq_option *opts, size_t count, char
 struct dlq_redrive_result {
 	bool tracked;                 /* a policy takes the topic: the copy is NACKable */
 	char dlq_id[DLQ_ID_LEN + 1];  /* its dlq-id when tracked, else "" */
+	bool home;                    /* sent home (plugin_opt_redrive_home): the two below say where */
+	char broker[DLQ_MAX_BROKER_NAME_LEN + 1]; /* the broker it was sent home to */
+	char topic[DLQ_HOME_TOPIC_MAX];           /* the home topic it was published on here */
 };
 /* Publishes kept letter l again, to topic (NULL: its origin topic), as a
  * new chain's first delivery (a fresh dlq-id where a policy takes the
  * topic; origin-topic and origin-id kept), on behalf of client; logged as
  * a notice, or with quiet (a redrive task's letters, whose start and end
- * are the notices) at debug level. Only when
- * the broker accepted it does l leave the store (freed). Returns 0, or
- * the broker's errno / ENOMEM / EIO (no id from the random source) with l
- * still kept. */
+ * are the notices) at debug level. Without a topic, a letter another
+ * broker made is sent home instead when plugin_opt_redrive_home is set
+ * (res->home): published as kept on its home topic, for that broker's
+ * bridge to carry home. Only when the broker accepted it does l leave the
+ * store (freed). Returns 0, or the broker's errno / ENOMEM / EIO (no id
+ * from the random source) with l still kept. */
 int dlq__redrive_letter(struct dlq *d, struct dlq_letter *l, const char *topic, const char *client, bool quiet,
 		struct dlq_redrive_result *res);
+/* The topic a redrive of l to topic (NULL: none given) publishes on here,
+ * whose write access the asker needs: topic, l's home topic (written into
+ * home) when it goes home, or its origin topic. Borrowed from topic, l or
+ * home. */
+const char *dlq__redrive_target(const struct dlq *d, const struct dlq_letter *l, const char *topic,
+		char home[DLQ_HOME_TOPIC_MAX]);
+/* Publishes dead letter dl, which the store does not keep (a redrive
+ * request's), to its origin topic as dlq__redrive_letter does, on behalf
+ * of client. dl stays the caller's. Returns as dlq__redrive_letter. */
+int dlq__redrive_envelope(struct dlq *d, const struct dlq_envelope *dl, const char *client,
+		struct dlq_redrive_result *res);
+
+/* ---- a redrive request from the centre (redrive_request.c;
+ * plugin_opt_redrive_from) ---- */
+
+/* Whether topic is plugin_opt_redrive_from's topic. */
+bool dlq__redrive_requested(const struct dlq *d, const char *topic);
+/* Redrives the dead letter request m carries, when it comes from the
+ * configured client and is a dead letter this broker made: published to
+ * its origin topic as a local redrive, and let go of in the store if kept
+ * here. Anything else is refused with a warning naming its topic, its
+ * sender and why, and nothing is published. The message goes on to its
+ * subscribers whatever became of it here. */
+void dlq__redrive_request(struct dlq *d, const struct dlq_collected_msg *m);
 
 #endif

@@ -353,3 +353,11 @@ bool outbound__divert_redelivered(struct dlq *d, struct dlq_record *r, const cha
 	return true;
 }
 
+int outbound__send_home(struct dlq *d, const struct dlq_envelope *l, const char *topic)
+{
+	struct dlq_envelope_props props;
+	envelope__props(l, &props);
+	d->changes++;
+	return port__publish_with(NULL, topic, 1, false, l->payload, l->payload_len, l->headers, l->headers_len,
+			props.items, props.count);
+}

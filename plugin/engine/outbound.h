@@ -56,6 +56,14 @@ void outbound__send(struct dlq *d, struct dlq_envelope *e);
  * errno (nothing published or counted, e still the caller's). */
 int outbound__publish(struct dlq *d, struct dlq_envelope *e);
 
+/* Publishes kept dead letter l as it is kept (payload, QoS 1, the
+ * original headers and every property of the plugin's, its maker's
+ * dead-letter-broker and dead-letter-id among them) on topic, routed as
+ * any message: a redrive request for the broker that made it, which its
+ * bridge carries home (plugin_opt_redrive_home). Nothing is kept of it
+ * here. Returns 0 (the broker accepted it), or the broker's errno. */
+int outbound__send_home(struct dlq *d, const struct dlq_envelope *l, const char *topic);
+
 /* Makes and sends the dead letter of r for client after `delivered`
  * deliveries, for cause (DLQ_DEAD_FINAL: a final NACK's, which says so,
  * dead-letter-final): 0, ENOSPC (what is owed would pass max_pending_bytes;

@@ -59,11 +59,12 @@ int redrive_tasks__start(struct dlq *d, const struct letter_store_asker *who, co
 	 * checked now, for every letter the task takes: the tick runs without
 	 * its client. */
 	uint64_t matched = 0, unreadable = 0, unwritable = 0;
+	char home[DLQ_HOME_TOPIC_MAX];
 	for(struct dlq_letter *l = d->letters.oldest; l; l = l->newer){
 		if(!task_takes(t, l)) continue;
 		matched++;
 		if(!letter_store__may_read(d, who, l)) unreadable++;
-		else if(!letter_store__may_write(d, who, l, to ? to : l->env->origin_topic)) unwritable++;
+		else if(!letter_store__may_write(d, who, l, dlq__redrive_target(d, l, to, home))) unwritable++;
 	}
 	if(unreadable || unwritable){
 		errtext__set(err, errlen, "not permitted: of the %" PRIu64 " letters the filter matches, this client may not "

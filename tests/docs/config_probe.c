@@ -57,6 +57,9 @@ static void print_config(const struct dlq_config *c)
 	printf("option collect ");
 	for(size_t i = 0; i < c->collect.count; i++) printf("%s%s", i ? " " : "", c->collect.items[i]);
 	printf("%s\n", c->collect.count ? "" : "-");
+	printf("option redrive_home %s\n", or_dash(c->redrive.home));
+	if(c->redrive.from_topic) printf("option redrive_from %s %s\n", c->redrive.from_topic, c->redrive.from_client);
+	else printf("option redrive_from -\n");
 	for(size_t i = 0; i < c->policies.count; i++){
 		const struct dlq_policy *p = &c->policies.items[i];
 		char keep[24] = "none";

@@ -13,7 +13,11 @@
  * letter delivered twice is kept once, before and after a restart;
  * garbage on a collected filter is refused with a log line naming the
  * topic, goes on to its subscribers, and the broker lives; a collect
- * filter that would double-keep is refused at start.
+ * filter that would double-keep is refused at start. A redrive at the
+ * centre sends an edge's letter home over its bridge
+ * (plugin_opt_redrive_home, plugin_opt_redrive_from): that edge's worker
+ * gets it again as a new chain, no other edge sees it, and forged or
+ * stray requests on an edge are refused.
  *
  * A fleet of mixed broker lines: DLQ_FLEET_CENTRE_BIN and DLQ_FLEET_EDGE_BIN
  * (optional) run the centre and the edges on other broker binaries than
@@ -34,6 +38,7 @@
 
 #define EDGES 3
 #define COLLECT "fleet/+/dead/#"
+#define REDRIVE_HOME "fleet/%b/redrive"
 
 /* ---- the brokers ---- */
 
@@ -64,6 +69,7 @@ static struct broker *centre_new(int port)
 	broker_plugin(c);
 	broker_conf(c, "plugin_opt_broker_name centre");
 	broker_conf(c, "plugin_opt_collect " COLLECT);
+	broker_conf(c, "plugin_opt_redrive_home %s", REDRIVE_HOME);
 	broker_conf(c, "plugin_opt_state_file %s", broker_path(c, STATE_NAME));
 	broker_conf(c, "plugin_opt_state_save_on_change true");
 	broker_conf(c, "plugin_opt_dead_letter_access control");
@@ -93,6 +99,10 @@ static struct broker *edge_new(int n, int port)
 	broker_conf(e, "notifications false");
 	broker_conf(e, "restart_timeout 1");
 	broker_conf(e, "topic dead/# out 1 \"\" fleet/%s/", name);
+	/* Redrive requests in: fleet/<edge>/redrive there is redrive here,
+	 * from the bridge's local client id (upstream's default). */
+	broker_conf(e, "topic redrive in 1 \"\" fleet/%s/", name);
+	broker_conf(e, "plugin_opt_redrive_from redrive local.%s", name);
 	broker_start(e);
 	expect_line(e, name, "DLQ_FLEET_EDGE_LINE");
 	return e;
@@ -407,6 +417,85 @@ START_TEST(test_garbage_is_refused_and_logged)
 }
 END_TEST
 
+/* ---- redrive home ---- */
+
+/* The one letter c's broker keeps of broker, into id. */
+static void only_letter(struct client *c, const char *broker, char id[ID_BUF])
+{
+	char ids[4][ID_BUF];
+	ck_assert_uint_eq(letter_ids(c, broker, ids, 4), 1);
+	memcpy(id, ids[0], ID_BUF);
+}
+
+/* Waits until edge's log says the redrive request from sender was refused
+ * for why. */
+static void expect_refused(struct broker *edge, const char *sender, const char *why)
+{
+	char needle[256];
+	snprintf(needle, sizeof(needle), "the redrive request on \"redrive\" from \"%s\" is refused "
+			"(plugin_opt_redrive_from): %s", sender, why);
+	ck_assert_msg(it_wait_log(edge, needle, 1, HARNESS_WAIT_MS), "not logged: %s", needle);
+}
+
+/* A redrive at the centre of edge-2's letter sends it home: edge-2's
+ * worker gets it again on its origin topic as a new chain (NACKed, a new
+ * dead letter, which the centre collects), it leaves both stores, and
+ * edge-1's and edge-3's workers see nothing. A forged request by an
+ * ordinary client on edge-1, and one for edge-2's letter on edge-1's home
+ * topic, are refused there with a warning, and nothing is published. */
+START_TEST(test_a_redrive_goes_home)
+{
+	struct fleet f;
+	fleet_start(&f);
+	make_letters(f.pubs[1], f.workers[1], 1, 2);
+	wait_letters(f.ops, "edge-2", 1);
+	char id[ID_BUF], again[ID_BUF];
+	only_letter(f.ops, "edge-2", id);
+	char *first = strdup(dlq_id_of(client_msg(f.workers[1], "orders/#", 0)));
+	ck_assert_ptr_nonnull(first);
+
+	const cJSON *r;
+	cJSON *doc = one_id(f.ops, DLQ_COMMAND_REDRIVE_DEAD_LETTERS, id, NULL, &r);
+	expect_str_member(r, "result", "sent home to edge-2");
+	expect_str_member(r, "via", "fleet/edge-2/redrive");
+	cJSON_Delete(doc);
+	ck_assert_uint_eq(letter_ids(f.ops, NULL, &again, 1), 0);
+	ck_assert(log_has(f.centre, "sent home to \"edge-2\" on \"fleet/edge-2/redrive\" by \"ops"));
+
+	/* Home: its origin topic, a new chain, and out of edge-2's store. */
+	const struct it_msg *m = client_expect(f.workers[1], "orders/#", 3);
+	ck_assert_str_eq(m->topic, "orders/1");
+	ck_assert_str_eq(m->payload, "1");
+	ck_assert_str_eq(msg_user(m, DLQ_PROP_RETRY_COUNT), "0");
+	ck_assert_str_eq(msg_user(m, DLQ_PROP_ORIGIN_ID), first);
+	ck_assert_str_ne(dlq_id_of(m), first);
+	free(first);
+	wait_letters(f.edge_ops[1], NULL, 0);
+	ck_assert(log_has(f.edges[1], "redriven to \"orders/1\" by \"local.edge-2\""));
+	client_nack(f.workers[1], dlq_id_of(m), "odd again");
+	wait_letters(f.ops, "edge-2", 1);
+	only_letter(f.ops, "edge-2", again);
+	ck_assert_str_ne(again, id);
+
+	/* Forged on edge-1 by an ordinary client; edge-2's letter brought to
+	 * edge-1 over its bridge. */
+	struct client *forger = client_new(f.edges[0], "forger", MQTT_PROTOCOL_V5);
+	ck_assert_int_lt(publish_letter(forger, "redrive", "edge-1", "FFFFFFFFFFFFFFF1", "forged"), 0x80);
+	expect_refused(f.edges[0], client_id(forger), "it does not come from \"local.edge-1\"");
+	struct client *stray = client_new(f.centre, "stray", MQTT_PROTOCOL_V5);
+	ck_assert_int_lt(publish_letter(stray, "fleet/edge-1/redrive", "edge-2", "FFFFFFFFFFFFFFF2", "stray"), 0x80);
+	expect_refused(f.edges[0], "local.edge-1", "the dead letter FFFFFFFFFFFFFFF2 of broker \"edge-2\", not of "
+			"this broker \"edge-1\"");
+	ck_assert(client_connected(forger) && !client_disconnects(forger));
+	for(int i = 0; i < EDGES; i++){
+		client_sync(f.workers[i]);
+		client_expect_exactly(f.workers[i], "orders/#", i == 1 ? 3 : 0);
+	}
+	ck_assert(!log_has(f.edges[0], "redriven to") && !log_has(f.edges[2], "redrive request on"));
+	fleet_stop(&f);
+}
+END_TEST
+
 /* A collect filter that would keep a letter twice, or track what it
  * collects, is refused at start, naming both. */
 START_TEST(test_overlapping_collect_is_refused)
@@ -585,6 +674,7 @@ static Suite *fleet_suite(void)
 	tcase_add_test(tc, test_garbage_is_refused_and_logged);
 	tcase_add_test(tc, test_overlapping_collect_is_refused);
 	tcase_add_test(tc, test_collecting_at_a_glance);
+	tcase_add_test(tc, test_a_redrive_goes_home);
 	suite_add_tcase(s, tc);
 	return s;
 }

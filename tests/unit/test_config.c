@@ -1346,6 +1346,70 @@ START_TEST(test_collect_bad)
 }
 END_TEST
 
+/* ---- plugin_opt_redrive_home and plugin_opt_redrive_from (issue 39,
+ * "Redrive home") ---- */
+
+START_TEST(test_redrive_paths_good)
+{
+	const struct dlq_option opts[] = {
+		{"policy", "orders/# max_attempts=3 dead_letter=dead/orders"},
+		{"collect", "fleet/+/dead/#"},
+		{"redrive_home", "fleet/%b/redrive"},
+		{"redrive_from", "redrive local.edge-1"},
+	};
+	struct dlq_config c;
+	ck_assert_msg(config__parse(opts, ARRAY_LEN(opts), &c, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_str_eq(c.redrive.home, "fleet/%b/redrive");
+	ck_assert_str_eq(c.redrive.from_topic, "redrive");
+	ck_assert_str_eq(c.redrive.from_client, "local.edge-1");
+	char topic[DLQ_HOME_TOPIC_MAX];
+	redrive_paths__home_topic(&c.redrive, "edge-7", topic);
+	ck_assert_str_eq(topic, "fleet/edge-7/redrive");
+	config__free(&c);
+	const struct dlq_option last[] = {{"redrive_home", "home/%b"}};
+	ck_assert_int_eq(config__parse(last, 1, &c, err, sizeof(err)), 0);
+	redrive_paths__home_topic(&c.redrive, "e", topic);
+	ck_assert_str_eq(topic, "home/e");
+	config__free(&c);
+}
+END_TEST
+
+/* Refused at start, naming the option, the value and why: no %b, a %b
+ * inside a level, two, another '%', a '$' topic, wildcards; a request
+ * topic and client that are not two words; a topic a policy or a collect
+ * filter takes, or a policy's dead-letter topic. */
+START_TEST(test_redrive_paths_bad)
+{
+	static const struct bad_option cases[] = {
+		{"redrive_home", "fleet/redrive", {"plugin_opt_redrive_home \"fleet/redrive\"", "one whole level %b"}},
+		{"redrive_home", "fleet/x%b/redrive", {"\"fleet/x%b/redrive\"", "one whole level %b"}},
+		{"redrive_home", "%b/%b", {"\"%b/%b\"", "one whole level %b"}},
+		{"redrive_home", "%b/%c", {"no other '%'"}},
+		{"redrive_home", "$fleet/%b", {"outside '$'"}},
+		{"redrive_home", "fleet/%b/#", {"\"fleet/%b/#\"", "one whole level %b"}},
+		{"redrive_from", "redrive", {"plugin_opt_redrive_from \"redrive\"", "a topic and a client id"}},
+		{"redrive_from", "redrive a b", {"\"redrive a b\"", "a topic and a client id"}},
+		{"redrive_from", "redrive/+ local.edge-1", {"\"redrive/+ local.edge-1\"", "without wildcards"}},
+		{"redrive_from", "$redrive local.edge-1", {"outside '$'"}},
+		/* The test policy is z max_attempts=3 dead_letter=d. */
+		{"redrive_from", "z local.edge-1", {"plugin_opt_redrive_from \"z\" overlaps the filter \"z\"",
+				"tracked"}},
+		{"redrive_from", "d local.edge-1", {"plugin_opt_redrive_from \"d\" takes \"d\"", "dead-letter topic"}},
+		{"redrive_home", "%b", {"plugin_opt_redrive_home \"+\" overlaps the filter \"z\""}},
+	};
+	for(size_t i = 0; i < ARRAY_LEN(cases); i++){
+		expect_option_refused(&cases[i]);
+	}
+	const struct dlq_option collected[] = {
+		{"collect", "fleet/#"},
+		{"redrive_home", "fleet/%b/redrive"},
+	};
+	parse_fails(collected, ARRAY_LEN(collected));
+	ERR_HAS("plugin_opt_redrive_home \"fleet/+/redrive\" overlaps plugin_opt_collect \"fleet/#\"",
+			"kept as a collected letter");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("config");
@@ -1365,5 +1429,6 @@ int main(void)
 			test_broker_name_default, test_collect_good, test_collect_bad));
 
 	check_add(s, tcase_create("age bound"), CHECK_TESTS(test_keep_for_good, test_keep_for_bad));
+	check_add(s, tcase_create("redrive home"), CHECK_TESTS(test_redrive_paths_good, test_redrive_paths_bad));
 	return check_run(s);
 }
