@@ -14,6 +14,7 @@
 #include "check_suite.h"
 #include "fake_port.h"
 #include "model/ledger.h"
+#include "record_fixture.h"
 #include "util/headers.h"
 #include "util/id.h"
 
@@ -37,8 +38,9 @@ static struct dlq_id fresh_id(void)
 static struct dlq_record *make_record(const char *payload, uint64_t now_ms)
 {
 	struct dlq_id id = fresh_id();
-	struct dlq_record *r = record__new(&id, &id, "numbers", NULL, payload, (uint32_t)strlen(payload),
-			NULL, 0, &policy, 1, 1, now_ms);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "numbers",
+			.payload = payload, .payload_len = (uint32_t)strlen(payload), .policy = &policy, .attempt = 1,
+			.qos = 1, .now_ms = now_ms);
 	ck_assert_ptr_nonnull(r);
 	return r;
 }
@@ -78,7 +80,9 @@ static void check_consistent(const struct dlq_ledger *l)
 START_TEST(an_original_is_the_small_record)
 {
 	struct dlq_id id = fresh_id();
-	struct dlq_record *r = record__new(&id, &id, "jobs/1", "jobs/1", "p", 1, NULL, 0, &policy, 1, 1, 7);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "jobs/1",
+			.origin_topic = "jobs/1", .payload = "p", .payload_len = 1, .policy = &policy, .attempt = 1,
+			.qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_ptr_null(record__more(r));
 	ck_assert_mem_eq(record__origin_id(r)->raw, id.raw, sizeof(id.raw));
@@ -94,7 +98,8 @@ START_TEST(an_original_is_the_small_record)
 	record__free(r);
 	/* With the more part (redelivery tracking), the same message costs
 	 * that part more, and says so. */
-	r = record__new_more(&id, NULL, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 1, 1, 7);
+	r = record_fixture__make(DLQ_RECORD_MORE, .id = &id, .topic = "jobs/1", .payload = "p", .payload_len = 1,
+			.policy = &policy, .attempt = 1, .qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(record__more(r));
 	ck_assert_str_eq(record__topic(r), "jobs/1");
 	ck_assert_mem_eq(record__origin_id(r)->raw, id.raw, sizeof(id.raw));
@@ -109,7 +114,8 @@ END_TEST
 START_TEST(a_counting_original_has_the_sends_part)
 {
 	struct dlq_id id = fresh_id(), origin = fresh_id();
-	struct dlq_record *r = record__new_counting(&id, NULL, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 1, 1, 7);
+	struct dlq_record *r = record_fixture__make(DLQ_RECORD_SENDS, .id = &id, .topic = "jobs/1", .payload = "p",
+			.payload_len = 1, .policy = &policy, .attempt = 1, .qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_ptr_null(record__more(r));
 	ck_assert_ptr_nonnull(record__sends(r));
@@ -123,7 +129,9 @@ START_TEST(a_counting_original_has_the_sends_part)
 	if(sizeof(void *) == 8) ck_assert_uint_eq(DLQ_RECORD_HEAD(r->flags), 68);
 	record__free(r);
 
-	r = record__new_counting(&id, &origin, "jobs/retry", "jobs/1", "p", 1, NULL, 0, &policy, 2, 1, 7);
+	r = record_fixture__make(DLQ_RECORD_SENDS, .id = &id, .origin_id = &origin, .topic = "jobs/retry",
+			.origin_topic = "jobs/1", .payload = "p", .payload_len = 1, .policy = &policy, .attempt = 2,
+			.qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(record__more(r));
 	ck_assert_ptr_null(record__sends(r));
 	ck_assert_uint_eq(record__attempt(r), 2);
@@ -132,11 +140,13 @@ START_TEST(a_counting_original_has_the_sends_part)
 	record__free(r);
 	/* Restored with an attempt above 1 (its own id as origin): the more
 	 * part keeps the attempt. */
-	r = record__new_counting(&id, &id, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 3, 1, 7);
+	r = record_fixture__make(DLQ_RECORD_SENDS, .id = &id, .origin_id = &id, .topic = "jobs/1", .payload = "p",
+			.payload_len = 1, .policy = &policy, .attempt = 3, .qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(record__more(r));
 	ck_assert_uint_eq(record__attempt(r), 3);
 	record__free(r);
-	r = record__new(&id, &id, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 3, 1, 7);
+	r = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "jobs/1", .payload = "p", .payload_len = 1,
+			.policy = &policy, .attempt = 3, .qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(record__more(r));
 	ck_assert_uint_eq(record__attempt(r), 3);
 	record__free(r);
@@ -144,7 +154,8 @@ START_TEST(a_counting_original_has_the_sends_part)
 END_TEST
 
 /* The tracked path's one-pass constructor makes, for each part, the record
- * the general constructors make, and knows its size as record__bytes does. */
+ * record__make makes of the same fields, and knows its size as record__bytes
+ * does. */
 START_TEST(an_original_made_in_one_pass_is_the_record_the_others_make)
 {
 	struct dlq_headers h = {0};
@@ -152,13 +163,13 @@ START_TEST(an_original_made_in_one_pass_is_the_record_the_others_make)
 	struct dlq_id id = fresh_id();
 	const char payload[] = {'4', '\0', '2'};
 	const uint8_t parts[] = { 0, DLQ_RECORD_MORE, DLQ_RECORD_SENDS };
-	dlq_record_new_fn *general[] = { record__new, record__new_more, record__new_counting };
 	for(size_t i = 0; i < 3; i++){
 		size_t bytes = 0;
 		struct dlq_record *a = record__new_original(parts[i], &id, "devices/7/telemetry", payload, sizeof(payload),
 				h.data, h.len, &policy, 1, 42, &bytes);
-		struct dlq_record *b = general[i](&id, NULL, "devices/7/telemetry", NULL, payload, sizeof(payload),
-				h.data, h.len, &policy, 1, 1, 42);
+		struct dlq_record *b = record_fixture__make(parts[i], .id = &id, .topic = "devices/7/telemetry",
+				.payload = payload, .payload_len = sizeof(payload), .headers = h.data, .headers_len = h.len,
+				.policy = &policy, .attempt = 1, .qos = 1, .now_ms = 42);
 		ck_assert_ptr_nonnull(a);
 		ck_assert_ptr_nonnull(b);
 		ck_assert_uint_eq(a->flags, b->flags);
@@ -190,8 +201,10 @@ START_TEST(a_record_keeps_what_it_was_made_from)
 	ck_assert_int_eq(headers__add_user(&h, "trace", "t-1"), 0);
 	struct dlq_id id = fresh_id(), origin = fresh_id();
 	const char payload[] = {'4', '\0', '2'};
-	struct dlq_record *r = record__new(&id, &origin, "devices/retry/telemetry", "devices/7/telemetry",
-			payload, sizeof(payload), h.data, h.len, &policy, 2, 2, 4242);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &origin,
+			.topic = "devices/retry/telemetry", .origin_topic = "devices/7/telemetry", .payload = payload,
+			.payload_len = sizeof(payload), .headers = h.data, .headers_len = h.len, .policy = &policy,
+			.attempt = 2, .qos = 2, .now_ms = 4242);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_str_eq(record__topic(r), "devices/retry/telemetry");
 	ck_assert_str_eq(record__origin_topic(r), "devices/7/telemetry");
@@ -218,8 +231,11 @@ END_TEST
 START_TEST(an_origin_topic_equal_to_the_topic_is_the_topic)
 {
 	struct dlq_id id = fresh_id();
-	struct dlq_record *a = record__new(&id, &id, "numbers", NULL, "", 0, NULL, 0, &policy, 1, 0, 1);
-	struct dlq_record *b = record__new(&id, &id, "numbers", "numbers", "", 0, NULL, 0, &policy, 1, 0, 1);
+	struct dlq_record *a = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "numbers", .payload = "",
+			.payload_len = 0, .policy = &policy, .attempt = 1, .qos = 0, .now_ms = 1);
+	struct dlq_record *b = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "numbers",
+			.origin_topic = "numbers", .payload = "", .payload_len = 0, .policy = &policy, .attempt = 1,
+			.qos = 0, .now_ms = 1);
 	ck_assert_ptr_nonnull(a);
 	ck_assert_ptr_nonnull(b);
 	ck_assert_str_eq(record__origin_topic(a), "numbers");
@@ -239,10 +255,14 @@ START_TEST(a_topic_over_65535_bytes_makes_no_record)
 	memset(topic, 't', 65536);
 	topic[65536] = '\0';
 	struct dlq_id id = fresh_id();
-	ck_assert_ptr_null(record__new(&id, &id, topic, NULL, "x", 1, NULL, 0, &policy, 1, 0, 1));
-	ck_assert_ptr_null(record__new(&id, &id, "numbers", topic, "x", 1, NULL, 0, &policy, 1, 0, 1));
+	ck_assert_ptr_null(record_fixture__make(0, .id = &id, .origin_id = &id, .topic = topic, .payload = "x",
+			.payload_len = 1, .policy = &policy, .attempt = 1, .qos = 0, .now_ms = 1));
+	ck_assert_ptr_null(record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "numbers",
+			.origin_topic = topic, .payload = "x", .payload_len = 1, .policy = &policy, .attempt = 1,
+			.qos = 0, .now_ms = 1));
 	topic[65535] = '\0';
-	struct dlq_record *r = record__new(&id, &id, topic, NULL, "x", 1, NULL, 0, &policy, 1, 0, 1);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = topic, .payload = "x",
+			.payload_len = 1, .policy = &policy, .attempt = 1, .qos = 0, .now_ms = 1);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_uint_eq(strlen(record__topic(r)), 65535);
 	record__free(r);
