@@ -291,6 +291,14 @@ void client_subscribe_at(const char *file, int line, struct client *c, const cha
 	client_subscribe_id_at(file, line, c, filter, qos, 0);
 }
 
+struct client *client_subscribed_at(const char *file, int line, struct broker *b, const char *name,
+		const char *filter)
+{
+	struct client *c = client_new_at(file, line, b, name, MQTT_PROTOCOL_V5);
+	client_subscribe_id_at(file, line, c, filter, 1, 0);
+	return c;
+}
+
 void client_subscribe_id_at(const char *file, int line, struct client *c, const char *filter, int qos, uint32_t id)
 {
 	int mid = 0, granted = 0;

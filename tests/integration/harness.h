@@ -235,6 +235,12 @@ const char *client_id(const struct client *c);
 #define client_subscribe(c, filter, qos) client_subscribe_at(__FILE__, __LINE__, (c), (filter), (qos))
 void client_subscribe_at(const char *file, int line, struct client *c, const char *filter, int qos);
 
+/* A client (MQTT v5, as client_new) subscribed to filter at QoS 1 (as
+ * client_subscribe): a test's usual worker or watcher, in one call. */
+#define client_subscribed(b, name, filter) client_subscribed_at(__FILE__, __LINE__, (b), (name), (filter))
+struct client *client_subscribed_at(const char *file, int line, struct broker *b, const char *name,
+		const char *filter);
+
 /* Subscribes (MQTT v5) with a subscription identifier (0: none) and waits
  * for a granted SUBACK. */
 #define client_subscribe_id(c, filter, qos, id) client_subscribe_id_at(__FILE__, __LINE__, (c), (filter), (qos), (id))

@@ -55,9 +55,8 @@ START_TEST(test_v311_client)
 {
 	struct broker *b = broker_new(__func__);
 	broker_start(b);
-	struct client *sub = client_new(b, "sub5", MQTT_PROTOCOL_V5);
+	struct client *sub = client_subscribed(b, "sub5", "legacy");
 	struct client *old = client_new(b, "old", MQTT_PROTOCOL_V311);
-	client_subscribe(sub, "legacy", 1);
 	client_subscribe(old, "legacy", 1);
 	client_publish_str(old, "legacy", "from 3.1.1", 1);
 	ck_assert_str_eq(client_expect(sub, "legacy", 1)->payload, "from 3.1.1");

@@ -832,8 +832,7 @@ START_TEST(test_full_disk_during_a_background_save)
 	struct stat good;
 	ck_assert_msg(stat(state, &good) == 0, "stat %s: %s", state, strerror(errno));
 
-	struct client *w = client_new(b, "w", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
+	struct client *w = client_subscribed(b, "w", "jobs");
 	enum { KEPT = 40, BIG = 2048 };
 	char ids[KEPT + 1][32];
 	char payload[BIG];
@@ -1141,9 +1140,8 @@ START_TEST(test_per_listener_settings_refused)
 	broker_conf(b, "plugin_opt_policy jobs max_attempts=2 dead_letter=dlq/jobs retry_delay=1s");
 	if(BROKER_IS_21()){
 		broker_start(b);
-		struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
+		struct client *w = client_subscribed(b, "worker", "jobs");
 		struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-		client_subscribe(w, "jobs", 1);
 		client_publish_str(pub, "jobs", "job", 1);
 		const char *id = expect_original(client_expect(w, "jobs", 1));
 		client_nack(w, id, NULL);
