@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
 
@@ -169,17 +170,8 @@ START_TEST(test_one_edge_same_names)
 }
 END_TEST
 
-static Suite *bridge_suite(void)
-{
-	Suite *s = suite_create("bridge");
-	TCase *tc = harness_tcase("bridge");
-	tcase_add_test(tc, test_two_edges_with_prefixes);
-	tcase_add_test(tc, test_one_edge_same_names);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(bridge_suite());
+	return harness_run(check_suite("bridge", harness_tcase("bridge"), CHECK_TESTS(test_two_edges_with_prefixes,
+			test_one_edge_same_names)));
 }
