@@ -493,6 +493,13 @@ void clients_settle_at(const char *file, int line, ...)
 	}
 }
 
+void clients_expect_totals_at(const char *file, int line, struct client *a, size_t na, struct client *b, size_t nb)
+{
+	clients_settle_at(file, line, a, b, (struct client *)NULL);
+	client_expect_exactly_at(file, line, a, NULL, na);
+	client_expect_exactly_at(file, line, b, NULL, nb);
+}
+
 bool client_connected(struct client *c)
 {
 	pthread_mutex_lock(&c->lock);

@@ -300,6 +300,12 @@ void client_sync_at(const char *file, int line, struct client *c);
 #define clients_settle(...) clients_settle_at(__FILE__, __LINE__, __VA_ARGS__, (struct client *)NULL)
 void clients_settle_at(const char *file, int line, ...);
 
+/* A test's usual end: a and b settled (clients_settle), and each has
+ * received exactly na and nb messages in all (client_expect_exactly with no
+ * filter): nothing else arrived. */
+#define clients_expect_totals(a, na, b, nb) clients_expect_totals_at(__FILE__, __LINE__, (a), (na), (b), (nb))
+void clients_expect_totals_at(const char *file, int line, struct client *a, size_t na, struct client *b, size_t nb);
+
 /* Whether the client is connected now, and how often its connection was
  * lost since it was created. */
 bool client_connected(struct client *c);

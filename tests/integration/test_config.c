@@ -280,9 +280,7 @@ START_TEST(test_policy_file)
 	client_publish_str(watcher, "files/c", "untracked", 1);
 	ck_assert_uint_eq(client_expect(w, "files/c", 1)->nusers, 0);
 
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 5);
-	client_expect_exactly(watcher, NULL, 3);
+	clients_expect_totals(w, 5, watcher, 3);
 }
 END_TEST
 

@@ -42,9 +42,7 @@ START_TEST(test_policy_delay)
 	expect_retry_copy(copy, "jobs", id, 1);
 	expect_first_nack_time(copy, &at);
 
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 2);
-	client_expect_exactly(watcher, NULL, 0);
+	clients_expect_totals(w, 2, watcher, 0);
 }
 END_TEST
 
@@ -393,9 +391,7 @@ START_TEST(test_clean_subscriber_leaves_while_delayed)
 
 	/* Past the copy's due time: nothing more, for anyone. */
 	sleep_until(at.sent + 4000 + 500);
-	clients_settle(watcher, other);
-	client_expect_exactly(watcher, NULL, 1);
-	client_expect_exactly(other, NULL, 1);
+	clients_expect_totals(watcher, 1, other, 1);
 }
 END_TEST
 
@@ -468,9 +464,7 @@ START_TEST(test_persistent_subscriber_back_before_due)
 	expect_retry_copy(copy, "jobs", id, 1);
 	expect_first_nack_time(copy, &at);
 
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 1);
-	client_expect_exactly(watcher, NULL, 0);
+	clients_expect_totals(w, 1, watcher, 0);
 }
 END_TEST
 
@@ -496,9 +490,7 @@ START_TEST(test_persistent_subscriber_away_at_due)
 	expect_retry_copy(copy, "jobs", id, 1);
 	expect_first_nack_time(copy, &at);
 
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 1);
-	client_expect_exactly(watcher, NULL, 0);
+	clients_expect_totals(w, 1, watcher, 0);
 }
 END_TEST
 

@@ -107,9 +107,7 @@ START_TEST(test_empty_values_reach_the_dead_letter)
 	expect_empty_props(dl, "dead letter");
 	expect_dead_letter(dl, "empty", id, 2, client_id(worker), "empty", NULL);
 
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 2);
-	client_expect_exactly(watcher, NULL, 1);
+	clients_expect_totals(worker, 2, watcher, 1);
 	raw_free(pub);
 }
 END_TEST

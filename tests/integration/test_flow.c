@@ -114,9 +114,7 @@ START_TEST(test_max_attempts_one)
 	ck_assert_str_eq(dl->payload, "job-17");
 	expect_dead_letter(dl, "jobs", id, 1, client_id(worker), "jobs", "cannot parse job-17");
 
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 1);
-	client_expect_exactly(watcher, NULL, 1);
+	clients_expect_totals(worker, 1, watcher, 1);
 }
 END_TEST
 
@@ -303,9 +301,7 @@ START_TEST(test_qos_levels)
 		ck_assert_msg(dl->qos == (q < 1 ? 1 : q), "dead letter of a QoS %d message arrived at QoS %d", q, dl->qos);
 		expect_dead_letter(dl, "q", id, 2, client_id(worker), "q", NULL);
 	}
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 6);
-	client_expect_exactly(watcher, NULL, 3);
+	clients_expect_totals(worker, 6, watcher, 3);
 }
 END_TEST
 
@@ -332,9 +328,7 @@ START_TEST(test_oversized_message_unstamped)
 	ck_assert_str_eq(dl->payload, "small");
 	expect_dead_letter(dl, "big", id, 1, client_id(worker), "big", NULL);
 
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 2);
-	client_expect_exactly(watcher, NULL, 1);
+	clients_expect_totals(worker, 2, watcher, 1);
 }
 END_TEST
 

@@ -95,9 +95,7 @@ START_TEST(test_properties_preserved)
 	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_BROKER), it_host_name());
 	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_NACK);
 
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 2);
-	client_expect_exactly(watcher, NULL, 1);
+	clients_expect_totals(worker, 2, watcher, 1);
 }
 END_TEST
 
@@ -136,9 +134,7 @@ START_TEST(test_reserved_names_not_carried)
 	ck_assert_uint_eq(dl->nusers, 11);
 	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_BROKER), it_host_name());
 
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 2);
-	client_expect_exactly(watcher, NULL, 1);
+	clients_expect_totals(worker, 2, watcher, 1);
 }
 END_TEST
 
@@ -168,9 +164,7 @@ START_TEST(test_binary_and_empty_payloads)
 		ck_assert_mem_eq(dl->payload, bytes, (size_t)lens[k]);
 		expect_dead_letter(dl, "bin", id, 2, client_id(worker), "bin", NULL);
 	}
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 4);
-	client_expect_exactly(watcher, NULL, 2);
+	clients_expect_totals(worker, 4, watcher, 2);
 }
 END_TEST
 

@@ -233,9 +233,7 @@ START_TEST(test_delayed_copy_survives_sigterm)
 	ck_assert_str_eq(dl->payload, "job-r1");
 	expect_dead_letter(dl, "jobs", id, 2, WORKER, "jobs", "still failing after the restart");
 
-	clients_settle(w, insp);
-	client_expect_exactly(w, NULL, 1);
-	client_expect_exactly(insp, NULL, 1);
+	clients_expect_totals(w, 1, insp, 1);
 }
 END_TEST
 
@@ -287,9 +285,7 @@ START_TEST(test_lasting_session_known_across_sigterm)
 	ck_assert_int_eq(copy->qos, 1);
 
 	sleep_until(at.sent + 4000 + 1000);
-	clients_settle(w, insp);
-	client_expect_exactly(w, NULL, 1);
-	client_expect_exactly(insp, NULL, 0);
+	clients_expect_totals(w, 1, insp, 0);
 }
 END_TEST
 
@@ -694,9 +690,7 @@ START_TEST(test_save_on_change_survives_sigkill)
 	expect_retry_copy(copy, "jobs", id, 1);
 	expect_first_nack_time(copy, &at);
 
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 1);
-	client_expect_exactly(watcher, NULL, 0);
+	clients_expect_totals(w, 1, watcher, 0);
 }
 END_TEST
 
@@ -1123,9 +1117,7 @@ START_TEST(test_no_broker_persistence_dead_letters_restored_copy)
 
 	/* The copy itself never comes. */
 	sleep_until(at.acked + 3000 + LATE_LIMIT_MS);
-	clients_settle(w, insp);
-	client_expect_exactly(w, NULL, 0);
-	client_expect_exactly(insp, NULL, 1);
+	clients_expect_totals(w, 0, insp, 1);
 }
 END_TEST
 
