@@ -404,6 +404,11 @@ const char *json_str(const cJSON *e, const char *name);
 /* The number member name of o; fails the test if there is none. */
 double json_num(const cJSON *o, const char *name);
 
+/* Publishes payload (a control document) to $CONTROL/dlq/v1 from c with
+ * reply_topic as its response topic, and returns the reply that comes
+ * there; what names the request in a failure. */
+const struct it_msg *command_reply(struct client *c, const char *reply_topic, const char *payload, const char *what);
+
 /* The data of command (one command's JSON object), asked for by the v5
  * client c with reply_topic as its response topic; *doc is the reply, for
  * the caller to free with cJSON_Delete. Fails the test on an error. */

@@ -1057,13 +1057,8 @@ static cJSON *raw_ask(struct asker *a, cJSON *cmd, const cJSON **e)
 
 static cJSON *raw_one_id(struct asker *a, const char *command, const char *id, const char *topic, const cJSON **r)
 {
-	cJSON *cmd = cmd_new(command);
-	cmd_ids(cmd, 1, &id);
-	if(topic){
-		cJSON_AddStringToObject(cmd, "topic", topic);
-	}
 	const cJSON *e;
-	cJSON *doc = raw_ask(a, cmd, &e);
+	cJSON *doc = raw_ask(a, one_id_command(command, id, topic), &e);
 	*r = only_result(e, id);
 	return doc;
 }
