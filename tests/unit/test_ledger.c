@@ -27,6 +27,9 @@ static struct dlq_policy policy = {
 
 static struct dlq_idgen idgen;
 
+/* The ledger under test, made by setup and freed by teardown. */
+static struct dlq_ledger l;
+
 static struct dlq_id fresh_id(void)
 {
 	struct dlq_id id;
@@ -272,8 +275,6 @@ END_TEST
 
 START_TEST(inserted_records_are_found_by_id)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	struct dlq_record *r[3];
 	for(int i = 0; i < 3; i++){
 		r[i] = make_record("payload", 1000 + (uint64_t)i);
@@ -289,14 +290,11 @@ START_TEST(inserted_records_are_found_by_id)
 	ck_assert_ptr_null(ledger__find(&l, &unknown));
 	ck_assert_uint_eq(l.bytes, record__bytes(r[0]) + record__bytes(r[1]) + record__bytes(r[2]));
 	check_consistent(&l);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(records_expire_oldest_first_after_the_window)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	struct dlq_record *r1 = make_record("one", 1000);
 	struct dlq_record *r2 = make_record("two", 2000);
 	struct dlq_record *r3 = make_record("three", 3000);
@@ -327,14 +325,11 @@ START_TEST(records_expire_oldest_first_after_the_window)
 	ck_assert_uint_eq(l.bytes, 0);
 	check_consistent(&l);
 	ck_assert_uint_eq(ledger__expire(&l, 100000, 1000), 0);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(expiry_stops_at_the_first_record_inside_the_window)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	/* Records made in the same millisecond leave together. */
 	for(int i = 0; i < 10; i++){
 		ck_assert_int_eq(ledger__insert(&l, make_record("same", 5000)), 0);
@@ -347,14 +342,11 @@ START_TEST(expiry_stops_at_the_first_record_inside_the_window)
 	ck_assert_uint_eq(l.count, 10);
 	ck_assert_uint_eq(l.oldest->created_ms, 6000);
 	check_consistent(&l);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(eviction_frees_the_oldest_until_the_target)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	struct dlq_record *r[5];
 	struct dlq_id ids[5];
 	for(int i = 0; i < 5; i++){
@@ -389,14 +381,11 @@ START_TEST(eviction_frees_the_oldest_until_the_target)
 	ck_assert_uint_eq(l.bytes, 0);
 	check_consistent(&l);
 	ck_assert_uint_eq(ledger__evict_to(&l, 0), 0);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(a_nacker_is_recorded_once_per_client)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	struct dlq_record *r = make_record("42", 1000);
 	ck_assert_int_eq(ledger__insert(&l, r), 0);
 	uint64_t before = l.bytes;
@@ -421,14 +410,11 @@ START_TEST(a_nacker_is_recorded_once_per_client)
 	/* The record's nackers leave with it and take their bytes along. */
 	ck_assert_uint_eq(ledger__evict_to(&l, 0), 1);
 	ck_assert_uint_eq(l.bytes, 0);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(nackers_of_a_record_not_yet_inserted_count_once_inserted)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	struct dlq_record *r = make_record("42", 1000);
 	size_t bare = record__bytes(r);
 	ck_assert_int_eq(ledger__add_settler(&l, r, "sub1", DLQ_SETTLED_NACK), 0);
@@ -439,14 +425,11 @@ START_TEST(nackers_of_a_record_not_yet_inserted_count_once_inserted)
 	check_consistent(&l);
 	ck_assert_uint_eq(ledger__expire(&l, 1000000, 1000), 1);
 	ck_assert_uint_eq(l.bytes, 0);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(bytes_return_to_zero_after_mixed_removals)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	char payload[64];
 	for(int i = 0; i < 300; i++){
 		snprintf(payload, sizeof(payload), "%0*d", 1 + i % 50, i);
@@ -466,15 +449,12 @@ START_TEST(bytes_return_to_zero_after_mixed_removals)
 	check_consistent(&l);
 	ck_assert_uint_eq(l.count, 0);
 	ck_assert_uint_eq(l.bytes, 0);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(a_hundred_thousand_records_grow_the_table)
 {
 	enum { N = 100000 };
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	size_t initial_buckets = l.nbuckets;
 	struct dlq_id *ids = malloc(N * sizeof(*ids));
 	ck_assert_ptr_nonnull(ids);
@@ -508,7 +488,6 @@ START_TEST(a_hundred_thousand_records_grow_the_table)
 		ck_assert_ptr_null(ledger__find(&l, &ids[i]));
 	}
 	free(ids);
-	ledger__cleanup(&l);
 }
 END_TEST
 
@@ -518,8 +497,6 @@ END_TEST
  * before is freed once the inserts and passes have moved it all. */
 START_TEST(a_doubling_moves_records_over_the_following_calls)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	size_t initial = l.nbuckets;
 	size_t n = 0;
 	while(l.old == NULL){
@@ -566,7 +543,6 @@ START_TEST(a_doubling_moves_records_over_the_following_calls)
 			ck_assert_uint_eq(id__hash(&c->id) & (l.nbuckets - 1), i);
 		}
 	}
-	ledger__cleanup(&l);
 }
 END_TEST
 
@@ -577,8 +553,6 @@ END_TEST
 START_TEST(a_reserve_sizes_the_table_at_once)
 {
 	enum { N = 50000 };
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	size_t before = 0;
 	struct dlq_id first[4000];
 	while(l.old == NULL){
@@ -603,15 +577,12 @@ START_TEST(a_reserve_sizes_the_table_at_once)
 	ck_assert_int_eq(ledger__reserve(&l, 10), 0);
 	ck_assert_uint_eq(l.nbuckets, sized);
 	check_consistent(&l);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 /* Cleanup in the middle of a doubling frees both tables (LeakSanitizer). */
 START_TEST(cleanup_in_a_doubling_frees_both_tables)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	while(l.old == NULL){
 		ck_assert_int_eq(ledger__insert(&l, make_record("x", 1000)), 0);
 	}
@@ -624,8 +595,6 @@ END_TEST
 START_TEST(cleanup_frees_records_and_their_nackers)
 {
 	/* Checked by ASan/valgrind: nothing leaks. */
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	for(int i = 0; i < 50; i++){
 		struct dlq_record *r = make_record("leak?", 1000);
 		ck_assert_int_eq(ledger__insert(&l, r), 0);
@@ -643,10 +612,14 @@ static void setup(void)
 {
 	fake_reset();
 	id__gen_init(&idgen);
+	ck_assert_int_eq(ledger__init(&l), 0);
 }
 
+/* A test that cleaned the ledger up itself leaves it zeroed, which
+ * ledger__cleanup takes again. */
 static void teardown(void)
 {
+	ledger__cleanup(&l);
 	fake_reset();
 }
 
