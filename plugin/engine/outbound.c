@@ -105,9 +105,12 @@ static int add_sub_ids(struct dlq_headers *h, const struct dlq_sub_match *m)
  * could not be NACKed for want of memory. NULL when out of memory. */
 static struct dlq_record *copy_record_new(const struct dlq_envelope *e, uint8_t qos)
 {
-	struct dlq_record *copy = record__new(&e->id, &e->origin_id, e->topic, e->origin_topic,
-			e->payload, e->payload_len, e->headers, e->headers_len, e->policy,
-			(uint16_t)(e->retry_count + 1), qos, port__now_ms());
+	const struct dlq_record_init in = {
+		.id = &e->id, .origin_id = &e->origin_id, .topic = e->topic, .origin_topic = e->origin_topic,
+		.payload = e->payload, .payload_len = e->payload_len, .headers = e->headers, .headers_len = e->headers_len,
+		.policy = e->policy, .attempt = (uint16_t)(e->retry_count + 1), .qos = qos, .now_ms = port__now_ms(),
+	};
+	struct dlq_record *copy = record__make(&in, 0, NULL);
 	if(copy) record__set_first_nack_ms(copy, e->first_nack_ms);
 	return copy;
 }

@@ -109,39 +109,6 @@ struct dlq_record *record__new_original(uint8_t part, const struct dlq_id *id, c
 	return r;
 }
 
-struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *origin_id,
-		const char *topic, const char *origin_topic,
-		const void *payload, uint32_t payload_len,
-		const uint8_t *headers, size_t headers_len,
-		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
-{
-	const struct dlq_record_init in = { id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
-		policy, attempt, qos, now_ms };
-	return record__make(&in, 0, NULL);
-}
-
-struct dlq_record *record__new_more(const struct dlq_id *id, const struct dlq_id *origin_id,
-		const char *topic, const char *origin_topic,
-		const void *payload, uint32_t payload_len,
-		const uint8_t *headers, size_t headers_len,
-		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
-{
-	const struct dlq_record_init in = { id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
-		policy, attempt, qos, now_ms };
-	return record__make(&in, DLQ_RECORD_MORE, NULL);
-}
-
-struct dlq_record *record__new_counting(const struct dlq_id *id, const struct dlq_id *origin_id,
-		const char *topic, const char *origin_topic,
-		const void *payload, uint32_t payload_len,
-		const uint8_t *headers, size_t headers_len,
-		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms)
-{
-	const struct dlq_record_init in = { id, origin_id, topic, origin_topic, payload, payload_len, headers, headers_len,
-		policy, attempt, qos, now_ms };
-	return record__make(&in, DLQ_RECORD_SENDS, NULL);
-}
-
 void record__free(struct dlq_record *r)
 {
 	if(r == NULL) return;

@@ -47,7 +47,7 @@ struct dlq_holder;
  * by default) and holds (retry copies for a client whose session does not
  * persist). A record has them, in its own allocation after the struct,
  * only when it is a retry copy (or restored as one) or was made with them
- * (record__new_more); record__more gives NULL otherwise. */
+ * (record__make with DLQ_RECORD_MORE); record__more gives NULL otherwise. */
 struct dlq_record_more {
 	/* Redelivery tracking (redelivery.h), which owns these: */
 	struct dlq_delivery *deliveries; /* to the clients that received it */
@@ -117,13 +117,6 @@ struct dlq_record {
 		+ (((flags) & DLQ_RECORD_MORE) ? sizeof(struct dlq_record_more) : 0) \
 		+ (((flags) & DLQ_RECORD_SENDS) ? sizeof(struct dlq_record_sends) : 0))
 
-/* The shape of the functions below that make a record. */
-typedef struct dlq_record *dlq_record_new_fn(const struct dlq_id *id, const struct dlq_id *origin_id,
-		const char *topic, const char *origin_topic,
-		const void *payload, uint32_t payload_len,
-		const uint8_t *headers, size_t headers_len,
-		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
-
 struct slab;
 
 /* What a record is made of (record__make). */
@@ -142,41 +135,23 @@ struct dlq_record_init {
 	uint64_t now_ms;
 };
 
-/* Allocates a record as record__new does (part 0), record__new_more
- * (DLQ_RECORD_MORE) or record__new_counting (DLQ_RECORD_SENDS), in slab
- * when it has room (a start's restored records: state_read.c), else by
- * malloc; record__free knows which. */
+/* Allocates a record (not yet in any ledger). in->origin_topic may be
+ * NULL or equal to in->topic; in->origin_id NULL or equal to in->id makes
+ * an original, any other a retry copy. part is the part an original gets:
+ * 0, DLQ_RECORD_MORE (2.0's redelivery tracking needs it on every record)
+ * or DLQ_RECORD_SENDS (2.1's exact counting); a retry copy, or any record
+ * with an attempt above 1 or an origin topic of its own, gets the more part
+ * (record__more) whatever part says. The record is made in slab when it
+ * has room (a start's restored records: state_read.c), else by malloc;
+ * record__free knows which. Returns NULL when out of memory or when a
+ * topic exceeds 65535 bytes. The caller owns the record until
+ * ledger__insert. */
 struct dlq_record *record__make(const struct dlq_record_init *in, uint8_t part, struct slab *slab);
 
-/* Allocates a record (not yet in any ledger). origin_topic may be NULL or
- * equal to topic; origin_id NULL or equal to id makes an original, any
- * other a retry copy; a retry copy, or any record with an attempt above 1
- * or an origin topic of its own, gets the more part (record__more). Returns NULL
- * when out of memory or when a topic exceeds 65535 bytes. The caller owns
- * the record until ledger__insert. */
-struct dlq_record *record__new(const struct dlq_id *id, const struct dlq_id *origin_id,
-		const char *topic, const char *origin_topic,
-		const void *payload, uint32_t payload_len,
-		const uint8_t *headers, size_t headers_len,
-		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
-/* record__new, with the more part whatever the record is (2.0's redelivery
- * tracking needs it on every record). */
-struct dlq_record *record__new_more(const struct dlq_id *id, const struct dlq_id *origin_id,
-		const char *topic, const char *origin_topic,
-		const void *payload, uint32_t payload_len,
-		const uint8_t *headers, size_t headers_len,
-		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
-/* record__new, with the sends part for a record that gets no more part
- * (2.1's exact counting: originals). */
-struct dlq_record *record__new_counting(const struct dlq_id *id, const struct dlq_id *origin_id,
-		const char *topic, const char *origin_topic,
-		const void *payload, uint32_t payload_len,
-		const uint8_t *headers, size_t headers_len,
-		const struct dlq_policy *policy, uint16_t attempt, uint8_t qos, uint64_t now_ms);
 /* An original just tracked (its own id and topic, attempt 1), made in
  * one pass: part is 0, DLQ_RECORD_MORE or DLQ_RECORD_SENDS, as
- * record__new, record__new_more or record__new_counting would give it.
- * *bytes gets what record__bytes would say of it. NULL as record__new. */
+ * record__make would give it. *bytes gets what record__bytes would say of
+ * it. NULL as record__make. */
 struct dlq_record *record__new_original(uint8_t part, const struct dlq_id *id, const char *topic,
 		const void *payload, uint32_t payload_len, const uint8_t *headers, size_t headers_len,
 		const struct dlq_policy *policy, uint8_t qos, uint64_t now_ms, size_t *bytes);

@@ -11,6 +11,7 @@
 #include "fuzz.h"
 #include "model/deliveries.h"
 #include "model/envelope.h"
+#include "policy_reference.h"
 #include "store/state.h"
 #include "test_util.h"
 #include "util/topic.h"
@@ -249,25 +250,9 @@ size_t fuzz_flush(struct dlq *d)
 	return published;
 }
 
-/* policy.h: fewest wildcards, then the longest filter, then the first
- * declared. */
-static const struct dlq_policy *plain_match(const struct dlq_policy_table *t, const char *topic)
-{
-	const struct dlq_policy *best = NULL;
-	for(size_t i = 0; i < t->count; i++){
-		const struct dlq_policy *p = &t->items[i];
-		if(!topic__matches(p->filter, topic)) continue;
-		if(best == NULL || p->wildcards < best->wildcards
-				|| (p->wildcards == best->wildcards && strlen(p->filter) > strlen(best->filter))){
-			best = p;
-		}
-	}
-	return best;
-}
-
 static void check_topic(const struct dlq_policy_table *t, const char *topic)
 {
-	const struct dlq_policy *want = plain_match(t, topic);
+	const struct dlq_policy *want = policy_reference__match(t, topic);
 	const struct dlq_policy *got = policy__match(t, topic);
 	FUZZ_CHECK(got == want, "topic \"%s\": policy__match gave \"%s\", a plain walk \"%s\"", topic,
 			got ? got->filter : "(none)", want ? want->filter : "(none)");

@@ -11,6 +11,17 @@
 #include "model/envelope.h"
 #include "util/topic.h"
 
+uint8_t *fuzz_state_begin(struct dlq *d, struct state_report *rep, const uint8_t *data, size_t size, size_t hdr)
+{
+	uint8_t *copy = malloc(size ? size : 1);
+	if(copy == NULL) return NULL;
+	memcpy(copy, data, size);
+	fuzz_fix_crcs(copy, size, hdr);
+	fuzz_engine_init(d);
+	memset(rep, 0, sizeof(*rep));
+	return copy;
+}
+
 static size_t ledger_length(const struct dlq *d)
 {
 	size_t n = 0;

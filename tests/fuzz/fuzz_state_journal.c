@@ -25,14 +25,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct dlq d;
 	struct state_report rep;
-	uint8_t *copy = malloc(size ? size : 1);
 
-	if(copy == NULL) return 0;
 	if(base.len == 0) LLVMFuzzerInitialize(NULL, NULL);
-	memcpy(copy, data, size);
-	fuzz_fix_crcs(copy, size, 8);
-	fuzz_engine_init(&d);
-	memset(&rep, 0, sizeof(rep));
+	uint8_t *copy = fuzz_state_begin(&d, &rep, data, size, 8);
+	if(copy == NULL) return 0;
 	FUZZ_CHECK(state_read__decode_snapshot(engine__state_view(&d), base.data, base.len, fake.now_ms, fake.wall_ms, &rep) == 0, "base snapshot");
 	FUZZ_CHECK(!rep.damaged && rep.envelopes > 0 && rep.records > 0, "base snapshot: %s", rep.problem);
 	size_t before = fuzz_owed_count(&d);

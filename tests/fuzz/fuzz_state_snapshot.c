@@ -22,13 +22,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct dlq d;
 	struct state_report rep;
-	uint8_t *copy = malloc(size ? size : 1);
+	uint8_t *copy = fuzz_state_begin(&d, &rep, data, size, 16);
 
 	if(copy == NULL) return 0;
-	memcpy(copy, data, size);
-	fuzz_fix_crcs(copy, size, 16);
-	fuzz_engine_init(&d);
-	memset(&rep, 0, sizeof(rep));
 	int rc = state_read__decode_snapshot(engine__state_view(&d), copy, size, fake.now_ms, fake.wall_ms, &rep);
 	FUZZ_CHECK(rc == 0, "state_read__decode_snapshot: %d", rc);
 	free(copy);

@@ -291,6 +291,14 @@ void client_subscribe_at(const char *file, int line, struct client *c, const cha
 	client_subscribe_id_at(file, line, c, filter, qos, 0);
 }
 
+struct client *client_subscribed_at(const char *file, int line, struct broker *b, const char *name,
+		const char *filter)
+{
+	struct client *c = client_new_at(file, line, b, name, MQTT_PROTOCOL_V5);
+	client_subscribe_id_at(file, line, c, filter, 1, 0);
+	return c;
+}
+
 void client_subscribe_id_at(const char *file, int line, struct client *c, const char *filter, int qos, uint32_t id)
 {
 	int mid = 0, granted = 0;
@@ -483,6 +491,13 @@ void clients_settle_at(const char *file, int line, ...)
 	for(size_t i = 0; i < n; i++){
 		client_sync_at(file, line, list[i]);
 	}
+}
+
+void clients_expect_totals_at(const char *file, int line, struct client *a, size_t na, struct client *b, size_t nb)
+{
+	clients_settle_at(file, line, a, b, (struct client *)NULL);
+	client_expect_exactly_at(file, line, a, NULL, na);
+	client_expect_exactly_at(file, line, b, NULL, nb);
 }
 
 bool client_connected(struct client *c)

@@ -198,17 +198,22 @@ const cJSON *status_policy(const cJSON *data, const char *filter)
 	return NULL;
 }
 
-const cJSON *command_data(struct client *c, const char *reply_topic, const char *command, cJSON **doc)
+const struct it_msg *command_reply(struct client *c, const char *reply_topic, const char *payload, const char *what)
 {
-	char payload[512];
-	ck_assert_int_lt(snprintf(payload, sizeof(payload), "{\"commands\":[%s]}", command), (int)sizeof(payload));
 	mosquitto_property *p = NULL;
 	ck_assert_int_eq(mosquitto_property_add_string(&p, MQTT_PROP_RESPONSE_TOPIC, reply_topic), 0);
 	size_t n = client_count(c, reply_topic) + 1;
 	int rc = client_publish(c, DLQ_CONTROL_TOPIC, payload, (int)strlen(payload), 1, p);
 	mosquitto_property_free_all(&p);
-	ck_assert_msg(rc < 0x80, "the broker refused %s: %s", command, mosquitto_reason_string(rc));
-	*doc = msg_json(client_expect(c, reply_topic, n));
+	ck_assert_msg(rc < 0x80, "the broker refused %s: %s", what, mosquitto_reason_string(rc));
+	return client_expect(c, reply_topic, n);
+}
+
+const cJSON *command_data(struct client *c, const char *reply_topic, const char *command, cJSON **doc)
+{
+	char payload[512];
+	ck_assert_int_lt(snprintf(payload, sizeof(payload), "{\"commands\":[%s]}", command), (int)sizeof(payload));
+	*doc = msg_json(command_reply(c, reply_topic, payload, command));
 	ck_assert_msg(*doc != NULL, "the reply to %s is not JSON", command);
 	const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(*doc, "responses"), 0);
 	ck_assert_msg(e && json_str(e, "error") == NULL, "%s failed: %s", command, e ? json_str(e, "error") : "no reply");

@@ -239,6 +239,12 @@ const char *client_id(const struct client *c);
 #define client_subscribe(c, filter, qos) client_subscribe_at(__FILE__, __LINE__, (c), (filter), (qos))
 void client_subscribe_at(const char *file, int line, struct client *c, const char *filter, int qos);
 
+/* A client (MQTT v5, as client_new) subscribed to filter at QoS 1 (as
+ * client_subscribe): a test's usual worker or watcher, in one call. */
+#define client_subscribed(b, name, filter) client_subscribed_at(__FILE__, __LINE__, (b), (name), (filter))
+struct client *client_subscribed_at(const char *file, int line, struct broker *b, const char *name,
+		const char *filter);
+
 /* Subscribes (MQTT v5) with a subscription identifier (0: none) and waits
  * for a granted SUBACK. */
 #define client_subscribe_id(c, filter, qos, id) client_subscribe_id_at(__FILE__, __LINE__, (c), (filter), (qos), (id))
@@ -297,6 +303,12 @@ void client_sync_at(const char *file, int line, struct client *c);
  * with NULL. */
 #define clients_settle(...) clients_settle_at(__FILE__, __LINE__, __VA_ARGS__, (struct client *)NULL)
 void clients_settle_at(const char *file, int line, ...);
+
+/* A test's usual end: a and b settled (clients_settle), and each has
+ * received exactly na and nb messages in all (client_expect_exactly with no
+ * filter): nothing else arrived. */
+#define clients_expect_totals(a, na, b, nb) clients_expect_totals_at(__FILE__, __LINE__, (a), (na), (b), (nb))
+void clients_expect_totals_at(const char *file, int line, struct client *a, size_t na, struct client *b, size_t nb);
 
 /* Whether the client is connected now, and how often its connection was
  * lost since it was created. */
@@ -395,6 +407,11 @@ const char *json_str(const cJSON *e, const char *name);
 
 /* The number member name of o; fails the test if there is none. */
 double json_num(const cJSON *o, const char *name);
+
+/* Publishes payload (a control document) to $CONTROL/dlq/v1 from c with
+ * reply_topic as its response topic, and returns the reply that comes
+ * there; what names the request in a failure. */
+const struct it_msg *command_reply(struct client *c, const char *reply_topic, const char *payload, const char *what);
 
 /* The data of command (one command's JSON object), asked for by the v5
  * client c with reply_topic as its response topic; *doc is the reply, for

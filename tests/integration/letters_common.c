@@ -209,17 +209,22 @@ void result_redriven_at(const char *file, int line, const cJSON *r, const char *
 	}
 }
 
-/* Redrives (or deletes, with command CMD_DELETE) the one id from c and
- * returns the reply; *r its one result. */
-cJSON *one_id(struct client *c, const char *command, const char *id, const char *topic, const cJSON **r)
+cJSON *one_id_command(const char *command, const char *id, const char *topic)
 {
 	cJSON *cmd = cmd_new(command);
 	cmd_ids(cmd, 1, &id);
 	if(topic){
 		cJSON_AddStringToObject(cmd, "topic", topic);
 	}
+	return cmd;
+}
+
+/* Redrives (or deletes, with command CMD_DELETE) the one id from c and
+ * returns the reply; *r its one result. */
+cJSON *one_id(struct client *c, const char *command, const char *id, const char *topic, const cJSON **r)
+{
 	const cJSON *e;
-	cJSON *doc = ask(c, cmd, &e);
+	cJSON *doc = ask(c, one_id_command(command, id, topic), &e);
 	*r = only_result(e, id);
 	return doc;
 }

@@ -136,6 +136,9 @@ void result_redriven_at(const char *file, int line, const cJSON *r, const char *
  * (DLQ_COMMAND_DELETE_DEAD_LETTERS), the one id from c, to topic
  * (NULL: none given), and returns the reply; *r its one result. */
 cJSON *one_id(struct client *c, const char *command, const char *id, const char *topic, const cJSON **r);
+/* The command of one_id (redrive or delete of the one id, to topic when
+ * not NULL), for a caller that sends it its own way. */
+cJSON *one_id_command(const char *command, const char *id, const char *topic);
 
 /* The number member name of getStatus's totals (policy NULL) or of that
  * policy's entry. */

@@ -15,13 +15,7 @@ cJSON *command(struct client *c, const char *name, size_t *bytes)
 {
 	char payload[128];
 	snprintf(payload, sizeof(payload), "{\"commands\":[{\"command\":\"%s\"}]}", name);
-	mosquitto_property *p = NULL;
-	ck_assert_int_eq(mosquitto_property_add_string(&p, MQTT_PROP_RESPONSE_TOPIC, REPLY_TOPIC), 0);
-	size_t n = client_count(c, REPLY_TOPIC) + 1;
-	int rc = client_publish(c, DLQ_CONTROL_TOPIC, payload, (int)strlen(payload), 1, p);
-	mosquitto_property_free_all(&p);
-	ck_assert_msg(rc < 0x80, "the broker refused %s: %s", name, mosquitto_reason_string(rc));
-	const struct it_msg *m = client_expect(c, REPLY_TOPIC, n);
+	const struct it_msg *m = command_reply(c, REPLY_TOPIC, payload, name);
 	if(bytes){
 		*bytes = (size_t)m->payloadlen;
 	}

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "harness.h"
 #include "proc.h"
 
@@ -92,13 +93,10 @@ START_TEST(test_two_edges_with_prefixes)
 	dlqctl_expect(0, central, "inspect", "-c", "-i", "fleet-inspector", "+/dead/#", "--max", "0");
 	dlqctl_expect(0, central, "redrive", "edge-a/dead/#", "--max", "0");
 	dlqctl_expect(0, central, "redrive", "edge-b/dead/#", "--max", "0");
-	struct client *watch = client_new(central, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(watch, "#", 1);
+	struct client *watch = client_subscribed(central, "watch", "#");
 
-	struct client *wa = client_new(a, "worker-a", MQTT_PROTOCOL_V5);
-	struct client *wb = client_new(b, "worker-b", MQTT_PROTOCOL_V5);
-	client_subscribe(wa, "orders/#", 1);
-	client_subscribe(wb, "orders/#", 1);
+	struct client *wa = client_subscribed(a, "worker-a", "orders/#");
+	struct client *wb = client_subscribed(b, "worker-b", "orders/#");
 	const char *ida = fail_once(wa, "orders/1", "from-a", 0);
 	const char *idb = fail_once(wb, "orders/1", "from-b", 0);
 
@@ -156,10 +154,8 @@ START_TEST(test_one_edge_same_names)
 	struct broker *e = edge_broker("edge-1", port, NULL);
 	wait_bridge(central, "edge-1", NULL);
 	dlqctl_expect(0, central, "redrive", "dead/#", "--max", "0");
-	struct client *watch = client_new(central, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(watch, "dead/#", 1);
-	struct client *w = client_new(e, "worker", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "orders/#", 1);
+	struct client *watch = client_subscribed(central, "watch", "dead/#");
+	struct client *w = client_subscribed(e, "worker", "orders/#");
 	const char *id = fail_once(w, "orders/9", "nine", 0);
 	expect_dead_letter(client_expect(watch, "dead/orders", 1), "orders/9", id, 1, client_id(w), "orders/#", "edge failure");
 
@@ -174,17 +170,8 @@ START_TEST(test_one_edge_same_names)
 }
 END_TEST
 
-static Suite *bridge_suite(void)
-{
-	Suite *s = suite_create("bridge");
-	TCase *tc = harness_tcase("bridge");
-	tcase_add_test(tc, test_two_edges_with_prefixes);
-	tcase_add_test(tc, test_one_edge_same_names);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	return harness_run(bridge_suite());
+	return harness_run(check_suite("bridge", harness_tcase("bridge"), CHECK_TESTS(test_two_edges_with_prefixes,
+			test_one_edge_same_names)));
 }

@@ -93,8 +93,7 @@ START_TEST(test_dead_letter_carries_the_name)
 	struct client *insp = ops_client(b, "inspector");
 	client_subscribe(insp, "dead/#", 1);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 
 	char id[ID_BUF];
 	make_letter(pub, worker, "jobs/x", "job-1", 5, NULL, "cannot parse", id);
@@ -133,8 +132,7 @@ START_TEST(test_default_is_the_host_name)
 	struct broker *b = STORE_BROKER(JOBS);
 	struct client *insp = ops_client(b, "inspector");
 	client_subscribe(insp, "dead/#", 1);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	char id[ID_BUF];
 	make_letter(worker, worker, "jobs/x", "job-1", 5, NULL, NULL, id);
 	expect_broker_prop(insp, 1, it_host_name());
@@ -208,9 +206,8 @@ START_TEST(test_survives_a_restart_and_selects)
 	broker_conf(b, "plugin_opt_%s", JOBS);
 	start_store(b);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	struct client *insp = ops_client(b, "inspector");
-	client_subscribe(worker, "jobs/#", 1);
 	char id[ID_BUF];
 	make_letter(pub, worker, "jobs/a", "a", 1, NULL, "r1", id);
 	make_letter(pub, worker, "jobs/b", "b", 1, NULL, "r2", id);
@@ -262,8 +259,7 @@ START_TEST(test_survives_a_restart_and_selects)
 	ck_assert_uint_eq(dlqctl_rows(b, "nobody"), 0);
 
 	/* A redrive task of plant-8's letters moves that one alone. */
-	struct client *moved = client_new(b, "moved", MQTT_PROTOCOL_V5);
-	client_subscribe(moved, "moved/#", 1);
+	struct client *moved = client_subscribed(b, "moved", "moved/#");
 	dlqctl_expect(0, b, "redrive", "--all", "--broker", OTHER_NAME, "--to", "moved/x");
 	const struct it_msg *m = client_expect(moved, "moved/#", 1);
 	ck_assert_str_eq(m->payload, "c");

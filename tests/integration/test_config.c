@@ -169,8 +169,7 @@ START_TEST(test_no_policies_starts)
 	ck_assert_msg(log_line_has(log, (const char *const[]){"no policies: nothing is tracked", "plugin_opt_policy_file", NULL}),
 			"no notice saying there are no policies");
 	free(log);
-	struct client *c = client_new(b, "c", MQTT_PROTOCOL_V5);
-	client_subscribe(c, "jobs/#", 1);
+	struct client *c = client_subscribed(b, "c", "jobs/#");
 	client_publish_str(c, "jobs/1", "j", 1);
 	const struct it_msg *m = client_expect(c, "jobs/1", 1);
 	ck_assert_str_eq(m->payload, "j");
@@ -227,8 +226,7 @@ START_TEST(test_global_options_accepted)
 {
 	struct broker *b = dlq_broker("nack_window 300s", "max_pending_bytes 64MiB",
 			"policy jobs max_attempts=1 dead_letter=dlq/jobs");
-	struct client *c = client_new(b, "c", MQTT_PROTOCOL_V5);
-	client_subscribe(c, "jobs", 1);
+	struct client *c = client_subscribed(b, "c", "jobs");
 	client_subscribe(c, "dlq/jobs", 1);
 	client_publish_str(c, "jobs", "j", 1);
 	const char *id = expect_original(client_expect(c, "jobs", 1));
@@ -252,11 +250,9 @@ START_TEST(test_policy_file)
 	broker_conf(b, "plugin_opt_policy_file %s", path);
 	broker_conf(b, "plugin_opt_policy lines max_attempts=1 dead_letter=dlq/lines");
 	broker_start(b);
-	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "files/#", 1);
+	struct client *w = client_subscribed(b, "worker", "files/#");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_subscribe(w, "lines", 1);
-	client_subscribe(watcher, "dlq/#", 1);
 
 	client_publish_str(watcher, "files/a", "A", 1);
 	const char *ida = expect_original(client_expect(w, "files/a", 1));
@@ -284,9 +280,7 @@ START_TEST(test_policy_file)
 	client_publish_str(watcher, "files/c", "untracked", 1);
 	ck_assert_uint_eq(client_expect(w, "files/c", 1)->nusers, 0);
 
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 5);
-	client_expect_exactly(watcher, NULL, 3);
+	clients_expect_totals(w, 5, watcher, 3);
 }
 END_TEST
 
@@ -296,10 +290,8 @@ START_TEST(test_policy_precedence)
 	struct broker *b = dlq_broker(
 			"policy sensors/# max_attempts=1 dead_letter=dlq/all",
 			"policy sensors/temp max_attempts=2 dead_letter=dlq/temp");
-	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "sensors/#", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *w = client_subscribed(b, "worker", "sensors/#");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 
 	client_publish_str(watcher, "sensors/temp", "21.5", 1);
 	client_publish_str(watcher, "sensors/hum", "40", 1);

@@ -58,11 +58,9 @@ static char *nack_command(size_t n, const char *const *ids, const char *const *r
 START_TEST(test_json_several_ids)
 {
 	struct broker *b = dlq_broker("policy batch max_attempts=2 dead_letter=dlq/batch");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "batch", 1);
+	struct client *worker = client_subscribed(b, "worker", "batch");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_subscribe(worker, DLQ_RESPONSE_TOPIC, 1);
-	client_subscribe(watcher, "dlq/#", 1);
 	const char *payloads[] = { "m1", "m2", "m3" };
 	const char *ids[3], *copies[3];
 	for(int i = 0; i < 3; i++){
@@ -135,11 +133,9 @@ END_TEST
 START_TEST(test_response_topic_and_correlation)
 {
 	struct broker *b = dlq_broker("policy rt max_attempts=3 dead_letter=dlq/rt");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "rt", 1);
+	struct client *worker = client_subscribed(b, "worker", "rt");
+	struct client *watcher = client_subscribed(b, "watcher", DLQ_RESPONSE_TOPIC);
 	client_subscribe(worker, "replies/worker", 1);
-	client_subscribe(watcher, DLQ_RESPONSE_TOPIC, 1);
 	client_subscribe(watcher, "dlq/#", 1);
 	client_publish_str(watcher, "rt", "job", 1);
 	const char *id = expect_original(client_expect(worker, "rt", 1));
@@ -225,11 +221,9 @@ static const struct garbage garbage[] = {
 START_TEST(test_garbage_payloads)
 {
 	struct broker *b = dlq_broker("policy g max_attempts=2 dead_letter=dlq/g");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "g", 1);
+	struct client *worker = client_subscribed(b, "worker", "g");
+	struct client *watcher = client_subscribed(b, "watcher", "#");
 	client_subscribe(worker, DLQ_RESPONSE_TOPIC, 1);
-	client_subscribe(watcher, "#", 1);
 	client_publish_str(watcher, "g", "real", 1);
 	client_expect(worker, "g", 1);
 
@@ -268,8 +262,7 @@ END_TEST
 START_TEST(test_json_mixed_good_and_bad)
 {
 	struct broker *b = dlq_broker("policy mix max_attempts=2 dead_letter=dlq/mix");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "mix", 1);
+	struct client *worker = client_subscribed(b, "worker", "mix");
 	client_subscribe(worker, DLQ_RESPONSE_TOPIC, 1);
 	client_publish_str(worker, "mix", "m", 1);
 	const char *id = expect_original(client_expect(worker, "mix", 1));
@@ -301,11 +294,9 @@ END_TEST
 START_TEST(test_duplicate_nack)
 {
 	struct broker *b = dlq_broker("policy dup max_attempts=3 dead_letter=dlq/dup");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "dup", 1);
+	struct client *worker = client_subscribed(b, "worker", "dup");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_subscribe(worker, DLQ_RESPONSE_TOPIC, 1);
-	client_subscribe(watcher, "dlq/#", 1);
 
 	client_publish_str(watcher, "dup", "once", 1);
 	const char *id = expect_original(client_expect(worker, "dup", 1));
@@ -342,11 +333,9 @@ END_TEST
 START_TEST(test_nack_window_expired)
 {
 	struct broker *b = dlq_broker("nack_window 500ms", "policy w max_attempts=3 dead_letter=dlq/w");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "w", 1);
+	struct client *worker = client_subscribed(b, "worker", "w");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_subscribe(worker, DLQ_RESPONSE_TOPIC, 1);
-	client_subscribe(watcher, "dlq/#", 1);
 	client_publish_str(watcher, "w", "early", 1);
 	client_publish_str(watcher, "w", "late", 1);
 	client_expect(worker, "w", 2);
@@ -381,12 +370,10 @@ END_TEST
 START_TEST(test_nack_from_v311_client)
 {
 	struct broker *b = dlq_broker("policy legacy max_attempts=1 dead_letter=dlq/legacy");
-	struct client *viewer = client_new(b, "viewer", MQTT_PROTOCOL_V5);
+	struct client *viewer = client_subscribed(b, "viewer", "legacy");
 	struct client *old = client_new(b, "old", MQTT_PROTOCOL_V311);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(viewer, "legacy", 1);
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_subscribe(old, DLQ_RESPONSE_TOPIC, 1);
-	client_subscribe(watcher, "dlq/#", 1);
 	client_publish_str(old, "legacy", "v3 job", 1);
 	const char *id = expect_original(client_expect(viewer, "legacy", 1));
 

@@ -211,8 +211,7 @@ START_TEST(test_a_delay_holding_u0000_is_refused)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
 	client_publish_str(pub, "jobs", "m1", 1);
 	const char *id = expect_original(client_expect(worker, "jobs", 1));
 

@@ -102,8 +102,7 @@ enum leaving {
 START_TEST(test_a_subscriber_that_leaves_without_a_session)
 {
 	struct broker *b = ta_broker(__func__);
-	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
-	client_subscribe(insp, "dead/#", 1);
+	struct client *insp = client_subscribed(b, "insp", "dead/#");
 	const enum leaving ways[] = { LEAVE_DISCONNECT, LEAVE_AFTER_PROGRESS, LEAVE_RESET };
 	const size_t n = sizeof(ways) / sizeof(ways[0]);
 	for(size_t i = 0; i < n; i++){
@@ -164,8 +163,7 @@ END_TEST
 START_TEST(test_a_session_resumed_without_subscribing)
 {
 	struct broker *b = ta_broker(__func__);
-	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
-	client_subscribe(insp, "dead/#", 1);
+	struct client *insp = client_subscribed(b, "insp", "dead/#");
 	struct raw_options o = { .id = "resumer", .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = 3600 };
 	struct raw *w = raw_new(b, &o);
 	raw_connect(w);

@@ -190,11 +190,10 @@ START_TEST(test_pool_with_a_hung_worker)
 	broker_start(b);
 	struct client *hung = client_new_session(b, "hung", MQTT_PROTOCOL_V5, EXPIRY_S);
 	struct client *good = client_new_session(b, "good", MQTT_PROTOCOL_V5, EXPIRY_S);
-	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
+	struct client *insp = client_subscribed(b, "insp", "dead/#");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
 	client_subscribe(hung, SHARED, 1);
 	client_subscribe(good, SHARED, 1);
-	client_subscribe(insp, "dead/#", 1);
 	char payload[JOBS][16];
 	for(int i = 0; i < JOBS; i++){
 		char topic[32];
@@ -297,12 +296,10 @@ START_TEST(test_progress_keeps_a_long_job_alive)
 	snprintf(policy, sizeof(policy), "jobs/# max_attempts=3 dead_letter=dead/jobs ack_timeout=%dms", ack_ms());
 	struct broker *b = deadline_broker(__func__, policy, false, false);
 	broker_start(b);
-	struct client *w = client_new(b, "w", MQTT_PROTOCOL_V5);
+	struct client *w = client_subscribed(b, "w", "jobs/#");
 	struct client *v3 = client_new(b, "v3", MQTT_PROTOCOL_V311);
-	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs/#", 1);
+	struct client *pub = client_subscribed(b, "pub", "dead/#");
 	client_subscribe(v3, "jobs/#", 1);
-	client_subscribe(pub, "dead/#", 1);
 	client_publish_str(pub, "jobs/long", "long", 1);
 	const char *id = expect_original(client_expect(w, "jobs/#", 1));
 	client_expect(v3, "jobs/#", 1);
@@ -358,8 +355,7 @@ START_TEST(test_a_backlog_never_runs_out)
 	struct raw *w = raw_new(b, &o);
 	raw_connect(w);
 	ck_assert_uint_eq(raw_subscribe(w, "jobs/#", 1), 1);
-	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	client_subscribe(pub, "dead/#", 1);
+	struct client *pub = client_subscribed(b, "pub", "dead/#");
 	for(int i = 0; i < 3; i++){
 		char payload[16];
 		snprintf(payload, sizeof(payload), "job-%d", i);
@@ -408,12 +404,10 @@ START_TEST(test_replies)
 	 * settlement. */
 	broker_conf(b, "plugin_opt_nack_window %dms", 5 * ack_ms());
 	broker_start(b);
-	struct client *w = client_new(b, "w", MQTT_PROTOCOL_V5);
+	struct client *w = client_subscribed(b, "w", "jobs/#");
 	struct client *other = client_new(b, "other", MQTT_PROTOCOL_V5);
-	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs/#", 1);
+	struct client *insp = client_subscribed(b, "insp", "dead/#");
 	client_subscribe(w, "plain/#", 1);
-	client_subscribe(insp, "dead/#", 1);
 	const char *topics[] = { "jobs/late-ack", "jobs/late-nack", "jobs/foreign", "jobs/final", "jobs/compact-final",
 		"plain/expired" };
 	char ids[ARRAY_LEN(topics)][DLQ_ID_LEN + 1];
@@ -518,8 +512,7 @@ START_TEST(test_one_dead_letter_per_message)
 	snprintf(policy, sizeof(policy), "ta/# max_attempts=3 dead_letter=dead/ta retry_to=delivery ack_timeout=%dms", ack);
 	struct broker *b = deadline_broker(__func__, policy, false, false);
 	broker_start(b);
-	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
-	client_subscribe(insp, "dead/#", 1);
+	struct client *insp = client_subscribed(b, "insp", "dead/#");
 	char id[64];
 	snprintf(id, sizeof(id), "hung-%d", (int)getpid());
 	struct raw_options o = { .id = id, .protocol = MQTT_PROTOCOL_V5, .clean = false, .expiry_s = EXPIRY_S,
@@ -575,9 +568,8 @@ START_TEST(test_an_empty_payload_is_held)
 			ack_ms());
 	struct broker *b = deadline_broker(__func__, policy, false, false);
 	broker_start(b);
-	struct client *w = client_new(b, "w", MQTT_PROTOCOL_V5);
+	struct client *w = client_subscribed(b, "w", "ta/x/#");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "ta/x/#", 1);
 	client_publish(pub, "ta/x/empty", "", 0, 1, NULL);
 	const struct it_msg *m = client_expect(w, "ta/x/empty", 1);
 	ck_assert_int_eq(m->payloadlen, 0);
@@ -619,8 +611,7 @@ START_TEST(test_copy_behind_a_hung_slot_when_the_session_ends)
 			ack_ms());
 	struct broker *b = deadline_broker(__func__, policy, false, false);
 	broker_start(b);
-	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
-	client_subscribe(insp, "dead/#", 1);
+	struct client *insp = client_subscribed(b, "insp", "dead/#");
 	struct raw_options o = { .id = "hung", .protocol = MQTT_PROTOCOL_V5, .clean = true, .expiry_s = EXPIRY_S,
 		.receive_max = 1 };
 	struct raw *w = raw_new(b, &o);
@@ -788,16 +779,11 @@ START_TEST(test_dead_letter_causes)
 	broker_conf(b, "plugin_opt_policy gone/# max_attempts=2 dead_letter=dead/gone");
 	broker_conf(b, "plugin_opt_sys_interval 1s");
 	broker_start(b);
-	struct client *insp = client_new(b, "insp", MQTT_PROTOCOL_V5);
-	struct client *sys = client_new(b, "sys", MQTT_PROTOCOL_V5);
-	struct client *w = client_new(b, "w", MQTT_PROTOCOL_V5);
-	struct client *hung = client_new(b, "hung", MQTT_PROTOCOL_V5);
-	struct client *leaver = client_new(b, "leaver", MQTT_PROTOCOL_V5);
-	client_subscribe(insp, "dead/#", 1);
-	client_subscribe(sys, DLQ_SYS_TOPIC_PREFIX "#", 1);
-	client_subscribe(w, "jobs/w/#", 1);
-	client_subscribe(hung, "jobs/h/#", 1);
-	client_subscribe(leaver, "gone/#", 1);
+	struct client *insp = client_subscribed(b, "insp", "dead/#");
+	struct client *sys = client_subscribed(b, "sys", DLQ_SYS_TOPIC_PREFIX "#");
+	struct client *w = client_subscribed(b, "w", "jobs/w/#");
+	struct client *hung = client_subscribed(b, "hung", "jobs/h/#");
+	struct client *leaver = client_subscribed(b, "leaver", "gone/#");
 	wait_sys(sys, "dead_letters_by_cause/nack", "0");
 
 	/* nack: NACKed at attempt 2 of 2. */

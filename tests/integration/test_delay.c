@@ -24,10 +24,8 @@
 START_TEST(test_policy_delay)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=2s");
-	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *w = client_subscribed(b, "worker", "jobs");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_publish_str(watcher, "jobs", "job-1", 1);
 	const char *id = expect_original(client_expect(w, "jobs", 1));
 
@@ -44,9 +42,7 @@ START_TEST(test_policy_delay)
 	expect_retry_copy(copy, "jobs", id, 1);
 	expect_first_nack_time(copy, &at);
 
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 2);
-	client_expect_exactly(watcher, NULL, 0);
+	clients_expect_totals(w, 2, watcher, 0);
 }
 END_TEST
 
@@ -58,10 +54,8 @@ START_TEST(test_backoff_and_cap)
 {
 	struct broker *b = dlq_broker(
 			"policy jobs max_attempts=4 dead_letter=dlq/jobs retry_delay=1s retry_backoff=2 retry_max_delay=3s");
-	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *w = client_subscribed(b, "worker", "jobs");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_publish_str(watcher, "jobs", "job-2", 1);
 	char origin[32], cur[32], first_nack[64] = "";
 	keep(origin, sizeof(origin), expect_original(client_expect(w, "jobs", 1)));
@@ -111,9 +105,8 @@ END_TEST
 START_TEST(test_jitter)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=2s retry_jitter=0.5");
-	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *w = client_subscribed(b, "worker", "jobs");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
 	enum { N = 4 };
 	char ids[N][32];
 	const char *payloads[N] = { "j0", "j1", "j2", "j3" };
@@ -153,9 +146,8 @@ START_TEST(test_json_delay_overrides_policy)
 	struct broker *b = dlq_broker(
 			"policy slow max_attempts=3 dead_letter=dlq/slow retry_delay=5s",
 			"policy capped max_attempts=3 dead_letter=dlq/capped retry_delay=1s retry_max_delay=2s");
-	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *w = client_subscribed(b, "worker", "slow");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "slow", 1);
 	client_subscribe(w, "capped", 1);
 	client_publish_str(pub, "slow", "s1", 1);
 	client_publish_str(pub, "slow", "s0", 1);
@@ -206,9 +198,8 @@ END_TEST
 START_TEST(test_compact_delay_ms)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=4s retry_max_delay=4s");
-	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *w = client_subscribed(b, "worker", "jobs");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
 	client_publish_str(pub, "jobs", "short", 1);
 	client_publish_str(pub, "jobs", "long", 1);
 	char a[32], c[32];
@@ -375,12 +366,9 @@ static void back_to_nothing(struct broker *b, const struct left_worker *lw, cons
 START_TEST(test_clean_subscriber_leaves_while_delayed)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs retry_delay=4s");
-	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *other = client_new(b, "other", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
-	client_subscribe(other, "jobs", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *w = client_subscribed(b, "worker", "jobs");
+	struct client *other = client_subscribed(b, "other", "jobs");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_publish_str(watcher, "jobs", "job-4", 1);
 	char id[32], wid[128], reason[256];
 	keep(id, sizeof(id), expect_original(client_expect(w, "jobs", 1)));
@@ -403,9 +391,7 @@ START_TEST(test_clean_subscriber_leaves_while_delayed)
 
 	/* Past the copy's due time: nothing more, for anyone. */
 	sleep_until(at.sent + 4000 + 500);
-	clients_settle(watcher, other);
-	client_expect_exactly(watcher, NULL, 1);
-	client_expect_exactly(other, NULL, 1);
+	clients_expect_totals(watcher, 1, other, 1);
 }
 END_TEST
 
@@ -478,9 +464,7 @@ START_TEST(test_persistent_subscriber_back_before_due)
 	expect_retry_copy(copy, "jobs", id, 1);
 	expect_first_nack_time(copy, &at);
 
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 1);
-	client_expect_exactly(watcher, NULL, 0);
+	clients_expect_totals(w, 1, watcher, 0);
 }
 END_TEST
 
@@ -506,9 +490,7 @@ START_TEST(test_persistent_subscriber_away_at_due)
 	expect_retry_copy(copy, "jobs", id, 1);
 	expect_first_nack_time(copy, &at);
 
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 1);
-	client_expect_exactly(watcher, NULL, 0);
+	clients_expect_totals(w, 1, watcher, 0);
 }
 END_TEST
 
@@ -519,14 +501,10 @@ START_TEST(test_fixed_retry_topic_delay)
 {
 	struct broker *b = dlq_broker(
 			"policy tasks max_attempts=2 dead_letter=dlq/tasks retry_to=tasks/retry retry_delay=2s");
-	struct client *nacker = client_new(b, "nacker", MQTT_PROTOCOL_V5);
-	struct client *a = client_new(b, "a", MQTT_PROTOCOL_V5);
-	struct client *c = client_new(b, "c", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(nacker, "tasks", 1);
-	client_subscribe(a, "tasks/retry", 1);
-	client_subscribe(c, "tasks/retry", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *nacker = client_subscribed(b, "nacker", "tasks");
+	struct client *a = client_subscribed(b, "a", "tasks/retry");
+	struct client *c = client_subscribed(b, "c", "tasks/retry");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_publish_str(watcher, "tasks", "task-8", 1);
 	char id[32];
 	keep(id, sizeof(id), expect_original(client_expect(nacker, "tasks", 1)));

@@ -126,10 +126,8 @@ START_TEST(test_status_and_policies)
 {
 	struct broker *b = dlq_broker("policy alpha max_attempts=1 dead_letter=dlq/alpha",
 			"policy beta/# max_attempts=3 dead_letter=dlq/beta retry_delay=2s");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "alpha", 1);
-	client_subscribe(watch, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "alpha");
+	struct client *watch = client_subscribed(b, "watch", "dlq/#");
 	make_dead(watch, worker, watch, "alpha", "a1", NULL, NULL, 1, 0);
 	client_publish_str(watch, "alpha", "a2", 1);
 	client_expect(worker, "alpha", 2);
@@ -220,10 +218,8 @@ END_TEST
 START_TEST(test_inspect_rows)
 {
 	struct broker *b = dlq_broker("policy orders/# max_attempts=1 dead_letter=dlq/orders");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "orders/#", 1);
-	client_subscribe(watch, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "orders/#");
+	struct client *watch = client_subscribed(b, "watch", "dlq/#");
 
 	struct proc *insp = dlqctl_spawn(b, "inspect", "dlq/orders", "--max", "3", "--idle", "20");
 	ck_assert_msg(proc_wait_output(insp, "ORIGIN-TOPIC", 1, HARNESS_WAIT_MS), "inspect printed no header");
@@ -282,10 +278,8 @@ static void expect_kept_props(const struct it_msg *m)
 START_TEST(test_redrive_stamps_afresh)
 {
 	struct broker *b = dlq_broker("policy orders/# max_attempts=2 dead_letter=dlq/orders");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "orders/#", 1);
-	client_subscribe(watch, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "orders/#");
+	struct client *watch = client_subscribed(b, "watch", "dlq/#");
 	/* The session that parks the letters, opened before they come. */
 	struct proc *p = dlqctl_expect(0, b, "redrive", "dlq/orders", "--max", "0");
 	ck_assert_msg(rows(proc_out(p), "redriven") == 0, "--max 0 redrove:\n%s", proc_out(p));
@@ -326,10 +320,8 @@ END_TEST
 START_TEST(test_redrive_dry_run)
 {
 	struct broker *b = dlq_broker("policy orders/# max_attempts=1 dead_letter=dlq/orders");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "orders/#", 1);
-	client_subscribe(watch, "#", 1);
+	struct client *worker = client_subscribed(b, "worker", "orders/#");
+	struct client *watch = client_subscribed(b, "watch", "#");
 	dlqctl_expect(0, b, "redrive", "dlq/orders", "--max", "0");
 	make_dead(watch, worker, watch, "orders/1", "one", NULL, "x", 1, 0);
 	make_dead(watch, worker, watch, "orders/2", "two", NULL, "y", 1, 0);
@@ -355,10 +347,8 @@ END_TEST
 START_TEST(test_redrive_filters_and_max)
 {
 	struct broker *b = dlq_broker("policy orders/# max_attempts=1 dead_letter=dlq/orders");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "orders/#", 1);
-	client_subscribe(watch, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "orders/#");
+	struct client *watch = client_subscribed(b, "watch", "dlq/#");
 	dlqctl_expect(0, b, "redrive", "dlq/orders", "--max", "0");
 	make_dead(watch, worker, watch, "orders/a", "a-db", NULL, "db down", 1, 0);
 	make_dead(watch, worker, watch, "orders/b", "b-bad", NULL, "bad input", 1, 0);
@@ -399,10 +389,8 @@ END_TEST
 START_TEST(test_redrive_interrupted)
 {
 	struct broker *b = dlq_broker("policy orders/# max_attempts=1 dead_letter=dlq/orders");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "orders/#", 1);
-	client_subscribe(watch, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "orders/#");
+	struct client *watch = client_subscribed(b, "watch", "dlq/#");
 	dlqctl_expect(0, b, "redrive", "dlq/orders", "--max", "0");
 	const char *payloads[] = { "p1", "p2", "p3", "p4", "p5", "p6" };
 	for(size_t i = 0; i < 6; i++){
@@ -437,10 +425,8 @@ END_TEST
 START_TEST(test_redrive_stops_when_consumers_still_fail)
 {
 	struct broker *b = dlq_broker("policy orders/# max_attempts=1 dead_letter=dlq/orders");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "orders/#", 1);
-	client_subscribe(watch, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "orders/#");
+	struct client *watch = client_subscribed(b, "watch", "dlq/#");
 	dlqctl_expect(0, b, "redrive", "dlq/orders", "--max", "0");
 	make_dead(watch, worker, watch, "orders/x", "p1", NULL, "bug", 1, 0);
 	make_dead(watch, worker, watch, "orders/x", "p2", NULL, "bug", 1, 0);
@@ -468,10 +454,8 @@ END_TEST
 START_TEST(test_redrive_without_subscriber)
 {
 	struct broker *b = dlq_broker("policy orders/# max_attempts=1 dead_letter=dlq/orders");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "orders/#", 1);
-	client_subscribe(watch, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "orders/#");
+	struct client *watch = client_subscribed(b, "watch", "dlq/#");
 	dlqctl_expect(0, b, "redrive", "dlq/orders", "--max", "0");
 	make_dead(watch, worker, watch, "orders/x", "lonely", NULL, NULL, 1, 0);
 	client_free(worker);
@@ -487,10 +471,8 @@ END_TEST
 START_TEST(test_garbage_on_dead_letter_topic)
 {
 	struct broker *b = dlq_broker("policy orders/# max_attempts=1 dead_letter=dlq/orders");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watch = client_new(b, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "orders/#", 1);
-	client_subscribe(watch, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "orders/#");
+	struct client *watch = client_subscribed(b, "watch", "dlq/#");
 	dlqctl_expect(0, b, "redrive", "dlq/orders", "--max", "0");
 	struct proc *insp = dlqctl_spawn(b, "inspect", "dlq/orders", "--max", "3", "--idle", "20");
 	ck_assert_msg(proc_wait_output(insp, "ORIGIN-TOPIC", 1, HARNESS_WAIT_MS), "inspect printed no header");
@@ -559,8 +541,7 @@ START_TEST(test_store)
 	/* Access per letter is the letters suite's; here every line (2.0.21
 	 * has no mosquitto_acl_check to ask) lets dlqctl's client in. */
 	struct broker *b = dlq_broker("policy jobs/# max_attempts=1 dead_letter=dlq/jobs", "dead_letter_access control");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	char id[64], again[64];
 
 	client_publish_str(worker, "jobs/x", "hello", 1);
@@ -651,8 +632,7 @@ END_TEST
 START_TEST(test_list_by_cause)
 {
 	struct broker *b = dlq_broker("policy jobs/# max_attempts=1 dead_letter=dlq/jobs", "dead_letter_access control");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	char id[64], fin[64], non[64];
 
 	client_publish_str(worker, "jobs/f", "fin", 1);

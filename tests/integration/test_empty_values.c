@@ -87,10 +87,8 @@ static struct props_buf empty_props(void)
 START_TEST(test_empty_values_reach_the_dead_letter)
 {
 	struct broker *b = dlq_broker("policy empty max_attempts=2 dead_letter=dlq/empty");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "empty", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "empty");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 
 	struct raw_options o = { .id = "hostile", .protocol = MQTT_PROTOCOL_V5, .clean = true };
 	struct raw *pub = raw_new(b, &o);
@@ -109,9 +107,7 @@ START_TEST(test_empty_values_reach_the_dead_letter)
 	expect_empty_props(dl, "dead letter");
 	expect_dead_letter(dl, "empty", id, 2, client_id(worker), "empty", NULL);
 
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 2);
-	client_expect_exactly(watcher, NULL, 1);
+	clients_expect_totals(worker, 2, watcher, 1);
 	raw_free(pub);
 }
 END_TEST
@@ -129,10 +125,8 @@ static void nack_with(struct client *c, const char *id, const char *name, const 
 START_TEST(test_nacks_with_empty_values)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=2 dead_letter=dlq/jobs");
-	struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *w = client_subscribed(b, "worker", "jobs");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 
 	/* A garbage id: each is answered (unknown id or bad delay), none
 	 * takes the broker down. */

@@ -91,9 +91,8 @@ static void keep(char *dst, size_t size, const char *src)
 START_TEST(test_refused_retry_copy_arrives_once)
 {
 	struct broker *b = faulty_broker("20", "policy jobs max_attempts=3 dead_letter=dlq/jobs");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
 	client_publish_str(pub, "jobs", "j1", 1);
 	const char *id = expect_original(client_expect(worker, "jobs", 1));
 	uint64_t t0 = it_now_ms();
@@ -120,10 +119,8 @@ END_TEST
 START_TEST(test_refused_dead_letter_arrives_once)
 {
 	struct broker *b = faulty_broker("20", "policy jobs max_attempts=1 dead_letter=dlq/jobs");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *inspector = client_new(b, "inspector", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
-	client_subscribe(inspector, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
+	struct client *inspector = client_subscribed(b, "inspector", "dlq/#");
 	client_publish_str(inspector, "jobs", "poison", 1);
 	const char *id = expect_original(client_expect(worker, "jobs", 1));
 	client_nack(worker, id, "cannot digest");
@@ -131,9 +128,7 @@ START_TEST(test_refused_dead_letter_arrives_once)
 	const struct it_msg *dl = client_expect(inspector, "dlq/jobs", 1);
 	ck_assert_str_eq(dl->payload, "poison");
 	expect_dead_letter(dl, "jobs", id, 1, client_id(worker), "jobs", "cannot digest");
-	clients_settle(worker, inspector);
-	client_expect_exactly(inspector, NULL, 1);
-	client_expect_exactly(worker, NULL, 1);
+	clients_expect_totals(inspector, 1, worker, 1);
 	ck_assert_uint_eq(log_lines(b, "failed to publish dead letter"), 1);
 	ck_assert_uint_eq(log_lines(b, "dead-lettered message from \"jobs\""), 1);
 	cJSON *t = status_totals(client_new(b, "ops", MQTT_PROTOCOL_V5));
@@ -150,10 +145,8 @@ END_TEST
 START_TEST(test_refused_copy_of_a_client_that_left_is_dead_lettered)
 {
 	struct broker *b = faulty_broker("30", "policy jobs max_attempts=3 dead_letter=dlq/jobs");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *inspector = client_new(b, "inspector", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
-	client_subscribe(inspector, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
+	struct client *inspector = client_subscribed(b, "inspector", "dlq/#");
 	client_publish_str(inspector, "jobs", "j1", 1);
 	char id[32], wid[128];
 	keep(id, sizeof(id), expect_original(client_expect(worker, "jobs", 1)));
@@ -227,8 +220,7 @@ static struct client *dead_letters_while_away(struct broker *b, size_t n, const 
 	client_subscribe(insp, "dlq/#", 1);
 	client_free(insp);
 
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
 	for(size_t i = 0; i < n; i++){
 		char payload[32];
 		snprintf(payload, sizeof(payload), "p%zu", i);

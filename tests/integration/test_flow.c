@@ -27,11 +27,9 @@ static const struct it_msg *nth_with_payload(struct client *c, const char *topic
 START_TEST(test_odd_even)
 {
 	struct broker *b = dlq_broker("policy numbers max_attempts=3 dead_letter=dlq/numbers");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "numbers");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	struct client *pub = client_new(b, "publisher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "numbers", 1);
-	client_subscribe(watcher, "dlq/#", 1);
 	client_subscribe(watcher, DLQ_RESPONSE_TOPIC, 1);
 
 	for(int i = 1; i <= 6; i++){
@@ -102,10 +100,8 @@ END_TEST
 START_TEST(test_max_attempts_one)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=1 dead_letter=dlq/jobs");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_subscribe(watcher, DLQ_RESPONSE_TOPIC, 1);
 	client_publish_str(watcher, "jobs", "job-17", 1);
 
@@ -118,9 +114,7 @@ START_TEST(test_max_attempts_one)
 	ck_assert_str_eq(dl->payload, "job-17");
 	expect_dead_letter(dl, "jobs", id, 1, client_id(worker), "jobs", "cannot parse job-17");
 
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 1);
-	client_expect_exactly(watcher, NULL, 1);
+	clients_expect_totals(worker, 1, watcher, 1);
 }
 END_TEST
 
@@ -177,16 +171,12 @@ END_TEST
 START_TEST(test_retry_to_fixed_topic)
 {
 	struct broker *b = dlq_broker("policy tasks max_attempts=3 dead_letter=dlq/tasks retry_to=tasks/retry");
-	struct client *a = client_new(b, "a", MQTT_PROTOCOL_V5);
-	struct client *bb = client_new(b, "b", MQTT_PROTOCOL_V5);
-	struct client *c = client_new(b, "c", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(a, "tasks", 1);
+	struct client *a = client_subscribed(b, "a", "tasks");
+	struct client *bb = client_subscribed(b, "b", "tasks");
+	struct client *c = client_subscribed(b, "c", "tasks/retry");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_subscribe(a, "tasks/retry", 1);
-	client_subscribe(bb, "tasks", 1);
 	client_subscribe(bb, "tasks/retry", 1);
-	client_subscribe(c, "tasks/retry", 1);
-	client_subscribe(watcher, "dlq/#", 1);
 
 	client_publish_str(watcher, "tasks", "task-9", 1);
 	const char *id = expect_original(client_expect(a, "tasks", 1));
@@ -230,12 +220,9 @@ END_TEST
 START_TEST(test_independent_chains)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=2 dead_letter=dlq/jobs");
-	struct client *a = client_new(b, "a", MQTT_PROTOCOL_V5);
-	struct client *bb = client_new(b, "b", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(a, "jobs", 1);
-	client_subscribe(bb, "jobs", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *a = client_subscribed(b, "a", "jobs");
+	struct client *bb = client_subscribed(b, "b", "jobs");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	client_publish_str(watcher, "jobs", "shared", 1);
 
 	const char *id = expect_original(client_expect(a, "jobs", 1));
@@ -268,9 +255,8 @@ END_TEST
 START_TEST(test_untracked_not_stamped)
 {
 	struct broker *b = dlq_broker("policy numbers max_attempts=3 dead_letter=dlq/numbers");
-	struct client *sub = client_new(b, "sub", MQTT_PROTOCOL_V5);
+	struct client *sub = client_subscribed(b, "sub", "#");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	client_subscribe(sub, "#", 1);
 	const char *untracked[] = { "other", "numbers/sub", "numbersx", "dlq/numbers" };
 	for(size_t i = 0; i < 4; i++){
 		client_publish_str(pub, untracked[i], untracked[i], 1);
@@ -315,9 +301,7 @@ START_TEST(test_qos_levels)
 		ck_assert_msg(dl->qos == (q < 1 ? 1 : q), "dead letter of a QoS %d message arrived at QoS %d", q, dl->qos);
 		expect_dead_letter(dl, "q", id, 2, client_id(worker), "q", NULL);
 	}
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 6);
-	client_expect_exactly(watcher, NULL, 3);
+	clients_expect_totals(worker, 6, watcher, 3);
 }
 END_TEST
 
@@ -326,10 +310,8 @@ END_TEST
 START_TEST(test_oversized_message_unstamped)
 {
 	struct broker *b = dlq_broker("max_pending_bytes 4KiB", "policy big max_attempts=1 dead_letter=dlq/big");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "big", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "big");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	static char large[16 * 1024];
 	memset(large, 'x', sizeof(large));
 	client_publish(watcher, "big", large, (int)sizeof(large), 1, NULL);
@@ -346,9 +328,7 @@ START_TEST(test_oversized_message_unstamped)
 	ck_assert_str_eq(dl->payload, "small");
 	expect_dead_letter(dl, "big", id, 1, client_id(worker), "big", NULL);
 
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 2);
-	client_expect_exactly(watcher, NULL, 1);
+	clients_expect_totals(worker, 2, watcher, 1);
 }
 END_TEST
 

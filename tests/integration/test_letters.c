@@ -50,8 +50,7 @@ START_TEST(test_operator_story)
 {
 	struct broker *b = STORE_BROKER(JOBS);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	mosquitto_property *props = NULL;
 	ck_assert_int_eq(mosquitto_property_add_string_pair(&props, MQTT_PROP_USER_PROPERTY, "origin", "pub-1"), 0);
 	ck_assert_int_eq(mosquitto_property_add_string(&props, MQTT_PROP_CONTENT_TYPE, "text/plain"), 0);
@@ -199,9 +198,8 @@ static void restart_case(const char *label, bool kill)
 	}
 	start_store(b);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	struct client *insp = ops_client(b, "inspector");
-	client_subscribe(worker, "jobs/#", 1);
 	char orig[3][ID_BUF];
 	make_letter(pub, worker, "jobs/a", "first", 5, NULL, "r1", orig[0]);
 	make_letter(pub, worker, "jobs/b", binary_payload, (int)sizeof(binary_payload), NULL, "r2", orig[1]);
@@ -434,9 +432,8 @@ START_TEST(test_bound_drops_oldest)
 {
 	struct broker *b = STORE_BROKER("dead_letter_keep 4KiB", JOBS);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	struct client *insp = ops_client(b, "inspector");
-	client_subscribe(worker, "jobs/#", 1);
 	char orig[BOUND_N + 2][ID_BUF];
 	char payload[5000];
 	for(int i = 0; i < BOUND_N; i++){
@@ -651,12 +648,10 @@ START_TEST(test_paging_and_filters)
 {
 	struct broker *b = STORE_BROKER(JOBS, MAIL);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
+	struct client *watcher = client_subscribed(b, "watcher", "dead/#");
 	struct client *insp = ops_client(b, "inspector");
-	client_subscribe(worker, "jobs/#", 1);
 	client_subscribe(worker, "mail/#", 1);
-	client_subscribe(watcher, "dead/#", 1);
 	char orig[PAGED_N][ID_BUF], letter[PAGED_N][ID_BUF];
 	for(int i = 0; i < PAGED_N; i++){
 		char topic[32], payload[32], reason[32];
@@ -812,9 +807,8 @@ START_TEST(test_cause_filter)
 {
 	struct broker *b = STORE_BROKER(JOBS, MAIL);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	struct client *insp = ops_client(b, "inspector");
-	client_subscribe(worker, "jobs/#", 1);
 	client_subscribe(worker, "mail/#", 1);
 	char letter[CAUSED_N][ID_BUF];
 	for(int i = 0; i < CAUSED_N; i++){
@@ -914,9 +908,8 @@ START_TEST(test_bad_input)
 {
 	struct broker *b = STORE_BROKER(JOBS);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	struct client *ops = ops_client(b, "ops");
-	client_subscribe(worker, "jobs/#", 1);
 	char orig[ID_BUF];
 	make_letter(pub, worker, "jobs/x", "kept", 4, NULL, "kept", orig);
 	wait_kept(ops, 1);
@@ -1064,13 +1057,8 @@ static cJSON *raw_ask(struct asker *a, cJSON *cmd, const cJSON **e)
 
 static cJSON *raw_one_id(struct asker *a, const char *command, const char *id, const char *topic, const cJSON **r)
 {
-	cJSON *cmd = cmd_new(command);
-	cmd_ids(cmd, 1, &id);
-	if(topic){
-		cJSON_AddStringToObject(cmd, "topic", topic);
-	}
 	const cJSON *e;
-	cJSON *doc = raw_ask(a, cmd, &e);
+	cJSON *doc = raw_ask(a, one_id_command(command, id, topic), &e);
 	*r = only_result(e, id);
 	return doc;
 }
@@ -1119,8 +1107,7 @@ START_TEST(test_access)
 			"topic readwrite $CONTROL/dlq/v1/#\n"));
 	broker_start(b);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	char orig[2][ID_BUF];
 	make_letter(pub, worker, "jobs/x", "secret-1", 8, NULL, "r1", orig[0]);
 	make_letter(pub, worker, "jobs/y", "secret-2", 8, NULL, "r2", orig[1]);
@@ -1254,11 +1241,9 @@ START_TEST(test_store_off)
 {
 	struct broker *b = STORE_BROKER("dead_letter_keep 0", JOBS);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
+	struct client *watcher = client_subscribed(b, "watcher", "dead/#");
 	struct client *ops = ops_client(b, "ops");
-	client_subscribe(worker, "jobs/#", 1);
-	client_subscribe(watcher, "dead/#", 1);
 	char orig[ID_BUF];
 	make_letter(pub, worker, "jobs/x", "gone", 4, NULL, "r", orig);
 	const struct it_msg *dl = client_expect(watcher, "dead/#", 1);
@@ -1295,9 +1280,8 @@ START_TEST(test_policy_bound)
 	struct broker *b = STORE_BROKER("policy jobs/# max_attempts=1 dead_letter=dead/jobs dead_letter_keep=3KiB",
 			"policy mail/# max_attempts=1 dead_letter=dead/mail");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	struct client *ops = ops_client(b, "ops");
-	client_subscribe(worker, "jobs/#", 1);
 	client_subscribe(worker, "mail/#", 1);
 	char payload[1000];
 	memset(payload, 'k', sizeof(payload));
@@ -1324,9 +1308,8 @@ START_TEST(test_large_payload_cut)
 {
 	struct broker *b = STORE_BROKER(JOBS);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	struct client *ops = ops_client(b, "ops");
-	client_subscribe(worker, "jobs/#", 1);
 	enum { SIZE = 300 * 1000 };
 	char *payload = malloc(SIZE);
 	ck_assert_ptr_nonnull(payload);
@@ -1381,10 +1364,9 @@ START_TEST(test_sys_topics)
 {
 	struct broker *b = STORE_BROKER(JOBS, "sys_interval 1s");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	struct client *sys = ops_client(b, "sys");
 	client_subscribe(sys, DLQ_SYS_TOPIC_PREFIX "#", 1);
-	client_subscribe(worker, "jobs/#", 1);
 	char orig[ID_BUF];
 	make_letter(pub, worker, "jobs/x", "job", 3, NULL, "r", orig);
 	uint64_t deadline = it_now_ms() + (uint64_t)HARNESS_WAIT_MS;
@@ -1435,11 +1417,10 @@ START_TEST(test_age_bound)
 	struct broker *b = STORE_BROKER("dead_letter_keep_for 2s", JOBS, MAIL " dead_letter_keep_for=forever",
 			"sys_interval 1s");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	struct client *ops = ops_client(b, "ops");
 	struct client *sys = ops_client(b, "sys");
 	client_subscribe(sys, DLQ_SYS_TOPIC_PREFIX "#", 1);
-	client_subscribe(worker, "jobs/#", 1);
 	client_subscribe(worker, "mail/#", 1);
 	char orig[ID_BUF];
 	uint64_t first = it_now_ms();
@@ -1500,9 +1481,8 @@ START_TEST(test_age_bound_across_restart)
 	broker_conf(b, "plugin_opt_%s", MAIL);
 	start_store(b);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs/#");
 	struct client *ops = ops_client(b, "ops");
-	client_subscribe(worker, "jobs/#", 1);
 	client_subscribe(worker, "mail/#", 1);
 	char orig[ID_BUF];
 	make_letter(pub, worker, "jobs/a", "a", 1, NULL, "r", orig);

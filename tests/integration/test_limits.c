@@ -130,12 +130,10 @@ START_TEST(test_ten_thousand_filters)
 	/* Routing: a few policies spread over the table, each by a topic only
 	 * it matches, dead-lettered at the first NACK to its own topic with its
 	 * own filter named. */
-	struct client *worker = client_new(big, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(big, "worker", "site/#");
 	struct client *pub = client_new(big, "pub", MQTT_PROTOCOL_V5);
-	struct client *dead = client_new(big, "dead", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "site/#", 1);
+	struct client *dead = client_subscribed(big, "dead", "dead/#");
 	client_subscribe(worker, "other/#", 1);
-	client_subscribe(dead, "dead/#", 1);
 	static const unsigned picks[] = { 0, 1, 2, 3333, 5000, 7777, 9998, 9999 };
 	for(size_t j = 0; j < ARRAY_LEN(picks); j++){
 		char filter[64], topic[64], dead_topic[32], payload[32];
@@ -176,9 +174,8 @@ START_TEST(test_ten_thousand_filters)
 	/* Per-message cost: rounds of 2,000 tracked publishes (QoS 1, one at
 	 * a time) against both brokers, timed until the subscriber has them. */
 	enum { ROUND = 2000 };
-	struct client *wsmall = client_new(small, "worker", MQTT_PROTOCOL_V5);
+	struct client *wsmall = client_subscribed(small, "worker", "site/#");
 	struct client *psmall = client_new(small, "pub", MQTT_PROTOCOL_V5);
-	client_subscribe(wsmall, "site/#", 1);
 	client_subscribe(wsmall, "other/#", 1);
 	/* Topics of policies 0..2 only, which the small table tracks too;
 	 * then topics of 2,000 different policies. Three rounds of each,
@@ -237,11 +234,9 @@ static size_t slashes_in(const char *t)
 START_TEST(test_longest_topics)
 {
 	struct broker *b = dlq_broker("policy long/# max_attempts=2 dead_letter=dlq/long", "sys_interval 0s");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "long/#");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *dead = client_new(b, "dead", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "long/#", 1);
-	client_subscribe(dead, "dlq/#", 1);
+	struct client *dead = client_subscribed(b, "dead", "dlq/#");
 	/* 65,535 bytes in 2 levels, and in as many levels as the broker takes. */
 	static const size_t slashes[] = { 1, BROKER_MAX_SLASHES };
 	for(size_t k = 0; k < 2; k++){
@@ -302,11 +297,9 @@ START_TEST(test_oversized_payload_is_counted)
 {
 	struct broker *b = dlq_broker("max_pending_bytes 4KiB", "policy big max_attempts=1 dead_letter=dlq/big",
 			"sys_interval 0s");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "big");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	struct client *ops = client_new(b, "ops", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "big", 1);
-	client_subscribe(watcher, "dlq/#", 1);
 
 	/* Larger than the bound, and exactly the bound (which the record's own
 	 * overhead takes past it): both delivered whole, neither stamped. */

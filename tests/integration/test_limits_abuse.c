@@ -103,13 +103,11 @@ START_TEST(test_nack_flood)
 	broker_conf(b, "plugin_opt_sys_interval 0s");
 	broker_conf(b, "sys_interval 1");
 	broker_start(b);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *dead = client_new(b, "dead", MQTT_PROTOCOL_V5);
+	struct client *dead = client_subscribed(b, "dead", "dlq/#");
 	struct client *ops = client_new(b, "ops", MQTT_PROTOCOL_V5);
 	client_subscribe(ops, BROKER_DROPPED_TOPIC, 0);
-	client_subscribe(worker, "jobs", 1);
-	client_subscribe(dead, "dlq/#", 1);
 	uint64_t quiet_ms;
 	serve_during(pub, worker, dead, 0, 3, &quiet_ms);
 	long rss_before = broker_rss_kib(b);
@@ -176,12 +174,10 @@ START_TEST(test_control_flood)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=2 dead_letter=dlq/jobs",
 			"policy bulk max_attempts=1 dead_letter=dlq/bulk", "sys_interval 0s");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *dead = client_new(b, "dead", MQTT_PROTOCOL_V5);
+	struct client *dead = client_subscribed(b, "dead", "dlq/#");
 	struct client *ops = client_new(b, "ops", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
-	client_subscribe(dead, "dlq/#", 1);
 	uint64_t quiet_ms;
 	serve_during(pub, worker, dead, 0, 3, &quiet_ms);
 
@@ -311,10 +307,9 @@ END_TEST
 START_TEST(test_nack_of_id_never_received)
 {
 	struct broker *b = dlq_broker("policy jobs max_attempts=3 dead_letter=dlq/jobs", "sys_interval 0s");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
 	struct client *other = client_new(b, "other", MQTT_PROTOCOL_V5);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
 	client_publish_str(pub, "jobs", "j1", 1);
 	const char *id = expect_original(client_expect(worker, "jobs", 1));
 

@@ -236,10 +236,8 @@ static const struct it_msg *wait_value(struct client *c, const char *topic, cons
 START_TEST(test_sys_topics)
 {
 	struct broker *b = dlq_broker("policy alpha max_attempts=1 dead_letter=dlq/alpha", "sys_interval 1s");
-	struct client *sys = client_new(b, "sys", MQTT_PROTOCOL_V5);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	client_subscribe(sys, DLQ_SYS_TOPIC_PREFIX "#", 1);
-	client_subscribe(worker, "alpha", 1);
+	struct client *sys = client_subscribed(b, "sys", DLQ_SYS_TOPIC_PREFIX "#");
+	struct client *worker = client_subscribed(b, "worker", "alpha");
 	/* The first values appear within an interval. */
 	wait_value(sys, DLQ_SYS_TOPIC_PREFIX "dead_letters", "0");
 	wait_value(sys, DLQ_SYS_TOPIC_PREFIX "policies/0/filter", "alpha");
@@ -253,8 +251,7 @@ START_TEST(test_sys_topics)
 	wait_value(sys, DLQ_SYS_TOPIC_PREFIX "policies/0/dead_letters", "1");
 
 	/* Retained: a client that subscribes now gets the current values. */
-	struct client *late = client_new(b, "late", MQTT_PROTOCOL_V5);
-	client_subscribe(late, DLQ_SYS_TOPIC_PREFIX "#", 1);
+	struct client *late = client_subscribed(b, "late", DLQ_SYS_TOPIC_PREFIX "#");
 	const struct it_msg *m = wait_value(late, DLQ_SYS_TOPIC_PREFIX "dead_letters", "1");
 	ck_assert_msg(m->retain, "$SYS/broker/dlq/dead_letters is not retained");
 	m = wait_value(late, DLQ_SYS_TOPIC_PREFIX "policies/0/filter", "alpha");
@@ -266,8 +263,7 @@ START_TEST(test_sys_topics)
 	wait_value(sys, DLQ_SYS_TOPIC_PREFIX "subscribers_of_dead_letters", "0");
 	wait_value(sys, DLQ_SYS_TOPIC_PREFIX "sent_without_stamp", "0");
 	if(BROKER_IS_21()){
-		struct client *all = client_new(b, "all", MQTT_PROTOCOL_V5);
-		client_subscribe(all, "#", 1);
+		client_subscribed(b, "all", "#");
 		wait_value(sys, DLQ_SYS_TOPIC_PREFIX "subscribers_of_dead_letters", "1");
 		wait_value(sys, DLQ_SYS_TOPIC_PREFIX "policies/0/subscribers_of_dead_letters", "0");
 	}
@@ -339,10 +335,8 @@ START_TEST(test_reload_changes_max_attempts)
 {
 	const char *path;
 	struct broker *b = file_broker(__func__, JOBS(3), &path);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *dead = client_new(b, "dead", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
-	client_subscribe(dead, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
+	struct client *dead = client_subscribed(b, "dead", "dlq/#");
 
 	client_publish_str(dead, "jobs", "before", 1);
 	client_expect(worker, "jobs", 1);
@@ -388,11 +382,9 @@ START_TEST(test_no_policies_then_reload)
 	const char *path;
 	struct broker *b = file_broker(__func__, NO_POLICIES, &path);
 	ck_assert_msg(it_wait_log(b, NO_POLICIES_NOTICE, 1, HARNESS_WAIT_MS), "no notice of the empty policy table");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-	struct client *dead = client_new(b, "dead", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
-	client_subscribe(dead, "dlq/#", 1);
+	struct client *dead = client_subscribed(b, "dead", "dlq/#");
 	expect_untracked(worker, pub, "none-1", 1, 0);
 
 	reload(b, JOBS(1), "reload: 1 policies in use", 1);
@@ -413,10 +405,8 @@ START_TEST(test_reload_invalid_file_keeps_policies)
 {
 	const char *path;
 	struct broker *b = file_broker(__func__, JOBS(2), &path);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *dead = client_new(b, "dead", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
-	client_subscribe(dead, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
+	struct client *dead = client_subscribed(b, "dead", "dlq/#");
 
 	reload(b, "{\"policies\":[{\"filter\":\"jobs\",\"max_attempts\":0,\"dead_letter\":\"dlq/jobs\"}]}",
 			"reload refused, the policies in use stay", 1);
@@ -438,10 +428,8 @@ START_TEST(test_reload_chain_in_flight_follows_new_policy)
 {
 	const char *path;
 	struct broker *b = file_broker(__func__, JOBS(3), &path);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *dead = client_new(b, "dead", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "jobs", 1);
-	client_subscribe(dead, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "jobs");
+	struct client *dead = client_subscribed(b, "dead", "dlq/#");
 	client_publish_str(dead, "jobs", "x", 1);
 	const char *id = expect_original(client_expect(worker, "jobs", 1));
 	client_nack(worker, id, NULL);
@@ -465,10 +453,8 @@ START_TEST(test_reload_removed_filter_keeps_old_policy)
 	struct broker *b = file_broker(__func__,
 			"{\"policies\":[{\"filter\":\"jobs\",\"max_attempts\":3,\"dead_letter\":\"dlq/jobs\"},"
 			"{\"filter\":\"old\",\"max_attempts\":3,\"dead_letter\":\"dlq/old\"}]}", &path);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *dead = client_new(b, "dead", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "old", 1);
-	client_subscribe(dead, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "old");
+	struct client *dead = client_subscribed(b, "dead", "dlq/#");
 	client_publish_str(dead, "old", "x", 1);
 	const char *id = expect_original(client_expect(worker, "old", 1));
 	client_nack(worker, id, NULL);

@@ -63,10 +63,8 @@ static void expect_publisher_props(const struct it_msg *m, const char *what)
 START_TEST(test_properties_preserved)
 {
 	struct broker *b = dlq_broker("policy props max_attempts=2 dead_letter=dlq/props");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "props", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "props");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 
 	mosquitto_property *p = publisher_props();
 	const char payload[] = "{\"order\":42}";
@@ -97,9 +95,7 @@ START_TEST(test_properties_preserved)
 	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_BROKER), it_host_name());
 	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_CAUSE), DLQ_CAUSE_NACK);
 
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 2);
-	client_expect_exactly(watcher, NULL, 1);
+	clients_expect_totals(worker, 2, watcher, 1);
 }
 END_TEST
 
@@ -108,10 +104,8 @@ END_TEST
 START_TEST(test_reserved_names_not_carried)
 {
 	struct broker *b = dlq_broker("policy spoof max_attempts=2 dead_letter=dlq/spoof");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "spoof", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "spoof");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 
 	mosquitto_property *p = NULL;
 	ck_assert_int_eq(mosquitto_property_add_string_pair(&p, MQTT_PROP_USER_PROPERTY, "keep", "me"), 0);
@@ -140,9 +134,7 @@ START_TEST(test_reserved_names_not_carried)
 	ck_assert_uint_eq(dl->nusers, 11);
 	ck_assert_str_eq(msg_user(dl, DLQ_PROP_DEAD_LETTER_BROKER), it_host_name());
 
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 2);
-	client_expect_exactly(watcher, NULL, 1);
+	clients_expect_totals(worker, 2, watcher, 1);
 }
 END_TEST
 
@@ -150,10 +142,8 @@ END_TEST
 START_TEST(test_binary_and_empty_payloads)
 {
 	struct broker *b = dlq_broker("policy bin max_attempts=2 dead_letter=dlq/bin");
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(worker, "bin", 1);
-	client_subscribe(watcher, "dlq/#", 1);
+	struct client *worker = client_subscribed(b, "worker", "bin");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/#");
 	char bytes[256];
 	for(int i = 0; i < 256; i++){
 		bytes[i] = (char)i;
@@ -174,9 +164,7 @@ START_TEST(test_binary_and_empty_payloads)
 		ck_assert_mem_eq(dl->payload, bytes, (size_t)lens[k]);
 		expect_dead_letter(dl, "bin", id, 2, client_id(worker), "bin", NULL);
 	}
-	clients_settle(worker, watcher);
-	client_expect_exactly(worker, NULL, 4);
-	client_expect_exactly(watcher, NULL, 2);
+	clients_expect_totals(worker, 4, watcher, 2);
 }
 END_TEST
 
@@ -187,12 +175,10 @@ START_TEST(test_v311_publisher)
 	struct broker *b = dlq_broker("policy legacy max_attempts=2 dead_letter=dlq/legacy");
 	struct client *old_pub = client_new(b, "oldpub", MQTT_PROTOCOL_V311);
 	struct client *old_sub = client_new(b, "oldsub", MQTT_PROTOCOL_V311);
-	struct client *worker = client_new(b, "worker", MQTT_PROTOCOL_V5);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
+	struct client *worker = client_subscribed(b, "worker", "legacy");
+	struct client *watcher = client_subscribed(b, "watcher", "dlq/legacy");
 	client_subscribe(old_sub, "legacy", 1);
 	client_subscribe(old_sub, "dlq/legacy", 1);
-	client_subscribe(worker, "legacy", 1);
-	client_subscribe(watcher, "dlq/legacy", 1);
 
 	client_publish_str(old_pub, "legacy", "from 3.1.1", 1);
 	const struct it_msg *orig = client_expect(worker, "legacy", 1);

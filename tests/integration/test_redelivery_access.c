@@ -181,8 +181,7 @@ static void expect_decided_by_others(struct broker *b, const char *topic)
 static void expect_all_allowed(struct broker *b)
 {
 	broker_start(b);
-	struct client *c = client_new(b, "c", MQTT_PROTOCOL_V5);
-	client_subscribe(c, FILTER, 1);
+	struct client *c = client_subscribed(b, "c", FILTER);
 	client_publish_str(c, TOPIC, "through", 1);
 	ck_assert_str_eq(client_expect(c, FILTER, 1)->payload, "through");
 }
@@ -283,8 +282,7 @@ START_TEST(test_startup_lines)
 	broker_start(b);
 	expect_mode_line(b, "allow");
 	/* allow lets the traffic through that it answers for. */
-	struct client *c = client_new(b, "c", MQTT_PROTOCOL_V5);
-	client_subscribe(c, FILTER, 1);
+	struct client *c = client_subscribed(b, "c", FILTER);
 	client_publish_str(c, TOPIC, "through", 1);
 	ck_assert_str_eq(client_expect(c, FILTER, 1)->payload, "through");
 

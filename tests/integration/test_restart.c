@@ -233,9 +233,7 @@ START_TEST(test_delayed_copy_survives_sigterm)
 	ck_assert_str_eq(dl->payload, "job-r1");
 	expect_dead_letter(dl, "jobs", id, 2, WORKER, "jobs", "still failing after the restart");
 
-	clients_settle(w, insp);
-	client_expect_exactly(w, NULL, 1);
-	client_expect_exactly(insp, NULL, 1);
+	clients_expect_totals(w, 1, insp, 1);
 }
 END_TEST
 
@@ -287,9 +285,7 @@ START_TEST(test_lasting_session_known_across_sigterm)
 	ck_assert_int_eq(copy->qos, 1);
 
 	sleep_until(at.sent + 4000 + 1000);
-	clients_settle(w, insp);
-	client_expect_exactly(w, NULL, 1);
-	client_expect_exactly(insp, NULL, 0);
+	clients_expect_totals(w, 1, insp, 0);
 }
 END_TEST
 
@@ -694,9 +690,7 @@ START_TEST(test_save_on_change_survives_sigkill)
 	expect_retry_copy(copy, "jobs", id, 1);
 	expect_first_nack_time(copy, &at);
 
-	clients_settle(w, watcher);
-	client_expect_exactly(w, NULL, 1);
-	client_expect_exactly(watcher, NULL, 0);
+	clients_expect_totals(w, 1, watcher, 0);
 }
 END_TEST
 
@@ -832,8 +826,7 @@ START_TEST(test_full_disk_during_a_background_save)
 	struct stat good;
 	ck_assert_msg(stat(state, &good) == 0, "stat %s: %s", state, strerror(errno));
 
-	struct client *w = client_new(b, "w", MQTT_PROTOCOL_V5);
-	client_subscribe(w, "jobs", 1);
+	struct client *w = client_subscribed(b, "w", "jobs");
 	enum { KEPT = 40, BIG = 2048 };
 	char ids[KEPT + 1][32];
 	char payload[BIG];
@@ -1124,9 +1117,7 @@ START_TEST(test_no_broker_persistence_dead_letters_restored_copy)
 
 	/* The copy itself never comes. */
 	sleep_until(at.acked + 3000 + LATE_LIMIT_MS);
-	clients_settle(w, insp);
-	client_expect_exactly(w, NULL, 0);
-	client_expect_exactly(insp, NULL, 1);
+	clients_expect_totals(w, 0, insp, 1);
 }
 END_TEST
 
@@ -1141,9 +1132,8 @@ START_TEST(test_per_listener_settings_refused)
 	broker_conf(b, "plugin_opt_policy jobs max_attempts=2 dead_letter=dlq/jobs retry_delay=1s");
 	if(BROKER_IS_21()){
 		broker_start(b);
-		struct client *w = client_new(b, "worker", MQTT_PROTOCOL_V5);
+		struct client *w = client_subscribed(b, "worker", "jobs");
 		struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
-		client_subscribe(w, "jobs", 1);
 		client_publish_str(pub, "jobs", "job", 1);
 		const char *id = expect_original(client_expect(w, "jobs", 1));
 		client_nack(w, id, NULL);

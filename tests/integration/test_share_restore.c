@@ -307,8 +307,7 @@ START_TEST(test_retries_to_any_member)
 		raw_connect(w[i]);
 		ck_assert_uint_eq(raw_subscribe(w[i], SHARED_FILTER, 1), 1);
 	}
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(watcher, "dead/#", 1);
+	struct client *watcher = client_subscribed(b, "watcher", "dead/#");
 	ck_assert_uint_lt(client_publish_str(watcher, TOPIC, "job", 1), 0x80);
 
 	struct raw *who;

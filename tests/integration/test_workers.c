@@ -141,8 +141,7 @@ static void odd_even_flow(enum lang lang, bool spoof)
 {
 	int port;
 	struct broker *b = tcp_broker(&port);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(watcher, "numbers", 1);
+	struct client *watcher = client_subscribed(b, "watcher", "numbers");
 	client_subscribe(watcher, "dead/numbers", 1);
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
 	char id[64];
@@ -353,8 +352,7 @@ START_TEST(test_pool_worker_acks)
 	broker_conf(b, "plugin_opt_redelivery_tracking allow");
 	if(!BROKER_IS_21()) broker_conf(b, "plugin_opt_v5_sessions_persist true");
 	broker_start(b);
-	struct client *watcher = client_new(b, "watcher", MQTT_PROTOCOL_V5);
-	client_subscribe(watcher, "dead/jobs", 1);
+	struct client *watcher = client_subscribed(b, "watcher", "dead/jobs");
 	struct client *pub = client_new(b, "pub", MQTT_PROTOCOL_V5);
 	char id[64];
 	snprintf(id, sizeof(id), "pool-%s-%d", lang_names[lang], (int)getpid());

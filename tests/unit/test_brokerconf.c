@@ -9,12 +9,14 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/brokerconf.h"
 #include "check_suite.h"
+#include "test_util.h"
 
 static struct broker_facts f;
 
@@ -26,91 +28,66 @@ static void scan(const char *text)
 
 /* ------------------------------------------------------------------ */
 
-START_TEST(defaults_are_false)
+/* What a scan of text must find: each flag true (YES), false (NO), or not
+ * looked at (ANY). */
+enum want { ANY, YES, NO };
+struct scan_case {
+	const char *text;
+	enum want persistence, per_listener_settings;
+};
+
+static void expect_flag(const char *text, const char *name, bool got, enum want want)
 {
-	scan("");
-	ck_assert(!f.persistence);
-	ck_assert(!f.per_listener_settings);
-	scan("listener 1883\nallow_anonymous true\n");
-	ck_assert(!f.persistence);
-	ck_assert(!f.per_listener_settings);
+	if(want == ANY) return;
+	ck_assert_msg(got == (want == YES), "\"%s\": %s read as %s; Mosquitto reads it as %s", text, name,
+			got ? "true" : "false", want == YES ? "true" : "false");
+}
+
+/* How Mosquitto 2.0.11 reads persistence and per_listener_settings: the
+ * last occurrence wins, '#' lines are comments, a key must match whole, and
+ * a boolean is "true"/"false" or "1"/"0" (conf__parse_bool). */
+static const struct scan_case scans[] = {
+	/* Both false by default. */
+	{"", NO, NO},
+	{"listener 1883\nallow_anonymous true\n", NO, NO},
+	{"persistence true\n", YES, NO},
+	{"persistence false\n", NO, ANY},
+	/* No newline at the end, CRLF line ends, blanks around. */
+	{"persistence true", YES, ANY},
+	{"listener 1883\r\npersistence true\r\n", YES, ANY},
+	{"   persistence    true   \n", YES, ANY},
+	/* The last occurrence wins. */
+	{"persistence true\npersistence false\n", NO, ANY},
+	{"persistence false\nlistener 1883\npersistence true\n", YES, ANY},
+	{"per_listener_settings true\npersistence true\nper_listener_settings false\n", YES, NO},
+	/* Comments and keys that merely start with the same letters. */
+	{"#persistence true\n# persistence true\n", NO, ANY},
+	{"persistence true\n#persistence false\n", YES, ANY},
+	{"persistence_location /var/lib/mosquitto/\npersistence_file true\nautosave_on_changes true\n", NO, ANY},
+	{"per_listener_settingsx true\n", ANY, NO},
+	/* An empty value is not true. */
+	{"persistence\n", NO, ANY},
+	{"per_listener_settings true\nlistener 1883\n", NO, YES},
+	{"per_listener_settings false\n", ANY, NO},
+	/* A broker started with "persistence 1" keeps its sessions, and the
+	 * plugin must know it. */
+	{"persistence 1\n", YES, ANY},
+	{"persistence true\npersistence 0\n", NO, ANY},
+	{"per_listener_settings 1\n", ANY, YES},
+	/* Mosquitto reads the first word only. */
+	{"persistence true # sessions survive\n", YES, ANY},
+	{"persistence true\npersistence false\textra\n", NO, ANY},
+};
+
+/* Row _i of scans (a loop test over the table). */
+START_TEST(a_scan_reads_what_mosquitto_reads)
+{
+	const struct scan_case *c = &scans[_i];
+	scan(c->text);
+	expect_flag(c->text, "persistence", f.persistence, c->persistence);
+	expect_flag(c->text, "per_listener_settings", f.per_listener_settings, c->per_listener_settings);
 	/* Scanning text says nothing of a file having been found. */
 	ck_assert(!f.known);
-}
-END_TEST
-
-START_TEST(persistence_true_and_false)
-{
-	scan("persistence true\n");
-	ck_assert(f.persistence);
-	ck_assert(!f.per_listener_settings);
-	scan("persistence false\n");
-	ck_assert(!f.persistence);
-	/* No newline at the end, CRLF line ends, blanks around. */
-	scan("persistence true");
-	ck_assert(f.persistence);
-	scan("listener 1883\r\npersistence true\r\n");
-	ck_assert(f.persistence);
-	scan("   persistence    true   \n");
-	ck_assert(f.persistence);
-}
-END_TEST
-
-START_TEST(the_last_occurrence_wins)
-{
-	scan("persistence true\npersistence false\n");
-	ck_assert(!f.persistence);
-	scan("persistence false\nlistener 1883\npersistence true\n");
-	ck_assert(f.persistence);
-	scan("per_listener_settings true\npersistence true\nper_listener_settings false\n");
-	ck_assert(!f.per_listener_settings);
-	ck_assert(f.persistence);
-}
-END_TEST
-
-START_TEST(comments_and_similar_keys_are_ignored)
-{
-	scan("#persistence true\n# persistence true\n");
-	ck_assert(!f.persistence);
-	scan("persistence true\n#persistence false\n");
-	ck_assert(f.persistence);
-	/* Keys that merely start with the same letters. */
-	scan("persistence_location /var/lib/mosquitto/\npersistence_file true\nautosave_on_changes true\n");
-	ck_assert(!f.persistence);
-	scan("per_listener_settingsx true\n");
-	ck_assert(!f.per_listener_settings);
-	/* An empty value is not true. */
-	scan("persistence\n");
-	ck_assert(!f.persistence);
-}
-END_TEST
-
-START_TEST(per_listener_settings)
-{
-	scan("per_listener_settings true\nlistener 1883\n");
-	ck_assert(f.per_listener_settings);
-	ck_assert(!f.persistence);
-	scan("per_listener_settings false\n");
-	ck_assert(!f.per_listener_settings);
-}
-END_TEST
-
-START_TEST(booleans_are_read_as_mosquitto_reads_them)
-{
-	/* Mosquitto 2.0.11 takes "1" for true and "0" for false
-	 * (conf__parse_bool): a broker started with "persistence 1" keeps its
-	 * sessions, and the plugin must know it. */
-	scan("persistence 1\n");
-	ck_assert_msg(f.persistence, "\"persistence 1\" read as false; Mosquitto reads it as true");
-	scan("persistence true\npersistence 0\n");
-	ck_assert(!f.persistence);
-	scan("per_listener_settings 1\n");
-	ck_assert_msg(f.per_listener_settings, "\"per_listener_settings 1\" read as false; Mosquitto reads it as true");
-	/* Mosquitto reads the first word only. */
-	scan("persistence true # sessions survive\n");
-	ck_assert(f.persistence);
-	scan("persistence true\npersistence false\textra\n");
-	ck_assert(!f.persistence);
 }
 END_TEST
 
@@ -254,11 +231,12 @@ END_TEST
 
 int main(void)
 {
-	return check_run(check_suite("brokerconf", tcase_create("scan_text"), CHECK_TESTS(defaults_are_false,
-			persistence_true_and_false, where_and_how_often_the_broker_saves, the_last_occurrence_wins,
-			comments_and_similar_keys_are_ignored, per_listener_settings, booleans_are_read_as_mosquitto_reads_them,
+	Suite *s = suite_create("brokerconf");
+	TCase *tc = check_add(s, tcase_create("scan_text"), CHECK_TESTS(where_and_how_often_the_broker_saves,
 			acl_file_and_plugin_lines_are_read, allow_is_refused_beside_another_acl_source,
 			defer_is_refused_without_another_acl_source, a_plugin_loaded_first_is_warned_about,
 			an_unread_configuration_is_refused, the_acl_file_plugin_is_an_acl_source,
-			v21_warns_only_about_an_acl_plugin_before_this_one)));
+			v21_warns_only_about_an_acl_plugin_before_this_one));
+	check_loops(tc, 0, (int)ARRAY_LEN(scans), CHECK_TESTS(a_scan_reads_what_mosquitto_reads));
+	return check_run(s);
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "engine/dlq.h"
 #include "engine/engine.h"
 #include "engine/letter_store.h"
@@ -226,24 +227,10 @@ START_TEST(a_reload_that_would_overlap_is_refused)
 }
 END_TEST
 
-static Suite *collect_suite(void)
-{
-	Suite *s = suite_create("collect");
-	TCase *tc = tcase_create("core");
-	tcase_add_test(tc, a_collected_letter_is_kept_once_as_its_makers);
-	tcase_add_test(tc, no_dead_letter_is_refused_and_logged_with_its_topic);
-	tcase_add_test(tc, the_bound_applies_to_collected_letters);
-	tcase_add_test(tc, a_reload_that_would_overlap_is_refused);
-	tcase_add_test(tc, a_flood_of_garbage_logs_a_bounded_number_of_warnings);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(collect_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(check_suite("collect", tcase_create("core"), CHECK_TESTS(
+			a_collected_letter_is_kept_once_as_its_makers,
+			no_dead_letter_is_refused_and_logged_with_its_topic, the_bound_applies_to_collected_letters,
+			a_reload_that_would_overlap_is_refused, a_flood_of_garbage_logs_a_bounded_number_of_warnings)));
 }

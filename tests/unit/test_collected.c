@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_suite.h"
 #include "model/collected.h"
 #include "model/envelope.h"
 #include "mosquitto_dlq.h"
@@ -222,26 +223,10 @@ START_TEST(other_names_of_the_plugin_are_left_out)
 }
 END_TEST
 
-static Suite *collected_suite(void)
-{
-	Suite *s = suite_create("collected");
-	TCase *tc = tcase_create("core");
-	tcase_add_test(tc, a_dead_letter_reads_back_whole);
-	tcase_add_test(tc, optional_parts);
-	tcase_add_test(tc, each_required_property_missing_is_refused);
-	tcase_add_test(tc, wrong_values_are_refused_naming_the_property);
-	tcase_add_test(tc, a_property_twice_is_refused);
-	tcase_add_test(tc, no_properties_is_no_dead_letter);
-	tcase_add_test(tc, other_names_of_the_plugin_are_left_out);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(collected_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(check_suite("collected", tcase_create("core"), CHECK_TESTS(a_dead_letter_reads_back_whole,
+			optional_parts, each_required_property_missing_is_refused,
+			wrong_values_are_refused_naming_the_property, a_property_twice_is_refused,
+			no_properties_is_no_dead_letter, other_names_of_the_plugin_are_left_out)));
 }

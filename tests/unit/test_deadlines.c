@@ -17,6 +17,7 @@
 #include "model/gauges.h"
 #include "model/ledger.h"
 #include "model/policy.h"
+#include "record_fixture.h"
 #include "test_util.h"
 
 static struct dlq_policy p30 = { .filter = "jobs/#", .max_attempts = 3, .ack_timeout_ms = 30000, .ack_timeout = "30s" };
@@ -47,7 +48,8 @@ static struct dlq_record *rec(const struct dlq_policy *p)
 	memset(&id, 0, sizeof(id));
 	id.raw[0] = (uint8_t)++made;
 	id.raw[1] = (uint8_t)(made >> 8);
-	struct dlq_record *r = record__new(&id, NULL, "jobs/a", NULL, "x", 1, NULL, 0, p, 1, 1, 0);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .topic = "jobs/a", .payload = "x", .payload_len = 1,
+			.policy = p, .attempt = 1, .qos = 1, .now_ms = 0);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_int_eq(ledger__insert(&ledger, r), 0);
 	return r;

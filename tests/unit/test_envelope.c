@@ -15,6 +15,7 @@
 #include "model/envelope.h"
 #include "model/record.h"
 #include "mosquitto_dlq.h"
+#include "record_fixture.h"
 #include "test_util.h"
 #include "util/headers.h"
 #include "util/id.h"
@@ -58,8 +59,9 @@ static const char *text(const struct dlq_id *id)
 static struct dlq_record *original_record(uint8_t qos)
 {
 	struct dlq_id id = fresh_id();
-	struct dlq_record *r = record__new(&id, &id, "numbers", NULL, "42", 2,
-			original.data, original.len, &numbers, 1, qos, 1000);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "numbers",
+			.payload = "42", .payload_len = 2, .headers = original.data, .headers_len = original.len,
+			.policy = &numbers, .attempt = 1, .qos = qos, .now_ms = 1000);
 	ck_assert_ptr_nonnull(r);
 	return r;
 }
@@ -211,8 +213,9 @@ END_TEST
 START_TEST(a_fixed_retry_copy_is_an_ordinary_publish_to_retry_to)
 {
 	struct dlq_id id = fresh_id();
-	struct dlq_record *r = record__new(&id, &id, "devices/7/telemetry", NULL, "t=21", 4,
-			NULL, 0, &telemetry, 1, 0, 1000);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "devices/7/telemetry",
+			.payload = "t=21", .payload_len = 4, .policy = &telemetry, .attempt = 1, .qos = 0,
+			.now_ms = 1000);
 	ck_assert_ptr_nonnull(r);
 	struct dlq_id copy_id = fresh_id();
 	struct dlq_envelope *e = envelope__retry_copy(r, &copy_id, "devices/retry/telemetry", NULL, "sub1", 5);
@@ -244,8 +247,10 @@ START_TEST(a_copy_of_a_copy_keeps_the_chains_origin)
 {
 	/* The record of a third delivery: on the retry topic, origin elsewhere. */
 	struct dlq_id origin = fresh_id(), id = fresh_id(), copy_id = fresh_id();
-	struct dlq_record *r = record__new(&id, &origin, "devices/retry/telemetry", "devices/7/telemetry",
-			"t=21", 4, original.data, original.len, &telemetry, 3, 2, 1000);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &origin,
+			.topic = "devices/retry/telemetry", .origin_topic = "devices/7/telemetry", .payload = "t=21",
+			.payload_len = 4, .headers = original.data, .headers_len = original.len, .policy = &telemetry,
+			.attempt = 3, .qos = 2, .now_ms = 1000);
 	ck_assert_ptr_nonnull(r);
 	struct dlq_envelope *e = envelope__retry_copy(r, &copy_id, "devices/retry/telemetry", NULL, "sub9", 5);
 	ck_assert_ptr_nonnull(e);
@@ -271,8 +276,9 @@ END_TEST
 START_TEST(a_dead_letter_carries_the_documented_headers_in_order)
 {
 	struct dlq_id origin = fresh_id(), id = fresh_id();
-	struct dlq_record *r = record__new(&id, &origin, "numbers", NULL, "42", 2,
-			original.data, original.len, &numbers, 3, 1, 1000);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &origin, .topic = "numbers",
+			.payload = "42", .payload_len = 2, .headers = original.data, .headers_len = original.len,
+			.policy = &numbers, .attempt = 3, .qos = 1, .now_ms = 1000);
 	ck_assert_ptr_nonnull(r);
 	struct dlq_envelope *e = envelope__dead_letter(r, "sub1", "edge-1", DLQ_DEAD_NACK, "parse error: not a number",
 			1790000000123LL);
@@ -362,7 +368,8 @@ END_TEST
 START_TEST(a_dead_letter_without_original_headers_has_only_the_plugins)
 {
 	struct dlq_id id = fresh_id();
-	struct dlq_record *r = record__new(&id, &id, "numbers", NULL, "", 0, NULL, 0, &numbers, 1, 0, 1000);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "numbers", .payload = "",
+			.payload_len = 0, .policy = &numbers, .attempt = 1, .qos = 0, .now_ms = 1000);
 	ck_assert_ptr_nonnull(r);
 	struct dlq_envelope *e = envelope__dead_letter(r, "c", NULL, DLQ_DEAD_FINAL, "why", 0);
 	ck_assert_ptr_nonnull(e);
@@ -388,8 +395,9 @@ END_TEST
 START_TEST(a_dead_letter_from_a_copy_replaces_it)
 {
 	struct dlq_id origin = fresh_id(), id = fresh_id(), copy_id = fresh_id();
-	struct dlq_record *r = record__new(&id, &origin, "numbers", NULL, "42", 2,
-			original.data, original.len, &numbers, 2, 0, 1000);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &origin, .topic = "numbers",
+			.payload = "42", .payload_len = 2, .headers = original.data, .headers_len = original.len,
+			.policy = &numbers, .attempt = 2, .qos = 0, .now_ms = 1000);
 	ck_assert_ptr_nonnull(r);
 	struct dlq_envelope *copy = envelope__retry_copy(r, &copy_id, NULL, "sub1", "sub1", 5);
 	ck_assert_ptr_nonnull(copy);

@@ -8,6 +8,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "check_suite.h"
 #include "fake_port.h"
 #include "mosquitto_dlq.h"
+#include "test_util.h"
 #include "util/headers.h"
 
 /* Reads the next entry and checks its kind and its parts byte for byte,
@@ -50,28 +52,51 @@ static void expect_end(const struct dlq_headers *h, size_t pos)
 	ck_assert_uint_eq(pos, h->len);
 }
 
-START_TEST(every_kind_round_trips_in_order)
+/* An entry of a list: added with headers__add (user: headers__add_user,
+ * its kind DLQ_HDR_USER_PROPERTY), and what must be read back. */
+struct entry {
+	bool user;
+	uint8_t kind;
+	const void *a;
+	size_t a_len;
+	const void *b;
+	size_t b_len;
+};
+
+/* Adds entries to an empty list in their order, then reads each back, byte
+ * for byte, and nothing after them. */
+static void expect_round_trip(const struct entry *entries, size_t n)
 {
 	struct dlq_headers h = {0};
-	const uint8_t format = 1;
-	const char corr[] = {'\0', 'a', '\0', '\xff', 'b'};
-
-	ck_assert_int_eq(headers__add(&h, DLQ_HDR_PAYLOAD_FORMAT, &format, 1, NULL, 0), 0);
-	ck_assert_int_eq(headers__add(&h, DLQ_HDR_CONTENT_TYPE, "application/json", 16, NULL, 0), 0);
-	ck_assert_int_eq(headers__add(&h, DLQ_HDR_RESPONSE_TOPIC, "replies/sub1", 12, NULL, 0), 0);
-	ck_assert_int_eq(headers__add(&h, DLQ_HDR_CORRELATION_DATA, corr, sizeof(corr), NULL, 0), 0);
-	ck_assert_int_eq(headers__add(&h, DLQ_HDR_USER_PROPERTY, "trace", 5, "abc-123", 7), 0);
-	ck_assert_int_eq(headers__add_user(&h, "tenant", "acme"), 0);
-
+	for(size_t i = 0; i < n; i++){
+		const struct entry *e = &entries[i];
+		if(e->user){
+			ck_assert_int_eq(headers__add_user(&h, e->a, e->b), 0);
+		}else{
+			ck_assert_int_eq(headers__add(&h, e->kind, e->a, e->a_len, e->b, e->b_len), 0);
+		}
+	}
 	size_t pos = 0;
-	expect_entry(&h, &pos, DLQ_HDR_PAYLOAD_FORMAT, &format, 1, NULL, 0);
-	expect_entry(&h, &pos, DLQ_HDR_CONTENT_TYPE, "application/json", 16, NULL, 0);
-	expect_entry(&h, &pos, DLQ_HDR_RESPONSE_TOPIC, "replies/sub1", 12, NULL, 0);
-	expect_entry(&h, &pos, DLQ_HDR_CORRELATION_DATA, corr, sizeof(corr), NULL, 0);
-	expect_entry(&h, &pos, DLQ_HDR_USER_PROPERTY, "trace", 5, "abc-123", 7);
-	expect_entry(&h, &pos, DLQ_HDR_USER_PROPERTY, "tenant", 6, "acme", 4);
+	for(size_t i = 0; i < n; i++){
+		expect_entry(&h, &pos, entries[i].kind, entries[i].a, entries[i].a_len, entries[i].b, entries[i].b_len);
+	}
 	expect_end(&h, pos);
 	headers__free(&h);
+}
+
+START_TEST(every_kind_round_trips_in_order)
+{
+	static const uint8_t format = 1;
+	static const char corr[] = {'\0', 'a', '\0', '\xff', 'b'};
+	const struct entry entries[] = {
+		{false, DLQ_HDR_PAYLOAD_FORMAT, &format, 1, NULL, 0},
+		{false, DLQ_HDR_CONTENT_TYPE, "application/json", 16, NULL, 0},
+		{false, DLQ_HDR_RESPONSE_TOPIC, "replies/sub1", 12, NULL, 0},
+		{false, DLQ_HDR_CORRELATION_DATA, corr, sizeof(corr), NULL, 0},
+		{false, DLQ_HDR_USER_PROPERTY, "trace", 5, "abc-123", 7},
+		{true, DLQ_HDR_USER_PROPERTY, "tenant", 6, "acme", 4},
+	};
+	expect_round_trip(entries, ARRAY_LEN(entries));
 }
 END_TEST
 
@@ -93,21 +118,14 @@ END_TEST
 
 START_TEST(empty_parts_round_trip)
 {
-	struct dlq_headers h = {0};
-	ck_assert_int_eq(headers__add(&h, DLQ_HDR_CONTENT_TYPE, "", 0, NULL, 0), 0);
-	ck_assert_int_eq(headers__add(&h, DLQ_HDR_CORRELATION_DATA, NULL, 0, NULL, 0), 0);
-	ck_assert_int_eq(headers__add_user(&h, "", ""), 0);
-	ck_assert_int_eq(headers__add_user(&h, "name-only", ""), 0);
-	ck_assert_int_eq(headers__add_user(&h, "", "value-only"), 0);
-
-	size_t pos = 0;
-	expect_entry(&h, &pos, DLQ_HDR_CONTENT_TYPE, "", 0, NULL, 0);
-	expect_entry(&h, &pos, DLQ_HDR_CORRELATION_DATA, "", 0, NULL, 0);
-	expect_entry(&h, &pos, DLQ_HDR_USER_PROPERTY, "", 0, "", 0);
-	expect_entry(&h, &pos, DLQ_HDR_USER_PROPERTY, "name-only", 9, "", 0);
-	expect_entry(&h, &pos, DLQ_HDR_USER_PROPERTY, "", 0, "value-only", 10);
-	expect_end(&h, pos);
-	headers__free(&h);
+	const struct entry entries[] = {
+		{false, DLQ_HDR_CONTENT_TYPE, "", 0, NULL, 0},
+		{false, DLQ_HDR_CORRELATION_DATA, NULL, 0, NULL, 0},
+		{true, DLQ_HDR_USER_PROPERTY, "", 0, "", 0},
+		{true, DLQ_HDR_USER_PROPERTY, "name-only", 9, "", 0},
+		{true, DLQ_HDR_USER_PROPERTY, "", 0, "value-only", 10},
+	};
+	expect_round_trip(entries, ARRAY_LEN(entries));
 }
 END_TEST
 
@@ -324,20 +342,14 @@ START_TEST(look_alikes_are_not_reserved)
 {
 	/* Exact names only, except the dead-letter- prefix; case matters, as
 	 * it does for MQTT user property names. */
-	ck_assert(!reserved("dlq-idx"));
-	ck_assert(!reserved("dlq-i"));
-	ck_assert(!reserved("xdlq-id"));
-	ck_assert(!reserved("DLQ-ID"));
-	ck_assert(!reserved("retry-count2"));
-	ck_assert(!reserved("retry-coun"));
-	ck_assert(!reserved("origin-"));
-	ck_assert(!reserved("origin-topics"));
-	ck_assert(!reserved("origin"));
-	ck_assert(!reserved("dead-letter"));
-	ck_assert(!reserved("Dead-Letter-Reason"));
-	ck_assert(!reserved("xdead-letter-reason"));
-	ck_assert(!reserved(DLQ_PROP_NACK_REASON));
-	ck_assert(!reserved(""));
+	static const char *const names[] = {
+		"dlq-idx", "dlq-i", "xdlq-id", "DLQ-ID", "retry-count2", "retry-coun",
+		"origin-", "origin-topics", "origin", "dead-letter", "Dead-Letter-Reason",
+		"xdead-letter-reason", DLQ_PROP_NACK_REASON, "",
+	};
+	for(size_t i = 0; i < ARRAY_LEN(names); i++){
+		ck_assert_msg(!reserved(names[i]), "\"%s\" is reserved", names[i]);
+	}
 }
 END_TEST
 

@@ -13,6 +13,7 @@
 #include "check_suite.h"
 #include "model/holds.h"
 #include "model/record.h"
+#include "record_fixture.h"
 #include "util/id.h"
 
 static struct dlq_policy policy = {
@@ -29,7 +30,8 @@ static struct dlq_record *record(unsigned n)
 	memcpy(id.raw, &n, sizeof(n));
 	origin = id;
 	origin.raw[DLQ_ID_RAW_LEN - 1] = 0xff;
-	struct dlq_record *r = record__new(&id, &origin, "jobs", NULL, "x", 1, NULL, 0, &policy, 2, 1, 0);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &origin, .topic = "jobs",
+			.payload = "x", .payload_len = 1, .policy = &policy, .attempt = 2, .qos = 1, .now_ms = 0);
 	ck_assert_ptr_nonnull(r);
 	return r;
 }
@@ -40,7 +42,8 @@ START_TEST(an_original_cannot_be_held)
 	ck_assert_int_eq(holds__init(&h), 0);
 	struct dlq_id id;
 	memset(&id, 7, sizeof(id));
-	struct dlq_record *r = record__new(&id, NULL, "jobs", NULL, "x", 1, NULL, 0, &policy, 1, 1, 0);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .topic = "jobs", .payload = "x", .payload_len = 1,
+			.policy = &policy, .attempt = 1, .qos = 1, .now_ms = 0);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_ptr_null(record__more(r));
 	ck_assert_int_eq(holds__add(&h, r, "w1"), EINVAL);

@@ -14,6 +14,7 @@
 #include "check_suite.h"
 #include "fake_port.h"
 #include "model/ledger.h"
+#include "record_fixture.h"
 #include "util/headers.h"
 #include "util/id.h"
 
@@ -26,6 +27,9 @@ static struct dlq_policy policy = {
 
 static struct dlq_idgen idgen;
 
+/* The ledger under test, made by setup and freed by teardown. */
+static struct dlq_ledger l;
+
 static struct dlq_id fresh_id(void)
 {
 	struct dlq_id id;
@@ -37,8 +41,9 @@ static struct dlq_id fresh_id(void)
 static struct dlq_record *make_record(const char *payload, uint64_t now_ms)
 {
 	struct dlq_id id = fresh_id();
-	struct dlq_record *r = record__new(&id, &id, "numbers", NULL, payload, (uint32_t)strlen(payload),
-			NULL, 0, &policy, 1, 1, now_ms);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "numbers",
+			.payload = payload, .payload_len = (uint32_t)strlen(payload), .policy = &policy, .attempt = 1,
+			.qos = 1, .now_ms = now_ms);
 	ck_assert_ptr_nonnull(r);
 	return r;
 }
@@ -78,7 +83,9 @@ static void check_consistent(const struct dlq_ledger *l)
 START_TEST(an_original_is_the_small_record)
 {
 	struct dlq_id id = fresh_id();
-	struct dlq_record *r = record__new(&id, &id, "jobs/1", "jobs/1", "p", 1, NULL, 0, &policy, 1, 1, 7);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "jobs/1",
+			.origin_topic = "jobs/1", .payload = "p", .payload_len = 1, .policy = &policy, .attempt = 1,
+			.qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_ptr_null(record__more(r));
 	ck_assert_mem_eq(record__origin_id(r)->raw, id.raw, sizeof(id.raw));
@@ -94,7 +101,8 @@ START_TEST(an_original_is_the_small_record)
 	record__free(r);
 	/* With the more part (redelivery tracking), the same message costs
 	 * that part more, and says so. */
-	r = record__new_more(&id, NULL, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 1, 1, 7);
+	r = record_fixture__make(DLQ_RECORD_MORE, .id = &id, .topic = "jobs/1", .payload = "p", .payload_len = 1,
+			.policy = &policy, .attempt = 1, .qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(record__more(r));
 	ck_assert_str_eq(record__topic(r), "jobs/1");
 	ck_assert_mem_eq(record__origin_id(r)->raw, id.raw, sizeof(id.raw));
@@ -109,7 +117,8 @@ END_TEST
 START_TEST(a_counting_original_has_the_sends_part)
 {
 	struct dlq_id id = fresh_id(), origin = fresh_id();
-	struct dlq_record *r = record__new_counting(&id, NULL, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 1, 1, 7);
+	struct dlq_record *r = record_fixture__make(DLQ_RECORD_SENDS, .id = &id, .topic = "jobs/1", .payload = "p",
+			.payload_len = 1, .policy = &policy, .attempt = 1, .qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_ptr_null(record__more(r));
 	ck_assert_ptr_nonnull(record__sends(r));
@@ -123,7 +132,9 @@ START_TEST(a_counting_original_has_the_sends_part)
 	if(sizeof(void *) == 8) ck_assert_uint_eq(DLQ_RECORD_HEAD(r->flags), 68);
 	record__free(r);
 
-	r = record__new_counting(&id, &origin, "jobs/retry", "jobs/1", "p", 1, NULL, 0, &policy, 2, 1, 7);
+	r = record_fixture__make(DLQ_RECORD_SENDS, .id = &id, .origin_id = &origin, .topic = "jobs/retry",
+			.origin_topic = "jobs/1", .payload = "p", .payload_len = 1, .policy = &policy, .attempt = 2,
+			.qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(record__more(r));
 	ck_assert_ptr_null(record__sends(r));
 	ck_assert_uint_eq(record__attempt(r), 2);
@@ -132,11 +143,13 @@ START_TEST(a_counting_original_has_the_sends_part)
 	record__free(r);
 	/* Restored with an attempt above 1 (its own id as origin): the more
 	 * part keeps the attempt. */
-	r = record__new_counting(&id, &id, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 3, 1, 7);
+	r = record_fixture__make(DLQ_RECORD_SENDS, .id = &id, .origin_id = &id, .topic = "jobs/1", .payload = "p",
+			.payload_len = 1, .policy = &policy, .attempt = 3, .qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(record__more(r));
 	ck_assert_uint_eq(record__attempt(r), 3);
 	record__free(r);
-	r = record__new(&id, &id, "jobs/1", NULL, "p", 1, NULL, 0, &policy, 3, 1, 7);
+	r = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "jobs/1", .payload = "p", .payload_len = 1,
+			.policy = &policy, .attempt = 3, .qos = 1, .now_ms = 7);
 	ck_assert_ptr_nonnull(record__more(r));
 	ck_assert_uint_eq(record__attempt(r), 3);
 	record__free(r);
@@ -144,7 +157,8 @@ START_TEST(a_counting_original_has_the_sends_part)
 END_TEST
 
 /* The tracked path's one-pass constructor makes, for each part, the record
- * the general constructors make, and knows its size as record__bytes does. */
+ * record__make makes of the same fields, and knows its size as record__bytes
+ * does. */
 START_TEST(an_original_made_in_one_pass_is_the_record_the_others_make)
 {
 	struct dlq_headers h = {0};
@@ -152,13 +166,13 @@ START_TEST(an_original_made_in_one_pass_is_the_record_the_others_make)
 	struct dlq_id id = fresh_id();
 	const char payload[] = {'4', '\0', '2'};
 	const uint8_t parts[] = { 0, DLQ_RECORD_MORE, DLQ_RECORD_SENDS };
-	dlq_record_new_fn *general[] = { record__new, record__new_more, record__new_counting };
 	for(size_t i = 0; i < 3; i++){
 		size_t bytes = 0;
 		struct dlq_record *a = record__new_original(parts[i], &id, "devices/7/telemetry", payload, sizeof(payload),
 				h.data, h.len, &policy, 1, 42, &bytes);
-		struct dlq_record *b = general[i](&id, NULL, "devices/7/telemetry", NULL, payload, sizeof(payload),
-				h.data, h.len, &policy, 1, 1, 42);
+		struct dlq_record *b = record_fixture__make(parts[i], .id = &id, .topic = "devices/7/telemetry",
+				.payload = payload, .payload_len = sizeof(payload), .headers = h.data, .headers_len = h.len,
+				.policy = &policy, .attempt = 1, .qos = 1, .now_ms = 42);
 		ck_assert_ptr_nonnull(a);
 		ck_assert_ptr_nonnull(b);
 		ck_assert_uint_eq(a->flags, b->flags);
@@ -190,8 +204,10 @@ START_TEST(a_record_keeps_what_it_was_made_from)
 	ck_assert_int_eq(headers__add_user(&h, "trace", "t-1"), 0);
 	struct dlq_id id = fresh_id(), origin = fresh_id();
 	const char payload[] = {'4', '\0', '2'};
-	struct dlq_record *r = record__new(&id, &origin, "devices/retry/telemetry", "devices/7/telemetry",
-			payload, sizeof(payload), h.data, h.len, &policy, 2, 2, 4242);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &origin,
+			.topic = "devices/retry/telemetry", .origin_topic = "devices/7/telemetry", .payload = payload,
+			.payload_len = sizeof(payload), .headers = h.data, .headers_len = h.len, .policy = &policy,
+			.attempt = 2, .qos = 2, .now_ms = 4242);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_str_eq(record__topic(r), "devices/retry/telemetry");
 	ck_assert_str_eq(record__origin_topic(r), "devices/7/telemetry");
@@ -218,8 +234,11 @@ END_TEST
 START_TEST(an_origin_topic_equal_to_the_topic_is_the_topic)
 {
 	struct dlq_id id = fresh_id();
-	struct dlq_record *a = record__new(&id, &id, "numbers", NULL, "", 0, NULL, 0, &policy, 1, 0, 1);
-	struct dlq_record *b = record__new(&id, &id, "numbers", "numbers", "", 0, NULL, 0, &policy, 1, 0, 1);
+	struct dlq_record *a = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "numbers", .payload = "",
+			.payload_len = 0, .policy = &policy, .attempt = 1, .qos = 0, .now_ms = 1);
+	struct dlq_record *b = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "numbers",
+			.origin_topic = "numbers", .payload = "", .payload_len = 0, .policy = &policy, .attempt = 1,
+			.qos = 0, .now_ms = 1);
 	ck_assert_ptr_nonnull(a);
 	ck_assert_ptr_nonnull(b);
 	ck_assert_str_eq(record__origin_topic(a), "numbers");
@@ -239,10 +258,14 @@ START_TEST(a_topic_over_65535_bytes_makes_no_record)
 	memset(topic, 't', 65536);
 	topic[65536] = '\0';
 	struct dlq_id id = fresh_id();
-	ck_assert_ptr_null(record__new(&id, &id, topic, NULL, "x", 1, NULL, 0, &policy, 1, 0, 1));
-	ck_assert_ptr_null(record__new(&id, &id, "numbers", topic, "x", 1, NULL, 0, &policy, 1, 0, 1));
+	ck_assert_ptr_null(record_fixture__make(0, .id = &id, .origin_id = &id, .topic = topic, .payload = "x",
+			.payload_len = 1, .policy = &policy, .attempt = 1, .qos = 0, .now_ms = 1));
+	ck_assert_ptr_null(record_fixture__make(0, .id = &id, .origin_id = &id, .topic = "numbers",
+			.origin_topic = topic, .payload = "x", .payload_len = 1, .policy = &policy, .attempt = 1,
+			.qos = 0, .now_ms = 1));
 	topic[65535] = '\0';
-	struct dlq_record *r = record__new(&id, &id, topic, NULL, "x", 1, NULL, 0, &policy, 1, 0, 1);
+	struct dlq_record *r = record_fixture__make(0, .id = &id, .origin_id = &id, .topic = topic, .payload = "x",
+			.payload_len = 1, .policy = &policy, .attempt = 1, .qos = 0, .now_ms = 1);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_uint_eq(strlen(record__topic(r)), 65535);
 	record__free(r);
@@ -252,8 +275,6 @@ END_TEST
 
 START_TEST(inserted_records_are_found_by_id)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	struct dlq_record *r[3];
 	for(int i = 0; i < 3; i++){
 		r[i] = make_record("payload", 1000 + (uint64_t)i);
@@ -269,14 +290,11 @@ START_TEST(inserted_records_are_found_by_id)
 	ck_assert_ptr_null(ledger__find(&l, &unknown));
 	ck_assert_uint_eq(l.bytes, record__bytes(r[0]) + record__bytes(r[1]) + record__bytes(r[2]));
 	check_consistent(&l);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(records_expire_oldest_first_after_the_window)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	struct dlq_record *r1 = make_record("one", 1000);
 	struct dlq_record *r2 = make_record("two", 2000);
 	struct dlq_record *r3 = make_record("three", 3000);
@@ -307,14 +325,11 @@ START_TEST(records_expire_oldest_first_after_the_window)
 	ck_assert_uint_eq(l.bytes, 0);
 	check_consistent(&l);
 	ck_assert_uint_eq(ledger__expire(&l, 100000, 1000), 0);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(expiry_stops_at_the_first_record_inside_the_window)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	/* Records made in the same millisecond leave together. */
 	for(int i = 0; i < 10; i++){
 		ck_assert_int_eq(ledger__insert(&l, make_record("same", 5000)), 0);
@@ -327,14 +342,11 @@ START_TEST(expiry_stops_at_the_first_record_inside_the_window)
 	ck_assert_uint_eq(l.count, 10);
 	ck_assert_uint_eq(l.oldest->created_ms, 6000);
 	check_consistent(&l);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(eviction_frees_the_oldest_until_the_target)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	struct dlq_record *r[5];
 	struct dlq_id ids[5];
 	for(int i = 0; i < 5; i++){
@@ -369,14 +381,11 @@ START_TEST(eviction_frees_the_oldest_until_the_target)
 	ck_assert_uint_eq(l.bytes, 0);
 	check_consistent(&l);
 	ck_assert_uint_eq(ledger__evict_to(&l, 0), 0);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(a_nacker_is_recorded_once_per_client)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	struct dlq_record *r = make_record("42", 1000);
 	ck_assert_int_eq(ledger__insert(&l, r), 0);
 	uint64_t before = l.bytes;
@@ -401,14 +410,11 @@ START_TEST(a_nacker_is_recorded_once_per_client)
 	/* The record's nackers leave with it and take their bytes along. */
 	ck_assert_uint_eq(ledger__evict_to(&l, 0), 1);
 	ck_assert_uint_eq(l.bytes, 0);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(nackers_of_a_record_not_yet_inserted_count_once_inserted)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	struct dlq_record *r = make_record("42", 1000);
 	size_t bare = record__bytes(r);
 	ck_assert_int_eq(ledger__add_settler(&l, r, "sub1", DLQ_SETTLED_NACK), 0);
@@ -419,14 +425,11 @@ START_TEST(nackers_of_a_record_not_yet_inserted_count_once_inserted)
 	check_consistent(&l);
 	ck_assert_uint_eq(ledger__expire(&l, 1000000, 1000), 1);
 	ck_assert_uint_eq(l.bytes, 0);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(bytes_return_to_zero_after_mixed_removals)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	char payload[64];
 	for(int i = 0; i < 300; i++){
 		snprintf(payload, sizeof(payload), "%0*d", 1 + i % 50, i);
@@ -446,15 +449,12 @@ START_TEST(bytes_return_to_zero_after_mixed_removals)
 	check_consistent(&l);
 	ck_assert_uint_eq(l.count, 0);
 	ck_assert_uint_eq(l.bytes, 0);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 START_TEST(a_hundred_thousand_records_grow_the_table)
 {
 	enum { N = 100000 };
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	size_t initial_buckets = l.nbuckets;
 	struct dlq_id *ids = malloc(N * sizeof(*ids));
 	ck_assert_ptr_nonnull(ids);
@@ -488,7 +488,6 @@ START_TEST(a_hundred_thousand_records_grow_the_table)
 		ck_assert_ptr_null(ledger__find(&l, &ids[i]));
 	}
 	free(ids);
-	ledger__cleanup(&l);
 }
 END_TEST
 
@@ -498,8 +497,6 @@ END_TEST
  * before is freed once the inserts and passes have moved it all. */
 START_TEST(a_doubling_moves_records_over_the_following_calls)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	size_t initial = l.nbuckets;
 	size_t n = 0;
 	while(l.old == NULL){
@@ -546,7 +543,6 @@ START_TEST(a_doubling_moves_records_over_the_following_calls)
 			ck_assert_uint_eq(id__hash(&c->id) & (l.nbuckets - 1), i);
 		}
 	}
-	ledger__cleanup(&l);
 }
 END_TEST
 
@@ -557,8 +553,6 @@ END_TEST
 START_TEST(a_reserve_sizes_the_table_at_once)
 {
 	enum { N = 50000 };
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	size_t before = 0;
 	struct dlq_id first[4000];
 	while(l.old == NULL){
@@ -583,15 +577,12 @@ START_TEST(a_reserve_sizes_the_table_at_once)
 	ck_assert_int_eq(ledger__reserve(&l, 10), 0);
 	ck_assert_uint_eq(l.nbuckets, sized);
 	check_consistent(&l);
-	ledger__cleanup(&l);
 }
 END_TEST
 
 /* Cleanup in the middle of a doubling frees both tables (LeakSanitizer). */
 START_TEST(cleanup_in_a_doubling_frees_both_tables)
 {
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	while(l.old == NULL){
 		ck_assert_int_eq(ledger__insert(&l, make_record("x", 1000)), 0);
 	}
@@ -604,8 +595,6 @@ END_TEST
 START_TEST(cleanup_frees_records_and_their_nackers)
 {
 	/* Checked by ASan/valgrind: nothing leaks. */
-	struct dlq_ledger l;
-	ck_assert_int_eq(ledger__init(&l), 0);
 	for(int i = 0; i < 50; i++){
 		struct dlq_record *r = make_record("leak?", 1000);
 		ck_assert_int_eq(ledger__insert(&l, r), 0);
@@ -623,10 +612,14 @@ static void setup(void)
 {
 	fake_reset();
 	id__gen_init(&idgen);
+	ck_assert_int_eq(ledger__init(&l), 0);
 }
 
+/* A test that cleaned the ledger up itself leaves it zeroed, which
+ * ledger__cleanup takes again. */
 static void teardown(void)
 {
+	ledger__cleanup(&l);
 	fake_reset();
 }
 

@@ -87,6 +87,14 @@ START_TEST(what_mqtt_refuses_is_base64)
 }
 END_TEST
 
+/* The view's member name is the string value. */
+static void expect_member(const cJSON *v, const char *name, const char *value)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(v, name);
+	ck_assert_msg(cJSON_IsString(m), "%s is not a string", name);
+	ck_assert_str_eq(m->valuestring, value);
+}
+
 /* The view's properties hold exactly one user property key, of value. */
 static void expect_one_user_prop(const cJSON *v, const char *key, const char *value)
 {
@@ -107,9 +115,7 @@ static void expect_one_user_prop(const cJSON *v, const char *key, const char *va
 START_TEST(the_summary_says_the_cause)
 {
 	cJSON *v = view_of("job");
-	const cJSON *c = cJSON_GetObjectItemCaseSensitive(v, "cause");
-	ck_assert(cJSON_IsString(c));
-	ck_assert_str_eq(c->valuestring, DLQ_CAUSE_NACK);
+	expect_member(v, "cause", DLQ_CAUSE_NACK);
 	expect_one_user_prop(v, DLQ_PROP_DEAD_LETTER_CAUSE, DLQ_CAUSE_NACK);
 	cJSON_Delete(v);
 }
@@ -120,9 +126,7 @@ END_TEST
 START_TEST(the_summary_says_the_broker)
 {
 	cJSON *v = view_of("job");
-	const cJSON *b = cJSON_GetObjectItemCaseSensitive(v, "broker");
-	ck_assert(cJSON_IsString(b));
-	ck_assert_str_eq(b->valuestring, "edge-1");
+	expect_member(v, "broker", "edge-1");
 	expect_one_user_prop(v, DLQ_PROP_DEAD_LETTER_BROKER, "edge-1");
 	cJSON_Delete(v);
 }
@@ -157,9 +161,7 @@ END_TEST
 START_TEST(base64_gives_the_bytes_back)
 {
 	cJSON *v = view_of("he\x7f");
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(v, "payload");
-	ck_assert(cJSON_IsString(p));
-	ck_assert_str_eq(p->valuestring, "aGV/");
+	expect_member(v, "payload", "aGV/");
 	cJSON_Delete(v);
 }
 END_TEST

@@ -56,10 +56,25 @@ static void bench_table(struct dlq_policy_table *t)
 	finish(t);
 }
 
+/* The table and the cache under test: setup zeroes them (a test makes
+ * them), teardown frees what they hold. */
+static struct dlq_policy_table t;
+static struct dlq_match_cache c;
+
+static void setup(void)
+{
+	memset(&t, 0, sizeof(t));
+	memset(&c, 0, sizeof(c));
+}
+
+static void teardown(void)
+{
+	match_cache__cleanup(&c);
+	policy__table_free(&t);
+}
+
 START_TEST(answers_are_the_tries_hit_or_miss)
 {
-	struct dlq_policy_table t = {0};
-	struct dlq_match_cache c;
 	bench_table(&t);
 	ck_assert_int_eq(match_cache__init(&c, 0), 0);
 	const char *topics[] = {
@@ -87,8 +102,6 @@ START_TEST(answers_are_the_tries_hit_or_miss)
 	ck_assert_uint_eq(c.misses, n - 1);
 	ck_assert_uint_eq(c.hits, 2 * (n - 1));
 	ck_assert_ptr_null(match_cache__match(&c, &t, 0, NULL));
-	match_cache__cleanup(&c);
-	policy__table_free(&t);
 }
 END_TEST
 
@@ -115,8 +128,6 @@ static void colliding_pair(char a[32], char b[32])
 
 START_TEST(topics_in_one_slot_take_turns)
 {
-	struct dlq_policy_table t = {0};
-	struct dlq_match_cache c;
 	char a[32], b[32];
 	colliding_pair(a, b);
 	/* a is tracked, b is not: a mix-up would show. */
@@ -132,15 +143,11 @@ START_TEST(topics_in_one_slot_take_turns)
 	ck_assert_uint_eq(c.misses, 8);
 	ck_assert_ptr_null(match_cache__match(&c, &t, 0, b));
 	ck_assert_uint_eq(c.hits, 1);
-	match_cache__cleanup(&c);
-	policy__table_free(&t);
 }
 END_TEST
 
 START_TEST(bounded_however_many_topics)
 {
-	struct dlq_policy_table t = {0};
-	struct dlq_match_cache c;
 	bench_table(&t);
 	ck_assert_int_eq(match_cache__init(&c, 0), 0);
 	struct dlq_match_slot *slots = c.slots;
@@ -163,15 +170,11 @@ START_TEST(bounded_however_many_topics)
 	/* The last topic is still there. */
 	ck_assert_ptr_eq(match_cache__match(&c, &t, 0, topic), policy__match(&t, topic));
 	ck_assert_uint_eq(c.hits, 1);
-	match_cache__cleanup(&c);
-	policy__table_free(&t);
 }
 END_TEST
 
 START_TEST(long_topics_bypass_the_cache)
 {
-	struct dlq_policy_table t = {0};
-	struct dlq_match_cache c;
 	add(&t, "long/#", "dead/long");
 	finish(&t);
 	ck_assert_int_eq(match_cache__init(&c, 0), 0);
@@ -188,8 +191,6 @@ START_TEST(long_topics_bypass_the_cache)
 	ck_assert_ptr_eq(match_cache__match(&c, &t, 0, topic), &t.items[0]);
 	ck_assert_ptr_eq(match_cache__match(&c, &t, 0, topic), &t.items[0]);
 	ck_assert_uint_eq(c.hits, 1);
-	match_cache__cleanup(&c);
-	policy__table_free(&t);
 }
 END_TEST
 
@@ -270,7 +271,7 @@ END_TEST
 
 int main(void)
 {
-	return check_run(check_suite("match_cache", tcase_create("cache"), CHECK_TESTS(answers_are_the_tries_hit_or_miss,
-			topics_in_one_slot_take_turns, bounded_however_many_topics, long_topics_bypass_the_cache,
-			a_new_generation_empties_the_cache, the_engine_sees_a_reload_at_once)));
+	return check_run(check_suite("match_cache", check_fixture(tcase_create("cache"), setup, teardown),
+			CHECK_TESTS(answers_are_the_tries_hit_or_miss, topics_in_one_slot_take_turns, bounded_however_many_topics,
+			long_topics_bypass_the_cache, a_new_generation_empties_the_cache, the_engine_sees_a_reload_at_once)));
 }

@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "model/policy.h"
 #include "mosquitto_dlq.h"
+#include "policy_reference.h"
 #include "test_util.h"
 #include "util/topic.h"
 
@@ -516,23 +517,6 @@ START_TEST(test_deep_filters)
 }
 END_TEST
 
-/* The reference: every policy tried with topic__matches, precedence as
- * policy.h states it. */
-static const struct dlq_policy *brute_match(const struct dlq_policy_table *t, const char *topic)
-{
-	const struct dlq_policy *best = NULL;
-
-	for(size_t i = 0; i < t->count; i++){
-		const struct dlq_policy *p = &t->items[i];
-		if(!topic__matches(p->filter, topic)) continue;
-		if(best == NULL || p->wildcards < best->wildcards
-				|| (p->wildcards == best->wildcards && strlen(p->filter) > strlen(best->filter))){
-			best = p; /* ties on both keep the earlier, declared first */
-		}
-	}
-	return best;
-}
-
 static void random_path(char *buf, size_t size, unsigned *seed, bool filter)
 {
 	/* Filters draw from the first five and the wildcards; topics from the
@@ -582,7 +566,7 @@ START_TEST(test_matches_reference)
 	for(int i = 0; i < 20000; i++){
 		random_path(buf, sizeof(buf), &seed, false);
 		if(!topic__valid_publish(buf)) continue;
-		const struct dlq_policy *want = brute_match(&t, buf);
+		const struct dlq_policy *want = policy_reference__match(&t, buf);
 		const struct dlq_policy *got = policy__match(&t, buf);
 		ck_assert_msg(want == got, "topic \"%s\": want %s, got %s", buf,
 				want ? want->filter : "nothing", got ? got->filter : "nothing");

@@ -12,6 +12,7 @@
 #include "check_suite.h"
 #include "fake_port.h"
 #include "model/send_cache.h"
+#include "record_fixture.h"
 #include "util/id.h"
 
 static struct dlq_policy policy = {
@@ -27,8 +28,9 @@ static struct dlq_record *make_record(uint16_t prefix, uint8_t tail, const char 
 	memset(id.raw, tail, sizeof(id.raw));
 	id.raw[0] = (uint8_t)(prefix >> 4);
 	id.raw[1] = (uint8_t)((prefix & 0xfu) << 4 | (tail & 0xfu));
-	struct dlq_record *r = record__new_counting(&id, NULL, "numbers", NULL, payload, (uint32_t)strlen(payload),
-			NULL, 0, &policy, 1, 1, 0);
+	struct dlq_record *r = record_fixture__make(DLQ_RECORD_SENDS, .id = &id, .topic = "numbers",
+			.payload = payload, .payload_len = (uint32_t)strlen(payload), .policy = &policy, .attempt = 1,
+			.qos = 1, .now_ms = 0);
 	ck_assert_ptr_nonnull(r);
 	id__encode(&id, text);
 	ck_assert_uint_eq(id__prefix12_text(text), prefix);

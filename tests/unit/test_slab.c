@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_suite.h"
 #include "model/record.h"
 #include "util/slab.h"
 
@@ -193,27 +194,11 @@ START_TEST(a_record_made_in_a_slab_is_freed_into_it)
 }
 END_TEST
 
-static Suite *slab_suite(void)
-{
-	Suite *s = suite_create("slab");
-	TCase *tc = tcase_create("slab");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, pieces_are_aligned_apart_and_keep_what_is_written);
-	tcase_add_test(tc, a_piece_above_the_most_comes_from_elsewhere);
-	tcase_add_test(tc, a_full_slab_says_null);
-	tcase_add_test(tc, a_chunk_goes_back_with_its_last_piece);
-	tcase_add_test(tc, a_slab_sealed_without_pieces_goes_at_once);
-	tcase_add_test(tc, the_prefaulter_goes_ahead_of_the_filling);
-	tcase_add_test(tc, a_record_made_in_a_slab_is_freed_into_it);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(slab_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(check_suite("slab", check_timeout(tcase_create("slab"), 60), CHECK_TESTS(
+			pieces_are_aligned_apart_and_keep_what_is_written, a_piece_above_the_most_comes_from_elsewhere,
+			a_full_slab_says_null, a_chunk_goes_back_with_its_last_piece,
+			a_slab_sealed_without_pieces_goes_at_once, the_prefaulter_goes_ahead_of_the_filling,
+			a_record_made_in_a_slab_is_freed_into_it)));
 }
