@@ -8,6 +8,8 @@
 
 #include "engine/letter_store.h"
 #include "engine_calls.h"
+#include "model/envelope.h"
+#include "util/id.h"
 
 void engine_start(struct dlq *d, bool *live, const struct dlq_option *opts, size_t count, unsigned flags)
 {
@@ -53,4 +55,25 @@ void engine_keep_letters(struct dlq *d, int from, int n, int64_t t0)
 	}
 	envelope__free(others);
 	envelope__free(tenth);
+}
+
+struct dlq_letter *engine_letter(struct dlq *d, const char *id)
+{
+	struct dlq_id raw;
+	ck_assert(id__decode(id, strlen(id), &raw));
+	return letter_store__find(d, &raw);
+}
+
+struct dlq_envelope *engine_edge_letter(const char *broker, const char *id, const char *reason,
+		const char *payload)
+{
+	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/orders", "orders/1", "orders/#",
+			"dead/orders", reason, "worker", broker, payload, (uint32_t)strlen(payload), NULL, 0);
+	ck_assert_ptr_nonnull(e);
+	ck_assert(id__decode(id, strlen(id), &e->id));
+	ck_assert(id__decode("OOOOOOOOOOOOOOOO", 16, &e->origin_id));
+	e->time_ms = 1796000000000;
+	e->retry_count = 1;
+	e->cause = DLQ_DEAD_NACK;
+	return e;
 }

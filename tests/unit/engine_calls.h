@@ -38,4 +38,17 @@ void engine_dead_letter(struct dlq *d, const char *topic, const char *payload);
  * of walks over many letters. */
 void engine_keep_letters(struct dlq *d, int from, int n, int64_t t0);
 
+/* The kept letter of d whose dlq-id is the text id, or NULL; fails the
+ * test unless id is a dlq-id. */
+struct dlq_letter *engine_letter(struct dlq *d, const char *id);
+
+/* The dead letter broker made with the dlq-id id of "orders/1" (filter
+ * orders/#, dead letter topic dead/orders, its origin
+ * OOOOOOOOOOOOOOOO), NACKed once by "worker" for reason, as a centre
+ * collecting it reads it from its properties. The caller frees it
+ * (envelope__free). For the suites of what crosses a fleet: collecting
+ * and redriving home. */
+struct dlq_envelope *engine_edge_letter(const char *broker, const char *id, const char *reason,
+		const char *payload);
+
 #endif

@@ -62,14 +62,7 @@ static size_t logged_count(const char *text)
  * its bridge carries it in. */
 static void deliver(const char *topic, const char *broker, const char *id, const char *payload)
 {
-	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/orders", "orders/1", "orders/#",
-			"dead/orders", "edge failure", "worker", broker, payload, (uint32_t)strlen(payload), NULL, 0);
-	ck_assert_ptr_nonnull(e);
-	ck_assert(id__decode(id, strlen(id), &e->id));
-	ck_assert(id__decode("OOOOOOOOOOOOOOOO", 16, &e->origin_id));
-	e->time_ms = 1796000000000;
-	e->retry_count = 1;
-	e->cause = DLQ_DEAD_NACK;
+	struct dlq_envelope *e = engine_edge_letter(broker, id, "edge failure", payload);
 	struct dlq_headers h = {0};
 	ck_assert_int_eq(envelope__headers(e, &h), 0);
 	struct dlq_collected_msg m = {
@@ -81,13 +74,6 @@ static void deliver(const char *topic, const char *broker, const char *id, const
 	envelope__free(e);
 }
 
-static struct dlq_letter *find(const char *text)
-{
-	struct dlq_id id;
-	ck_assert(id__decode(text, strlen(text), &id));
-	return letter_store__find(&d, &id);
-}
-
 START_TEST(a_collected_letter_is_kept_once_as_its_makers)
 {
 	start("1MiB");
@@ -97,7 +83,7 @@ START_TEST(a_collected_letter_is_kept_once_as_its_makers)
 	deliver("fleet/edge-1/dead/orders", "edge-1", "AAAAAAAAAAAAAAA1", "one");
 	deliver("fleet/edge-2/dead/orders", "edge-2", "AAAAAAAAAAAAAAA2", "two");
 	ck_assert_uint_eq(d.letters.count, 2);
-	struct dlq_letter *l = find("AAAAAAAAAAAAAAA1");
+	struct dlq_letter *l = engine_letter(&d, "AAAAAAAAAAAAAAA1");
 	ck_assert_ptr_nonnull(l);
 	ck_assert_str_eq(l->env->broker, "edge-1");
 	ck_assert_str_eq(l->env->topic, "fleet/edge-1/dead/orders");
@@ -113,7 +99,7 @@ START_TEST(a_collected_letter_is_kept_once_as_its_makers)
 	/* Another broker's letter under the same id: not kept, with a warning. */
 	deliver("fleet/edge-3/dead/orders", "edge-3", "AAAAAAAAAAAAAAA1", "three");
 	ck_assert_uint_eq(d.letters.count, 2);
-	ck_assert_str_eq(find("AAAAAAAAAAAAAAA1")->env->broker, "edge-1");
+	ck_assert_str_eq(engine_letter(&d, "AAAAAAAAAAAAAAA1")->env->broker, "edge-1");
 	ck_assert_uint_eq(logged_count("a letter of another broker is kept under the same id"), 1);
 	stop();
 }
@@ -183,13 +169,13 @@ START_TEST(the_bound_applies_to_collected_letters)
 	deliver("fleet/edge-1/dead/orders", "edge-1", "AAAAAAAAAAAAAAA1", big);
 	deliver("fleet/edge-1/dead/orders", "edge-1", "AAAAAAAAAAAAAAA2", big);
 	ck_assert_uint_eq(d.letters.count, 1);
-	ck_assert_ptr_nonnull(find("AAAAAAAAAAAAAAA2"));
+	ck_assert_ptr_nonnull(engine_letter(&d, "AAAAAAAAAAAAAAA2"));
 	ck_assert_uint_eq(d.counters.dead_letters_dropped, 1);
 	char huge[3000];
 	memset(huge, 'h', sizeof(huge) - 1);
 	huge[sizeof(huge) - 1] = '\0';
 	deliver("fleet/edge-1/dead/orders", "edge-1", "AAAAAAAAAAAAAAA3", huge);
-	ck_assert_ptr_null(find("AAAAAAAAAAAAAAA3"));
+	ck_assert_ptr_null(engine_letter(&d, "AAAAAAAAAAAAAAA3"));
 	ck_assert(fake_logged("the dead letter AAAAAAAAAAAAAAA3 of broker \"edge-1\" on \"fleet/edge-1/dead/orders\" is "
 			"not kept: larger than"));
 	stop();

@@ -82,13 +82,6 @@ static const char *last_letter_id(void)
 	return v;
 }
 
-static struct dlq_letter *find(const char *text)
-{
-	struct dlq_id id;
-	ck_assert(id__decode(text, strlen(text), &id));
-	return letter_store__find(&d, &id);
-}
-
 START_TEST(every_dead_letter_is_kept_and_found_under_its_published_id)
 {
 	start("64MB");
@@ -97,7 +90,7 @@ START_TEST(every_dead_letter_is_kept_and_found_under_its_published_id)
 	strcpy(first, last_letter_id());
 	engine_dead_letter(&d, "mail/b", "two");
 	ck_assert_uint_eq(d.letters.count, 2);
-	struct dlq_letter *l = find(first);
+	struct dlq_letter *l = engine_letter(&d, first);
 	ck_assert_ptr_nonnull(l);
 	ck_assert_str_eq(l->env->topic, "dead/jobs");
 	ck_assert_str_eq(l->env->origin_topic, "jobs/a");
@@ -111,7 +104,7 @@ START_TEST(every_dead_letter_is_kept_and_found_under_its_published_id)
 	/* Deleted: found no more, and not counted as dropped. */
 	uint64_t changes = d.changes;
 	letter_store__delete(&d, l);
-	ck_assert_ptr_null(find(first));
+	ck_assert_ptr_null(engine_letter(&d, first));
 	ck_assert_uint_eq(d.letters.count, 1);
 	ck_assert_uint_eq(letters__tally(&d.letters, 0).count, 0);
 	ck_assert_uint_gt(d.changes, changes);
@@ -137,12 +130,12 @@ START_TEST(the_bound_drops_the_oldest_and_counts_them)
 	ck_assert_uint_ge(d.letters.count, 2);
 	/* Those kept are the newest: every older one was dropped. */
 	for(size_t i = 0; i < 10; i++){
-		ck_assert_msg((find(ids[i]) != NULL) == (i >= 10 - d.letters.count), "letter %zu", i);
+		ck_assert_msg((engine_letter(&d, ids[i]) != NULL) == (i >= 10 - d.letters.count), "letter %zu", i);
 	}
 	ck_assert_uint_eq(d.counters.dead_letters, 10);
 	ck_assert_uint_eq(d.counters.dead_letters_dropped + d.letters.count, 10);
 	/* The newest is the one kept last. */
-	ck_assert_ptr_eq(find(last_letter_id()), d.letters.newest);
+	ck_assert_ptr_eq(engine_letter(&d, last_letter_id()), d.letters.newest);
 	ck_assert(fake_logged("dead-letter store full"));
 	/* Per policy: what each lost adds up. */
 	ck_assert_uint_eq(d.policy_counters[0].dead_letters_dropped + d.policy_counters[1].dead_letters_dropped,
@@ -193,12 +186,12 @@ START_TEST(a_redrive_republishes_tracks_and_then_lets_go)
 	engine_dead_letter(&d, "jobs/a", "again");
 	char lid[DLQ_ID_LEN + 1];
 	strcpy(lid, last_letter_id());
-	struct dlq_letter *l = find(lid);
+	struct dlq_letter *l = engine_letter(&d, lid);
 	size_t before = fake.publish_count;
 	struct dlq_redrive_result res;
 	ck_assert_int_eq(dlq__redrive_letter(&d, l, NULL, "operator", false, &res), 0);
 	ck_assert(res.tracked);
-	ck_assert_ptr_null(find(lid));
+	ck_assert_ptr_null(engine_letter(&d, lid));
 	ck_assert_uint_eq(d.counters.redriven, 1);
 	/* Counted in its policy's minute too (getHistory). */
 	struct dlq_history_minute m[DLQ_HISTORY_MINUTES];

@@ -66,20 +66,6 @@ static void edge(void)
 	engine_start(&d, &d_live, opts, ARRAY_LEN(opts), ENGINE_NO_SYS);
 }
 
-/* The dead letter broker made with id, as its properties say it. */
-static struct dlq_envelope *letter(const char *broker, const char *id)
-{
-	struct dlq_envelope *e = envelope__new(DLQ_ENV_DEAD_LETTER, NULL, "dead/orders", "orders/1", "orders/#",
-			"dead/orders", "odd", "worker", broker, "one", 3, NULL, 0);
-	ck_assert_ptr_nonnull(e);
-	ck_assert(id__decode(id, strlen(id), &e->id));
-	ck_assert(id__decode("OOOOOOOOOOOOOOOO", 16, &e->origin_id));
-	e->time_ms = 1796000000000;
-	e->retry_count = 1;
-	e->cause = DLQ_DEAD_NACK;
-	return e;
-}
-
 /* Delivers e's message on topic from client: collected or a request,
  * as the topic is. */
 static void deliver(const char *topic, const char *client, const struct dlq_envelope *e)
@@ -96,20 +82,13 @@ static void deliver(const char *topic, const char *client, const struct dlq_enve
 	headers__free(&h);
 }
 
-static struct dlq_letter *find(const char *text)
-{
-	struct dlq_id id;
-	ck_assert(id__decode(text, strlen(text), &id));
-	return letter_store__find(&d, &id);
-}
-
 /* Collects edge-2's letter AAAAAAAAAAAAAAA2 at the centre. */
 static struct dlq_letter *collect_one(void)
 {
-	struct dlq_envelope *e = letter("edge-2", "AAAAAAAAAAAAAAA2");
+	struct dlq_envelope *e = engine_edge_letter("edge-2", "AAAAAAAAAAAAAAA2", "odd", "one");
 	deliver("fleet/edge-2/dead/orders", "local-bridge", e);
 	envelope__free(e);
-	struct dlq_letter *l = find("AAAAAAAAAAAAAAA2");
+	struct dlq_letter *l = engine_letter(&d, "AAAAAAAAAAAAAAA2");
 	ck_assert_ptr_nonnull(l);
 	return l;
 }
@@ -127,7 +106,7 @@ START_TEST(another_brokers_letter_goes_home)
 	ck_assert(res.home && !res.tracked);
 	ck_assert_str_eq(res.broker, "edge-2");
 	ck_assert_str_eq(res.topic, "fleet/edge-2/redrive");
-	ck_assert_ptr_null(find("AAAAAAAAAAAAAAA2"));
+	ck_assert_ptr_null(engine_letter(&d, "AAAAAAAAAAAAAAA2"));
 	ck_assert_uint_eq(fake.publish_count, before + 1);
 	const struct fake_publish *p = &fake.publishes[before];
 	ck_assert_ptr_null(p->client);
@@ -196,7 +175,7 @@ START_TEST(a_request_from_the_bridge_is_redriven_home)
 
 	/* One no longer kept here (deleted, or dropped for the bound) is
 	 * published all the same, from the request. */
-	struct dlq_envelope *e = letter("edge-2", "BBBBBBBBBBBBBBB2");
+	struct dlq_envelope *e = engine_edge_letter("edge-2", "BBBBBBBBBBBBBBB2", "odd", "one");
 	deliver("redrive", "local.edge-2", e);
 	envelope__free(e);
 	ck_assert_uint_eq(fake.publish_count, before + 2);
@@ -219,7 +198,7 @@ START_TEST(other_requests_are_refused)
 	deliver("redrive", "forger", kept);
 	ck_assert(fake_logged("the redrive request on \"redrive\" from \"forger\" is refused (plugin_opt_redrive_from): "
 			"it does not come from \"local.edge-2\""));
-	struct dlq_envelope *other = letter("edge-1", "CCCCCCCCCCCCCCC1");
+	struct dlq_envelope *other = engine_edge_letter("edge-1", "CCCCCCCCCCCCCCC1", "odd", "one");
 	deliver("redrive", "local.edge-2", other);
 	ck_assert(fake_logged("from \"local.edge-2\" is refused (plugin_opt_redrive_from): the dead letter "
 			"CCCCCCCCCCCCCCC1 of broker \"edge-1\", not of this broker \"edge-2\""));
