@@ -216,9 +216,7 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("redrive_home");
-	check_add(s, tcase_create("core"), CHECK_TESTS(another_brokers_letter_goes_home,
-			a_topic_or_an_own_letter_is_redriven_here, a_request_from_the_bridge_is_redriven_home,
-			other_requests_are_refused));
-	return check_run(s);
+	return check_run(check_suite("redrive_home", tcase_create("core"), CHECK_TESTS(
+			another_brokers_letter_goes_home, a_topic_or_an_own_letter_is_redriven_here,
+			a_request_from_the_bridge_is_redriven_home, other_requests_are_refused)));
 }
