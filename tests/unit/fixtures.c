@@ -188,10 +188,15 @@ void now_time(char out[32])
 
 /* The standard policies started, "42" tracked on "numbers" at QoS 1 (its
  * dlq-id in id0) and NACKed once by sub1: a retry copy is made for sub1. */
-void start_with_a_copy_for_sub1(char id0[DLQ_ID_LEN + 1])
+void start_tracking(const char *topic, const char *payload, uint8_t qos, char id[DLQ_ID_LEN + 1])
 {
 	start(standard, ARRAY_LEN(standard));
-	track("numbers", "42", 1, id0);
+	track(topic, payload, qos, id);
+}
+
+void start_with_a_copy_for_sub1(char id0[DLQ_ID_LEN + 1])
+{
+	start_tracking("numbers", "42", 1, id0);
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 }
 

@@ -150,6 +150,9 @@ const char *log_containing(const char *text);
 
 void now_time(char out[32]);
 
+/* The standard policies started and payload tracked on topic at qos (its
+ * dlq-id in id). */
+void start_tracking(const char *topic, const char *payload, uint8_t qos, char id[DLQ_ID_LEN + 1]);
 /* The standard policies started, "42" tracked on "numbers" at QoS 1 (its
  * dlq-id in id0) and NACKed once by sub1: a retry copy is made for sub1. */
 void start_with_a_copy_for_sub1(char id0[DLQ_ID_LEN + 1]);

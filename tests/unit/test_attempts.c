@@ -84,10 +84,9 @@ END_TEST
 
 START_TEST(a_fixed_chain_goes_through_retry_to)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id[DLQ_ID_LEN + 1], id0[DLQ_ID_LEN + 1];
 	struct dlq_nack_result res;
-	track("devices/7/telemetry", "t=21", 0, id0);
+	start_tracking("devices/7/telemetry", "t=21", 0, id0);
 	memcpy(id, id0, sizeof(id));
 
 	/* Four NACKs by whoever receives each copy: four copies, each an
@@ -124,10 +123,9 @@ END_TEST
 
 START_TEST(max_attempts_1_dead_letters_at_once)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
 	struct dlq_nack_result res;
-	track("once", "only", 0, id0);
+	start_tracking("once", "only", 0, id0);
 	ck_assert_int_eq(nack_full(id0, "sub1", "no handler", &res), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_uint_eq(res.attempt, 1);
 	ck_assert_uint_eq(res.max_attempts, 1);
@@ -141,9 +139,8 @@ END_TEST
 
 START_TEST(qos_2_is_kept_by_copies_and_dead_letters)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1], id1[DLQ_ID_LEN + 1];
-	track("numbers", "2", 2, id0);
+	start_tracking("numbers", "2", 2, id0);
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	expect_publish(0, "sub1", "numbers", 2, "2");
 	copy_id(0, id1);

@@ -144,9 +144,8 @@ END_TEST
 
 START_TEST(a_persisting_session_keeps_its_copy)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
-	track("numbers", "42", 1, id0);
+	start_tracking("numbers", "42", 1, id0);
 	struct dlq_nack_result res;
 	ck_assert_int_eq(nack_with(id0, "sub1", true, -1, &res), DLQ_NACK_RETRIED);
 	/* Whatever the broker says at disconnect (a takeover marks even a
@@ -161,9 +160,8 @@ END_TEST
 
 START_TEST(only_the_leaving_clients_targeted_copies_are_dead_lettered)
 {
-	start(standard, ARRAY_LEN(standard));
 	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
-	track("numbers", "for sub2", 1, a);
+	start_tracking("numbers", "for sub2", 1, a);
 	track("devices/7/telemetry", "fixed", 1, b);
 	ck_assert_int_eq(nack(a, "sub2"), DLQ_NACK_RETRIED);
 	ck_assert_int_eq(nack(b, "sub1"), DLQ_NACK_RETRIED); /* an ordinary publish: not sub1's */
@@ -180,9 +178,8 @@ END_TEST
 
 START_TEST(an_owed_copy_whose_client_left_becomes_a_dead_letter)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
-	track("numbers", "42", 1, id0);
+	start_tracking("numbers", "42", 1, id0);
 	fake.fail_publishes = 2;
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	dlq__tick(&d); /* refused again: still owed a loop pass later */

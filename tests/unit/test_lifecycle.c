@@ -20,9 +20,8 @@
 
 START_TEST(what_is_owed_at_shutdown_is_reported_not_published)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
-	track("numbers", "7", 1, id0);
+	start_tracking("numbers", "7", 1, id0);
 	fake.fail_publishes = 1;
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	ck_assert_uint_eq(d.outbox.owed.count, 1);

@@ -21,10 +21,9 @@
 
 START_TEST(a_second_nack_by_the_same_client_is_refused)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
 	struct dlq_nack_result res;
-	track("numbers", "42", 1, id0);
+	start_tracking("numbers", "42", 1, id0);
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	ck_assert_int_eq(nack_full(id0, "sub1", NULL, &res), DLQ_NACK_DUPLICATE);
 	ck_assert_uint_eq(fake.publish_count, 1);
@@ -39,9 +38,8 @@ END_TEST
 
 START_TEST(each_client_nacking_the_original_starts_its_own_chain)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1], a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
-	track("numbers", "42", 1, id0);
+	start_tracking("numbers", "42", 1, id0);
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	ck_assert_int_eq(nack(id0, "sub2"), DLQ_NACK_RETRIED);
 	ck_assert_uint_eq(fake.publish_count, 2);
@@ -75,9 +73,8 @@ END_TEST
 
 START_TEST(unknown_and_malformed_ids_are_refused)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
-	track("numbers", "42", 1, id0);
+	start_tracking("numbers", "42", 1, id0);
 	struct dlq_nack_result res;
 	ck_assert_int_eq(nack("AAAAAAAAAAAAAAAA", "sub1"), DLQ_NACK_UNKNOWN_ID);
 	ck_assert_int_eq(nack("abc", "sub1"), DLQ_NACK_MALFORMED_ID);
@@ -121,9 +118,8 @@ END_TEST
  * (the replies are control.c's), and no log line a client could flood. */
 START_TEST(ten_thousand_unknown_nacks_leave_nothing_behind)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
-	track("numbers", "42", 1, id0);
+	start_tracking("numbers", "42", 1, id0);
 	size_t records = d.ledger.count;
 	uint64_t bytes = d.ledger.bytes;
 	size_t logs = fake.log_count;
@@ -148,9 +144,8 @@ END_TEST
 
 START_TEST(a_failing_random_source_refuses_the_nack_and_changes_nothing)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1], spare[DLQ_ID_LEN + 1];
-	track("numbers", "42", 1, id0);
+	start_tracking("numbers", "42", 1, id0);
 	/* Use up the ids drawn in the first block, so the copy needs a draw. */
 	size_t per_block = sizeof(d.idgen.pool) / DLQ_ID_RAW_LEN;
 	for(size_t i = 1; i < per_block; i++){

@@ -21,9 +21,8 @@
 
 START_TEST(a_dead_letter_the_broker_refuses_is_published_on_a_later_tick)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1];
-	track("once", "keep me", 1, id0);
+	start_tracking("once", "keep me", 1, id0);
 	fake.fail_publishes = 2;
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_uint_eq(fake.publish_count, 0);
@@ -60,9 +59,8 @@ END_TEST
 
 START_TEST(a_retry_copy_the_broker_refuses_is_published_on_a_later_tick)
 {
-	start(standard, ARRAY_LEN(standard));
 	char id0[DLQ_ID_LEN + 1], id1[DLQ_ID_LEN + 1];
-	track("numbers", "42", 1, id0);
+	start_tracking("numbers", "42", 1, id0);
 	fake.fail_publishes = 1;
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 	ck_assert_uint_eq(fake.publish_count, 0);
@@ -136,9 +134,8 @@ END_TEST
  * that do not persist keep the original's QoS. */
 START_TEST(a_copy_for_a_persistent_session_goes_out_at_qos_1)
 {
-	start(standard, ARRAY_LEN(standard));
 	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1];
-	track("numbers", "a", 0, a);
+	start_tracking("numbers", "a", 0, a);
 	track("numbers", "b", 0, b);
 	struct dlq_nack_result res;
 	ck_assert_int_eq(nack_with(a, "sub1", true, -1, &res), DLQ_NACK_RETRIED);

@@ -73,9 +73,8 @@ END_TEST
 
 START_TEST(tracking_stamps_distinct_ids_and_publishes_nothing)
 {
-	start(standard, ARRAY_LEN(standard));
 	char a[DLQ_ID_LEN + 1], b[DLQ_ID_LEN + 1], c[DLQ_ID_LEN + 1];
-	track("numbers", "1", 0, a);
+	start_tracking("numbers", "1", 0, a);
 	track("numbers", "2", 1, b);
 	track("devices/7/telemetry", "3", 2, c);
 	ck_assert_str_ne(a, b);
