@@ -200,17 +200,16 @@ void start_with_a_copy_for_sub1(char id0[DLQ_ID_LEN + 1])
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 }
 
-/* Tracks empty messages of "once" (max_attempts=1: a NACK dead-letters
- * them) until the first eviction, or n of them: the ledger filled up to the
- * bound. Returns how many were tracked, their ids in ids. */
-int fill_to_the_bound(char (*ids)[DLQ_ID_LEN + 1], int n)
+int start_filled_to_the_bound(char (*ids)[DLQ_ID_LEN + 1])
 {
 	int tracked = 0;
 
-	while(tracked < n && engine__totals(&d)->evicted == 0){
+	start(small, ARRAY_LEN(small));
+	while(tracked < FILL_MOST && engine__totals(&d)->evicted == 0){
 		track("once", "", 0, ids[tracked]);
 		tracked++;
 	}
+	fake.fail_publishes = 1000000;
 	return tracked;
 }
 

@@ -157,10 +157,14 @@ void start_tracking(const char *topic, const char *payload, uint8_t qos, char id
  * dlq-id in id0) and NACKed once by sub1: a retry copy is made for sub1. */
 void start_with_a_copy_for_sub1(char id0[DLQ_ID_LEN + 1]);
 
-/* Tracks empty messages of "once" (max_attempts=1: a NACK dead-letters
- * them) until the first eviction, or n of them: the ledger filled up to the
- * bound. Returns how many were tracked, their ids in ids. */
-int fill_to_the_bound(char (*ids)[DLQ_ID_LEN + 1], int n);
+/* How many messages start_filled_to_the_bound tracks at the most. */
+enum { FILL_MOST = 40 };
+/* The small bound started; then empty messages of "once" (max_attempts=1:
+ * a NACK dead-letters them) tracked until the first eviction, or
+ * FILL_MOST of them: the ledger filled up to the bound; and from then on
+ * the broker refuses every publish. Returns how many were tracked, their
+ * ids in ids. */
+int start_filled_to_the_bound(char (*ids)[DLQ_ID_LEN + 1]);
 
 /* The broker's session check, played: no client has a session. */
 int no_session(void *ctx, const char *client);

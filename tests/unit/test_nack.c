@@ -165,15 +165,12 @@ END_TEST
 
 START_TEST(owed_envelopes_filling_the_bound_refuse_nacks)
 {
-	start(small, ARRAY_LEN(small));
-	enum { N = 40 };
-	char ids[N][DLQ_ID_LEN + 1];
-	int tracked = fill_to_the_bound(ids, N);
+	char ids[FILL_MOST][DLQ_ID_LEN + 1];
+	int tracked = start_filled_to_the_bound(ids);
 	ck_assert_int_gt(tracked, 3);
 
-	fake.fail_publishes = 1000000;
 	int accepted = 0, full = 0;
-	int accepted_ids[N];
+	int accepted_ids[FILL_MOST];
 	const char *refused = NULL;
 	for(int i = 0; i < tracked; i++){
 		if(!known(ids[i])) continue;

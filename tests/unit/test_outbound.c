@@ -92,11 +92,8 @@ START_TEST(owed_envelopes_count_against_the_bound_with_the_records)
 	 * over ledger records and owed envelopes", and owed envelopes are never
 	 * evicted: so records must make room for them. Only owed envelopes
 	 * alone may stand over the bound (then NACKs are refused as full). */
-	start(small, ARRAY_LEN(small));
-	enum { N = 40 };
-	char ids[N][DLQ_ID_LEN + 1];
-	int tracked = fill_to_the_bound(ids, N);
-	fake.fail_publishes = 1000000;
+	char ids[FILL_MOST][DLQ_ID_LEN + 1];
+	int tracked = start_filled_to_the_bound(ids);
 	for(int i = tracked - 1; i >= 0; i--){
 		if(!known(ids[i])) continue;
 		if(nack(ids[i], "sub1") != DLQ_NACK_DEAD_LETTERED) break;
