@@ -299,13 +299,11 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("control_input");
-	check_add(s, check_fixture(tcase_create("core"), setup, teardown),
-			CHECK_TESTS(response_topics_that_are_not_topic_names_are_named,
+	return check_run(check_suite("control_input", check_fixture(tcase_create("core"), setup, teardown), CHECK_TESTS(
+			response_topics_that_are_not_topic_names_are_named,
 			a_reply_for_an_invalid_response_topic_goes_to_the_default_topic,
 			an_unknown_command_is_echoed_cut_at_a_character_boundary, text_that_is_not_utf8_is_refused_naming_the_byte,
 			a_string_holding_u0000_is_refused_naming_its_member, status_commands_of_one_message_are_capped,
 			the_first_status_command_runs_whatever_the_policies,
-			clean_cuts_at_character_boundaries_and_replaces_what_is_not_text));
-	return check_run(s);
+			clean_cuts_at_character_boundaries_and_replaces_what_is_not_text)));
 }

@@ -351,11 +351,9 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("gauges");
-	check_add(s, check_fixture(tcase_create("core"), setup, teardown),
-			CHECK_TESTS(tracking_nacks_ticks_and_refusals_keep_the_gauges_exact, clients_leaving_keep_the_gauges_exact,
+	return check_run(check_suite("gauges", check_fixture(tcase_create("core"), setup, teardown), CHECK_TESTS(
+			tracking_nacks_ticks_and_refusals_keep_the_gauges_exact, clients_leaving_keep_the_gauges_exact,
 			expiry_and_eviction_keep_the_gauges_exact, a_reload_keeps_each_filters_rate_history,
 			a_reload_recounts_records_that_change_policy, a_restore_from_the_state_file_counts_what_it_restores,
-			redelivery_tracking_bytes_keep_the_gauges_exact));
-	return check_run(s);
+			redelivery_tracking_bytes_keep_the_gauges_exact)));
 }
