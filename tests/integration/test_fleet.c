@@ -193,8 +193,7 @@ static void fleet_start(struct fleet *f)
 		snprintf(name, sizeof(name), "pub-%d", i + 1);
 		f->pubs[i] = client_new(f->edges[i], name, MQTT_PROTOCOL_V5);
 		snprintf(name, sizeof(name), "worker-%d", i + 1);
-		f->workers[i] = client_new(f->edges[i], name, MQTT_PROTOCOL_V5);
-		client_subscribe(f->workers[i], "orders/#", 1);
+		f->workers[i] = client_subscribed(f->edges[i], name, "orders/#");
 		snprintf(name, sizeof(name), "ops-%d", i + 1);
 		f->edge_ops[i] = ops_client(f->edges[i], name);
 	}
@@ -277,8 +276,7 @@ static struct broker *centre_alone(struct client **ops, struct client **watch)
 {
 	struct broker *c = centre_new(it_free_port());
 	*ops = ops_client(c, "ops");
-	*watch = client_new(c, "watch", MQTT_PROTOCOL_V5);
-	client_subscribe(*watch, "fleet/#", 1);
+	*watch = client_subscribed(c, "watch", "fleet/#");
 	return c;
 }
 
