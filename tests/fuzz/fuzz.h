@@ -115,4 +115,9 @@ size_t fuzz_flush(struct dlq *d);
  * says) for topics made from each filter and dead-letter topic. */
 void fuzz_check_matching(const struct dlq_policy_table *t);
 
+/* Finishes t (policy__table_finish) and checks the outcome: an accepted
+ * table with fuzz_check_matching, a refused one for EINVAL and a message.
+ * t is still the caller's to free. */
+void fuzz_check_finish(struct dlq_policy_table *t);
+
 #endif

@@ -297,3 +297,16 @@ void fuzz_check_matching(const struct dlq_policy_table *t)
 	check_topic(t, "x");
 	check_topic(t, "$SYS/x");
 }
+
+void fuzz_check_finish(struct dlq_policy_table *t)
+{
+	char err[1024];
+
+	err[0] = '\0';
+	int rc = policy__table_finish(t, err, sizeof(err));
+	if(rc == 0){
+		fuzz_check_matching(t);
+	}else{
+		FUZZ_CHECK(rc == EINVAL && err[0], "table_finish rc %d", rc);
+	}
+}
