@@ -71,6 +71,9 @@ bool it__cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mutex, uint64_t 
 /* message.c: a received message, decoded and copied; msg__free frees it. */
 struct it_msg *msg__decode(const struct mosquitto_message *mm, const mosquitto_property *props);
 void msg__free(struct it_msg *m);
+/* Frees the n user properties of users and the array (what msg__free and
+ * raw_packet.c's packet__msg_free do for their messages' lists). */
+void msg__users_free(struct it_user_prop *users, size_t n);
 /* One line describing m, for failure output. */
 void msg__print(FILE *f, size_t index, const struct it_msg *m);
 

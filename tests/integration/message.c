@@ -12,6 +12,15 @@
 
 #include "harness_int.h"
 
+void msg__users_free(struct it_user_prop *users, size_t n)
+{
+	for(size_t i = 0; i < n; i++){
+		free(users[i].name);
+		free(users[i].value);
+	}
+	free(users);
+}
+
 void msg__free(struct it_msg *m)
 {
 	if(!m){
@@ -19,11 +28,7 @@ void msg__free(struct it_msg *m)
 	}
 	free(m->topic);
 	free(m->payload);
-	for(size_t i = 0; i < m->nusers; i++){
-		free(m->users[i].name);
-		free(m->users[i].value);
-	}
-	free(m->users);
+	msg__users_free(m->users, m->nusers);
 	free(m->content_type);
 	free(m->response_topic);
 	free(m->correlation);

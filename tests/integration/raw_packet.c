@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_int.h"
 #include "raw_packet.h"
 
 /* ---- building packets ---- */
@@ -171,11 +172,7 @@ void packet__msg_free(struct raw_msg *m)
 {
 	free(m->topic);
 	free(m->payload);
-	for(size_t i = 0; i < m->nusers; i++){
-		free(m->users[i].name);
-		free(m->users[i].value);
-	}
-	free(m->users);
+	msg__users_free(m->users, m->nusers);
 	free(m);
 }
 
