@@ -71,18 +71,29 @@ START_TEST(each_client_nacking_the_original_starts_its_own_chain)
 }
 END_TEST
 
+/* Ids a NACK of sub1 refuses while one message is tracked, and how. */
+static const struct {
+	const char *id;
+	enum dlq_nack_status status;
+} refused_ids[] = {
+	{"AAAAAAAAAAAAAAAA", DLQ_NACK_UNKNOWN_ID}, /* the right shape, never stamped */
+	{"abc", DLQ_NACK_MALFORMED_ID},
+	{"", DLQ_NACK_MALFORMED_ID},
+	{"AAAAAAAAAAAAAAAAA", DLQ_NACK_MALFORMED_ID},
+	{"AAAAAAAA+AAAAAAA", DLQ_NACK_MALFORMED_ID},
+	{"AAAAAAAA/AAAAAA=", DLQ_NACK_MALFORMED_ID},
+};
+
 START_TEST(unknown_and_malformed_ids_are_refused)
 {
 	char id0[DLQ_ID_LEN + 1];
 	start_tracking("numbers", "42", 1, id0);
-	struct dlq_nack_result res;
-	ck_assert_int_eq(nack("AAAAAAAAAAAAAAAA", "sub1"), DLQ_NACK_UNKNOWN_ID);
-	ck_assert_int_eq(nack("abc", "sub1"), DLQ_NACK_MALFORMED_ID);
-	ck_assert_int_eq(nack("", "sub1"), DLQ_NACK_MALFORMED_ID);
-	ck_assert_int_eq(nack("AAAAAAAAAAAAAAAAA", "sub1"), DLQ_NACK_MALFORMED_ID);
-	ck_assert_int_eq(nack("AAAAAAAA+AAAAAAA", "sub1"), DLQ_NACK_MALFORMED_ID);
-	ck_assert_int_eq(nack_full("AAAAAAAA/AAAAAA=", "sub1", NULL, &res), DLQ_NACK_MALFORMED_ID);
+	for(size_t i = 0; i < ARRAY_LEN(refused_ids); i++){
+		enum dlq_nack_status st = nack(refused_ids[i].id, "sub1");
+		ck_assert_msg(st == refused_ids[i].status, "NACK of \"%s\": %s", refused_ids[i].id, dlq__nack_status_text(st));
+	}
 	/* id_len counts, not the NUL. */
+	struct dlq_nack_result res;
 	struct dlq_nack n = {.id = id0, .id_len = DLQ_ID_LEN - 1, .client = "sub1"};
 	dlq__nack(&d, &n, &res);
 	ck_assert_int_eq(res.status, DLQ_NACK_MALFORMED_ID);
