@@ -95,8 +95,12 @@ END_TEST
 
 /* ---- plugin_opt_redelivery_tracking beside other ACL sources ---- */
 
-static int check_mode(enum dlq_redelivery_mode mode, int self, char *err, char *warn)
+/* Scans text as the broker's configuration file and checks mode against
+ * it, this plugin at self among its plugins; the check's code, its
+ * messages in err and warn (512 bytes each). */
+static int check_mode(const char *text, enum dlq_redelivery_mode mode, int self, char *err, char *warn)
 {
+	scan(text);
 	f.known = true;
 	snprintf(f.path, sizeof(f.path), "/etc/mosquitto/mosquitto.conf");
 	return brokerconf__check_redelivery(mode, &f, self, err, 512, warn, 512);
@@ -105,30 +109,29 @@ static int check_mode(enum dlq_redelivery_mode mode, int self, char *err, char *
 START_TEST(acl_file_and_plugin_lines_are_read)
 {
 	char err[512], warn[512];
-	scan("plugin /usr/lib/dlq.so\nacl_file /etc/mosquitto/acl\nauth_plugin /usr/lib/dynsec.so\n# plugin /x.so\n");
+	/* off needs nothing. */
+	ck_assert_int_eq(check_mode("plugin /usr/lib/dlq.so\nacl_file /etc/mosquitto/acl\nauth_plugin /usr/lib/dynsec.so\n"
+			"# plugin /x.so\n", DLQ_REDELIVERY_OFF, 0, err, warn), 0);
 	ck_assert(f.acl_file);
 	ck_assert_uint_eq(f.plugin_count, 2);
 	ck_assert_str_eq(f.plugins[0], "/usr/lib/dlq.so");
 	ck_assert_str_eq(f.plugins[1], "/usr/lib/dynsec.so");
-	/* off needs nothing. */
-	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_OFF, 0, err, warn), 0);
 }
 END_TEST
 
 START_TEST(allow_is_refused_beside_another_acl_source)
 {
 	char err[512], warn[512];
-	scan("plugin /usr/lib/dlq.so\n");
-	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_ALLOW, 0, err, warn), 0);
+	ck_assert_int_eq(check_mode("plugin /usr/lib/dlq.so\n", DLQ_REDELIVERY_ALLOW, 0, err, warn), 0);
 	ck_assert_str_eq(warn, "");
 
-	scan("plugin /usr/lib/dlq.so\nacl_file /etc/mosquitto/acl\n");
-	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_ALLOW, 0, err, warn), EINVAL);
+	ck_assert_int_eq(check_mode("plugin /usr/lib/dlq.so\nacl_file /etc/mosquitto/acl\n",
+			DLQ_REDELIVERY_ALLOW, 0, err, warn), EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "acl_file"));
 	ck_assert_ptr_nonnull(strstr(err, "redelivery_tracking defer"));
 
-	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/dynsec.so\n");
-	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_ALLOW, 0, err, warn), EINVAL);
+	ck_assert_int_eq(check_mode("plugin /usr/lib/dlq.so\nplugin /usr/lib/dynsec.so\n",
+			DLQ_REDELIVERY_ALLOW, 0, err, warn), EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "other plugins"));
 }
 END_TEST
@@ -136,18 +139,17 @@ END_TEST
 START_TEST(defer_is_refused_without_another_acl_source)
 {
 	char err[512], warn[512];
-	scan("plugin /usr/lib/dlq.so\n");
-	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), EINVAL);
+	ck_assert_int_eq(check_mode("plugin /usr/lib/dlq.so\n", DLQ_REDELIVERY_DEFER, 0, err, warn), EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "deny every publish"));
 
-	scan("plugin /usr/lib/dlq.so\nacl_file /etc/mosquitto/acl\n");
-	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
-	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so\n");
-	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
+	ck_assert_int_eq(check_mode("plugin /usr/lib/dlq.so\nacl_file /etc/mosquitto/acl\n",
+			DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
+	ck_assert_int_eq(check_mode("plugin /usr/lib/dlq.so\n"
+			"plugin /usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so\n", DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
 	ck_assert_str_eq(warn, "");
 	/* A plugin not known to answer access checks: allowed, with a warning. */
-	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/auth-only.so\n");
-	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
+	ck_assert_int_eq(check_mode("plugin /usr/lib/dlq.so\nplugin /usr/lib/auth-only.so\n",
+			DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
 	ck_assert_ptr_nonnull(strstr(warn, "/usr/lib/auth-only.so only authenticates"));
 }
 END_TEST
@@ -155,8 +157,8 @@ END_TEST
 START_TEST(a_plugin_loaded_first_is_warned_about)
 {
 	char err[512], warn[512];
-	scan("plugin /usr/lib/dynsec.so\nplugin /usr/lib/dlq.so\n");
-	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 1, err, warn), 0);
+	ck_assert_int_eq(check_mode("plugin /usr/lib/dynsec.so\nplugin /usr/lib/dlq.so\n",
+			DLQ_REDELIVERY_DEFER, 1, err, warn), 0);
 	ck_assert_ptr_nonnull(strstr(warn, "/usr/lib/dynsec.so is loaded before this one"));
 }
 END_TEST
@@ -176,9 +178,9 @@ END_TEST
 START_TEST(the_acl_file_plugin_is_an_acl_source)
 {
 	char err[512], warn[512];
-	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/x86_64-linux-gnu/mosquitto/mosquitto_acl_file.so\n");
+	ck_assert_int_eq(check_mode("plugin /usr/lib/dlq.so\n"
+			"plugin /usr/lib/x86_64-linux-gnu/mosquitto/mosquitto_acl_file.so\n", DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
 	ck_assert(f.acl_file);
-	ck_assert_int_eq(check_mode(DLQ_REDELIVERY_DEFER, 0, err, warn), 0);
 	ck_assert_str_eq(warn, "");
 	scan("plugin /usr/lib/dlq.so\nplugin /usr/lib/x86_64-linux-gnu/mosquitto/mosquitto_password_file.so\n");
 	ck_assert(!f.acl_file);
