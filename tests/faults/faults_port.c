@@ -43,14 +43,12 @@ int port__publish_with(const char *client, const char *topic, uint8_t qos, bool 
 
 void port__log(enum dlq_log_level level, const char *fmt, ...)
 {
-	char buf[2048];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
 	alloc_fail_pause();
-	fake_port__log(level, "%s", buf);
+	fake_log_line(level, fmt, ap);
 	alloc_fail_resume();
+	va_end(ap);
 }
 
 void port__log_dead_letter(const char *origin_topic, const char *origin_id, const char *topic,

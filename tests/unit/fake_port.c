@@ -134,18 +134,26 @@ void port__log_dead_letter(const char *origin_topic, const char *origin_id, cons
 	port__log(DLQ_LOG_NOTICE, DLQ_LOG_DEAD_LETTER_FMT, origin_topic, origin_id, topic, deliveries, reason);
 }
 
-void port__log(enum dlq_log_level level, const char *fmt, ...)
+/* Records the line fmt and ap make at level (and echoes it with
+ * FAKE_PORT_ECHO): port__log's work, which tests/faults/faults_port.c,
+ * including this file, does between its pause and resume. */
+static void fake_log_line(enum dlq_log_level level, const char *fmt, va_list ap)
 {
 	char buf[2048];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
 	if(getenv("FAKE_PORT_ECHO")) fprintf(stderr, "dlq: %s\n", buf);
 	if(fake.log_count < FAKE_MAX_LOGS){
 		fake.log_levels[fake.log_count] = level;
 		fake.logs[fake.log_count++] = strdup(buf);
 	}
+}
+
+void port__log(enum dlq_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fake_log_line(level, fmt, ap);
+	va_end(ap);
 }
 
 uint64_t port__now_ms(void)
