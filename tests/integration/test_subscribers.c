@@ -26,14 +26,20 @@
 #define REPLY_TOPIC "subs/reply"
 #define POLICY_FILTER "jobs/#"
 
-/* How often the log has the warning about client id. */
-static int warnings_for(struct broker *b, const char *id)
+/* How many of b's log lines warn of a subscription of client id ("dlq:
+ * client "id" subscribed to "), those saying what too when it is not
+ * NULL. */
+static int warnings_for(struct broker *b, const char *id, const char *what)
 {
 	char want[256];
 	snprintf(want, sizeof(want), "dlq: client \"%s\" subscribed to ", id);
 	char *log = broker_log(b);
 	int n = 0;
-	for(const char *p = log; (p = strstr(p, want)) != NULL; p += strlen(want)) n++;
+	for(const char *p = log; (p = strstr(p, want)) != NULL; p += strlen(want)){
+		const char *eol = strchr(p, '\n');
+		const char *hit = what ? strstr(p, what) : p;
+		if(hit && (eol == NULL || hit < eol)) n++;
+	}
 	free(log);
 	return n;
 }
@@ -58,9 +64,9 @@ START_TEST(test_old_protocol_subscriber_reported)
 	double total = json_num(cJSON_GetObjectItemCaseSensitive(data, "totals"), "subscribersWithoutNack");
 	double policy = json_num(status_policy(data, POLICY_FILTER), "subscribersWithoutNack");
 	cJSON_Delete(doc);
-	int old_warnings = warnings_for(b, client_id(old));
-	int modern_warnings = warnings_for(b, client_id(modern));
-	int untracked_warnings = warnings_for(b, client_id(untracked));
+	int old_warnings = warnings_for(b, client_id(old), NULL);
+	int modern_warnings = warnings_for(b, client_id(modern), NULL);
+	int untracked_warnings = warnings_for(b, client_id(untracked), NULL);
 
 	if(!BROKER_IS_21()){
 		/* 2.0 has no SUBSCRIBE event: nothing to see, nothing counted. */
@@ -93,25 +99,12 @@ START_TEST(test_old_protocol_subscriber_reported)
 	total = json_num(cJSON_GetObjectItemCaseSensitive(data, "totals"), "subscribersWithoutNack");
 	cJSON_Delete(doc);
 	ck_assert_msg(total == 4, "subscribersWithoutNack %g after the reconnect, expected 4", total);
-	ck_assert_int_eq(warnings_for(b, id), 2);
+	ck_assert_int_eq(warnings_for(b, id, NULL), 2);
 }
 END_TEST
 
-/* How often the log has the dead-letter warning for client id. */
-static int dead_warnings_for(struct broker *b, const char *id)
-{
-	char want[256];
-	snprintf(want, sizeof(want), "dlq: client \"%s\" subscribed to ", id);
-	char *log = broker_log(b);
-	int n = 0;
-	for(const char *p = log; (p = strstr(p, want)) != NULL; p += strlen(want)){
-		const char *eol = strchr(p, '\n');
-		const char *hit = strstr(p, "which takes in the dead-letter topic");
-		if(hit && (eol == NULL || hit < eol)) n++;
-	}
-	free(log);
-	return n;
-}
+/* What the warning of a subscription that takes in dead letters says. */
+#define TAKES_DEAD_LETTERS "which takes in the dead-letter topic"
 
 START_TEST(test_subscribers_of_dead_letters)
 {
@@ -132,8 +125,10 @@ START_TEST(test_subscribers_of_dead_letters)
 	const cJSON *data = status_get(insp, REPLY_TOPIC, &doc);
 	double total = json_num(cJSON_GetObjectItemCaseSensitive(data, "totals"), "subscribersOfDeadLetters");
 	cJSON_Delete(doc);
-	int w_all = dead_warnings_for(b, client_id(all)), w_plus = dead_warnings_for(b, client_id(plus));
-	int w_insp = dead_warnings_for(b, client_id(insp)), w_worker = dead_warnings_for(b, client_id(worker));
+	int w_all = warnings_for(b, client_id(all), TAKES_DEAD_LETTERS);
+	int w_plus = warnings_for(b, client_id(plus), TAKES_DEAD_LETTERS);
+	int w_insp = warnings_for(b, client_id(insp), TAKES_DEAD_LETTERS);
+	int w_worker = warnings_for(b, client_id(worker), TAKES_DEAD_LETTERS);
 	if(!BROKER_IS_21()){
 		ck_assert_msg(total == 0 && w_all == 0, "2.0: counted %g, logged %d", total, w_all);
 		return;
