@@ -223,6 +223,16 @@ void broker_conf(struct broker *b, const char *fmt, ...)
 	free(line);
 }
 
+void broker_bridge(struct broker *b, const char *name, const char *to, int port)
+{
+	broker_conf(b, "connection %s-%s", name, to);
+	broker_conf(b, "address 127.0.0.1:%d", port);
+	broker_conf(b, "remote_clientid %s", name);
+	broker_conf(b, "bridge_protocol_version mqttv50");
+	broker_conf(b, "cleansession false");
+	broker_conf(b, "notifications false");
+}
+
 void broker_plugin(struct broker *b)
 {
 	const char *plugin = getenv("DLQ_PLUGIN");

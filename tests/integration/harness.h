@@ -99,6 +99,12 @@ struct broker *broker_new(const char *label);
 /* Appends one line to the configuration. */
 void broker_conf(struct broker *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Appends a bridge, connection "<name>-<to>", to 127.0.0.1:port with
+ * remote_clientid name, MQTT v5, a lasting session and no notifications;
+ * its topic lines (and any other of its settings) are the caller's, after
+ * it. */
+void broker_bridge(struct broker *b, const char *name, const char *to, int port);
+
 /* Appends "plugin $DLQ_PLUGIN"; fails the test if DLQ_PLUGIN is unset. */
 void broker_plugin(struct broker *b);
 

@@ -35,12 +35,7 @@ static struct broker *edge_broker(const char *name, int central_port, const char
 	struct broker *e = broker_new(name);
 	broker_plugin(e);
 	broker_conf(e, "plugin_opt_policy orders/# max_attempts=1 dead_letter=dead/orders");
-	broker_conf(e, "connection %s-central", name);
-	broker_conf(e, "address 127.0.0.1:%d", central_port);
-	broker_conf(e, "remote_clientid %s", name);
-	broker_conf(e, "bridge_protocol_version mqttv50");
-	broker_conf(e, "cleansession false");
-	broker_conf(e, "notifications false");
+	broker_bridge(e, name, "central", central_port);
 	if(prefix){
 		broker_conf(e, "topic dead/# out 1 \"\" %s", prefix);
 		broker_conf(e, "topic orders/# in 1 \"\" %s", prefix);

@@ -91,12 +91,7 @@ static struct broker *edge_new(int n, int port)
 	broker_conf(e, "plugin_opt_broker_name %s", name);
 	broker_conf(e, "plugin_opt_policy orders/# max_attempts=1 dead_letter=dead/orders");
 	broker_conf(e, "plugin_opt_dead_letter_access control");
-	broker_conf(e, "connection %s-centre", name);
-	broker_conf(e, "address 127.0.0.1:%d", port);
-	broker_conf(e, "remote_clientid %s", name);
-	broker_conf(e, "bridge_protocol_version mqttv50");
-	broker_conf(e, "cleansession false");
-	broker_conf(e, "notifications false");
+	broker_bridge(e, name, "centre", port);
 	broker_conf(e, "restart_timeout 1");
 	broker_conf(e, "topic dead/# out 1 \"\" fleet/%s/", name);
 	/* Redrive requests in: fleet/<edge>/redrive there is redrive here,
