@@ -52,6 +52,19 @@ static struct broker *tcp_broker(int *port)
 	return b;
 }
 
+/* Puts at argv[n] on the options every example worker connects with:
+ * 127.0.0.1, port_s and client id id; returns the new n. */
+static size_t connect_args(const char **argv, size_t n, const char *port_s, const char *id)
+{
+	argv[n++] = "--host";
+	argv[n++] = "127.0.0.1";
+	argv[n++] = "--port";
+	argv[n++] = port_s;
+	argv[n++] = "--id";
+	argv[n++] = id;
+	return n;
+}
+
 /* Starts the worker of lang as the documented command line does, with
  * client id id on topic, and waits until it says it subscribed. */
 static struct proc *start_worker(enum lang lang, int port, const char *id, const char *topic)
@@ -75,12 +88,7 @@ static struct proc *start_worker(enum lang lang, int port, const char *id, const
 		default:
 			ck_abort_msg("no language %d", (int)lang);
 	}
-	argv[n++] = "--host";
-	argv[n++] = "127.0.0.1";
-	argv[n++] = "--port";
-	argv[n++] = port_s;
-	argv[n++] = "--id";
-	argv[n++] = id;
+	n = connect_args(argv, n, port_s, id);
 	argv[n++] = "--topic";
 	argv[n++] = topic;
 	argv[n] = NULL;
@@ -313,12 +321,7 @@ static struct proc *start_pool_worker(enum lang lang, int port, const char *id)
 	snprintf(port_s, sizeof(port_s), "%d", port);
 	proc_example_command(lang == LANG_PYTHON ? "python/pool_worker.py" : "node/pool_worker.js", script,
 			sizeof(script), argv, &n);
-	argv[n++] = "--host";
-	argv[n++] = "127.0.0.1";
-	argv[n++] = "--port";
-	argv[n++] = port_s;
-	argv[n++] = "--id";
-	argv[n++] = id;
+	n = connect_args(argv, n, port_s, id);
 	argv[n++] = "--ack";
 	argv[n] = NULL;
 
