@@ -55,6 +55,16 @@ static void start(const char *keep)
 	start_with("jobs/# max_attempts=1 dead_letter=dead/jobs", keep);
 }
 
+/* Starts the engine with the store's bound keep (start) and dead-letters
+ * a message of payload on each topic of the list, in order. */
+#define start_with_letters(keep, payload, ...) \
+	start_with_letter_list((keep), (payload), (const char *const[]){__VA_ARGS__, NULL})
+static void start_with_letter_list(const char *keep, const char *payload, const char *const *topics)
+{
+	start(keep);
+	for(; *topics; topics++) engine_dead_letter(&d, *topics, payload);
+}
+
 static void stop(void)
 {
 	engine_stop(&d, &d_live);
@@ -182,8 +192,7 @@ END_TEST
 
 START_TEST(a_redrive_republishes_tracks_and_then_lets_go)
 {
-	start("64MB");
-	engine_dead_letter(&d, "jobs/a", "again");
+	start_with_letters("64MB", "again", "jobs/a");
 	char lid[DLQ_ID_LEN + 1];
 	strcpy(lid, last_letter_id());
 	struct dlq_letter *l = engine_letter(&d, lid);
@@ -224,8 +233,7 @@ END_TEST
 
 START_TEST(a_refused_redrive_keeps_the_letter)
 {
-	start("64MB");
-	engine_dead_letter(&d, "jobs/a", "kept");
+	start_with_letters("64MB", "kept", "jobs/a");
 	struct dlq_letter *l = d.letters.newest;
 	size_t owed = engine__owed_count(&d); /* the dead letter itself, not yet taken */
 	fake.fail_publishes = 1;
@@ -503,11 +511,7 @@ END_TEST
 
 START_TEST(what_the_asker_may_not_read_is_left_out)
 {
-	start("64MB");
-	engine_dead_letter(&d, "jobs/a", "p");
-	engine_dead_letter(&d, "mail/b", "p");
-	engine_dead_letter(&d, "jobs/c", "p");
-	engine_dead_letter(&d, "mail/d", "p");
+	start_with_letters("64MB", "p", "jobs/a", "mail/b", "jobs/c", "mail/d");
 	deny_mail = true;
 	ck_assert_int_eq(letter_store__refusal(&d, &operator), LETTER_STORE_OPEN);
 	struct letter_store_query q = { .newest_first = true, .limit = DLQ_MAX_LIST_LIMIT };
@@ -535,10 +539,7 @@ END_TEST
 
 START_TEST(a_purge_takes_one_policys_letters)
 {
-	start("64MB");
-	engine_dead_letter(&d, "jobs/a", "p");
-	engine_dead_letter(&d, "mail/b", "p");
-	engine_dead_letter(&d, "jobs/c", "p");
+	start_with_letters("64MB", "p", "jobs/a", "mail/b", "jobs/c");
 	size_t purged, refused;
 	letter_store__purge(&d, &operator, "jobs/#", &purged, &refused);
 	ck_assert_uint_eq(purged, 2);
