@@ -200,6 +200,18 @@ void start_with_a_copy_for_sub1(char id0[DLQ_ID_LEN + 1])
 	ck_assert_int_eq(nack(id0, "sub1"), DLQ_NACK_RETRIED);
 }
 
+uint64_t start_with_a_delayed_copy(const char *topic, const char *payload, uint8_t qos, const struct dlq_headers *h,
+		bool persists, char id[DLQ_ID_LEN + 1])
+{
+	struct dlq_nack_result res;
+
+	start(delayed, ARRAY_LEN(delayed));
+	track_with(topic, payload, qos, h, id);
+	uint64_t t = fake.now_ms;
+	ck_assert_int_eq(nack_with(id, "sub1", persists, -1, &res), DLQ_NACK_RETRIED);
+	return t;
+}
+
 int start_filled_to_the_bound(char (*ids)[DLQ_ID_LEN + 1])
 {
 	int tracked = 0;

@@ -157,6 +157,12 @@ void start_tracking(const char *topic, const char *payload, uint8_t qos, char id
  * dlq-id in id0) and NACKed once by sub1: a retry copy is made for sub1. */
 void start_with_a_copy_for_sub1(char id0[DLQ_ID_LEN + 1]);
 
+/* The delayed policies started, payload tracked on topic at qos with the
+ * properties h (or none; its dlq-id in id) and NACKed once by sub1, whose
+ * session persists or not: a delayed retry copy waits. Returns the time of
+ * the NACK. */
+uint64_t start_with_a_delayed_copy(const char *topic, const char *payload, uint8_t qos, const struct dlq_headers *h,
+		bool persists, char id[DLQ_ID_LEN + 1]);
 /* How many messages start_filled_to_the_bound tracks at the most. */
 enum { FILL_MOST = 40 };
 /* The small bound started; then empty messages of "once" (max_attempts=1:

@@ -324,12 +324,8 @@ END_TEST
 
 START_TEST(an_untargeted_delayed_copy_goes_to_retry_to)
 {
-	start(delayed, ARRAY_LEN(delayed));
 	char id[DLQ_ID_LEN + 1];
-	struct dlq_nack_result res;
-	track("fixed/3", "f", 2, id);
-	uint64_t t = fake.now_ms;
-	ck_assert_int_eq(nack_with(id, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
+	uint64_t t = start_with_a_delayed_copy("fixed/3", "f", 2, NULL, false, id);
 	/* Its NACKer leaving changes nothing: the copy is for everyone. */
 	dlq__client_gone(&d, "sub1");
 	ck_assert_uint_eq(d.delayed.count, 1);

@@ -201,12 +201,8 @@ END_TEST
 
 START_TEST(a_delayed_copy_whose_client_left_without_a_session_is_dead_lettered_at_once)
 {
-	start(delayed, ARRAY_LEN(delayed));
 	char id0[DLQ_ID_LEN + 1];
-	struct dlq_nack_result res;
-	track_with("slow", "42", 1, &original, id0);
-	uint64_t t = fake.now_ms;
-	ck_assert_int_eq(nack_with(id0, "sub1", false, -1, &res), DLQ_NACK_RETRIED);
+	uint64_t t = start_with_a_delayed_copy("slow", "42", 1, &original, false, id0);
 	ck_assert_uint_gt(d.delayed.bytes, 0);
 	fake.now_ms = t + 500;
 	dlq__client_gone(&d, "sub2");
@@ -232,12 +228,8 @@ END_TEST
 
 START_TEST(a_delayed_copy_for_a_persisting_session_waits_for_its_client)
 {
-	start(delayed, ARRAY_LEN(delayed));
 	char id0[DLQ_ID_LEN + 1];
-	struct dlq_nack_result res;
-	track("slow", "42", 1, id0);
-	uint64_t t = fake.now_ms;
-	ck_assert_int_eq(nack_with(id0, "sub1", true, -1, &res), DLQ_NACK_RETRIED);
+	uint64_t t = start_with_a_delayed_copy("slow", "42", 1, NULL, true, id0);
 	dlq__client_gone(&d, "sub1");
 	ck_assert_uint_eq(fake.publish_count, 0);
 	ck_assert_uint_eq(d.delayed.count, 1);
