@@ -19,6 +19,15 @@
 #include "mosquitto_dlq.h"
 #include "test_util.h"
 
+/* client leaves (the broker's disconnect, whatever it says of the
+ * session); then exactly published messages have gone out in all. */
+static void leaves(const char *client, size_t published)
+{
+	dlq__client_gone(&d, client);
+	ck_assert_msg(fake.publish_count == published, "after %s left: %zu published, expected %zu", client,
+			fake.publish_count, published);
+}
+
 START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 {
 	start(standard, ARRAY_LEN(standard));
@@ -29,8 +38,7 @@ START_TEST(a_targeted_copy_whose_client_left_this_pass_becomes_a_dead_letter)
 	expect_publish(0, "sub1", "numbers", 0, "42");
 
 	fake.wall_ms = 1790000000999LL;
-	dlq__client_gone(&d, "sub1");
-	ck_assert_uint_eq(fake.publish_count, 2);
+	leaves("sub1", 2);
 	expect(1, .topic = "dead/numbers", .qos = 1, .payload = "42", .names = traced_dead_letter_names,
 			.names_count = ARRAY_LEN(traced_dead_letter_names), .retry_count = "1", .origin_topic = "numbers",
 			.origin_id = id0, .dl_client = "sub1", .dl_filter = "numbers", .dl_time = "2026-09-21T14:13:20.999Z",
@@ -67,10 +75,8 @@ START_TEST(a_copy_taken_by_the_broker_is_held_until_its_client_leaves)
 	ck_assert_uint_eq(engine__owed_count(&d), 0);
 	ck_assert_uint_eq(d.holds.records, 1);
 
-	dlq__client_gone(&d, "sub2");
-	ck_assert_uint_eq(fake.publish_count, 1);
-	dlq__client_gone(&d, "sub1");
-	ck_assert_uint_eq(fake.publish_count, 2);
+	leaves("sub2", 1);
+	leaves("sub1", 2);
 	expect(1, .topic = "dead/numbers", .qos = 1, .payload = "42", DEAD_LETTER_NAMES, .retry_count = "1",
 			.origin_topic = "numbers", .origin_id = id0, .dl_client = "sub1", .dl_cause = DLQ_CAUSE_SUBSCRIBER_GONE);
 	const char *reason = hdr(1, DLQ_PROP_DEAD_LETTER_REASON);
@@ -83,8 +89,7 @@ START_TEST(a_copy_taken_by_the_broker_is_held_until_its_client_leaves)
 
 	/* Once: leaving again makes nothing, and a late NACK of the copy by
 	 * the client would start a second chain of a dead-lettered message. */
-	dlq__client_gone(&d, "sub1");
-	ck_assert_uint_eq(fake.publish_count, 2);
+	leaves("sub1", 2);
 	ck_assert_int_eq(nack(copy, "sub1"), DLQ_NACK_DUPLICATE);
 	dlq__tick(&d);
 	ck_assert_uint_eq(fake.publish_count, 2);
@@ -104,8 +109,7 @@ START_TEST(a_held_copy_nacked_by_its_client_is_settled)
 	ck_assert_uint_eq(d.holds.records, 1);
 	dlq__tick(&d);
 	dlq__tick(&d);
-	dlq__client_gone(&d, "sub1");
-	ck_assert_uint_eq(fake.publish_count, 3);
+	leaves("sub1", 3);
 	expect_publish(2, NULL, "dead/numbers", 1, "42");
 	expect_hdr(2, DLQ_PROP_RETRY_COUNT, "2");
 	expect_hdr(2, DLQ_PROP_ORIGIN_ID, id0);
@@ -122,8 +126,7 @@ START_TEST(a_held_copy_nacked_by_its_client_is_settled)
 	dlq__tick(&d);
 	ck_assert_int_eq(nack(copy, "sub3"), DLQ_NACK_DEAD_LETTERED);
 	ck_assert_uint_eq(d.holds.records, 0);
-	dlq__client_gone(&d, "sub3");
-	ck_assert_uint_eq(fake.publish_count, 6);
+	leaves("sub3", 6);
 }
 END_TEST
 
@@ -137,8 +140,7 @@ START_TEST(a_held_copy_is_let_go_when_its_window_ends)
 	fake.now_ms += DLQ_DEFAULT_NACK_WINDOW_MS + 1;
 	dlq__tick(&d);
 	ck_assert_uint_eq(d.holds.records, 0);
-	dlq__client_gone(&d, "sub1");
-	ck_assert_uint_eq(fake.publish_count, 1);
+	leaves("sub1", 1);
 }
 END_TEST
 
@@ -150,11 +152,9 @@ START_TEST(a_persisting_session_keeps_its_copy)
 	ck_assert_int_eq(nack_with(id0, "sub1", true, -1, &res), DLQ_NACK_RETRIED);
 	/* Whatever the broker says at disconnect (a takeover marks even a
 	 * persistent session clean), the copy stays: its session persists. */
-	dlq__client_gone(&d, "sub1");
-	ck_assert_uint_eq(fake.publish_count, 1);
+	leaves("sub1", 1);
 	dlq__tick(&d);
-	dlq__client_gone(&d, "sub1");
-	ck_assert_uint_eq(fake.publish_count, 1);
+	leaves("sub1", 1);
 }
 END_TEST
 
@@ -167,10 +167,8 @@ START_TEST(only_the_leaving_clients_targeted_copies_are_dead_lettered)
 	ck_assert_int_eq(nack(b, "sub1"), DLQ_NACK_RETRIED); /* an ordinary publish: not sub1's */
 	ck_assert_uint_eq(fake.publish_count, 2);
 	dlq__client_gone(&d, "sub1");
-	dlq__client_gone(&d, "sub");
-	ck_assert_uint_eq(fake.publish_count, 2);
-	dlq__client_gone(&d, "sub2");
-	ck_assert_uint_eq(fake.publish_count, 3);
+	leaves("sub", 2);
+	leaves("sub2", 3);
 	expect_publish(2, NULL, "dead/numbers", 1, "for sub2");
 	expect_hdr(2, DLQ_PROP_DEAD_LETTER_CLIENT, "sub2");
 }
@@ -186,8 +184,7 @@ START_TEST(an_owed_copy_whose_client_left_becomes_a_dead_letter)
 	ck_assert_uint_eq(fake.publish_count, 0);
 	ck_assert_uint_eq(d.outbox.owed.count, 1);
 
-	dlq__client_gone(&d, "sub1");
-	ck_assert_uint_eq(fake.publish_count, 1);
+	leaves("sub1", 1);
 	expect(0, .topic = "dead/numbers", .qos = 1, .payload = "42", DEAD_LETTER_NAMES, .retry_count = "1",
 			.origin_id = id0, .dl_client = "sub1");
 	ck_assert_uint_eq(d.outbox.owed.count, 0);
@@ -207,8 +204,7 @@ START_TEST(a_delayed_copy_whose_client_left_without_a_session_is_dead_lettered_a
 	fake.now_ms = t + 500;
 	dlq__client_gone(&d, "sub2");
 	ck_assert_uint_eq(d.delayed.count, 1);
-	dlq__client_gone(&d, "sub1");
-	ck_assert_uint_eq(fake.publish_count, 1);
+	leaves("sub1", 1);
 	expect(0, .topic = "dead/slow", .qos = 1, .payload = "42", .retry_count = "1", .origin_id = id0, .dl_client = "sub1");
 	expect_hdr(0, "trace", "t-1");
 	const char *reason = hdr(0, DLQ_PROP_DEAD_LETTER_REASON);
@@ -230,8 +226,7 @@ START_TEST(a_delayed_copy_for_a_persisting_session_waits_for_its_client)
 {
 	char id0[DLQ_ID_LEN + 1];
 	uint64_t t = start_with_a_delayed_copy("slow", "42", 1, NULL, true, id0);
-	dlq__client_gone(&d, "sub1");
-	ck_assert_uint_eq(fake.publish_count, 0);
+	leaves("sub1", 0);
 	ck_assert_uint_eq(d.delayed.count, 1);
 	expect_due_at(t + 2000, 0);
 	expect_publish(0, "sub1", "slow", 1, "42");
