@@ -12,7 +12,8 @@
 #include "util/errtext.h"
 #include "util/topic.h"
 
-#define HOME_EXAMPLE "(e.g. plugin_opt_redrive_home fleet/%b/redrive)"
+/* Inside a format: "%%b" prints "%b". */
+#define HOME_EXAMPLE "(e.g. plugin_opt_redrive_home fleet/%%b/redrive)"
 
 /* Where the one %b of template t is, a whole level; NULL when there is
  * none, more than one, or another '%'. */

@@ -1381,7 +1381,7 @@ END_TEST
 START_TEST(test_redrive_paths_bad)
 {
 	static const struct bad_option cases[] = {
-		{"redrive_home", "fleet/redrive", {"plugin_opt_redrive_home \"fleet/redrive\"", "one whole level %b"}},
+		{"redrive_home", "fleet/redrive", {"plugin_opt_redrive_home \"fleet/redrive\"", "one whole level %b", "(e.g. plugin_opt_redrive_home fleet/%b/redrive)"}},
 		{"redrive_home", "fleet/x%b/redrive", {"\"fleet/x%b/redrive\"", "one whole level %b"}},
 		{"redrive_home", "%b/%b", {"\"%b/%b\"", "one whole level %b"}},
 		{"redrive_home", "%b/%c", {"no other '%'"}},
