@@ -46,20 +46,20 @@ int collect_filters__check(const struct dlq_collect_filters *f, const struct dlq
 	}
 	for(size_t i = 0; i < f->count; i++){
 		const char *c = f->items[i];
-		for(size_t k = 0; k < t->count; k++){
-			const struct dlq_policy *p = &t->items[k];
-			if(topic__filters_overlap(c, p->filter)){
+		const struct dlq_policy *p;
+		switch(policy__takes(t, c, &p)){
+			case POLICY_TAKES_FILTER:
 				errtext__set(err, errlen, "plugin_opt_collect " QFMT " overlaps the filter " QFMT " of %s: a message "
 						"on both would be tracked and collected; collect other brokers' dead-letter topics "
 						"(e.g. fleet/+/dead/#), apart from every policy", Q(c), Q(p->filter), p->source ? p->source : "a policy");
 				return EINVAL;
-			}
-			if(topic__matches(c, p->dead_letter)){
+			case POLICY_TAKES_DEAD_LETTER:
 				errtext__set(err, errlen, "plugin_opt_collect " QFMT " takes " QFMT ", the dead-letter topic of %s: "
 						"this broker keeps its own letters already; bridge other brokers' letters in under "
 						"another prefix (e.g. fleet/<broker>/dead/#)", Q(c), Q(p->dead_letter), p->source ? p->source : "a policy");
 				return EINVAL;
-			}
+			case POLICY_TAKES_NOTHING:
+				break;
 		}
 	}
 	return 0;

@@ -89,19 +89,20 @@ int redrive_paths__set_from(struct dlq_redrive_paths *p, const char *value, char
 static int clash(const char *what, const char *topic, const struct dlq_policy_table *t,
 		const struct dlq_collect_filters *c, char *err, size_t errlen)
 {
-	for(size_t k = 0; k < t->count; k++){
-		const struct dlq_policy *p = &t->items[k];
-		const char *src = p->source ? p->source : "a policy";
-		if(topic__filters_overlap(topic, p->filter)){
+	const struct dlq_policy *p;
+	switch(policy__takes(t, topic, &p)){
+		case POLICY_TAKES_FILTER:
 			errtext__set(err, errlen, "%s " QFMT " overlaps the filter " QFMT " of %s: a redrive request would be "
-					"tracked as a message; give it a topic apart from every policy", what, Q(topic), Q(p->filter), src);
+					"tracked as a message; give it a topic apart from every policy", what, Q(topic), Q(p->filter),
+					p->source ? p->source : "a policy");
 			return EINVAL;
-		}
-		if(topic__matches(topic, p->dead_letter)){
+		case POLICY_TAKES_DEAD_LETTER:
 			errtext__set(err, errlen, "%s " QFMT " takes " QFMT ", the dead-letter topic of %s: a redrive request "
-					"would be a dead letter; give it a topic of its own", what, Q(topic), Q(p->dead_letter), src);
+					"would be a dead letter; give it a topic of its own", what, Q(topic), Q(p->dead_letter),
+					p->source ? p->source : "a policy");
 			return EINVAL;
-		}
+		case POLICY_TAKES_NOTHING:
+			break;
 	}
 	for(size_t i = 0; i < c->count; i++){
 		if(topic__filters_overlap(topic, c->items[i])){

@@ -488,6 +488,17 @@ void policy__free(struct dlq_policy *p)
 	memset(p, 0, sizeof(*p));
 }
 
+enum policy_takes policy__takes(const struct dlq_policy_table *t, const char *filter, const struct dlq_policy **by)
+{
+	for(size_t k = 0; k < t->count; k++){
+		*by = &t->items[k];
+		if(topic__filters_overlap(filter, t->items[k].filter)) return POLICY_TAKES_FILTER;
+		if(topic__matches(filter, t->items[k].dead_letter)) return POLICY_TAKES_DEAD_LETTER;
+	}
+	*by = NULL;
+	return POLICY_TAKES_NOTHING;
+}
+
 void policy__table_free(struct dlq_policy_table *t)
 {
 	if(t == NULL) return;

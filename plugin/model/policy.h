@@ -62,6 +62,14 @@ int policy__table_finish(struct dlq_policy_table *t, char *err, size_t errlen);
  * first declared. The returned pointer is borrowed from the table. */
 const struct dlq_policy *policy__match(const struct dlq_policy_table *t, const char *topic);
 
+/* What a policy of t says of filter, a topic filter an option gives for
+ * messages of another kind (a collect filter, a redrive request's topic):
+ * POLICY_TAKES_FILTER, it overlaps the policy's filter (a message on it
+ * would be tracked too); POLICY_TAKES_DEAD_LETTER, it takes the policy's
+ * dead-letter topic; *by is then that policy, the first in t. */
+enum policy_takes { POLICY_TAKES_NOTHING, POLICY_TAKES_FILTER, POLICY_TAKES_DEAD_LETTER };
+enum policy_takes policy__takes(const struct dlq_policy_table *t, const char *filter, const struct dlq_policy **by);
+
 /* The position of p in t's array, or -1 when p is NULL or belongs to
  * another table (one a reload replaced). Inline: every counter and gauge
  * update of a tracked message asks. */
